@@ -1,0 +1,70 @@
+// trainer: train neural networks from YAML. Verbs: fit, summary, devices (see README).
+// Every failure ends here as a one-line message on stderr and a documented exit code.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <yaml-cpp/exceptions.h>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <new>
+#include <unistd.h>
+
+#include "cmd/commands.h"
+#include "lib/core/error.h"
+#include "lib/train/fit.h"
+#include "trainer_version.h"
+
+namespace {
+
+void on_signal(int) {
+  static volatile std::sig_atomic_t count = 0;
+  if (++count > 1) _exit(int(trainer::ExitCode::interrupted));  // second signal: leave now
+  trainer::request_stop();
+}
+
+int fail(trainer::ExitCode code, const std::string& message) {
+  std::fflush(stdout);
+  std::cerr << "error: " << message << std::endl;
+  return int(code);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto logger = spdlog::stderr_color_mt("trainer");
+  logger->set_pattern("[%Y-%m-%d %H:%M:%S] %^%l%$: %v");
+  spdlog::set_default_logger(logger);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+
+  CLI::App app{"trainer: train neural networks from YAML configs on CPUs (oneDNN) and NVIDIA GPUs (cuDNN/cuBLAS)",
+               "trainer"};
+  app.set_version_flag("--version", std::string("trainer ") + TRAINER_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  trainer::cmd::add_fit_command(app);
+  trainer::cmd::add_summary_command(app);
+  trainer::cmd::add_devices_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints CLI11's message and usage
+    return int(trainer::ExitCode::usage);
+  } catch (const trainer::Error& e) {
+    return fail(e.code(), e.what());
+  } catch (const YAML::Exception& e) {
+    return fail(trainer::ExitCode::config, std::string("config: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(trainer::ExitCode::runtime, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(trainer::ExitCode::internal, std::string("internal error (please report it): ") + e.what());
+  }
+  return 0;
+}

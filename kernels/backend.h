@@ -1,0 +1,75 @@
+// Backend: where tensors live and how the non-layer ops of a training step run.
+//
+// The CPU (oneDNN) and CUDA (cuDNN/cuBLAS) backends implement this; layers reach their kernels
+// through the registry (kernels/layer_kernel.h). All ops are asynchronous on the backend's one
+// stream; only copy_to_host() and synchronize() wait. Nothing here allocates: callers pass memory
+// carved from arenas that were sized before the first step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/layer_kernel.h"
+#include "lib/memory/allocator.h"
+
+namespace trainer {
+
+enum class LossKind {
+  nll,                   // input: log-probabilities
+  cross_entropy_logits,  // sparse categorical crossentropy, from_logits: true
+  cross_entropy_probs,   // sparse categorical crossentropy, from_logits: false (Keras clips to [eps, 1-eps])
+};
+
+struct SgdHyper {
+  float momentum = 0.f, dampening = 0.f, weight_decay = 0.f;
+  bool nesterov = false;
+};
+
+// Adam, AdamW (decoupled weight decay) and Nadam share moments and bias corrections.
+enum class AdamVariant { adam, adamw, nadam };
+struct AdamHyper {
+  AdamVariant variant = AdamVariant::adam;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f;
+};
+
+struct RmspropHyper {
+  float alpha = 0.99f, eps = 1e-8f, momentum = 0.f, weight_decay = 0.f;
+  bool centered = false;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;         // registry key: "cpu", "cuda"
+  virtual std::string description() const = 0;  // "CPU: oneDNN 2.6.3, 2 threads"
+  virtual Allocator& allocator() = 0;
+  virtual MathMode math_mode() const { return MathMode::strict_fp32; }
+
+  // dst/src are backend memory on the device side. The host source may be reused as soon as
+  // copy_to_device returns; copy_to_host waits for all queued work and the copy.
+  virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  virtual void zero(void* dst, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // out: (B, C). Writes dout = d(mean loss)/d(out) and adds the batch's summed loss to *loss_sum.
+  virtual void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
+                    int64_t classes, float* dout, float* loss_sum) = 0;
+  // confusion: (C, C) row = true label, column = argmax(out); adds one per sample.
+  virtual void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                         float* confusion) = 0;
+  // Adds the number of samples whose label is among the k largest outputs.
+  virtual void topk_correct(const float* out, const int32_t* labels, int64_t batch,
+                            int64_t classes, int64_t k, float* correct) = 0;
+
+  // Optimizer updates over one flat arena of n parameters (PyTorch's formulas; see lib/optim).
+  virtual void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
+                        const StepScalars* s) = 0;
+  virtual void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v,
+                         int64_t n, const StepScalars* s) = 0;
+  virtual void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq,
+                            float* buf, float* avg, int64_t n, const StepScalars* s) = 0;
+};
+
+}  // namespace trainer

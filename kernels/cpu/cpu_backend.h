@@ -1,0 +1,50 @@
+// The CPU backend: host memory, oneDNN primitives for layers, hand loops for the rest.
+#pragma once
+
+#include <memory>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/dnnl_context.h"
+#include "lib/memory/host_allocator.h"
+
+namespace trainer {
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(size_t mem_cap_bytes = 0);
+  std::string name() const override { return "cpu"; }
+  std::string description() const override;
+  Allocator& allocator() override { return alloc_; }
+  DnnlContext& dnnl() { return dnnl_; }
+
+  void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void zero(void* dst, size_t bytes) override;
+  void synchronize() override { dnnl_.stream.wait(); }
+
+  void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+            float* dout, float* loss_sum) override;
+  void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                 float* confusion) override;
+  void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                    int64_t k, float* correct) override;
+  void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
+                const StepScalars* s) override;
+  void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
+                 const StepScalars* s) override;
+  void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
+                    float* avg, int64_t n, const StepScalars* s) override;
+
+  // "oneDNN 2.6.3 (cpu isa: avx2)", for `trainer devices`.
+  static std::string onednn_version();
+  static std::string cpu_isa();
+
+ private:
+  HostAllocator alloc_;
+  DnnlContext dnnl_;
+};
+
+// The oneDNN context of a kernel's backend (the CPU kernels are only created for a CpuBackend).
+DnnlContext& dnnl_of(const KernelContext& ctx);
+
+}  // namespace trainer

@@ -1,0 +1,18 @@
+// Factories of the CPU layer kernels, one per kernels/cpu/<op>_cpu.cc; registered in
+// register_cpu_kernels.cc.
+#pragma once
+
+#include <memory>
+
+#include "kernels/layer_kernel.h"
+
+namespace trainer {
+
+std::unique_ptr<LayerKernel> make_conv2d_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_dense_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_pool2d_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_eltwise_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_softmax_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_dropout_cpu(const Layer& l, const KernelContext& ctx);
+
+}  // namespace trainer

@@ -1,0 +1,21 @@
+// Which CPU kernel runs each layer type.
+#include "kernels/cpu/cpu_kernels.h"
+#include "lib/layers/activation.h"
+#include "lib/registry/registry.h"
+
+namespace trainer {
+
+void register_cpu_kernels(Registry& r) {
+  r.add_kernel("dense", "cpu", make_dense_cpu);
+  r.add_kernel("conv2d", "cpu", make_conv2d_cpu);
+  r.add_kernel("maxpool2d", "cpu", make_pool2d_cpu);
+  r.add_kernel("avgpool2d", "cpu", make_pool2d_cpu);
+  r.add_kernel("dropout", "cpu", make_dropout_cpu);
+  r.add_kernel("dropout2d", "cpu", make_dropout_cpu);
+  for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})
+    r.add_kernel(t, "cpu", make_eltwise_cpu);
+  r.add_kernel("softmax", "cpu", make_softmax_cpu);
+  r.add_kernel("log_softmax", "cpu", make_softmax_cpu);
+}
+
+}  // namespace trainer

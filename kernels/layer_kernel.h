@@ -1,0 +1,58 @@
+// LayerKernel: how one layer runs on one backend for one batch size.
+//
+// Kernels are created once per (layer, batch size) before training: that is where oneDNN
+// primitives, cuDNN descriptors and algorithm choices are made. The step itself only executes.
+// Lifecycle:
+//   create (plans, no memory) -> workspace_bytes() -> bind(params, grads, workspace) -> forward/backward...
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lib/core/shape.h"
+
+namespace trainer {
+
+class Backend;
+class Layer;
+
+// Per-step scalars that live in backend memory, so a captured step (CUDA graph) can replay with
+// new values: the host (or a device kernel) updates them before each step.
+struct StepScalars {
+  float lr = 0.f;
+  float bias_correction1 = 1.f;  // 1 - beta1^t (Adam family)
+  float bias_correction2 = 1.f;  // 1 - beta2^t
+  float momentum_product = 1.f;  // Nadam's running product of mu_t
+  float mu_t = 0.f;              // Nadam's mu at t
+  float mu_next = 0.f;           // Nadam's mu at t+1
+  uint64_t step = 0;             // global step counter, 0-based; seeds dropout masks
+  uint64_t seed = 0;
+};
+
+enum class MathMode { strict_fp32, tf32 };
+
+struct KernelContext {
+  Backend* backend = nullptr;
+  int64_t batch = 0;
+  const StepScalars* scalars = nullptr;  // backend memory
+  int layer_index = 0;                   // distinguishes dropout streams
+  MathMode math = MathMode::strict_fp32;
+  bool deterministic = false;
+};
+
+class LayerKernel {
+ public:
+  virtual ~LayerKernel() = default;
+  // Bytes of backend memory this kernel keeps between forward and backward (pooling indices,
+  // dropout masks) plus library scratch (cuDNN workspace). Aligned slices of one arena.
+  virtual size_t workspace_bytes() const { return 0; }
+  // params/grads: this layer's slices of the parameter and gradient arenas (null if none);
+  // buffers: its non-trainable state (running statistics).
+  virtual void bind(float* params, float* grads, float* buffers, void* workspace) {}
+  // x: (batch, in_shape...), y: (batch, out_shape...).
+  virtual void forward(const float* x, float* y, bool training) = 0;
+  // Overwrites (never accumulates) parameter gradients. dx may be null (first layer).
+  virtual void backward(const float* x, const float* y, const float* dy, float* dx) = 0;
+};
+
+}  // namespace trainer

@@ -1,0 +1,243 @@
+#include "lib/config/config.h"
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "lib/config/node_reader.h"
+#include "lib/core/error.h"
+
+namespace trainer {
+
+std::string MetricSpec::label() const {
+  if (type == "top_k_accuracy") return "top" + std::to_string(k) + "_accuracy";
+  return type;
+}
+
+bool valid_device_string(const std::string& s) {
+  static const std::regex re("cpu|auto|gpu|gpu:[0-9]{1,3}");
+  return std::regex_match(s, re);
+}
+
+// A copy without source positions: values from --set must not claim a line of the file.
+static YAML::Node clone_unmarked(const YAML::Node& n) {
+  if (n.IsScalar()) return YAML::Node(n.Scalar());
+  if (n.IsSequence()) {
+    YAML::Node out(YAML::NodeType::Sequence);
+    for (const auto& item : n) out.push_back(clone_unmarked(item));
+    return out;
+  }
+  if (n.IsMap()) {
+    YAML::Node out(YAML::NodeType::Map);
+    for (auto it = n.begin(); it != n.end(); ++it) out[it->first.Scalar()] = clone_unmarked(it->second);
+    return out;
+  }
+  return YAML::Node(YAML::NodeType::Null);
+}
+
+void apply_override(YAML::Node& root, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--set " + assignment + ": expected dotted.key=value, e.g. --set optimizer.lr=0.01");
+  const std::string key = assignment.substr(0, eq);
+  YAML::Node value;
+  try {
+    value = clone_unmarked(YAML::Load(assignment.substr(eq + 1)));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError("--set " + assignment + ": the value is not valid YAML: " + e.msg);
+  }
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string part; std::getline(ss, part, '.');) {
+    if (part.empty()) throw ConfigError("--set " + assignment + ": empty key segment in '" + key + "'");
+    parts.push_back(part);
+  }
+  YAML::Node cur = root;
+  std::string walked;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    const bool last = i + 1 == parts.size();
+    if (cur.IsSequence()) {
+      size_t idx = 0;
+      if (p.find_first_not_of("0123456789") != std::string::npos ||
+          (idx = std::stoul(p)) >= cur.size())
+        throw ConfigError("--set " + assignment + ": '" + walked + "' is a list of " +
+                          std::to_string(cur.size()) + " items; '" + p + "' is not an index in it");
+      if (last) {
+        cur[idx] = value;
+        return;
+      }
+      YAML::Node next = cur[idx];
+      cur.reset(next);
+    } else {
+      if (cur.IsScalar())
+        throw ConfigError("--set " + assignment + ": '" + walked + "' is a value, not a section");
+      if (last) {
+        cur[p] = value;
+        return;
+      }
+      if (!cur[p] || cur[p].IsNull()) cur[p] = YAML::Node(YAML::NodeType::Map);
+      YAML::Node next = cur[p];
+      cur.reset(next);
+    }
+    walked += (walked.empty() ? "" : ".") + p;
+  }
+}
+
+static void read_model(Config& c, NodeReader& r) {
+  YAML::Node m = r.child("model");
+  if (!present(m)) r.fail("model", "is required: model: {input_shape: [...], layers: [...]}");
+  NodeReader mr(m, "model", c.file);
+  if (!mr.has("input_shape")) mr.fail("input_shape", "is required, e.g. input_shape: [1, 28, 28]");
+  c.input_shape = Shape(mr.integer_list("input_shape", {}, 1, int64_t(1) << 31));
+  c.init = mr.choice("init", "torch", {"torch", "keras"}) == "torch" ? InitScheme::torch : InitScheme::keras;
+  c.layers = mr.child("layers");
+  if (!present(c.layers) || !c.layers.IsSequence() || c.layers.size() == 0)
+    mr.fail("layers", "is required: a non-empty list of layers, e.g. - {type: dense, units: 10}");
+  mr.finish();
+  c.resolved["model"] = mr.resolved();
+}
+
+static void read_loss(Config& c, NodeReader& r) {
+  YAML::Node n = r.child("loss");
+  // yaml-cpp's Node::operator= writes through to the referenced node; reset() rebinds.
+  YAML::Node section;
+  section.reset(n);
+  if (present(n) && n.IsScalar()) {  // "loss: nll" shortcut
+    YAML::Node m(YAML::NodeType::Map);
+    m["type"] = n.Scalar();
+    section.reset(m);
+  }
+  NodeReader lr(section, "loss", c.file);
+  std::string type = lr.choice("type", "sparse_categorical_crossentropy",
+                               {"nll", "sparse_categorical_crossentropy", "cross_entropy"});
+  if (type == "nll") {
+    c.loss = LossKind::nll;
+  } else {
+    // "cross_entropy" is PyTorch's name: it always takes logits.
+    bool from_logits = lr.boolean("from_logits", type == "cross_entropy");
+    c.loss = from_logits ? LossKind::cross_entropy_logits : LossKind::cross_entropy_probs;
+  }
+  lr.finish();
+  c.resolved["loss"] = lr.resolved();
+}
+
+static void read_metrics(Config& c, NodeReader& r) {
+  YAML::Node n = r.child("metrics");
+  const std::vector<std::string> allowed{"accuracy", "top_k_accuracy", "precision", "recall", "f1"};
+  YAML::Node out(YAML::NodeType::Sequence);
+  if (!present(n)) {
+    c.metrics = {{"accuracy", 1}};
+    out.push_back("accuracy");
+  } else {
+    if (!n.IsSequence()) r.fail("metrics", "expected a list, e.g. metrics: [accuracy, {type: top_k_accuracy, k: 5}]");
+    for (size_t i = 0; i < n.size(); ++i) {
+      YAML::Node item;
+      item.reset(n[i]);
+      if (item.IsScalar()) {  // "accuracy" shortcut
+        YAML::Node m(YAML::NodeType::Map);
+        m["type"] = item.Scalar();
+        item.reset(m);
+      }
+      NodeReader mr(item, "metrics." + std::to_string(i), c.file);
+      MetricSpec s;
+      s.type = mr.choice("type", "accuracy", allowed);
+      if (s.type == "top_k_accuracy") s.k = mr.integer("k", 5, 1, 1 << 20);
+      mr.finish();
+      c.metrics.push_back(s);
+      out.push_back(mr.resolved());
+    }
+  }
+  c.resolved["metrics"] = out;
+}
+
+static void read_data(Config& c, NodeReader& r) {
+  YAML::Node d = r.child("data");
+  if (!present(d)) r.fail("data", "is required: data: {train: {...}, validation: {...}, num_classes: N}");
+  NodeReader dr(d, "data", c.file);
+  DataConfig& dc = c.data;
+  dc.train = dr.child("train");
+  if (!present(dc.train)) dr.fail("train", "is required: the training data source, e.g. train: {format: idx, images: ..., labels: ...}");
+  dc.validation = dr.child("validation");
+  dc.num_classes = dr.integer("num_classes", 0, 2, 1 << 20);
+  if (dc.num_classes == 0) dr.fail("num_classes", "is required: the number of classes, e.g. num_classes: 10");
+  dc.batch_size = dr.integer("batch_size", 32, 1, 1 << 20);
+  dc.shuffle = dr.boolean("shuffle", true);
+  dc.drop_last = dr.boolean("drop_last", false);
+  dc.validation_split = dr.number("validation_split", 0, 0, 0.99);
+  if (dc.validation_split > 0 && present(dc.validation))
+    dr.fail("validation_split", "cannot be combined with an explicit data.validation source");
+  YAML::Node norm = dr.child("normalize");
+  NodeReader nr(norm, "data.normalize", c.file);
+  dc.scale_given = nr.has("scale");
+  dc.normalize.scale = nr.number("scale", 1.0, -1e12, 1e12);
+  dc.normalize.mean = nr.number_list("mean", {0.0}, -1e12, 1e12);
+  dc.normalize.std = nr.number_list("std", {1.0}, 1e-12, 1e12);
+  nr.finish();
+  dr.finish();
+  c.resolved["data"] = dr.resolved();
+  c.resolved["data"]["train"] = dc.train;
+  if (present(dc.validation)) c.resolved["data"]["validation"] = dc.validation;
+  c.resolved["data"]["normalize"] = nr.resolved();
+}
+
+static Config parse_document(YAML::Node root, const std::string& file,
+                             const std::vector<std::string>& overrides) {
+  if (!root || root.IsNull()) root.reset(YAML::Node(YAML::NodeType::Map));
+  for (const auto& o : overrides) apply_override(root, o);
+  Config c;
+  c.file = file;
+  c.root = root;
+  c.resolved = YAML::Node(YAML::NodeType::Map);
+  NodeReader r(root, "", file);
+  read_model(c, r);
+  read_loss(c, r);
+  {
+    NodeReader o(r.child("optimizer"), "optimizer", file);
+    c.optimizer = read_optimizer(o);
+    o.finish();
+    c.resolved["optimizer"] = o.resolved();
+  }
+  read_metrics(c, r);
+  read_data(c, r);
+  {
+    NodeReader t(r.child("train"), "train", file);
+    c.epochs = t.integer("epochs", 10, 1, 1000000);
+    c.seed = uint64_t(t.integer("seed", 0, 0, int64_t(1) << 62));
+    c.deterministic = t.boolean("deterministic", false);
+    t.finish();
+    c.resolved["train"] = t.resolved();
+  }
+  c.device = r.string("device", "cpu");
+  if (!valid_device_string(c.device))
+    r.fail("device", "'" + c.device + "' is not a device; allowed: cpu, auto, gpu, gpu:N");
+  c.math = r.choice("math", "fp32", {"fp32", "tf32"}) == "tf32" ? MathMode::tf32 : MathMode::strict_fp32;
+  c.resolved["device"] = c.device;
+  c.resolved["math"] = c.math == MathMode::tf32 ? "tf32" : "fp32";
+  r.finish();
+  return c;
+}
+
+static YAML::Node parse_yaml(const std::string& text, const std::string& name) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(name + ":" + std::to_string(e.mark.line + 1) + ":" +
+                      std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
+  }
+}
+
+Config parse_config(const std::string& text, const std::string& name,
+                    const std::vector<std::string>& overrides) {
+  return parse_document(parse_yaml(text, name), name, overrides);
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot open the config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path, overrides);
+}
+
+}  // namespace trainer

@@ -1,0 +1,73 @@
+// Config: the YAML file plus --set overrides, validated into typed sections.
+//
+// Precedence: built-in defaults < config file < --set < dedicated CLI flags (which cmd/ turns
+// into --set overrides). Every key is validated before anything runs; see README "Config".
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "lib/core/shape.h"
+#include "lib/model/model.h"
+#include "lib/optim/optimizer.h"
+
+namespace trainer {
+
+struct MetricSpec {
+  std::string type;  // accuracy | top_k_accuracy | precision | recall | f1
+  int64_t k = 1;
+  std::string label() const;  // "accuracy", "top5_accuracy", "f1"
+};
+
+struct NormalizeConfig {
+  double scale = 1.0;  // applied first: x * scale
+  std::vector<double> mean{0.0}, std{1.0};
+};
+
+struct DataConfig {
+  YAML::Node train, validation;  // source sections, read by lib/train/data_sources.cc
+  int64_t num_classes = 0;
+  int64_t batch_size = 32;
+  bool shuffle = true;
+  bool drop_last = false;
+  double validation_split = 0;
+  NormalizeConfig normalize;
+  bool scale_given = false;  // false: 1/255 for uint8 sources, 1 otherwise
+};
+
+struct Config {
+  std::string file;
+  YAML::Node root;      // the document after --set
+  YAML::Node resolved;  // every key with defaults filled (model layers added by describe())
+
+  Shape input_shape;
+  InitScheme init = InitScheme::torch;
+  YAML::Node layers;
+  LossKind loss = LossKind::cross_entropy_logits;
+  OptimizerConfig optimizer;
+  std::vector<MetricSpec> metrics;
+  DataConfig data;
+  int64_t epochs = 10;
+  uint64_t seed = 0;
+  std::string device = "cpu";
+  MathMode math = MathMode::strict_fp32;
+  bool deterministic = false;
+};
+
+// Applies "a.b.3.c=value" to a document: maps by key, lists by index. The value is YAML
+// ("64", "[1, 28, 28]", "{type: sgd}"). Throws ConfigError naming the override.
+void apply_override(YAML::Node& root, const std::string& assignment);
+
+// Loads, overrides and validates. Throws ConfigError with file:line:column on any problem.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+// The same from a string (tests).
+Config parse_config(const std::string& yaml_text, const std::string& name,
+                    const std::vector<std::string>& overrides);
+
+// Validates a device string: "cpu", "auto", "gpu" or "gpu:N".
+bool valid_device_string(const std::string& s);
+
+}  // namespace trainer

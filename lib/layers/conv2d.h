@@ -1,0 +1,43 @@
+// conv2d: cross-correlation as in PyTorch/Keras.
+//   x: (B, C, H, W)  W: (filters, C, kh, kw)  b: (filters)  y: (B, filters, OH, OW)
+// padding: valid | same (TensorFlow's split: the extra row/column goes bottom/right) | an integer.
+#pragma once
+
+#include "lib/model/layer.h"
+
+namespace trainer {
+
+class NodeReader;
+
+// Resolved geometry of one spatial dimension, shared by conv and pooling layers.
+struct Window {
+  int64_t kernel = 1, stride = 1, pad_begin = 0, pad_end = 0;
+};
+// Fills pads for "valid"/"same"/explicit and returns the output extent (0 if empty).
+int64_t resolve_window(int64_t in, const std::string& padding, int64_t explicit_pad, Window& w);
+
+class Conv2d : public Layer {
+ public:
+  explicit Conv2d(NodeReader& r);
+  int64_t filters = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1;
+  std::string padding = "valid";
+  int64_t pad = 0;  // when padding is an integer
+  bool use_bias = true;
+  Window wh, ww;    // resolved in infer()
+
+  int64_t in_channels() const { return input_shape()[0]; }
+  std::vector<ParamSpec> param_specs() const override;
+  void describe(YAML::Node& out) const override;
+
+ protected:
+  Shape infer(const Shape& in) override;
+};
+
+// Reads "padding: valid|same|<int>" into (mode, pad).
+void read_padding(NodeReader& r, std::string& mode, int64_t& pad);
+// Reads a size that may be an int or a [h, w] pair.
+void read_pair(NodeReader& r, const std::string& key, int64_t def_h, int64_t def_w, int64_t& h,
+               int64_t& w);
+
+}  // namespace trainer

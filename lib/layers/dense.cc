@@ -1,0 +1,31 @@
+#include "lib/layers/dense.h"
+
+#include "lib/config/node_reader.h"
+
+namespace trainer {
+
+Dense::Dense(NodeReader& r) {
+  units = r.integer("units", 0, 1, int64_t(1) << 31);
+  if (units == 0) r.fail("units", "is required: the number of output features, e.g. units: 64");
+  use_bias = r.boolean("use_bias", true);
+}
+
+Shape Dense::infer(const Shape& in) {
+  if (in.rank() != 1)
+    shape_error("expects a flat input (features), got " + in.batched_str() +
+                "; add a flatten layer before it");
+  return Shape{units};
+}
+
+std::vector<ParamSpec> Dense::param_specs() const {
+  std::vector<ParamSpec> p{{"weight", Shape{units, in_features()}, ParamRole::weight, in_features(), units}};
+  if (use_bias) p.push_back({"bias", Shape{units}, ParamRole::bias, in_features(), units});
+  return p;
+}
+
+void Dense::describe(YAML::Node& out) const {
+  out["units"] = units;
+  out["use_bias"] = use_bias;
+}
+
+}  // namespace trainer

@@ -1,0 +1,24 @@
+// dense: y = x W^T + b.  x: (B, in)  W: (units, in)  b: (units)  y: (B, units)
+#pragma once
+
+#include "lib/model/layer.h"
+
+namespace trainer {
+
+class NodeReader;
+
+class Dense : public Layer {
+ public:
+  explicit Dense(NodeReader& r);
+  int64_t units = 0;
+  bool use_bias = true;
+  int64_t in_features() const { return input_shape()[0]; }
+
+  std::vector<ParamSpec> param_specs() const override;
+  void describe(YAML::Node& out) const override;
+
+ protected:
+  Shape infer(const Shape& in) override;
+};
+
+}  // namespace trainer

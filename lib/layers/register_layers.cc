@@ -1,0 +1,40 @@
+// Every built-in layer type, by its YAML name.
+#include "lib/config/node_reader.h"
+#include "lib/layers/activation.h"
+#include "lib/layers/conv2d.h"
+#include "lib/layers/dense.h"
+#include "lib/layers/dropout.h"
+#include "lib/layers/flatten.h"
+#include "lib/layers/pool2d.h"
+#include "lib/registry/registry.h"
+
+namespace trainer {
+
+void register_builtin_layers(Registry& r) {
+  r.add_layer("dense", "fully connected: units, use_bias",
+              [](NodeReader& n) { return std::make_unique<Dense>(n); });
+  r.add_layer("conv2d", "2-D convolution: filters, kernel_size, strides, padding, use_bias",
+              [](NodeReader& n) { return std::make_unique<Conv2d>(n); });
+  r.add_layer("maxpool2d", "2-D max pooling: pool_size, strides, padding",
+              [](NodeReader& n) { return std::make_unique<Pool2d>(n, Pool2d::Kind::max); });
+  r.add_layer("avgpool2d", "2-D average pooling: pool_size, strides, padding",
+              [](NodeReader& n) { return std::make_unique<Pool2d>(n, Pool2d::Kind::avg); });
+  r.add_layer("flatten", "reshape to (features)",
+              [](NodeReader&) { return std::make_unique<Flatten>(); });
+  r.add_layer("dropout", "element-wise dropout: rate",
+              [](NodeReader& n) { return std::make_unique<Dropout>(n, false); });
+  r.add_layer("dropout2d", "channel-wise dropout: rate",
+              [](NodeReader& n) { return std::make_unique<Dropout>(n, true); });
+  const std::vector<std::pair<const char*, ActivationKind>> acts{
+      {"relu", ActivationKind::relu},       {"sigmoid", ActivationKind::sigmoid},
+      {"tanh", ActivationKind::tanh},       {"gelu", ActivationKind::gelu},
+      {"leaky_relu", ActivationKind::leaky_relu}, {"softmax", ActivationKind::softmax},
+      {"log_softmax", ActivationKind::log_softmax}};
+  for (const auto& a : acts) {
+    ActivationKind kind = a.second;
+    r.add_layer(a.first, kind == ActivationKind::leaky_relu ? "activation: alpha" : "activation",
+                [kind](NodeReader& n) { return std::make_unique<Activation>(n, kind); });
+  }
+}
+
+}  // namespace trainer

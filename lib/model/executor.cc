@@ -1,0 +1,245 @@
+#include "lib/model/executor.h"
+
+#include <algorithm>
+
+#include "lib/core/error.h"
+#include "lib/registry/registry.h"
+
+namespace trainer {
+
+// The layout of one batch size inside the activation arena, and its kernels.
+struct Executor::Plan {
+  int64_t batch = 0;
+  std::vector<std::unique_ptr<LayerKernel>> kernels;  // null for views (flatten)
+  // Byte offsets into the activation arena. Index 0 is the input; index i+1 is layer i's output.
+  std::vector<size_t> act, grad;
+  std::vector<size_t> workspace;  // per layer
+  size_t labels = 0, bytes = 0;
+};
+
+static size_t floats_bytes(int64_t n) { return align_up(size_t(n) * sizeof(float)); }
+
+Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimizer,
+                   ExecutorOptions opt)
+    : model_(model), be_(backend), opt_(optimizer), o_(std::move(opt)) {
+  if (o_.batch_sizes.empty()) throw InternalError("executor: no batch sizes");
+  const auto& layers = model_.layers();
+  const Registry& reg = Registry::global();
+
+  // 1. Small control block first: step scalars and metric accumulators.
+  const size_t n_metrics = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
+  scalars_ = static_cast<StepScalars*>(allocate(sizeof(StepScalars), "step scalars"));
+  metrics_ = static_cast<float*>(allocate(n_metrics * sizeof(float), "metric accumulators"));
+
+  // 2. Plans: kernels per batch size (primitives/descriptors created here), arena layout.
+  size_t act_bytes = 0;
+  for (int64_t b : o_.batch_sizes) {
+    if (plans_.count(b)) continue;
+    auto p = std::make_unique<Plan>();
+    p->batch = b;
+    size_t off = 0;
+    auto take = [&](size_t bytes) {
+      size_t at = off;
+      off += align_up(bytes);
+      return at;
+    };
+    p->act.push_back(take(floats_bytes(b * model_.input_shape().numel())));
+    p->grad.push_back(0);  // the input needs no gradient
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const Layer& l = *layers[i];
+      if (l.aliases_input()) {
+        p->kernels.push_back(nullptr);
+        p->act.push_back(p->act.back());
+        p->grad.push_back(p->grad.back());
+        p->workspace.push_back(0);
+        continue;
+      }
+      KernelContext ctx;
+      ctx.backend = &be_;
+      ctx.batch = b;
+      ctx.scalars = scalars_;
+      ctx.layer_index = int(i);
+      ctx.math = o_.math;
+      ctx.deterministic = o_.deterministic;
+      p->kernels.push_back(reg.make_kernel(be_.name(), l, ctx));
+      const size_t out_bytes = floats_bytes(b * l.output_shape().numel());
+      p->act.push_back(take(out_bytes));
+      p->grad.push_back(take(out_bytes));
+      p->workspace.push_back(take(p->kernels.back()->workspace_bytes()));
+    }
+    p->labels = take(size_t(b) * sizeof(int32_t));
+    p->bytes = off;
+    act_bytes = std::max(act_bytes, off);
+    plans_[b] = std::move(p);
+  }
+
+  // 3. Allocate: parameter arena, buffers, activations. Each allocation names what it is for.
+  n_param_floats_ = model_.param_arena_floats();
+  const int slots = 2 + optimizer.state_slots();
+  try {
+    params_ = static_cast<float*>(allocate(std::max<size_t>(floats_bytes(n_param_floats_) * slots, 1),
+                                           "parameters, gradients and optimizer state"));
+    grads_ = params_ + floats_bytes(n_param_floats_) / sizeof(float);
+    state_ = grads_ + floats_bytes(n_param_floats_) / sizeof(float);
+    buffers_ = static_cast<float*>(
+        allocate(floats_bytes(std::max<int64_t>(model_.buffer_arena_floats(), 1)), "layer buffers"));
+    int64_t max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
+    activations_ = static_cast<char*>(
+        allocate(act_bytes, "activations and workspaces for batch size " + std::to_string(max_batch)));
+  } catch (const OutOfMemoryError& e) {
+    // Activations scale with the batch; everything else is fixed. Say what would fit.
+    const int64_t max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
+    const size_t cap = be_.allocator().cap_bytes();
+    size_t fixed = be_.allocator().bytes_in_use();
+    if (!activations_ && !buffers_ && !params_) fixed += floats_bytes(n_param_floats_) * slots;
+    const double per_sample = double(act_bytes) / double(max_batch);
+    std::string advice;
+    if (cap) {
+      int64_t fit = cap > fixed ? int64_t(double(cap - fixed) / per_sample) : 0;
+      advice = fit >= 1 ? "; the largest batch size that would fit is about " + std::to_string(std::min(fit, max_batch))
+                        : "; not even batch size 1 fits: raise --mem-limit or use a smaller model";
+    }
+    throw OutOfMemoryError(std::string(e.what()) + advice);
+  }
+  be_.zero(state_, floats_bytes(n_param_floats_) * size_t(optimizer.state_slots()));
+
+  // 4. Bind every kernel to its slices.
+  for (auto& kv : plans_) {
+    Plan& p = *kv.second;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (!p.kernels[i]) continue;
+      int64_t po = model_.layer_param_offset(int(i)), bo = model_.layer_buffer_offset(int(i));
+      p.kernels[i]->bind(po >= 0 ? params_ + po : nullptr, po >= 0 ? grads_ + po : nullptr,
+                         bo >= 0 ? buffers_ + bo : nullptr, activations_ + p.workspace[i]);
+    }
+  }
+  reset_metrics();
+}
+
+Executor::~Executor() {
+  for (void* p : allocations_) be_.allocator().deallocate(p);
+}
+
+void* Executor::allocate(size_t bytes, const std::string& what) {
+  void* p = be_.allocator().allocate(bytes, what);
+  allocations_.push_back(p);
+  memory_plan_.push_back({what, align_up(bytes)});
+  return p;
+}
+
+size_t Executor::planned_bytes() const {
+  size_t n = 0;
+  for (const auto& m : memory_plan_) n += m.bytes;
+  return n;
+}
+
+Executor::Plan& Executor::plan_for(int64_t batch) {
+  auto it = plans_.find(batch);
+  if (it == plans_.end())
+    throw InternalError("no plan for batch size " + std::to_string(batch) + " (plans are made before the first step)");
+  return *it->second;
+}
+
+void Executor::upload_params(const float* params, const float* buffers) {
+  be_.copy_to_device(params_, params, size_t(n_param_floats_) * sizeof(float));
+  if (model_.buffer_arena_floats())
+    be_.copy_to_device(buffers_, buffers, size_t(model_.buffer_arena_floats()) * sizeof(float));
+}
+
+void Executor::download_params(float* params, float* buffers) {
+  be_.copy_to_host(params, params_, size_t(n_param_floats_) * sizeof(float));
+  if (model_.buffer_arena_floats() && buffers)
+    be_.copy_to_host(buffers, buffers_, size_t(model_.buffer_arena_floats()) * sizeof(float));
+}
+
+int64_t Executor::optimizer_state_floats() const {
+  return int64_t(opt_.state_slots()) * n_param_floats_;
+}
+
+// The state arrays sit back to back with aligned strides; host copies are packed.
+void Executor::upload_optimizer_state(const float* state) {
+  const size_t stride = floats_bytes(n_param_floats_) / sizeof(float);
+  for (int s = 0; s < opt_.state_slots(); ++s)
+    be_.copy_to_device(state_ + s * stride, state + s * n_param_floats_,
+                       size_t(n_param_floats_) * sizeof(float));
+}
+
+void Executor::download_optimizer_state(float* state) {
+  const size_t stride = floats_bytes(n_param_floats_) / sizeof(float);
+  for (int s = 0; s < opt_.state_slots(); ++s)
+    be_.copy_to_host(state + s * n_param_floats_, state_ + s * stride,
+                     size_t(n_param_floats_) * sizeof(float));
+}
+
+void Executor::forward(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training) {
+  const auto& layers = model_.layers();
+  float* x0 = reinterpret_cast<float*>(activations_ + p.act[0]);
+  int32_t* labels = reinterpret_cast<int32_t*>(activations_ + p.labels);
+  be_.copy_to_device(x0, x, size_t(batch * model_.input_shape().numel()) * sizeof(float));
+  if (y) be_.copy_to_device(labels, y, size_t(batch) * sizeof(int32_t));
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (!p.kernels[i]) continue;
+    p.kernels[i]->forward(reinterpret_cast<float*>(activations_ + p.act[i]),
+                          reinterpret_cast<float*>(activations_ + p.act[i + 1]), training);
+  }
+  if (!y) return;
+  const size_t last = layers.size();
+  const float* out = reinterpret_cast<float*>(activations_ + p.act[last]);
+  float* dout = reinterpret_cast<float*>(activations_ + p.grad[last]);
+  be_.loss(o_.loss, out, labels, batch, o_.num_classes, dout, metrics_);
+  for (size_t k = 0; k < o_.top_k.size(); ++k)
+    be_.topk_correct(out, labels, batch, o_.num_classes, o_.top_k[k], metrics_ + 1 + k);
+  be_.confusion(out, labels, batch, o_.num_classes, metrics_ + 1 + o_.top_k.size());
+  samples_ += batch;
+}
+
+void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr) {
+  Plan& p = plan_for(batch);
+  opt_.prepare(host_scalars_, t, lr);
+  host_scalars_.seed = o_.seed;
+  be_.copy_to_device(scalars_, &host_scalars_, sizeof(StepScalars));
+  forward(p, batch, x, y, true);
+  const auto& layers = model_.layers();
+  for (size_t i = layers.size(); i-- > 0;) {
+    if (!p.kernels[i]) continue;
+    // The first computing layer's input needs no gradient.
+    bool first = true;
+    for (size_t j = 0; j < i; ++j) first = first && !p.kernels[j];
+    float* dx = first ? nullptr : reinterpret_cast<float*>(activations_ + p.grad[i]);
+    p.kernels[i]->backward(reinterpret_cast<float*>(activations_ + p.act[i]),
+                           reinterpret_cast<float*>(activations_ + p.act[i + 1]),
+                           reinterpret_cast<float*>(activations_ + p.grad[i + 1]), dx);
+  }
+  opt_.step(be_, params_, grads_, state_, n_param_floats_, scalars_);
+}
+
+void Executor::eval_step(int64_t batch, const float* x, const int32_t* y) {
+  forward(plan_for(batch), batch, x, y, false);
+}
+
+void Executor::predict(int64_t batch, const float* x, float* out) {
+  Plan& p = plan_for(batch);
+  forward(p, batch, x, nullptr, false);
+  be_.copy_to_host(out, activations_ + p.act.back(),
+                   size_t(batch * model_.output_shape().numel()) * sizeof(float));
+}
+
+void Executor::reset_metrics() {
+  const size_t n = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
+  be_.zero(metrics_, n * sizeof(float));
+  samples_ = 0;
+}
+
+MetricSums Executor::read_metrics() {
+  const size_t n = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
+  std::vector<float> host(n);
+  be_.copy_to_host(host.data(), metrics_, n * sizeof(float));
+  MetricSums m;
+  m.loss_sum = host[0];
+  m.samples = samples_;
+  m.topk.assign(host.begin() + 1, host.begin() + 1 + long(o_.top_k.size()));
+  m.confusion.assign(host.begin() + 1 + long(o_.top_k.size()), host.end());
+  return m;
+}
+
+}  // namespace trainer

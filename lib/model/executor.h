@@ -1,0 +1,103 @@
+// Executor: a Model made runnable on one Backend.
+//
+// Everything is planned and allocated in the constructor, before the first step:
+//   - one arena: parameters | gradients | optimizer state (same layout, so it can be all-reduced
+//     or updated as one flat vector);
+//   - one activation arena sized for the largest batch: input, every layer's output and its
+//     gradient, kernel workspaces, labels;
+//   - kernels (oneDNN primitives, cuDNN descriptors and algorithms) for each batch size the run
+//     will see (full and tail batches of train and eval).
+// A step then only launches work on the backend's stream: no allocation, no plan creation, and
+// no host synchronization until metrics are read.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "lib/model/model.h"
+#include "lib/optim/optimizer.h"
+
+namespace trainer {
+
+struct ExecutorOptions {
+  std::vector<int64_t> batch_sizes;  // every batch size a step may use
+  int64_t num_classes = 0;
+  LossKind loss = LossKind::nll;
+  std::vector<int64_t> top_k;        // top-k accuracies to accumulate (besides the confusion matrix)
+  MathMode math = MathMode::strict_fp32;
+  bool deterministic = false;
+  uint64_t seed = 0;
+};
+
+// Sums accumulated on the device since reset_metrics().
+struct MetricSums {
+  double loss_sum = 0;
+  int64_t samples = 0;
+  std::vector<double> confusion;  // (C, C): row = label, column = prediction
+  std::vector<double> topk;       // per options.top_k entry: correct count
+};
+
+// One line of the memory plan, for reports and the out-of-memory message.
+struct MemoryItem {
+  std::string what;
+  size_t bytes;
+};
+
+class Executor {
+ public:
+  Executor(const Model& model, Backend& backend, const Optimizer& optimizer, ExecutorOptions opt);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Host <-> backend copies of the parameter and buffer arenas (checkpoints, init).
+  void upload_params(const float* params, const float* buffers);
+  void download_params(float* params, float* buffers);
+  // Optimizer state as n_state * param_arena_floats floats.
+  int64_t optimizer_state_floats() const;
+  void upload_optimizer_state(const float* state);
+  void download_optimizer_state(float* state);
+
+  // x: (batch, input...) host floats, y: (batch) labels. lr and the update counter t (1-based)
+  // feed the optimizer's per-step scalars.
+  void train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr);
+  void eval_step(int64_t batch, const float* x, const int32_t* y);
+  // Forward only, copies the model output (batch, out...) to host memory.
+  void predict(int64_t batch, const float* x, float* out);
+
+  void reset_metrics();
+  MetricSums read_metrics();  // synchronizes
+
+  const std::vector<MemoryItem>& memory_plan() const { return memory_plan_; }
+  size_t planned_bytes() const;
+  // Host-side Nadam state etc. travels with checkpoints.
+  StepScalars& host_scalars() { return host_scalars_; }
+
+ private:
+  struct Plan;
+  Plan& plan_for(int64_t batch);
+  void forward(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training);
+  void* allocate(size_t bytes, const std::string& what);
+
+  const Model& model_;
+  Backend& be_;
+  const Optimizer& opt_;
+  ExecutorOptions o_;
+  std::map<int64_t, std::unique_ptr<Plan>> plans_;
+  std::vector<void*> allocations_;
+  std::vector<MemoryItem> memory_plan_;
+  int64_t n_param_floats_ = 0;
+  float* params_ = nullptr;   // arena: params | grads | state
+  float* grads_ = nullptr;
+  float* state_ = nullptr;
+  float* buffers_ = nullptr;
+  char* activations_ = nullptr;
+  StepScalars* scalars_ = nullptr;  // backend memory
+  float* metrics_ = nullptr;        // backend memory: loss_sum, samples, topk..., confusion
+  StepScalars host_scalars_;
+  int64_t samples_ = 0;
+};
+
+}  // namespace trainer

@@ -1,0 +1,172 @@
+#include "lib/model/model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "lib/config/node_reader.h"
+#include "lib/core/counter_rng.h"
+#include "lib/core/error.h"
+#include "lib/layers/activation.h"
+#include "lib/registry/registry.h"
+
+namespace trainer {
+
+static constexpr int64_t kSlotAlign = 64;  // floats
+
+Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init,
+             const std::string& file)
+    : input_(input_shape), init_(init) {
+  if (!present(layers) || !layers.IsSequence() || layers.size() == 0)
+    throw ConfigError(node_location(file, layers) +
+                      ": model.layers: expected a non-empty list of layers");
+  const Registry& reg = Registry::global();
+  std::map<std::string, int> type_count;
+  std::vector<std::string> names;
+  auto add = [&](std::unique_ptr<Layer> layer, const std::string& type, std::string name) {
+    int n = ++type_count[type];
+    if (name.empty()) name = type + "_" + std::to_string(n);  // Keras' naming: conv2d_1
+    for (const auto& other : names)
+      if (other == name) throw ConfigError("model.layers: duplicate layer name '" + name + "'");
+    names.push_back(name);
+    layer->set_identity(type, name);
+    const Shape& in = layers_.empty() ? input_ : layers_.back()->output_shape();
+    layer->build(in, int(layers_.size()));
+    layers_.push_back(std::move(layer));
+  };
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const YAML::Node node = layers[i];
+    const std::string path = "model.layers." + std::to_string(i);
+    NodeReader r(node, path, file);
+    if (!r.has("type")) r.fail_here("every layer needs a 'type', e.g. type: dense");
+    const std::string type = r.string("type", "");
+    const LayerEntry& entry = reg.layer(type, node_location(file, node["type"]) + ": " + path + ".type");
+    const std::string name = r.string("name", "");
+    std::string activation = "linear";
+    if (type == "dense" || type == "conv2d" || type == "conv1d") {
+      std::vector<std::string> allowed{"linear"};
+      for (const auto& a : activation_names()) allowed.push_back(a);
+      activation = r.choice("activation", "linear", allowed);
+    }
+    add(entry.make_layer(r), type, name);
+    r.finish();
+    if (activation != "linear") {  // Keras' `activation:` shortcut: a separate activation layer
+      YAML::Node empty(YAML::NodeType::Map);
+      NodeReader ar(empty, path + ".activation", file);
+      add(reg.layer(activation, path).make_layer(ar), activation,
+          name.empty() ? "" : name + "_" + activation);
+    }
+  }
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    layer_param_offset_.push_back(-1);
+    for (const ParamSpec& p : layers_[li]->param_specs()) {
+      if (layer_param_offset_.back() < 0) layer_param_offset_.back() = param_floats_;
+      params_.push_back({layers_[li]->name() + "." + p.name, p.shape, param_floats_, int(li), p});
+      param_floats_ += (p.shape.numel() + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+    }
+    layer_buffer_offset_.push_back(-1);
+    for (const BufferSpec& b : layers_[li]->buffer_specs()) {
+      if (layer_buffer_offset_.back() < 0) layer_buffer_offset_.back() = buffer_floats_;
+      ParamSpec spec;
+      spec.name = b.name;
+      spec.shape = b.shape;
+      buffers_.push_back({layers_[li]->name() + "." + b.name, b.shape, buffer_floats_, int(li), spec});
+      buffer_floats_ += b.shape.numel();
+    }
+  }
+}
+
+int64_t Model::num_params() const {
+  int64_t n = 0;
+  for (const auto& p : params_) n += p.shape.numel();
+  return n;
+}
+
+void Model::initialize(float* params, float* buffers, uint64_t seed) const {
+  SplitMix rng(seed ^ 0x1A17u);
+  std::fill(params, params + param_floats_, 0.f);
+  for (const TensorSlot& s : params_) {
+    float* w = params + s.offset;
+    const int64_t n = s.shape.numel();
+    const ParamSpec& p = s.spec;
+    double bound = 0;
+    switch (p.role) {
+      case ParamRole::gamma: std::fill(w, w + n, 1.f); continue;
+      case ParamRole::beta: std::fill(w, w + n, 0.f); continue;
+      case ParamRole::embedding:
+        // PyTorch: N(0, 1); Keras: U(-0.05, 0.05). Both via uniform draws for determinism.
+        if (init_ == InitScheme::keras) {
+          bound = 0.05;
+          break;
+        }
+        for (int64_t i = 0; i < n; ++i) {  // Box-Muller
+          double u1 = std::max(rng.uniform(), 1e-300), u2 = rng.uniform();
+          w[i] = float(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+        }
+        continue;
+      case ParamRole::weight:
+        bound = init_ == InitScheme::torch ? 1.0 / std::sqrt(double(p.fan_in))
+                                           : std::sqrt(6.0 / double(p.fan_in + p.fan_out));
+        break;
+      case ParamRole::bias:
+        if (init_ == InitScheme::keras) continue;  // zeros
+        bound = 1.0 / std::sqrt(double(p.fan_in));
+        break;
+    }
+    for (int64_t i = 0; i < n; ++i) w[i] = float((2 * rng.uniform() - 1) * bound);
+  }
+  for (const TensorSlot& b : buffers_) {
+    const auto specs = layers_[b.layer]->buffer_specs();
+    float v = 0.f;
+    for (const auto& bs : specs)
+      if (layers_[b.layer]->name() + "." + bs.name == b.name) v = bs.init;
+    std::fill(buffers + b.offset, buffers + b.offset + b.shape.numel(), v);
+  }
+}
+
+static std::string with_commas(int64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(size_t(i), ",");
+  return s;
+}
+
+std::string Model::summary() const {
+  char line[256];
+  std::string out;
+  const char* rule = "________________________________________________________________________________\n";
+  std::snprintf(line, sizeof line, "%-28s %-14s %-24s %12s\n", "Layer", "Type", "Output Shape", "Param #");
+  out += rule;
+  out += line;
+  out += "================================================================================\n";
+  std::snprintf(line, sizeof line, "%-28s %-14s %-24s %12s\n", "input", "input",
+                input_.batched_str().c_str(), "0");
+  out += line;
+  for (const auto& l : layers_) {
+    std::snprintf(line, sizeof line, "%-28s %-14s %-24s %12s\n", l->name().c_str(),
+                  l->type().c_str(), l->output_shape().batched_str().c_str(),
+                  with_commas(l->num_params()).c_str());
+    out += line;
+  }
+  out += "================================================================================\n";
+  out += "Total params: " + with_commas(num_params()) + "\n";
+  out += "Trainable params: " + with_commas(num_params()) + "\n";
+  int64_t buffers = 0;
+  for (const auto& b : buffers_) buffers += b.shape.numel();
+  out += "Non-trainable params: " + with_commas(buffers) + "\n";
+  out += rule;
+  return out;
+}
+
+YAML::Node Model::describe_layers() const {
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const auto& l : layers_) {
+    YAML::Node n;
+    n["type"] = l->type();
+    n["name"] = l->name();
+    l->describe(n);
+    list.push_back(n);
+  }
+  return list;
+}
+
+}  // namespace trainer

@@ -1,0 +1,66 @@
+// Model: the layer list from the config, every shape inferred, and the layout of all parameters
+// in one flat arena. Backend-independent; the Executor runs it.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/model/layer.h"
+
+namespace trainer {
+
+enum class InitScheme { torch, keras };
+
+// One named tensor in the flat parameter (or buffer) arena.
+struct TensorSlot {
+  std::string name;  // "<layer>.<param>", e.g. "conv2d_1.weight"
+  Shape shape;
+  int64_t offset = 0;  // in floats
+  int layer = 0;
+  ParamSpec spec;
+};
+
+class Model {
+ public:
+  // layers: the YAML list under model.layers; file: for messages.
+  Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init,
+        const std::string& file);
+
+  const Shape& input_shape() const { return input_; }
+  const Shape& output_shape() const { return layers_.back()->output_shape(); }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  InitScheme init_scheme() const { return init_; }
+
+  // Parameters: one flat arena, layer by layer, in declaration order; each slot 64-float aligned
+  // so kernels may vectorize per tensor.
+  const std::vector<TensorSlot>& params() const { return params_; }
+  int64_t param_arena_floats() const { return param_floats_; }
+  int64_t num_params() const;  // excluding alignment padding
+  // The first param slot of a layer, offset in floats (or -1 when it has none).
+  int64_t layer_param_offset(int layer) const { return layer_param_offset_[layer]; }
+  const std::vector<TensorSlot>& buffers() const { return buffers_; }
+  int64_t buffer_arena_floats() const { return buffer_floats_; }
+  int64_t layer_buffer_offset(int layer) const { return layer_buffer_offset_[layer]; }
+
+  // Fills host copies of the arenas: PyTorch's default init (Kaiming-uniform a=sqrt(5), bias
+  // U(+-1/sqrt(fan_in))) or Keras' (Glorot-uniform, zero bias). Deterministic in seed.
+  void initialize(float* params, float* buffers, uint64_t seed) const;
+
+  // Keras-style table: layer, type, output shape, parameters; then the totals.
+  std::string summary() const;
+  // The resolved layer list (every hyper-parameter, defaults filled) for --print-config.
+  YAML::Node describe_layers() const;
+
+ private:
+  Shape input_;
+  InitScheme init_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<TensorSlot> params_, buffers_;
+  std::vector<int64_t> layer_param_offset_, layer_buffer_offset_;
+  int64_t param_floats_ = 0, buffer_floats_ = 0;
+};
+
+}  // namespace trainer

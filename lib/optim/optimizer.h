@@ -1,0 +1,45 @@
+// Optimizer: hyper-parameters, how many parameter-sized state arrays it keeps, the per-step
+// scalars (learning rate, bias corrections) and which backend update runs. The update itself is
+// one kernel over the whole flat parameter arena.
+#pragma once
+
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+#include "kernels/backend.h"
+
+namespace trainer {
+
+class NodeReader;
+
+struct OptimizerConfig {
+  std::string type = "adam";  // sgd | adam | adamw | nadam | rmsprop
+  double lr = 1e-3;
+  SgdHyper sgd;
+  AdamHyper adam;
+  RmspropHyper rmsprop;
+};
+
+// Reads the `optimizer:` section (defaults per type follow PyTorch, Nadam's follow Keras).
+OptimizerConfig read_optimizer(NodeReader& r);
+void describe_optimizer(const OptimizerConfig& c, YAML::Node& out);
+
+class Optimizer {
+ public:
+  explicit Optimizer(const OptimizerConfig& c) : c_(c) {}
+  const OptimizerConfig& config() const { return c_; }
+  // Parameter-sized state arrays (momentum, moments...), laid out after the gradients.
+  int state_slots() const;
+  // Fills lr, bias corrections and Nadam's momentum schedule for update number t (1-based).
+  // momentum_product carries Nadam's running product between calls.
+  void prepare(StepScalars& s, int64_t t, float lr) const;
+  // One update of n parameters; state: state_slots() arrays of n floats each, back to back.
+  void step(Backend& b, float* w, const float* g, float* state, int64_t n,
+            const StepScalars* s) const;
+
+ private:
+  OptimizerConfig c_;
+};
+
+}  // namespace trainer

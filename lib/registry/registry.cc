@@ -1,0 +1,64 @@
+#include "lib/registry/registry.h"
+
+#include "lib/config/node_reader.h"
+#include "lib/core/error.h"
+
+namespace trainer {
+
+Registry& Registry::global() {
+  static Registry* r = [] {
+    auto* reg = new Registry;
+    register_builtin_layers(*reg);
+    register_cpu_kernels(*reg);
+#ifdef TRAINER_HAVE_CUDA
+    register_cuda_kernels(*reg);
+#endif
+    return reg;
+  }();
+  return *r;
+}
+
+void Registry::add_layer(const std::string& type, const std::string& summary, LayerFactory make) {
+  if (layers_.count(type)) throw InternalError("layer type '" + type + "' registered twice");
+  layers_[type] = LayerEntry{type, summary, std::move(make), {}};
+}
+
+void Registry::add_kernel(const std::string& type, const std::string& backend,
+                          KernelFactory make) {
+  auto it = layers_.find(type);
+  if (it == layers_.end())
+    throw InternalError("kernel for unregistered layer type '" + type + "' (" + backend + ")");
+  if (it->second.kernels.count(backend))
+    throw InternalError("kernel '" + type + "' registered twice for " + backend);
+  it->second.kernels[backend] = std::move(make);
+}
+
+std::vector<std::string> Registry::layer_types() const {
+  std::vector<std::string> v;
+  for (const auto& kv : layers_) v.push_back(kv.first);
+  return v;
+}
+
+const LayerEntry& Registry::layer(const std::string& type, const std::string& where) const {
+  auto it = layers_.find(type);
+  if (it != layers_.end()) return it->second;
+  std::vector<std::string> types = layer_types();
+  std::string near = closest_match(type, types);
+  std::string list;
+  for (size_t i = 0; i < types.size(); ++i) list += (i ? ", " : "") + types[i];
+  throw ConfigError(where + ": unknown layer type '" + type + "'" +
+                    (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+                    "; registered types: " + list);
+}
+
+std::unique_ptr<LayerKernel> Registry::make_kernel(const std::string& backend, const Layer& l,
+                                                   const KernelContext& ctx) const {
+  const LayerEntry& e = layer(l.type(), "model");
+  auto it = e.kernels.find(backend);
+  if (it == e.kernels.end())
+    throw RuntimeError("layer '" + l.name() + "' of type '" + l.type() + "' has no " + backend +
+                       " implementation in this build");
+  return it->second(l, ctx);
+}
+
+}  // namespace trainer

@@ -1,0 +1,58 @@
+// The one registry: layer type name -> how to parse it, and per backend how to run it.
+//
+// Registration is explicit (register_builtin_layers(), register_cpu_kernels(), ...) rather than by
+// static registrars, which a static library would silently drop (Caffe's well-known trap).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/layer_kernel.h"
+#include "lib/model/layer.h"
+
+namespace trainer {
+
+class NodeReader;
+
+using LayerFactory = std::function<std::unique_ptr<Layer>(NodeReader&)>;
+using KernelFactory =
+    std::function<std::unique_ptr<LayerKernel>(const Layer&, const KernelContext&)>;
+
+struct LayerEntry {
+  std::string type;
+  std::string summary;  // one line for `trainer layers` and error messages
+  LayerFactory make_layer;
+  std::map<std::string, KernelFactory> kernels;  // backend name ("cpu", "cuda") -> factory
+};
+
+class Registry {
+ public:
+  // The process-wide registry, filled on first use with every built-in layer and every kernel
+  // this build has.
+  static Registry& global();
+
+  void add_layer(const std::string& type, const std::string& summary, LayerFactory make);
+  void add_kernel(const std::string& type, const std::string& backend, KernelFactory make);
+
+  // Throws ConfigError "unknown layer type 'x' (did you mean 'y'?); registered types: ...".
+  const LayerEntry& layer(const std::string& type, const std::string& where) const;
+  bool has_layer(const std::string& type) const { return layers_.count(type) != 0; }
+  std::vector<std::string> layer_types() const;
+  std::unique_ptr<LayerKernel> make_kernel(const std::string& backend, const Layer& layer,
+                                           const KernelContext& ctx) const;
+
+ private:
+  std::map<std::string, LayerEntry> layers_;
+};
+
+// Defined in lib/layers/register_layers.cc and kernels/*/register_*.cc.
+void register_builtin_layers(Registry& r);
+void register_cpu_kernels(Registry& r);
+#ifdef TRAINER_HAVE_CUDA
+void register_cuda_kernels(Registry& r);
+#endif
+
+}  // namespace trainer

@@ -1,0 +1,21 @@
+// Turns a config data source section into a Dataset through the readers in datasets/.
+//   format: idx | cifar10 | npy | csv | sequences | disc | random
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+
+#include "datasets/dataset.h"
+
+namespace trainer {
+
+// path: "data.train"; file: the config file, for messages. Validates every key of the section,
+// then reads (throws ConfigError for bad keys, DataError for bad files).
+Dataset load_source(const YAML::Node& section, const std::string& path, const std::string& file,
+                    int num_classes, const Shape& input_shape);
+
+// Checks the keys of a source section without reading any file (for --print-config).
+YAML::Node describe_source(const YAML::Node& section, const std::string& path, const std::string& file);
+
+}  // namespace trainer

@@ -1,0 +1,181 @@
+// BatchLoader implementation. Invariants (all under mu_):
+//  - the worker fills a buffer only when ready_ == -1, choosing the one the caller does not hold;
+//    with two buffers one is therefore always free;
+//  - perm_ is written by start_epoch only while !filling_, and read by fill() only while filling_;
+//  - end of epoch == (produced_ == batches_ && ready_ == -1).
+#include "datasets/batch_loader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "datasets/rng.h"
+#include "lib/core/error.h"
+
+namespace trainer {
+namespace {
+
+std::string fmt_float(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Expands a mean/std list of 0, 1 or `channels` values to one per channel.
+std::vector<float> per_channel(const std::vector<float>& v, float fallback, int64_t channels, const char* what,
+                               const Dataset& d) {
+  if (v.empty()) return std::vector<float>(channels, fallback);
+  if (v.size() == 1) return std::vector<float>(channels, v[0]);
+  if (static_cast<int64_t>(v.size()) != channels)
+    throw DataError(std::string("normalization ") + what + " has " + std::to_string(v.size()) + " values; expected 1 or " +
+                    std::to_string(channels) + " (one per channel of sample shape " + d.sample_shape.str() + ")");
+  return v;
+}
+
+}  // namespace
+
+BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, bool drop_last, Normalization norm,
+                         uint64_t seed)
+    : data_(data), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
+  const int64_t n = data.size();
+  if (n == 0) throw DataError("dataset '" + data.name + "' has no samples");
+  if (batch_size < 1) throw DataError("batch size must be >= 1, got " + std::to_string(batch_size));
+  if (drop_last && n < batch_size)
+    throw DataError("dataset '" + data.name + "' has " + std::to_string(n) + " samples, fewer than one batch of " +
+                    std::to_string(batch_size) + ", and drop_last is set: no batch would remain");
+  numel_ = data.sample_numel();
+  const size_t stored = data.dtype == SampleDtype::u8 ? data.u8.size() : data.f32.size();
+  if (numel_ < 1 || stored != static_cast<size_t>(n * numel_))
+    throw InternalError("dataset '" + data.name + "' holds " + std::to_string(stored) + " values for " +
+                        std::to_string(n) + " samples of shape " + data.sample_shape.str());
+  channels_ = data.sample_shape.rank() > 0 ? data.sample_shape[0] : 1;
+  inner_ = numel_ / channels_;
+
+  if (!std::isfinite(norm.scale) || norm.scale == 0.f)
+    throw DataError("normalization scale must be a finite non-zero number, got " + fmt_float(norm.scale));
+  const std::vector<float> mean = per_channel(norm.mean, 0.f, channels_, "mean", data);
+  const std::vector<float> stdv = per_channel(norm.std, 1.f, channels_, "std", data);
+  for (int64_t c = 0; c < channels_; ++c) {
+    if (!std::isfinite(mean[c])) throw DataError("normalization mean must be finite, got " + fmt_float(mean[c]));
+    if (!(stdv[c] > 0.f) || !std::isfinite(stdv[c]))
+      throw DataError("normalization std must be finite and > 0, got " + fmt_float(stdv[c]) + " for channel " +
+                      std::to_string(c));
+    mul_.push_back(norm.scale / stdv[c]);
+    add_.push_back(-mean[c] / stdv[c]);
+  }
+
+  batches_ = drop_last ? n / batch_size : (n + batch_size - 1) / batch_size;
+  perm_.resize(n);
+  const int64_t max_rows = std::min(batch_size, n);
+  for (int s = 0; s < 2; ++s) {
+    x_buf_[s].resize(max_rows * numel_);
+    y_buf_[s].resize(max_rows);
+  }
+  worker_ = std::thread(&BatchLoader::worker_loop, this);
+}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+void BatchLoader::start_epoch(int64_t epoch) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !filling_; });
+  std::iota(perm_.begin(), perm_.end(), int64_t(0));
+  if (shuffle_) {
+    SplitMix64 rng(mix64(seed_) + static_cast<uint64_t>(epoch));
+    for (size_t i = perm_.size() - 1; i > 0; --i) std::swap(perm_[i], perm_[rng.next_below(i + 1)]);
+  }
+  produced_ = 0;
+  ready_ = -1;
+  error_ = nullptr;
+  active_ = true;
+  cv_.notify_all();
+}
+
+bool BatchLoader::next(const float** x, const int32_t** y, int64_t* batch_rows) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!active_) throw InternalError("BatchLoader::next() called before start_epoch()");
+  held_ = -1;  // the caller is done with the previous batch
+  cv_.wait(lock, [&] { return ready_ >= 0 || error_ || produced_ == batches_; });
+  if (ready_ < 0) {
+    if (error_) std::rethrow_exception(error_);
+    return false;
+  }
+  held_ = ready_;
+  ready_ = -1;
+  cv_.notify_all();  // the worker may start the following batch
+  *x = x_buf_[held_].data();
+  *y = y_buf_[held_].data();
+  *batch_rows = rows_[held_];
+  return true;
+}
+
+void BatchLoader::worker_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || (active_ && !error_ && ready_ < 0 && produced_ < batches_); });
+    if (stop_) return;
+    const int slot = held_ == 0 ? 1 : 0;
+    const int64_t batch = produced_;
+    filling_ = true;
+    lock.unlock();
+    std::exception_ptr err;
+    try {
+      fill(slot, batch);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    lock.lock();
+    filling_ = false;
+    if (err) {
+      error_ = err;
+    } else {
+      ready_ = slot;
+      ++produced_;
+    }
+    cv_.notify_all();
+  }
+}
+
+void BatchLoader::fill(int slot, int64_t batch) {
+  const int64_t first = batch * batch_size_;
+  const int64_t rows = std::min(batch_size_, data_.size() - first);
+  float* out = x_buf_[slot].data();
+  int32_t* labels = y_buf_[slot].data();
+  const bool is_u8 = data_.dtype == SampleDtype::u8;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t idx = perm_[first + r];
+    labels[r] = data_.labels[idx];
+    float* o = out + r * numel_;
+    for (int64_t c = 0; c < channels_; ++c) {
+      const float m = mul_[c], a = add_[c];
+      const int64_t base = idx * numel_ + c * inner_;
+      float* oc = o + c * inner_;
+      if (is_u8) {
+        const uint8_t* src = data_.u8.data() + base;
+        for (int64_t j = 0; j < inner_; ++j) oc[j] = static_cast<float>(src[j]) * m + a;
+      } else {
+        const float* src = data_.f32.data() + base;
+        for (int64_t j = 0; j < inner_; ++j) oc[j] = src[j] * m + a;
+      }
+    }
+    for (int64_t k = 0; k < numel_; ++k) {
+      if (!std::isfinite(o[k])) {
+        const double in = is_u8 ? data_.u8[idx * numel_ + k] : data_.f32[idx * numel_ + k];
+        throw DataError("dataset '" + data_.name + "': sample " + std::to_string(idx) + ", element " +
+                        std::to_string(k) + " is " + fmt_float(o[k]) + " after normalization (stored value " +
+                        fmt_float(in) + ")");
+      }
+    }
+  }
+  rows_[slot] = rows;
+}
+
+}  // namespace trainer

@@ -1,0 +1,84 @@
+// BatchLoader: turns a Dataset into float batches on a background thread, one batch ahead.
+//
+// Double buffering: two batch buffers are allocated in the constructor and reused forever (no
+// allocation per batch). While the caller trains on batch k (the buffer it "holds"), the worker
+// gathers batch k+1 in the permuted order, converts u8 -> float, normalizes, and checks that
+// every value is finite into the other buffer. Handshake: one mutex + condition_variable, no
+// sleeps or polling. An exception thrown while preparing a batch is stored and rethrown by the
+// next() call that would have returned that batch; start_epoch() clears it.
+//
+// Batch layout: x is (rows, *sample_shape) row-major floats, y is (rows) int32 labels.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "datasets/dataset.h"
+
+namespace trainer {
+
+// y = (x * scale - mean[c]) / std[c], c = channel = index along dim 0 of sample_shape (for an
+// (F) sample that is the feature). mean / std hold 0 values (mean 0 / std 1), 1 value (shared by
+// all channels) or one value per channel; std values must be > 0.
+struct Normalization {
+  float scale = 1.f;
+  std::vector<float> mean;
+  std::vector<float> std;
+};
+
+class BatchLoader {
+ public:
+  // `data` must outlive the loader and stay unchanged. batch_size >= 1. drop_last=false keeps
+  // the final partial batch. Throws DataError for an empty dataset, bad normalization sizes or
+  // values, or drop_last with fewer samples than one batch.
+  BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, bool drop_last, Normalization norm,
+              uint64_t seed);
+  ~BatchLoader();  // stops and joins the worker, also mid-epoch
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  int64_t batches_per_epoch() const { return batches_; }
+
+  // Begins epoch `epoch` (any value; the same (seed, epoch) always gives the same order): a
+  // Fisher-Yates permutation drawn from SplitMix64(mix64(seed) + epoch), identity when !shuffle.
+  // Abandons the rest of the previous epoch. The worker starts preparing batch 0 immediately.
+  void start_epoch(int64_t epoch);
+
+  // Blocks until the next batch is ready; returns false at the end of the epoch (and keeps
+  // returning false until start_epoch). The pointers stay valid until the following next() call
+  // (start_epoch does not invalidate them). Rethrows an error raised while preparing the batch.
+  bool next(const float** x, const int32_t** y, int64_t* batch_rows);
+
+ private:
+  void worker_loop();
+  void fill(int slot, int64_t batch);  // runs on the worker, without the lock
+
+  const Dataset& data_;
+  const int64_t batch_size_;
+  const bool shuffle_;
+  const uint64_t seed_;
+  int64_t batches_ = 0;
+  int64_t numel_ = 0, channels_ = 1, inner_ = 0;  // sample_numel = channels_ * inner_
+  std::vector<float> mul_, add_;                  // per channel: y = x * mul_[c] + add_[c]
+  std::vector<int64_t> perm_;                     // sample order of the current epoch
+  std::vector<float> x_buf_[2];
+  std::vector<int32_t> y_buf_[2];
+  int64_t rows_[2] = {0, 0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;      // destructor asked the worker to exit
+  bool active_ = false;    // start_epoch has been called
+  bool filling_ = false;   // the worker is writing a buffer (and reading perm_)
+  int64_t produced_ = 0;   // batches of this epoch published so far
+  int held_ = -1;          // buffer the caller holds (returned by the last next()), or -1
+  int ready_ = -1;         // buffer holding a finished, not yet returned batch, or -1
+  std::exception_ptr error_;
+  std::thread worker_;     // last: starts after everything above is initialised
+};
+
+}  // namespace trainer

@@ -1,0 +1,27 @@
+// Numeric CSV reader: one sample per row, every column a number, one of them the class label.
+// No quoting rules beyond stripping one pair of double quotes around a cell: numbers and plain
+// header names only. Blank lines are skipped, "\r\n" line ends and a UTF-8 BOM are accepted,
+// and the file may be gzip-compressed.
+#pragma once
+
+#include <string>
+
+#include "datasets/dataset.h"
+
+namespace trainer {
+
+struct CsvOptions {
+  bool has_header = false;
+  // The label column: a header name (when has_header and a header cell matches), else a 0-based
+  // index; negative indexes count from the end ("-1" = last column, the default).
+  std::string label_column = "-1";
+  char delimiter = ',';
+  int num_classes = 0;  // labels must be integers in [0, num_classes); required (>= 1)
+};
+
+// f32 dataset, sample_shape (F) with F = columns - 1, features in file column order (label
+// column removed). Labels may be written as integers or integral floats ("3", "3.0").
+// Throws DataError naming file:line and the 1-based column for bad cells and ragged rows.
+Dataset read_csv(const std::string& path, const CsvOptions& options);
+
+}  // namespace trainer

@@ -1,0 +1,81 @@
+// StagingRing: pinned ring buffer for asynchronous host-to-device copies (see the header).
+#include "kernels/cuda/staging_ring.h"
+
+#include <cstring>
+
+#include "kernels/cuda/cuda_check.h"
+#include "lib/memory/allocator.h"
+
+namespace trainer::cuda {
+
+StagingRing::StagingRing(cudaStream_t stream, size_t bytes) : stream_(stream), bytes_(bytes) {
+  CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), bytes_, cudaHostAllocDefault));
+  try {
+    for (int i = 0; i < kEvents; ++i) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      free_events_.push_back(e);
+    }
+  } catch (...) {
+    for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+    cudaFreeHost(host_);
+    throw;
+  }
+}
+
+StagingRing::~StagingRing() {
+  // The copies read the ring: let them finish before it goes (errors cannot be thrown here).
+  for (auto& f : in_flight_) {
+    cudaEventSynchronize(f.done);
+    free_events_.push_back(f.done);
+  }
+  for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+  cudaFreeHost(host_);
+}
+
+void StagingRing::retire_oldest() {
+  InFlight f = in_flight_.front();
+  in_flight_.pop_front();
+  free_events_.push_back(f.done);
+  CUDA_CHECK(cudaEventSynchronize(f.done));
+}
+
+void StagingRing::retire_completed() {
+  while (!in_flight_.empty()) {
+    const cudaError_t e = cudaEventQuery(in_flight_.front().done);
+    if (e == cudaErrorNotReady) return;
+    CUDA_CHECK(e);
+    free_events_.push_back(in_flight_.front().done);
+    in_flight_.pop_front();
+  }
+}
+
+void StagingRing::copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (bytes > bytes_ / 2) {
+    // Too large to stage: a plain copy that has finished reading src when it returns.
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
+  retire_completed();
+  size_t begin = align_up(head_);
+  if (begin + bytes > bytes_) begin = 0;  // wrap
+  const size_t end = begin + bytes;
+  // Copies complete in stream order, so retiring the oldest first frees regions in order.
+  auto overlaps = [&] {
+    for (const auto& f : in_flight_)
+      if (f.begin < end && begin < f.end) return true;
+    return false;
+  };
+  while (!in_flight_.empty() && (overlaps() || free_events_.empty())) retire_oldest();
+  std::memcpy(host_ + begin, src, bytes);
+  CUDA_CHECK(cudaMemcpyAsync(dst, host_ + begin, bytes, cudaMemcpyHostToDevice, stream_));
+  cudaEvent_t done = free_events_.back();
+  free_events_.pop_back();
+  in_flight_.push_back(InFlight{begin, end, done});
+  CUDA_CHECK(cudaEventRecord(done, stream_));
+  head_ = end;
+}
+
+}  // namespace trainer::cuda

@@ -1,0 +1,50 @@
+// Helpers shared by the CPU tests: layers from YAML snippets, seeded random tensors, and running
+// the trainer binary as a user would.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/config/node_reader.h"
+#include "lib/core/counter_rng.h"
+#include "lib/model/layer.h"
+#include "lib/registry/registry.h"
+
+namespace trainer::test {
+
+// Builds one layer from a flow-style YAML mapping, e.g. "{type: conv2d, filters: 3, kernel_size: 3}".
+inline std::unique_ptr<Layer> make_layer(const std::string& yaml, const Shape& input, int index = 0) {
+  YAML::Node node = YAML::Load(yaml);
+  NodeReader r(node, "layer", "test");
+  const std::string type = r.string("type", "");
+  auto layer = Registry::global().layer(type, "test").make_layer(r);
+  layer->set_identity(type, type + "_test");
+  layer->build(input, index);
+  return layer;
+}
+
+inline std::vector<float> random_vector(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  SplitMix rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = lo + (hi - lo) * float(rng.uniform());
+  return v;
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs the built trainer binary with arguments (shell-quoted by the caller), capturing both streams.
+CommandResult run_trainer(const std::string& args);
+
+// A fresh temporary directory for one test.
+std::string temp_dir(const std::string& tag);
+
+std::string write_file(const std::string& dir, const std::string& name, const std::string& text);
+
+}  // namespace trainer::test

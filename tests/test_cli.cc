@@ -16,7 +16,7 @@ TEST_CASE("summary of the Fashion-MNIST CNN reports 21,840 parameters", "[cli]")
   REQUIRE_THAT(r.out, Contains("Total params: 21,840") && Contains("(None, 20, 4, 4)") && Contains("(None, 320)"));
 }
 
-TEST_CASE("usage errors exit 2; config errors exit 3 naming the key and line; data errors exit 4", "[cli]") {
+TEST_CASE("usage errors exit 2, config errors exit 3 naming the key and line, data errors exit 4", "[cli]") {
   REQUIRE(test::run_trainer("fit").exit_code == 2);
   REQUIRE(test::run_trainer("frobnicate").exit_code == 2);
   REQUIRE(test::run_trainer("fit " + kCfg + " --epochs zero").exit_code == 2);
@@ -37,7 +37,7 @@ TEST_CASE("usage errors exit 2; config errors exit 3 naming the key and line; da
   REQUIRE_THAT(missing.err, !Contains("terminate called"));
 }
 
-TEST_CASE("--print-config prints the resolved config with defaults and overrides and exits", "[cli]") {
+TEST_CASE("fit --print-config prints the resolved config with defaults and overrides and exits", "[cli]") {
   auto r = test::run_trainer("fit " + kCfg + " --print-config --set optimizer.lr=0.5 --epochs 3");
   REQUIRE(r.exit_code == 0);
   REQUIRE_THAT(r.out, Contains("lr: 0.5") && Contains("epochs: 3") && Contains("beta2: 0.999") && Contains("conv2d_1"));

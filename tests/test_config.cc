@@ -66,7 +66,7 @@ TEST_CASE("a wrong type or out-of-range value names the key, the value and what 
   REQUIRE_THROWS_AS(parse(replace(kGood, "type: sgd", "type: sgdd")), ConfigError);
 }
 
-TEST_CASE("--set reaches any key, including list items, and wins over the file", "[config]") {
+TEST_CASE("a --set override reaches any key, including list items, and wins over the file", "[config]") {
   Config c = parse(kGood, {"optimizer.lr=0.5", "model.layers.2.units=7", "train.seed=9", "device=auto"});
   REQUIRE(c.optimizer.lr == 0.5);
   REQUIRE(c.layers[2]["units"].as<int>() == 7);

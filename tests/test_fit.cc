@@ -35,7 +35,7 @@ TEST_CASE("fit on a 2,000-sample Fashion-MNIST subset beats chance by far", "[fi
   REQUIRE(header == "epoch,loss,accuracy,val_loss,val_accuracy,lr,seconds");
 }
 
-TEST_CASE("the same seed gives identical losses on the CPU; another seed does not", "[fit][determinism]") {
+TEST_CASE("the same seed gives identical losses on the CPU and another seed does not", "[fit][determinism]") {
   const char* yaml = R"(model:
   input_shape: [2]
   layers: [{type: dense, units: 16}, {type: relu}, {type: dropout, rate: 0.2}, {type: dense, units: 2}]

@@ -120,7 +120,7 @@ TEST_CASE("dropout and dropout2d backward match finite differences with the step
   Harness("{type: dropout2d, rate: 0.5}", Shape{4, 3, 3}, 2, 52).check_all(1e-2f);
 }
 
-TEST_CASE("dropout keeps about 1-rate of the units and scales them; eval is the identity", "[layers]") {
+TEST_CASE("dropout keeps about 1-rate of the units and scales them and eval is the identity", "[layers]") {
   Harness h("{type: dropout, rate: 0.3}", Shape{1000}, 4, 61);
   h.kernel->forward(h.x.data(), h.y.data(), true);
   int kept = 0;

@@ -96,7 +96,7 @@ TEST_CASE("BatchLoader shuffles differently each epoch, identically for the same
   REQUIRE(epoch_order(a, 0) == a0);  // repeatable within one loader too
 }
 
-TEST_CASE("BatchLoader normalizes per channel as (x * scale - mean[c]) / std[c]", "[datasets]") {
+TEST_CASE("BatchLoader normalizes per channel as (x * scale - mean) / std of each channel", "[datasets]") {
   Dataset d;  // 2 samples of shape (2, 1, 2): channel 0 then channel 1
   d.name = "pixels";
   d.sample_shape = Shape{2, 1, 2};

@@ -88,7 +88,7 @@ TEST_CASE("make_random is deterministic for a seed and validates its arguments",
   REQUIRE_THROWS_AS(make_random(5, Shape{3}, 0, 1), DataError);
 }
 
-TEST_CASE("SplitMix64 next_below stays in range and next_float in [0, 1)", "[datasets]") {
+TEST_CASE("SplitMix64 next_below stays in range and next_float stays in the unit interval", "[datasets]") {
   SplitMix64 rng(1);
   bool in_range = true;
   for (int i = 0; i < 10000; ++i) {

@@ -139,7 +139,7 @@ TEST_CASE("read_npy rejects truncated data, trailing bytes, bad magic and empty 
   REQUIRE_THROWS_WITH(read_npy(dir.path("k.npy")), Catch::Contains("lacks one of"));
 }
 
-TEST_CASE("dataset_from_npy keeps uint8 images as u8 with sample_shape x.shape[1:]", "[datasets]") {
+TEST_CASE("dataset_from_npy keeps uint8 images as u8 with sample_shape x.shape minus its first axis", "[datasets]") {
   TempDir dir;
   std::vector<uint8_t> px(3 * 4);
   for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 10);

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what is missing (Debian 12 packages) and builds trainer into build/.
+#   scripts/setup.sh            # Release build; CUDA backend when nvcc + cuDNN are present
+#   BUILD_DIR=... TRAINER_CUDA=OFF scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake ninja-build pkg-config zlib1g-dev libdnnl-dev libyaml-cpp-dev libcli11-dev
+          libspdlog-dev catch2 nlohmann-json3-dev dataset-fashion-mnist)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build_dir="${BUILD_DIR:-build}"
+cuda_flag=()
+[ -n "${TRAINER_CUDA:-}" ] && cuda_flag=(-DTRAINER_CUDA="$TRAINER_CUDA")
+# nvcc is found on PATH or at the toolkit's usual place.
+if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+  cuda_flag+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+fi
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda_flag[@]}" >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"
+echo "setup: built $build_dir/trainer"

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# README test command (and CI's): install what is missing, build, run every test with ctest.
+# GPU tests run when a GPU is usable and are reported as skipped otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"

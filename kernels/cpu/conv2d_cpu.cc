@@ -1,14 +1,54 @@
 // conv2d on oneDNN: forward, backward-data and backward-weights primitives, created once per
-// batch size and executed every step on plain NCHW/OIHW memory.
-//   x: (B, C, H, W)  W: (F, C, kh, kw)  b: (F)  y: (B, F, OH, OW)
+// batch size and executed every step.
+//   x: (B, C, H, W)  W: (F, C, kh, kw)  b: (F)  y: (B, F, OH, OW)   (tensors we own are plain)
+//
+// Layouts at the edges: each primitive is created with format_tag::any so oneDNN can pick its
+// fast direct JIT kernels with blocked layouts (nChw16c...). Where a primitive's choice differs
+// from our plain layout, a reorder into/out of a scratch slice of the kernel's workspace runs at
+// the edge. On the Fashion-MNIST CNN this is ~5x faster than the plain-layout gemm convolution.
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "lib/layers/conv2d.h"
+#include "lib/memory/allocator.h"
 
 namespace trainer {
 namespace {
 
 using dnnl::memory;
+
+// A tensor we own in plain layout, as seen by one primitive that may want another layout.
+struct Edge {
+  memory plain, inner;  // inner == plain when no reorder is needed
+  dnnl::reorder to_inner, to_plain;
+  bool reorder = false;
+  size_t scratch_bytes = 0;
+
+  void init(const memory::desc& plain_md, const memory::desc& want, const dnnl::engine& e, bool in, bool out) {
+    plain = memory(plain_md, e, DNNL_MEMORY_NONE);
+    reorder = want != plain_md;
+    if (!reorder) {
+      inner = plain;
+      return;
+    }
+    inner = memory(want, e, DNNL_MEMORY_NONE);
+    scratch_bytes = align_up(want.get_size());
+    if (in) to_inner = dnnl::reorder(plain, inner);
+    if (out) to_plain = dnnl::reorder(inner, plain);
+  }
+  // Binds the scratch for the inner layout; returns the bytes consumed.
+  size_t bind_scratch(char* ws) {
+    if (reorder) inner.set_data_handle(ws);
+    return scratch_bytes;
+  }
+  void in(dnnl::stream& s, const void* p) {
+    plain.set_data_handle(const_cast<void*>(p));
+    if (reorder) to_inner.execute(s, plain, inner);
+  }
+  void set_out(void* p) { plain.set_data_handle(p); }
+  void out(dnnl::stream& s) {
+    if (reorder) to_plain.execute(s, inner, plain);
+  }
+};
 
 class Conv2dCpu : public LayerKernel {
  public:
@@ -19,39 +59,52 @@ class Conv2dCpu : public LayerKernel {
     memory::dims w_d{l.filters, in[0], l.kh, l.kw}, b_d{l.filters};
     memory::dims strides{l.sh, l.sw}, pad_l{l.wh.pad_begin, l.ww.pad_begin},
         pad_r{l.wh.pad_end, l.ww.pad_end};
+    auto any = [](const memory::dims& d) { return memory::desc(d, memory::data_type::f32, memory::format_tag::any); };
     auto x_md = plain_md(x_d), y_md = plain_md(y_d), w_md = plain_md(w_d), b_md = plain_md(b_d);
     const auto algo = dnnl::algorithm::convolution_direct;
+    const auto& e = dc_.engine;
     DNNL_CHECK({
-      auto fwd_desc = bias_ ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo,
-                                                            x_md, w_md, b_md, y_md, strides, pad_l, pad_r)
-                            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo,
-                                                            x_md, w_md, y_md, strides, pad_l, pad_r);
-      fwd_pd_ = dnnl::convolution_forward::primitive_desc(fwd_desc, dc_.engine);
-      fwd_ = dnnl::convolution_forward(fwd_pd_);
-      dnnl::convolution_backward_data::desc bd_desc(algo, x_md, w_md, y_md, strides, pad_l, pad_r);
-      bwd_data_ = dnnl::convolution_backward_data(
-          dnnl::convolution_backward_data::primitive_desc(bd_desc, dc_.engine, fwd_pd_));
-      auto bw_desc = bias_ ? dnnl::convolution_backward_weights::desc(algo, x_md, w_md, b_md, y_md,
-                                                                      strides, pad_l, pad_r)
-                           : dnnl::convolution_backward_weights::desc(algo, x_md, w_md, y_md,
-                                                                      strides, pad_l, pad_r);
-      bwd_weights_ = dnnl::convolution_backward_weights(
-          dnnl::convolution_backward_weights::primitive_desc(bw_desc, dc_.engine, fwd_pd_));
-      x_ = memory(x_md, dc_.engine, DNNL_MEMORY_NONE);
-      y_ = memory(y_md, dc_.engine, DNNL_MEMORY_NONE);
-      dx_ = memory(x_md, dc_.engine, DNNL_MEMORY_NONE);
-      dy_ = memory(y_md, dc_.engine, DNNL_MEMORY_NONE);
-      w_ = memory(w_md, dc_.engine, DNNL_MEMORY_NONE);
-      dw_ = memory(w_md, dc_.engine, DNNL_MEMORY_NONE);
-      b_ = memory(b_md, dc_.engine, DNNL_MEMORY_NONE);
-      db_ = memory(b_md, dc_.engine, DNNL_MEMORY_NONE);
+      auto fd = bias_ ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(x_d),
+                                                        any(w_d), b_md, any(y_d), strides, pad_l, pad_r)
+                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(x_d),
+                                                        any(w_d), any(y_d), strides, pad_l, pad_r);
+      dnnl::convolution_forward::primitive_desc fwd_pd(fd, e);
+      fwd_ = dnnl::convolution_forward(fwd_pd);
+      dnnl::convolution_backward_data::desc bdd(algo, any(x_d), any(w_d), any(y_d), strides, pad_l, pad_r);
+      dnnl::convolution_backward_data::primitive_desc bd_pd(bdd, e, fwd_pd);
+      bwd_data_ = dnnl::convolution_backward_data(bd_pd);
+      auto bwd = bias_ ? dnnl::convolution_backward_weights::desc(algo, any(x_d), any(w_d), b_md, any(y_d),
+                                                                  strides, pad_l, pad_r)
+                       : dnnl::convolution_backward_weights::desc(algo, any(x_d), any(w_d), any(y_d),
+                                                                  strides, pad_l, pad_r);
+      dnnl::convolution_backward_weights::primitive_desc bw_pd(bwd, e, fwd_pd);
+      bwd_weights_ = dnnl::convolution_backward_weights(bw_pd);
+      f_x_.init(x_md, fwd_pd.src_desc(), e, true, false);
+      f_w_.init(w_md, fwd_pd.weights_desc(), e, true, false);
+      f_y_.init(y_md, fwd_pd.dst_desc(), e, false, true);
+      d_dy_.init(y_md, bd_pd.diff_dst_desc(), e, true, false);
+      d_w_.init(w_md, bd_pd.weights_desc(), e, true, false);
+      d_dx_.init(x_md, bd_pd.diff_src_desc(), e, false, true);
+      w_x_.init(x_md, bw_pd.src_desc(), e, true, false);
+      w_dy_.init(y_md, bw_pd.diff_dst_desc(), e, true, false);
+      w_dw_.init(w_md, bw_pd.diff_weights_desc(), e, false, true);
+      b_ = memory(b_md, e, DNNL_MEMORY_NONE);
+      db_ = memory(b_md, e, DNNL_MEMORY_NONE);
     });
     w_numel_ = l.filters * in[0] * l.kh * l.kw;
   }
 
-  void bind(float* params, float* grads, float*, void*) override {
-    w_.set_data_handle(params);
-    dw_.set_data_handle(grads);
+  size_t workspace_bytes() const override {
+    size_t n = 0;
+    for (const Edge* edge : edges()) n += edge->scratch_bytes;
+    return n;
+  }
+
+  void bind(float* params, float* grads, float*, void* ws) override {
+    params_ = params;
+    grads_ = grads;
+    char* p = static_cast<char*>(ws);
+    for (Edge* edge : edges()) p += edge->bind_scratch(p);
     if (bias_) {
       b_.set_data_handle(params + w_numel_);
       db_.set_data_handle(grads + w_numel_);
@@ -59,34 +112,56 @@ class Conv2dCpu : public LayerKernel {
   }
 
   void forward(const float* x, float* y, bool) override {
-    x_.set_data_handle(const_cast<float*>(x));
-    y_.set_data_handle(y);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DST, y_}};
-    if (bias_) args[DNNL_ARG_BIAS] = b_;
-    DNNL_CHECK(fwd_.execute(dc_.stream, args));
+    auto& s = dc_.stream;
+    DNNL_CHECK({
+      f_x_.in(s, x);
+      f_w_.in(s, params_);
+      f_y_.set_out(y);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, f_x_.inner}, {DNNL_ARG_WEIGHTS, f_w_.inner},
+                                           {DNNL_ARG_DST, f_y_.inner}};
+      if (bias_) args[DNNL_ARG_BIAS] = b_;
+      fwd_.execute(s, args);
+      f_y_.out(s);
+    });
   }
 
   void backward(const float* x, const float*, const float* dy, float* dx) override {
-    x_.set_data_handle(const_cast<float*>(x));
-    dy_.set_data_handle(const_cast<float*>(dy));
-    std::unordered_map<int, memory> wargs{
-        {DNNL_ARG_SRC, x_}, {DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_DIFF_WEIGHTS, dw_}};
-    if (bias_) wargs[DNNL_ARG_DIFF_BIAS] = db_;
-    DNNL_CHECK(bwd_weights_.execute(dc_.stream, wargs));
-    if (dx) {
-      dx_.set_data_handle(dx);
-      DNNL_CHECK(bwd_data_.execute(dc_.stream, {{DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_WEIGHTS, w_},
-                                                {DNNL_ARG_DIFF_SRC, dx_}}));
-    }
+    auto& s = dc_.stream;
+    DNNL_CHECK({
+      w_x_.in(s, x);
+      w_dy_.in(s, dy);
+      w_dw_.set_out(grads_);
+      std::unordered_map<int, memory> wargs{{DNNL_ARG_SRC, w_x_.inner}, {DNNL_ARG_DIFF_DST, w_dy_.inner},
+                                            {DNNL_ARG_DIFF_WEIGHTS, w_dw_.inner}};
+      if (bias_) wargs[DNNL_ARG_DIFF_BIAS] = db_;
+      bwd_weights_.execute(s, wargs);
+      w_dw_.out(s);
+      if (dx) {
+        d_dy_.in(s, dy);
+        d_w_.in(s, params_);
+        d_dx_.set_out(dx);
+        bwd_data_.execute(s, {{DNNL_ARG_DIFF_DST, d_dy_.inner}, {DNNL_ARG_WEIGHTS, d_w_.inner},
+                              {DNNL_ARG_DIFF_SRC, d_dx_.inner}});
+        d_dx_.out(s);
+      }
+    });
   }
 
  private:
+  std::vector<Edge*> edges() const {
+    auto* self = const_cast<Conv2dCpu*>(this);
+    return {&self->f_x_, &self->f_w_, &self->f_y_, &self->d_dy_, &self->d_w_,
+            &self->d_dx_, &self->w_x_, &self->w_dy_, &self->w_dw_};
+  }
+
   DnnlContext& dc_;
   bool bias_;
   int64_t w_numel_ = 0;
-  dnnl::convolution_forward::primitive_desc fwd_pd_;
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
-  memory x_, y_, dx_, dy_, w_, dw_, b_, db_;
+  Edge f_x_, f_w_, f_y_, d_dy_, d_w_, d_dx_, w_x_, w_dy_, w_dw_;
+  memory b_, db_;
 };
 
 }  // namespace

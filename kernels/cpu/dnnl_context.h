@@ -22,12 +22,13 @@ inline dnnl::memory wrap(const dnnl::memory::desc& md, const dnnl::engine& e, vo
 }
 
 // Runs a oneDNN call and turns dnnl::error into a RuntimeError naming the call and file:line.
-#define DNNL_CHECK(call)                                                                   \
+// Variadic so that a braced block with commas can be passed.
+#define DNNL_CHECK(...)                                                                    \
   do {                                                                                     \
     try {                                                                                  \
-      call;                                                                                \
+      __VA_ARGS__;                                                                         \
     } catch (const dnnl::error& e_) {                                                      \
-      throw ::trainer::RuntimeError(std::string("oneDNN: ") + #call + " failed at " +      \
+      throw ::trainer::RuntimeError(std::string("oneDNN: ") + #__VA_ARGS__ + " failed at " + \
                                     __FILE__ + ":" + std::to_string(__LINE__) + ": " +     \
                                     e_.what());                                            \
     }                                                                                      \

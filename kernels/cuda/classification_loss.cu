@@ -1,0 +1,79 @@
+// Classification losses, mean over the batch, in the CPU reference's arithmetic (double
+// log-sum-exp, float gradients).
+// Layout: one block of 32 warps; warp w handles rows w, w+32, ...; lanes split the classes. The
+// per-row losses are summed in double per warp, then across warps in a fixed order, so the
+// result is deterministic without atomics (no scratch memory needed).
+//   out, dout: (B, C)  labels: (B)
+#include "kernels/cuda/classification_loss.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace trainer::cuda {
+namespace {
+
+constexpr int kWarps = 32;
+
+__global__ void classification_loss_kernel(LossKind kind, const float* out, const int32_t* labels,
+                                           int64_t batch, int64_t classes, float* dout,
+                                           float* loss_sum) {
+  __shared__ double warp_totals[kWarps];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float inv_b = 1.f / float(batch);
+  double total = 0;  // meaningful in lane 0
+  for (int64_t i = warp; i < batch; i += kWarps) {
+    const float* o = out + i * classes;
+    float* d = dout + i * classes;
+    const int32_t y = labels[i];
+    switch (kind) {
+      case LossKind::nll:
+        for (int64_t c = lane; c < classes; c += 32) d[c] = c == y ? -inv_b : 0.f;
+        if (lane == 0) total -= o[y];
+        break;
+      case LossKind::cross_entropy_logits: {
+        float mx = -INFINITY;
+        for (int64_t c = lane; c < classes; c += 32) mx = fmaxf(mx, o[c]);
+        mx = warp_max(mx);
+        double sum = 0;
+        for (int64_t c = lane; c < classes; c += 32) sum += exp(double(__fsub_rn(o[c], mx)));
+        sum = warp_sum(sum);
+        const double log_z = double(mx) + log(sum);
+        for (int64_t c = lane; c < classes; c += 32) {
+          float v = __fmul_rn(float(exp(double(o[c]) - log_z)), inv_b);
+          d[c] = c == y ? __fsub_rn(v, inv_b) : v;
+        }
+        if (lane == 0) total += log_z - o[y];
+        break;
+      }
+      case LossKind::cross_entropy_probs: {
+        // Keras: clip to [eps, 1 - eps] with eps = 1e-7, then -log p[y].
+        const float eps = 1e-7f;
+        const float p = o[y];
+        const float pc = fminf(fmaxf(p, eps), 1.f - eps);
+        for (int64_t c = lane; c < classes; c += 32)
+          d[c] = c == y ? ((p == pc) ? -inv_b / pc : 0.f) : 0.f;
+        if (lane == 0) total -= log(double(pc));
+        break;
+      }
+    }
+  }
+  if (lane == 0) warp_totals[warp] = total;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0;
+    for (int w = 0; w < kWarps; ++w) t += warp_totals[w];
+    *loss_sum += float(t);
+  }
+}
+
+}  // namespace
+
+void launch_classification_loss(LossKind kind, const float* out, const int32_t* labels,
+                                int64_t batch, int64_t classes, float* dout, float* loss_sum,
+                                cudaStream_t stream) {
+  if (batch <= 0) return;
+  classification_loss_kernel<<<1, kWarps * 32, 0, stream>>>(kind, out, labels, batch, classes,
+                                                            dout, loss_sum);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace trainer::cuda

@@ -1,0 +1,243 @@
+// CudaBackend: device, stream, library handles, allocator and the non-layer ops (see the header).
+#include "kernels/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+
+#include "kernels/cuda/adam_step.cuh"
+#include "kernels/cuda/classification_loss.cuh"
+#include "kernels/cuda/confusion_accumulate.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/rmsprop_step.cuh"
+#include "kernels/cuda/sgd_step.cuh"
+#include "kernels/cuda/topk_correct.cuh"
+#include "lib/registry/registry.h"
+
+namespace trainer {
+
+namespace {
+
+// cuBLAS wants a workspace of its own; ours comes from the allocator so it counts against the
+// cap: 32 MiB (what cuBLAS recommends on Hopper), at most an eighth of a cap.
+size_t cublas_workspace_size(size_t cap) {
+  const size_t want = size_t(32) << 20;
+  if (!cap) return want;
+  return std::min(want, cap / 8 / kArenaAlign * kArenaAlign);
+}
+
+std::string version_pair(int v) {  // 13000 -> "13.0"
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+}  // namespace
+
+void* CudaHeap::raw_alloc(size_t bytes) {
+  CUDA_CHECK(cudaSetDevice(device_));
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  CUDA_CHECK(e);
+  return p;
+}
+
+void CudaHeap::raw_free(void* p) {
+  if (p) cudaFree(p);  // called from destructors: nothing to report to
+}
+
+std::string CudaHeap::detail() const {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "";
+  }
+  return "the device reports " + format_bytes(free_b) + " free of " + format_bytes(total_b);
+}
+
+CudaBackend::CudaBackend(int device, const DeviceRequest& req)
+    : device_(device), math_(req.math), deterministic_(req.deterministic) {
+  // The CUDA kernels join the registry when the first CUDA backend exists (this library sits
+  // above trainer_lib, so the registry cannot call into it).
+  static std::once_flag registered;
+  std::call_once(registered, [] { register_cuda_kernels(Registry::global()); });
+  try {
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDNN_CHECK(cudnnCreate(&cudnn_));
+    CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
+    CUBLAS_CHECK(cublasCreate(&cublas_));
+    CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    CUBLAS_CHECK(cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
+    CUBLAS_CHECK(cublasSetMathMode(cublas_, math_ == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                     : CUBLAS_DEFAULT_MATH));
+    heap_ = std::make_unique<CudaHeap>(device_);
+    alloc_ = std::make_unique<CappedDeviceAllocator>(*heap_, req.mem_limit_bytes, req.mem_growth);
+    cublas_workspace_bytes_ = cublas_workspace_size(req.mem_limit_bytes);
+    if (cublas_workspace_bytes_)
+      cublas_workspace_ = alloc_->allocate(cublas_workspace_bytes_, "the cuBLAS workspace");
+    CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));
+    staging_ = std::make_unique<cuda::StagingRing>(stream_);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+CudaBackend::~CudaBackend() { release(); }
+
+void CudaBackend::release() noexcept {
+  if (stream_) cudaStreamSynchronize(stream_);
+  staging_.reset();
+  if (cublas_) cublasDestroy(cublas_);
+  if (cudnn_) cudnnDestroy(cudnn_);
+  cublas_ = nullptr;
+  cudnn_ = nullptr;
+  if (alloc_ && cublas_workspace_) alloc_->deallocate(cublas_workspace_);
+  cublas_workspace_ = nullptr;
+  alloc_.reset();  // returns every chunk; allocations still held by others are lost with it
+  heap_.reset();
+  if (stream_) cudaStreamDestroy(stream_);
+  stream_ = nullptr;
+}
+
+std::string CudaBackend::description() const {
+  char gib[32];
+  std::snprintf(gib, sizeof gib, "%.1f GiB", double(prop_.totalGlobalMem) / double(1 << 30));
+  std::string s = "GPU " + std::to_string(device_) + ": " + prop_.name + " (compute capability " +
+                  std::to_string(prop_.major) + "." + std::to_string(prop_.minor) + ", " + gib +
+                  "; " + cuda_version_string() + "; " +
+                  (math_ == MathMode::tf32 ? "tf32" : "strict fp32");
+  if (deterministic_) s += ", deterministic";
+  if (alloc_->cap_bytes()) s += ", cap " + format_bytes(alloc_->cap_bytes());
+  if (alloc_->growth()) s += ", memory growth";
+  return s + ")";
+}
+
+void CudaBackend::copy_to_device(void* dst, const void* src, size_t bytes) {
+  staging_->copy_to_device(dst, src, bytes);
+}
+
+void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::zero(void* dst, size_t bytes) {
+  if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
+}
+
+void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void CudaBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
+                       int64_t classes, float* dout, float* loss_sum) {
+  cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, stream_);
+}
+void CudaBackend::confusion(const float* out, const int32_t* labels, int64_t batch,
+                            int64_t classes, float* m) {
+  cuda::launch_confusion_accumulate(out, labels, batch, classes, m, stream_);
+}
+void CudaBackend::topk_correct(const float* out, const int32_t* labels, int64_t batch,
+                               int64_t classes, int64_t k, float* correct) {
+  cuda::launch_topk_correct(out, labels, batch, classes, k, correct, stream_);
+}
+void CudaBackend::sgd_step(const SgdHyper& h, float* w, const float* g, float* vel, int64_t n,
+                           const StepScalars* s) {
+  cuda::launch_sgd_step(h, w, g, vel, n, s, stream_);
+}
+void CudaBackend::adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v,
+                            int64_t n, const StepScalars* s) {
+  cuda::launch_adam_step(h, w, g, m, v, n, s, stream_);
+}
+void CudaBackend::rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq,
+                               float* buf, float* avg, int64_t n, const StepScalars* s) {
+  cuda::launch_rmsprop_step(h, w, g, sq, buf, avg, n, s, stream_);
+}
+
+CudaBackend& cuda_of(const KernelContext& ctx) {
+  auto* b = dynamic_cast<CudaBackend*>(ctx.backend);
+  if (!b) throw InternalError("a CUDA kernel was created for a non-CUDA backend");
+  return *b;
+}
+
+std::vector<GpuInfo> cuda_list_gpus(std::string* why_none) {
+  std::vector<GpuInfo> gpus;
+  try {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      if (why_none) {
+        int runtime = 0;
+        (void)cudaRuntimeGetVersion(&runtime);
+        if (e == cudaErrorInsufficientDriver)
+          *why_none = "no NVIDIA driver was found, or it is older than this build's CUDA runtime " +
+                      version_pair(runtime) + " (" + cuda::cuda_error_text(e) + ")";
+        else if (e == cudaErrorNoDevice)
+          *why_none = "the NVIDIA driver sees no GPU (" + cuda::cuda_error_text(e) + ")";
+        else
+          *why_none = "CUDA: " + cuda::cuda_error_text(e);
+      }
+      return {};
+    }
+    if (count == 0) {
+      if (why_none) *why_none = "CUDA reports no GPU";
+      return {};
+    }
+    int current = 0;
+    (void)cudaGetDevice(&current);
+    for (int i = 0; i < count; ++i) {
+      cudaDeviceProp p{};
+      if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
+        (void)cudaGetLastError();
+        continue;
+      }
+      GpuInfo g;
+      g.index = i;
+      g.name = p.name;
+      g.cc_major = p.major;
+      g.cc_minor = p.minor;
+      g.total_bytes = p.totalGlobalMem;
+      g.free_bytes = 0;
+      // Free memory needs the device's context (created here once, kept by the runtime).
+      if (cudaSetDevice(i) == cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) g.free_bytes = free_b;
+      }
+      (void)cudaGetLastError();
+      gpus.push_back(g);
+    }
+    (void)cudaSetDevice(current);
+    (void)cudaGetLastError();
+    if (gpus.empty() && why_none) *why_none = "no GPU could be queried";
+  } catch (const std::exception& ex) {
+    if (why_none) *why_none = ex.what();
+    return {};
+  }
+  return gpus;
+}
+
+std::string cuda_version_string() {
+  int driver = 0, runtime = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) (void)cudaGetLastError();
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) (void)cudaGetLastError();
+  const size_t dnn = cudnnGetVersion();  // 91900 -> 9.19.0
+  int bl_major = 0, bl_minor = 0, bl_patch = 0;
+  cublasGetProperty(MAJOR_VERSION, &bl_major);
+  cublasGetProperty(MINOR_VERSION, &bl_minor);
+  cublasGetProperty(PATCH_LEVEL, &bl_patch);
+  return "driver " + (driver ? version_pair(driver) : std::string("none")) + ", runtime " +
+         version_pair(runtime) + ", cuDNN " + std::to_string(dnn / 10000) + "." +
+         std::to_string((dnn % 10000) / 100) + "." + std::to_string(dnn % 100) + ", cuBLAS " +
+         std::to_string(bl_major) + "." + std::to_string(bl_minor) + "." + std::to_string(bl_patch);
+}
+
+std::unique_ptr<Backend> create_cuda_backend(int index, const DeviceRequest& req) {
+  return std::make_unique<CudaBackend>(index, req);
+}
+
+}  // namespace trainer

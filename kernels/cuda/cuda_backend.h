@@ -1,0 +1,104 @@
+// The CUDA backend: one GPU, one non-blocking stream, cuDNN and cuBLAS bound to that stream, and
+// every byte of device memory from a CappedDeviceAllocator over cudaMalloc (--mem-limit,
+// --mem-growth), the cuBLAS workspace included.
+//
+// Ops (loss, metrics, optimizer updates) are hand-written kernels, one per kernels/cuda/<op>.cu,
+// launched on the stream; they read per-step scalars (lr, step, seed) from device memory so a
+// whole step can later be captured as a CUDA graph. Nothing in an op allocates, creates a
+// descriptor or waits for the device; only copy_to_host() and synchronize() wait.
+// Host-to-device copies go through a pinned staging ring (kernels/cuda/staging_ring.h).
+// Math: strict fp32 (default) keeps tensor cores off (cuBLAS default math, cuDNN FMA math); tf32
+// allows TF32 tensor cores in both.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/backend_factory.h"
+#include "kernels/cuda/staging_ring.h"
+#include "lib/memory/device_allocator.h"
+
+namespace trainer {
+
+// cudaMalloc/cudaFree on one device; reports the device's free memory when it runs out.
+class CudaHeap : public DeviceHeap {
+ public:
+  explicit CudaHeap(int device) : device_(device) {}
+  void* raw_alloc(size_t bytes) override;
+  void raw_free(void* p) override;
+  std::string name() const override { return "gpu:" + std::to_string(device_); }
+  std::string detail() const override;
+
+ private:
+  int device_;
+};
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend(int device, const DeviceRequest& req);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  std::string description() const override;
+  Allocator& allocator() override { return *alloc_; }
+  MathMode math_mode() const override { return math_; }
+
+  void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void zero(void* dst, size_t bytes) override;
+  void synchronize() override;
+
+  void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+            float* dout, float* loss_sum) override;
+  void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                 float* confusion) override;
+  void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                    int64_t k, float* correct) override;
+  void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
+                const StepScalars* s) override;
+  void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
+                 const StepScalars* s) override;
+  void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
+                    float* avg, int64_t n, const StepScalars* s) override;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  bool deterministic() const { return deterministic_; }
+  CappedDeviceAllocator& device_allocator() { return *alloc_; }
+  const cudaDeviceProp& properties() const { return prop_; }
+
+ private:
+  void release() noexcept;
+
+  int device_;
+  MathMode math_;
+  bool deterministic_;
+  cudaDeviceProp prop_{};
+  cudaStream_t stream_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::unique_ptr<CudaHeap> heap_;
+  std::unique_ptr<CappedDeviceAllocator> alloc_;
+  void* cublas_workspace_ = nullptr;
+  size_t cublas_workspace_bytes_ = 0;
+  std::unique_ptr<cuda::StagingRing> staging_;
+};
+
+// The CUDA backend of a kernel's context (CUDA kernels are only created for a CudaBackend).
+CudaBackend& cuda_of(const KernelContext& ctx);
+
+// For kernels/backend_factory.cc. cuda_list_gpus never throws: without a driver or GPU it returns
+// an empty list and says why.
+std::vector<GpuInfo> cuda_list_gpus(std::string* why_none);
+std::string cuda_version_string();  // "driver 13.0, runtime 13.0, cuDNN 9.19.0, cuBLAS 13.1.0"
+std::unique_ptr<Backend> create_cuda_backend(int index, const DeviceRequest& req);
+
+}  // namespace trainer

@@ -1,0 +1,19 @@
+// Factories of the CUDA layer kernels, one per kernels/cuda/<op>_cuda.cc; registered under the
+// backend name "cuda" in register_cuda_kernels.cc.
+#pragma once
+
+#include <memory>
+
+#include "kernels/layer_kernel.h"
+#include "lib/model/param_layout.h"
+
+namespace trainer {
+
+std::unique_ptr<LayerKernel> make_conv2d_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_dense_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_pool2d_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_eltwise_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_softmax_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_dropout_cuda(const Layer& l, const KernelContext& ctx);
+
+}  // namespace trainer

@@ -1,0 +1,52 @@
+// relu, leaky_relu, sigmoid, tanh, gelu on own element-wise kernels (eltwise.cu); the tensor is
+// viewed as flat (B * n). Backward uses x, as the CPU's oneDNN eltwise backward does.
+//   x, y, dy, dx: (B, ...)
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/eltwise.cuh"
+#include "lib/core/error.h"
+#include "lib/layers/activation.h"
+
+namespace trainer {
+namespace {
+
+cuda::Eltwise eltwise_kind(ActivationKind k) {
+  switch (k) {
+    case ActivationKind::relu: return cuda::Eltwise::relu;
+    case ActivationKind::leaky_relu: return cuda::Eltwise::leaky_relu;
+    case ActivationKind::sigmoid: return cuda::Eltwise::sigmoid;
+    case ActivationKind::tanh: return cuda::Eltwise::tanh;
+    case ActivationKind::gelu: return cuda::Eltwise::gelu;
+    default: throw InternalError("not an element-wise activation");
+  }
+}
+
+class EltwiseCuda : public LayerKernel {
+ public:
+  EltwiseCuda(const Activation& l, const KernelContext& ctx)
+      : be_(cuda_of(ctx)), kind_(eltwise_kind(l.kind)),
+        alpha_(l.kind == ActivationKind::leaky_relu ? l.alpha : 0.f),
+        n_(ctx.batch * l.input_shape().numel()) {}
+
+  void forward(const float* x, float* y, bool) override {
+    cuda::launch_eltwise_forward(kind_, alpha_, x, y, n_, be_.stream());
+  }
+
+  void backward(const float* x, const float*, const float* dy, float* dx) override {
+    if (dx) cuda::launch_eltwise_backward(kind_, alpha_, x, dy, dx, n_, be_.stream());
+  }
+
+ private:
+  CudaBackend& be_;
+  cuda::Eltwise kind_;
+  float alpha_;
+  int64_t n_;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerKernel> make_eltwise_cuda(const Layer& l, const KernelContext& ctx) {
+  return std::make_unique<EltwiseCuda>(static_cast<const Activation&>(l), ctx);
+}
+
+}  // namespace trainer

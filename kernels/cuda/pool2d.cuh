@@ -1,0 +1,24 @@
+// Max and average pooling kernels on the GPU with any (also asymmetric) padding.
+//   x, dx: (B, C, H, W)  y, dy: (B, C, OH, OW)  argmax: (B, C, OH, OW) int32, index h*W + w
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace trainer::cuda {
+
+struct PoolGeometry {
+  int64_t batch = 0, channels = 0, h = 0, w = 0, oh = 0, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, pad_top = 0, pad_left = 0;
+  bool max = true;  // else average over the window's in-bounds elements (padding excluded)
+};
+
+// Max pooling records the first maximal position of each window in `argmax` (as oneDNN does).
+void launch_pool2d_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax,
+                           cudaStream_t stream);
+// Overwrites dx; every input gathers from the windows that contain it (no atomics).
+void launch_pool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax,
+                            float* dx, cudaStream_t stream);
+
+}  // namespace trainer::cuda

@@ -1,0 +1,20 @@
+// Which CUDA kernel runs each layer type (backend name "cuda"). flatten is a view: no kernel.
+#include "kernels/cuda/cuda_kernels.h"
+#include "lib/registry/registry.h"
+
+namespace trainer {
+
+void register_cuda_kernels(Registry& r) {
+  r.add_kernel("dense", "cuda", make_dense_cuda);
+  r.add_kernel("conv2d", "cuda", make_conv2d_cuda);
+  r.add_kernel("maxpool2d", "cuda", make_pool2d_cuda);
+  r.add_kernel("avgpool2d", "cuda", make_pool2d_cuda);
+  r.add_kernel("dropout", "cuda", make_dropout_cuda);
+  r.add_kernel("dropout2d", "cuda", make_dropout_cuda);
+  for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})
+    r.add_kernel(t, "cuda", make_eltwise_cuda);
+  r.add_kernel("softmax", "cuda", make_softmax_cuda);
+  r.add_kernel("log_softmax", "cuda", make_softmax_cuda);
+}
+
+}  // namespace trainer

@@ -1,0 +1,24 @@
+// Entry point of the GPU test binary: without a usable GPU it prints why and exits 77, which
+// ctest reports as "Skipped" (SKIP_RETURN_CODE in tests/CMakeLists.txt); otherwise it runs the
+// Catch2 session (tests/gpu/test_gpu_*.cc).
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+#include "kernels/backend_factory.h"
+
+int main(int argc, char** argv) {
+  std::string why;
+  const std::vector<trainer::GpuInfo> gpus = trainer::list_gpus(&why);
+  if (gpus.empty()) {
+    std::printf("SKIPPED: no usable GPU (%s)\n", why.c_str());
+    return 77;
+  }
+  const trainer::GpuInfo& g = gpus.front();
+  std::printf("GPU tests on gpu:%d %s (compute capability %d.%d, %zu MiB); %s\n", g.index,
+              g.name.c_str(), g.cc_major, g.cc_minor, g.total_bytes >> 20,
+              trainer::cuda_versions().c_str());
+  std::fflush(stdout);
+  return Catch::Session().run(argc, argv);
+}

@@ -1,0 +1,117 @@
+// Helpers for the GPU tests: the two backends under comparison, layers and optimizers from YAML
+// snippets, seeded random data, backend buffers, and the relative error used by every bound:
+//   rel(a, ref) = ||a - ref||_2 / ||ref||_2   (||a||_2 when ref is all zeros)
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend_factory.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "lib/config/node_reader.h"
+#include "lib/core/counter_rng.h"
+#include "lib/model/layer.h"
+#include "lib/optim/optimizer.h"
+#include "lib/registry/registry.h"
+
+namespace trainer::gpu_test {
+
+// One backend of each kind for the whole run (strict fp32, deterministic cuDNN algorithms).
+// Deliberately never destroyed: library handles must not outlive the CUDA runtime at exit.
+inline CpuBackend& cpu_backend() {
+  static CpuBackend* b = new CpuBackend();
+  return *b;
+}
+inline CudaBackend& cuda_backend() {
+  static CudaBackend* b = [] {
+    DeviceRequest req;
+    req.device = "gpu:0";
+    req.deterministic = true;
+    return new CudaBackend(0, req);
+  }();
+  return *b;
+}
+
+// One layer from a flow-style YAML mapping, e.g. "{type: conv2d, filters: 8, kernel_size: 3}".
+inline std::unique_ptr<Layer> make_layer(const std::string& yaml, const Shape& input, int index = 0) {
+  YAML::Node node = YAML::Load(yaml);
+  NodeReader r(node, "layer", "gpu_test");
+  const std::string type = r.string("type", "");
+  auto layer = Registry::global().layer(type, "gpu_test").make_layer(r);
+  r.finish();
+  layer->set_identity(type, type + "_test");
+  layer->build(input, index);
+  return layer;
+}
+
+inline OptimizerConfig make_optimizer(const std::string& yaml) {
+  YAML::Node node = YAML::Load(yaml);
+  NodeReader r(node, "optimizer", "gpu_test");
+  OptimizerConfig c = read_optimizer(r);
+  r.finish();
+  return c;
+}
+
+inline std::vector<float> random_vector(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  SplitMix rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = lo + (hi - lo) * float(rng.uniform());
+  return v;
+}
+
+inline double rel_error(const std::vector<float>& a, const std::vector<float>& ref) {
+  REQUIRE(a.size() == ref.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+    norm += double(ref[i]) * ref[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+// Backend memory holding `bytes`, freed with the object.
+class Buffer {
+ public:
+  Buffer(Backend& be, size_t bytes, const std::string& what = "test buffer")
+      : be_(be), bytes_(bytes), p_(be.allocator().allocate(bytes ? bytes : 1, what)) {}
+  ~Buffer() { be_.allocator().deallocate(p_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  template <class T = float>
+  T* as() const { return static_cast<T*>(p_); }
+  void* get() const { return p_; }
+  template <class T>
+  void upload(const std::vector<T>& v) {
+    REQUIRE(v.size() * sizeof(T) <= bytes_);
+    be_.copy_to_device(p_, v.data(), v.size() * sizeof(T));
+  }
+  template <class T = float>
+  std::vector<T> download(size_t n) const {
+    std::vector<T> v(n);
+    be_.copy_to_host(v.data(), p_, n * sizeof(T));
+    return v;
+  }
+  void fill(float value, size_t n) { upload(std::vector<float>(n, value)); }
+
+ private:
+  Backend& be_;
+  size_t bytes_;
+  void* p_;
+};
+
+// Floats of a layer's slice of the parameter arena, laid out as Model does (64-float slots).
+inline int64_t param_slice_floats(const Layer& l) {
+  int64_t n = 0;
+  for (const ParamSpec& p : l.param_specs()) n += (p.shape.numel() + 63) / 64 * 64;
+  return n;
+}
+
+}  // namespace trainer::gpu_test

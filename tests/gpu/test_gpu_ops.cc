@@ -1,0 +1,188 @@
+// The CUDA backend's non-layer ops against the CPU backend's:
+//   loss (nll, crossentropy from logits / probabilities): dout and the loss sum, rel < 1e-6;
+//   confusion and top-k counts: identical;
+//   optimizer updates (sgd plain / momentum+dampening / nesterov+decay, adam, adamw, nadam,
+//   rmsprop plain / centered+momentum), three steps with StepScalars from Optimizer::prepare in
+//   device memory: weights and state rel < 1e-6 (the kernels avoid FMA contraction, so they are
+//   expected to be bit-identical in practice);
+// plus the backend plumbing: staged copies, error checks.
+#include <algorithm>
+
+#include "kernels/cuda/cuda_check.h"
+#include "tests/gpu/gpu_test_util.h"
+
+using namespace trainer;
+using namespace trainer::gpu_test;
+
+namespace {
+
+constexpr int64_t kBatch = 37, kClasses = 10;
+
+std::vector<int32_t> labels_for(int64_t batch, int64_t classes, uint64_t seed) {
+  SplitMix rng(seed);
+  std::vector<int32_t> y(size_t(batch), 0);
+  for (auto& v : y) v = int32_t(rng.next() % uint64_t(classes));
+  return y;
+}
+
+// Outputs with ties in some rows (all equal; the label tied with others) to pin tie rules.
+std::vector<float> outputs_with_ties(const std::vector<int32_t>& labels, uint64_t seed) {
+  std::vector<float> out = random_vector(size_t(kBatch * kClasses), seed, -3.f, 3.f);
+  std::fill(out.begin(), out.begin() + kClasses, 0.5f);  // row 0: all tied
+  for (int64_t c = 0; c < kClasses; c += 2) out[size_t(kClasses + c)] = 2.f;  // row 1: ties
+  out[size_t(kClasses + labels[1])] = 2.f;
+  return out;
+}
+
+struct OpsRun {
+  std::vector<float> dout, metrics;
+};
+
+// loss twice (accumulating), confusion and top-k for k = 1, 3, 5 on one backend.
+OpsRun run_ops(Backend& be, LossKind kind, const std::vector<float>& out,
+               const std::vector<int32_t>& labels) {
+  const size_t n = out.size(), n_metrics = 1 + 3 + size_t(kClasses * kClasses);
+  Buffer ob(be, n * 4), lb(be, labels.size() * 4), db(be, n * 4), mb(be, n_metrics * 4);
+  ob.upload(out);
+  lb.upload(labels);
+  be.zero(mb.get(), n_metrics * 4);
+  float* m = mb.as();
+  for (int rep = 0; rep < 2; ++rep)
+    be.loss(kind, ob.as(), lb.as<int32_t>(), kBatch, kClasses, db.as(), m);
+  const int64_t ks[3] = {1, 3, 5};
+  for (int i = 0; i < 3; ++i)
+    be.topk_correct(ob.as(), lb.as<int32_t>(), kBatch, kClasses, ks[i], m + 1 + i);
+  be.confusion(ob.as(), lb.as<int32_t>(), kBatch, kClasses, m + 4);
+  return OpsRun{db.download(n), mb.download(n_metrics)};
+}
+
+}  // namespace
+
+TEST_CASE("gpu losses, confusion and top-k match the CPU", "[gpu][ops]") {
+  const std::vector<int32_t> labels = labels_for(kBatch, kClasses, 5);
+  for (LossKind kind : {LossKind::nll, LossKind::cross_entropy_logits, LossKind::cross_entropy_probs}) {
+    INFO("loss kind " << int(kind));
+    std::vector<float> out = outputs_with_ties(labels, 9);
+    if (kind == LossKind::cross_entropy_probs) {
+      for (auto& v : out) v = (v + 3.f) / 6.f;  // probabilities-ish in [0, 1]
+      out[size_t(2 * kClasses + labels[2])] = 0.f;   // clipped from below: zero gradient
+      out[size_t(3 * kClasses + labels[3])] = 1.f;   // clipped from above
+    }
+    const OpsRun cpu = run_ops(cpu_backend(), kind, out, labels);
+    const OpsRun gpu = run_ops(cuda_backend(), kind, out, labels);
+    const double ed = rel_error(gpu.dout, cpu.dout);
+    INFO("dout rel error " << ed << "; loss cpu " << cpu.metrics[0] << " gpu " << gpu.metrics[0]);
+    CHECK(ed < 1e-6);
+    CHECK(std::abs(gpu.metrics[0] - cpu.metrics[0]) <= 1e-6 * std::abs(cpu.metrics[0]));
+    // top-k and the confusion matrix: exactly the same counts.
+    CHECK(std::vector<float>(gpu.metrics.begin() + 1, gpu.metrics.end()) ==
+          std::vector<float>(cpu.metrics.begin() + 1, cpu.metrics.end()));
+    CHECK(gpu.metrics[1] <= gpu.metrics[2]);
+  }
+}
+
+TEST_CASE("gpu metrics handle a large batch with many classes", "[gpu][ops]") {
+  const int64_t batch = 3000, classes = 1000;
+  const std::vector<int32_t> labels = labels_for(batch, classes, 3);
+  const std::vector<float> out = random_vector(size_t(batch * classes), 4, -5.f, 5.f);
+  std::vector<float> loss_cpu(1, 0.f), loss_gpu(1, 0.f);
+  std::vector<float> d_cpu(out.size());
+  cpu_backend().loss(LossKind::cross_entropy_logits, out.data(), labels.data(), batch, classes,
+                     d_cpu.data(), loss_cpu.data());
+  Backend& be = cuda_backend();
+  Buffer ob(be, out.size() * 4), lb(be, labels.size() * 4), db(be, out.size() * 4), mb(be, 4);
+  ob.upload(out);
+  lb.upload(labels);
+  be.zero(mb.get(), 4);
+  be.loss(LossKind::cross_entropy_logits, ob.as(), lb.as<int32_t>(), batch, classes, db.as(), mb.as());
+  CHECK(rel_error(db.download(out.size()), d_cpu) < 1e-6);
+  CHECK(std::abs(mb.download(1)[0] - loss_cpu[0]) <= 1e-6 * loss_cpu[0]);
+}
+
+TEST_CASE("gpu optimizer steps match the CPU", "[gpu][optim]") {
+  const char* configs[] = {
+      "{type: sgd, lr: 0.1}",
+      "{type: sgd, lr: 0.1, momentum: 0.9, dampening: 0.1}",
+      "{type: sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.001}",
+      "{type: adam, lr: 0.01, weight_decay: 0.01}",
+      "{type: adamw, lr: 0.01}",
+      "{type: nadam, lr: 0.002}",
+      "{type: rmsprop, lr: 0.01}",
+      "{type: rmsprop, lr: 0.01, centered: true, momentum: 0.8, weight_decay: 0.001}",
+  };
+  const int64_t n = 10007;  // not a multiple of anything convenient
+  for (const char* yaml : configs) {
+    INFO("optimizer " << yaml);
+    const Optimizer opt(make_optimizer(yaml));
+    const size_t slots = size_t(opt.state_slots());
+    const std::vector<float> w0 = random_vector(size_t(n), 21);
+    std::vector<float> w_cpu = w0, state_cpu(std::max<size_t>(slots * size_t(n), 1), 0.f);
+    CudaBackend& be = cuda_backend();
+    Buffer wb(be, size_t(n) * 4), gb(be, size_t(n) * 4), sb(be, state_cpu.size() * 4),
+        scb(be, sizeof(StepScalars));
+    wb.upload(w0);
+    sb.upload(state_cpu);
+    StepScalars s_cpu, s_gpu;
+    for (int64_t t = 1; t <= 3; ++t) {
+      const std::vector<float> g = random_vector(size_t(n), 100 + uint64_t(t), -0.1f, 0.1f);
+      opt.prepare(s_cpu, t, 0.01f * float(t));
+      opt.step(cpu_backend(), w_cpu.data(), g.data(), state_cpu.data(), n, &s_cpu);
+      opt.prepare(s_gpu, t, 0.01f * float(t));
+      be.copy_to_device(scb.get(), &s_gpu, sizeof s_gpu);  // read by the kernel, not passed by value
+      gb.upload(g);
+      opt.step(be, wb.as(), gb.as(), sb.as(), n, scb.as<StepScalars>());
+    }
+    const std::vector<float> w_gpu = wb.download(size_t(n));
+    const std::vector<float> state_gpu = sb.download(state_cpu.size());
+    std::vector<float> dw_cpu(w0.size()), dw_gpu(w0.size());
+    for (size_t i = 0; i < size_t(n); ++i) {
+      dw_cpu[i] = w_cpu[i] - w0[i];
+      dw_gpu[i] = w_gpu[i] - w0[i];
+    }
+    const double ew = rel_error(w_gpu, w_cpu), edw = rel_error(dw_gpu, dw_cpu);
+    const double es = slots ? rel_error(state_gpu, state_cpu) : 0.0;
+    INFO("rel error w " << ew << ", update " << edw << ", state " << es);
+    CHECK(ew < 1e-6);
+    CHECK(edw < 1e-6);
+    CHECK(es < 1e-6);
+  }
+}
+
+TEST_CASE("gpu staged copies leave the host source free at once", "[gpu][backend]") {
+  CudaBackend& be = cuda_backend();
+  // Many small copies from one reused host buffer: more than the ring's events and bytes.
+  const size_t n = 256 * 1024, copies = 300;  // 1 MiB each
+  Buffer dst(be, n * 4 * copies);
+  std::vector<float> host(n);
+  for (size_t c = 0; c < copies; ++c) {
+    std::fill(host.begin(), host.end(), float(c));
+    be.copy_to_device(dst.as() + c * n, host.data(), n * 4);
+  }
+  std::fill(host.begin(), host.end(), -1.f);
+  const std::vector<float> back = dst.download(n * copies);
+  bool ok = true;
+  for (size_t c = 0; c < copies; ++c) ok = ok && back[c * n] == float(c) && back[c * n + n - 1] == float(c);
+  CHECK(ok);
+  // A copy larger than half the ring goes synchronously.
+  const std::vector<float> big = random_vector(size_t(40) << 20 >> 2, 77);
+  Buffer bb(be, big.size() * 4);
+  bb.upload(big);
+  CHECK(bb.download(big.size()) == big);
+}
+
+TEST_CASE("gpu error checks name the call, the place and the device", "[gpu][backend]") {
+  try {
+    CUDA_CHECK(cudaSetDevice(9999));
+    FAIL("expected a RuntimeError");
+  } catch (const RuntimeError& e) {
+    const std::string m = e.what();
+    CHECK_THAT(m, Catch::Contains("cudaSetDevice(9999)"));
+    CHECK_THAT(m, Catch::Contains("test_gpu_ops.cc:"));
+    CHECK_THAT(m, Catch::Contains("gpu:"));
+    CHECK_THAT(m, Catch::Contains("cudaErrorInvalidDevice"));
+  }
+  // The backend still works after the failed call.
+  Buffer b(cuda_backend(), 16);
+  b.upload(std::vector<float>{1, 2, 3, 4});
+  CHECK(b.download(4) == std::vector<float>{1, 2, 3, 4});
+}

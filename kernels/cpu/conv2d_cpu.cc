@@ -106,8 +106,8 @@ class Conv2dCpu : public LayerKernel {
     char* p = static_cast<char*>(ws);
     for (Edge* edge : edges()) p += edge->bind_scratch(p);
     if (bias_) {
-      b_.set_data_handle(params + w_numel_);
-      db_.set_data_handle(grads + w_numel_);
+      b_.set_data_handle(params + param_slot_floats(w_numel_));
+      db_.set_data_handle(grads + param_slot_floats(w_numel_));
     }
   }
 

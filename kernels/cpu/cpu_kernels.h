@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "kernels/layer_kernel.h"
+#include "lib/model/param_layout.h"  // param_slot_floats: where a layer's bias starts
 
 namespace trainer {
 
@@ -14,5 +15,10 @@ std::unique_ptr<LayerKernel> make_pool2d_cpu(const Layer& l, const KernelContext
 std::unique_ptr<LayerKernel> make_eltwise_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_softmax_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_dropout_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_embedding_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_conv1d_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_pool1d_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_global_avg_pool_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_batchnorm_cpu(const Layer& l, const KernelContext& ctx);
 
 }  // namespace trainer

@@ -43,8 +43,8 @@ class DenseCpu : public LayerKernel {
     w_.set_data_handle(params);
     dw_.set_data_handle(grads);
     if (bias_) {
-      b_.set_data_handle(params + w_numel_);
-      db_.set_data_handle(grads + w_numel_);
+      b_.set_data_handle(params + param_slot_floats(w_numel_));
+      db_.set_data_handle(grads + param_slot_floats(w_numel_));
     }
   }
 

@@ -10,6 +10,12 @@ void register_cpu_kernels(Registry& r) {
   r.add_kernel("conv2d", "cpu", make_conv2d_cpu);
   r.add_kernel("maxpool2d", "cpu", make_pool2d_cpu);
   r.add_kernel("avgpool2d", "cpu", make_pool2d_cpu);
+  r.add_kernel("embedding", "cpu", make_embedding_cpu);
+  r.add_kernel("conv1d", "cpu", make_conv1d_cpu);
+  r.add_kernel("maxpool1d", "cpu", make_pool1d_cpu);
+  r.add_kernel("avgpool1d", "cpu", make_pool1d_cpu);
+  r.add_kernel("global_avg_pool", "cpu", make_global_avg_pool_cpu);
+  r.add_kernel("batchnorm", "cpu", make_batchnorm_cpu);
   r.add_kernel("dropout", "cpu", make_dropout_cpu);
   r.add_kernel("dropout2d", "cpu", make_dropout_cpu);
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})

@@ -1,0 +1,141 @@
+// batchnorm on oneDNN batch_normalization (use_scale | use_shift), channel axis 1.
+//   x, y: (B, C, S...)  gamma, beta: (C) params  running_mean, running_var: (C) buffers
+// Training forward: oneDNN computes the batch mean and biased variance into the workspace
+// (kept for the backward); the running statistics are then updated here with PyTorch's rule
+// (see lib/layers/batchnorm.h). Eval forward: use_global_stats with the running statistics.
+// Backward: after a training forward, the full batch-statistics gradient; after an eval forward,
+// the gradient with the statistics held constant (use_global_stats), so both modes are exact.
+// Arena: beta (and dbeta) sit at the 64-float slot after gamma; running_var follows running_mean.
+#include <cmath>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "lib/layers/batchnorm.h"
+
+namespace trainer {
+namespace {
+
+using dnnl::memory;
+using flags = dnnl::normalization_flags;
+
+class BatchNormCpu : public LayerKernel {
+ public:
+  BatchNormCpu(const BatchNorm& l, const KernelContext& ctx)
+      : dc_(dnnl_of(ctx)), C_(l.channels()), S_(l.spatial()), n_(ctx.batch * l.spatial()),
+        momentum_(l.momentum), eps_(l.epsilon) {
+    memory::dims dims{ctx.batch};
+    for (int64_t d : l.input_shape().dims) dims.push_back(d);
+    auto x_md = plain_md(dims), c_md = plain_md({C_});
+    const flags affine = flags::use_scale | flags::use_shift;
+    const flags global = affine | flags::use_global_stats;
+    const auto train = dnnl::prop_kind::forward_training;
+    DNNL_CHECK({
+      dnnl::batch_normalization_forward::primitive_desc fwd_pd(
+          dnnl::batch_normalization_forward::desc(train, x_md, eps_, affine), dc_.engine);
+      dnnl::batch_normalization_forward::primitive_desc fwd_global_pd(
+          dnnl::batch_normalization_forward::desc(train, x_md, eps_, global), dc_.engine);
+      fwd_ = dnnl::batch_normalization_forward(fwd_pd);
+      fwd_global_ = dnnl::batch_normalization_forward(fwd_global_pd);
+      bwd_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(
+          dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, x_md, x_md, eps_, affine),
+          dc_.engine, fwd_pd));
+      bwd_global_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(
+          dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, x_md, x_md, eps_, global),
+          dc_.engine, fwd_global_pd));
+      for (memory* m : {&x_, &y_, &dx_, &dy_}) *m = memory(x_md, dc_.engine, DNNL_MEMORY_NONE);
+      for (memory* m : {&gamma_, &beta_, &dgamma_, &dbeta_, &mean_, &var_, &rmean_, &rvar_})
+        *m = memory(c_md, dc_.engine, DNNL_MEMORY_NONE);
+    });
+  }
+
+  // The batch mean and variance, from forward to backward.
+  size_t workspace_bytes() const override { return size_t(2 * C_) * sizeof(float); }
+
+  void bind(float* params, float* grads, float* buffers, void* ws) override {
+    const int64_t beta = param_slot_floats(C_);
+    gamma_.set_data_handle(params);
+    beta_.set_data_handle(params + beta);
+    dgamma_.set_data_handle(grads);
+    dbeta_.set_data_handle(grads + beta);
+    running_ = buffers;
+    rmean_.set_data_handle(buffers);
+    rvar_.set_data_handle(buffers + C_);
+    batch_ = static_cast<float*>(ws);
+    mean_.set_data_handle(batch_);
+    var_.set_data_handle(batch_ + C_);
+  }
+
+  void forward(const float* x, float* y, bool training) override {
+    trained_ = training;
+    x_.set_data_handle(const_cast<float*>(x));
+    y_.set_data_handle(y);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_},
+                                         {DNNL_ARG_SCALE, gamma_}, {DNNL_ARG_SHIFT, beta_}};
+    args[DNNL_ARG_MEAN] = training ? mean_ : rmean_;
+    args[DNNL_ARG_VARIANCE] = training ? var_ : rvar_;
+    DNNL_CHECK((training ? fwd_ : fwd_global_).execute(dc_.stream, args));
+    if (!training) return;
+    dc_.stream.wait();
+    const float m = momentum_, unbias = n_ > 1 ? float(n_) / float(n_ - 1) : 1.f;
+    float *rm = running_, *rv = running_ + C_;
+    for (int64_t c = 0; c < C_; ++c) {
+      rm[c] = (1.f - m) * rm[c] + m * batch_[c];
+      rv[c] = (1.f - m) * rv[c] + m * batch_[C_ + c] * unbias;
+    }
+  }
+
+  void backward(const float* x, const float*, const float* dy, float* dx) override {
+    const memory& mean = trained_ ? mean_ : rmean_;
+    const memory& var = trained_ ? var_ : rvar_;
+    if (!dx) {  // first layer: only dgamma and dbeta (oneDNN would need a scratch diff_src)
+      param_grads_only(x, dy, static_cast<const float*>(mean.get_data_handle()),
+                       static_cast<const float*>(var.get_data_handle()));
+      return;
+    }
+    x_.set_data_handle(const_cast<float*>(x));
+    dy_.set_data_handle(const_cast<float*>(dy));
+    dx_.set_data_handle(dx);
+    DNNL_CHECK((trained_ ? bwd_ : bwd_global_)
+                   .execute(dc_.stream, {{DNNL_ARG_SRC, x_}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var},
+                                         {DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_SCALE, gamma_}, {DNNL_ARG_SHIFT, beta_},
+                                         {DNNL_ARG_DIFF_SRC, dx_}, {DNNL_ARG_DIFF_SCALE, dgamma_},
+                                         {DNNL_ARG_DIFF_SHIFT, dbeta_}}));
+  }
+
+ private:
+  // dgamma[c] = sum dy * (x - mean) / sqrt(var + eps), dbeta[c] = sum dy, over (B, S).
+  void param_grads_only(const float* x, const float* dy, const float* mean, const float* var) {
+    float* dg = static_cast<float*>(dgamma_.get_data_handle());
+    float* db = static_cast<float*>(dbeta_.get_data_handle());
+    const int64_t B = n_ / S_;
+    for (int64_t c = 0; c < C_; ++c) {
+      const double inv = 1.0 / std::sqrt(double(var[c]) + eps_);
+      double sg = 0, sb = 0;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S_; ++s) {
+          const int64_t i = (b * C_ + c) * S_ + s;
+          sg += double(dy[i]) * (double(x[i]) - mean[c]) * inv;
+          sb += dy[i];
+        }
+      dg[c] = float(sg);
+      db[c] = float(sb);
+    }
+  }
+
+  DnnlContext& dc_;
+  int64_t C_, S_, n_;
+  float momentum_, eps_;
+  bool trained_ = false;
+  float* running_ = nullptr;  // running_mean (C) then running_var (C)
+  float* batch_ = nullptr;    // batch mean (C) then batch variance (C), in the workspace
+  dnnl::primitive fwd_, fwd_global_, bwd_, bwd_global_;
+  memory x_, y_, dx_, dy_, gamma_, beta_, dgamma_, dbeta_, mean_, var_, rmean_, rvar_;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerKernel> make_batchnorm_cpu(const Layer& l, const KernelContext& ctx) {
+  return std::make_unique<BatchNormCpu>(static_cast<const BatchNorm&>(l), ctx);
+}
+
+}  // namespace trainer

@@ -1,0 +1,34 @@
+#include "lib/layers/batchnorm.h"
+
+#include "lib/config/node_reader.h"
+
+namespace trainer {
+
+BatchNorm::BatchNorm(NodeReader& r) {
+  momentum = float(r.number("momentum", 0.1, 0.0, 1.0));
+  epsilon = float(r.number("epsilon", 1e-5, 1e-12, 1.0));
+}
+
+Shape BatchNorm::infer(const Shape& in) {
+  if (in.rank() < 1 || in.rank() > 4)
+    shape_error("expects (features), (channels, length), (channels, height, width) or "
+                "(channels, depth, height, width), got " + in.batched_str());
+  return in;
+}
+
+std::vector<ParamSpec> BatchNorm::param_specs() const {
+  const int64_t c = channels();
+  return {{"gamma", Shape{c}, ParamRole::gamma, c, c}, {"beta", Shape{c}, ParamRole::beta, c, c}};
+}
+
+std::vector<BufferSpec> BatchNorm::buffer_specs() const {
+  const int64_t c = channels();
+  return {{"running_mean", Shape{c}, 0.f}, {"running_var", Shape{c}, 1.f}};
+}
+
+void BatchNorm::describe(YAML::Node& out) const {
+  out["momentum"] = momentum;
+  out["epsilon"] = epsilon;
+}
+
+}  // namespace trainer

@@ -1,0 +1,30 @@
+#include "lib/layers/embedding.h"
+
+#include "lib/config/node_reader.h"
+
+namespace trainer {
+
+Embedding::Embedding(NodeReader& r) {
+  input_dim = r.integer("input_dim", 0, 1, int64_t(1) << 31);
+  if (input_dim == 0) r.fail("input_dim", "is required: the vocabulary size (largest token id + 1), e.g. input_dim: 10000");
+  output_dim = r.integer("output_dim", 0, 1, int64_t(1) << 20);
+  if (output_dim == 0) r.fail("output_dim", "is required: the length of each vector, e.g. output_dim: 64");
+}
+
+Shape Embedding::infer(const Shape& in) {
+  if (in.rank() != 1)
+    shape_error("expects a sequence of token ids (length), got " + in.batched_str() +
+                "; set model.input_shape to [maxlen]");
+  return Shape{output_dim, in[0]};
+}
+
+std::vector<ParamSpec> Embedding::param_specs() const {
+  return {{"weight", Shape{input_dim, output_dim}, ParamRole::embedding, input_dim, output_dim}};
+}
+
+void Embedding::describe(YAML::Node& out) const {
+  out["input_dim"] = input_dim;
+  out["output_dim"] = output_dim;
+}
+
+}  // namespace trainer

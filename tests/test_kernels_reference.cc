@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "lib/layers/conv2d.h"
 #include "lib/layers/pool2d.h"
+#include "lib/model/param_layout.h"
 #include "tests/test_util.h"
 
 using namespace trainer;
@@ -48,14 +49,15 @@ TEST_CASE("conv2d forward equals a direct convolution", "[reference]") {
     const auto& c = static_cast<const Conv2d&>(*layer);
     const int64_t B = 2, C = 3, H = 9, W = 8, F = c.filters, OH = c.output_shape()[1], OW = c.output_shape()[2];
     auto x = test::random_vector(size_t(B * C * H * W), 1);
-    auto p = test::random_vector(size_t(c.num_params()), 2);
+    const int64_t bias_at = param_slot_floats(F * C * c.kh * c.kw);
+    auto p = test::random_vector(size_t(bias_at + F), 2);
     auto y = run_forward(c, B, x, p);
     std::vector<double> ref(y.size());
     for (int64_t b = 0; b < B; ++b)
       for (int64_t f = 0; f < F; ++f)
         for (int64_t oh = 0; oh < OH; ++oh)
           for (int64_t ow = 0; ow < OW; ++ow) {
-            double acc = c.use_bias ? p[size_t(F * C * c.kh * c.kw + f)] : 0.0;
+            double acc = c.use_bias ? p[size_t(bias_at + f)] : 0.0;
             for (int64_t ch = 0; ch < C; ++ch)
               for (int64_t i = 0; i < c.kh; ++i)
                 for (int64_t j = 0; j < c.kw; ++j) {
@@ -100,12 +102,12 @@ TEST_CASE("maxpool2d and avgpool2d forward equal direct pooling", "[reference]")
 TEST_CASE("dense forward equals x W^T + b", "[reference]") {
   auto layer = test::make_layer("{type: dense, units: 6}", Shape{5});
   auto x = test::random_vector(15, 4);
-  auto p = test::random_vector(36, 5);
+  auto p = test::random_vector(size_t(param_slot_floats(30) + 6), 5);  // weight slot, then bias
   auto y = run_forward(*layer, 3, x, p);
   std::vector<double> ref;
   for (int b = 0; b < 3; ++b)
     for (int u = 0; u < 6; ++u) {
-      double acc = p[size_t(30 + u)];
+      double acc = p[size_t(param_slot_floats(30) + u)];
       for (int i = 0; i < 5; ++i) acc += double(x[size_t(b * 5 + i)]) * p[size_t(u * 5 + i)];
       ref.push_back(acc);
     }

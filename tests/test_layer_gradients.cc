@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "lib/model/param_layout.h"
 #include "tests/test_util.h"
 
 using namespace trainer;
@@ -41,7 +42,10 @@ struct Harness {
     for (size_t i = 0; i < n; ++i) perm[i] = i;
     for (size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.next() % i]);
     for (size_t i = 0; i < n; ++i) x[i] = -1.f + 2.f * (float(perm[i]) + 0.5f) / float(n);
-    params = test::random_vector(size_t(std::max<int64_t>(layer->num_params(), 1)), seed + 1, -0.5f, 0.5f);
+    // The layer's slice of the parameter arena, laid out as the Model lays it out.
+    int64_t arena = 1;
+    for (const ParamSpec& p : layer->param_specs()) arena += param_slot_floats(p.shape.numel());
+    params = test::random_vector(size_t(arena), seed + 1, -0.5f, 0.5f);
     grads.assign(params.size(), 0.f);
     buffers.assign(64, 0.f);
     workspace.resize(kernel->workspace_bytes() + 64);
@@ -80,7 +84,7 @@ struct Harness {
 
   void check_all(float h) {
     analytic();
-    std::vector<float> dx_a = dx, dp_a(grads.begin(), grads.begin() + layer->num_params());
+    std::vector<float> dx_a = dx, dp_a = grads;  // padding between tensors: zero on both sides
     check(x, dx_a, h, "dx");
     check(params, dp_a, h, "dparam");
   }

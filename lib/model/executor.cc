@@ -87,11 +87,16 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     activations_ = static_cast<char*>(
         allocate(act_bytes, "activations and workspaces for batch size " + std::to_string(max_batch)));
   } catch (const OutOfMemoryError& e) {
+    // The destructor will not run: give back what was taken, so the caller may retry.
+    for (void* ptr : allocations_) be_.allocator().deallocate(ptr);
+    allocations_.clear();
     // Activations scale with the batch; everything else is fixed. Say what would fit.
     const int64_t max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
     const size_t cap = be_.allocator().cap_bytes();
-    size_t fixed = be_.allocator().bytes_in_use();
-    if (!activations_ && !buffers_ && !params_) fixed += floats_bytes(n_param_floats_) * slots;
+    const size_t fixed = floats_bytes(n_param_floats_) * slots + align_up(sizeof(StepScalars)) +
+                         align_up(n_metrics * sizeof(float)) +
+                         floats_bytes(std::max<int64_t>(model_.buffer_arena_floats(), 1)) +
+                         be_.allocator().bytes_in_use();
     const double per_sample = double(act_bytes) / double(max_batch);
     std::string advice;
     if (cap) {
@@ -101,7 +106,9 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     }
     throw OutOfMemoryError(std::string(e.what()) + advice);
   }
-  be_.zero(state_, floats_bytes(n_param_floats_) * size_t(optimizer.state_slots()));
+  // Gradients and state start at zero, padding between tensors included: the optimizer updates
+  // the arena as one flat vector, so padding must hold zeros, not leftover memory.
+  be_.zero(grads_, floats_bytes(n_param_floats_) * size_t(1 + optimizer.state_slots()));
 
   // 4. Bind every kernel to its slices.
   for (auto& kv : plans_) {
@@ -210,6 +217,7 @@ void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64
                            reinterpret_cast<float*>(activations_ + p.act[i + 1]),
                            reinterpret_cast<float*>(activations_ + p.grad[i + 1]), dx);
   }
+  if (grad_hook_) grad_hook_(grads_);
   opt_.step(be_, params_, grads_, state_, n_param_floats_, scalars_);
 }
 

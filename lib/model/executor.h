@@ -11,6 +11,7 @@
 // no host synchronization until metrics are read.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -72,6 +73,11 @@ class Executor {
 
   const std::vector<MemoryItem>& memory_plan() const { return memory_plan_; }
   size_t planned_bytes() const;
+  // Called in train_step between the backward pass and the optimizer update with the gradient
+  // arena (backend memory, param_arena_floats() floats, the Model's param offsets). Gradient
+  // clipping (lib/train) uses it; empty: not called.
+  using GradientHook = std::function<void(float* grads)>;
+  void set_gradient_hook(GradientHook hook) { grad_hook_ = std::move(hook); }
   // Host-side Nadam state etc. travels with checkpoints.
   StepScalars& host_scalars() { return host_scalars_; }
 
@@ -98,6 +104,7 @@ class Executor {
   float* metrics_ = nullptr;        // backend memory: loss_sum, samples, topk..., confusion
   StepScalars host_scalars_;
   int64_t samples_ = 0;
+  GradientHook grad_hook_;
 };
 
 }  // namespace trainer

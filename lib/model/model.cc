@@ -8,11 +8,12 @@
 #include "lib/core/counter_rng.h"
 #include "lib/core/error.h"
 #include "lib/layers/activation.h"
+#include "lib/model/param_layout.h"
+#include "lib/layers/mlp.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
 
-static constexpr int64_t kSlotAlign = 64;  // floats
 
 Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init,
              const std::string& file)
@@ -42,6 +43,19 @@ Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init
     const std::string type = r.string("type", "");
     const LayerEntry& entry = reg.layer(type, node_location(file, node["type"]) + ": " + path + ".type");
     const std::string name = r.string("name", "");
+    if (type == "mlp") {  // a macro: expands into dense + activation layers (lib/layers/mlp.h)
+      const std::vector<YAML::Node> expanded = expand_mlp(r);
+      r.finish();
+      std::map<std::string, int> local;  // with name: x, the layers are x_dense_1, x_relu_1, ...
+      for (const YAML::Node& sub : expanded) {
+        NodeReader sr(sub, path, file);
+        const std::string sub_type = sr.string("type", "");
+        add(reg.layer(sub_type, path).make_layer(sr), sub_type,
+            name.empty() ? "" : name + "_" + sub_type + "_" + std::to_string(++local[sub_type]));
+        sr.finish();
+      }
+      continue;
+    }
     std::string activation = "linear";
     if (type == "dense" || type == "conv2d" || type == "conv1d") {
       std::vector<std::string> allowed{"linear"};
@@ -62,7 +76,7 @@ Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init
     for (const ParamSpec& p : layers_[li]->param_specs()) {
       if (layer_param_offset_.back() < 0) layer_param_offset_.back() = param_floats_;
       params_.push_back({layers_[li]->name() + "." + p.name, p.shape, param_floats_, int(li), p});
-      param_floats_ += (p.shape.numel() + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+      param_floats_ += param_slot_floats(p.shape.numel());
     }
     layer_buffer_offset_.push_back(-1);
     for (const BufferSpec& b : layers_[li]->buffer_specs()) {

@@ -9,10 +9,7 @@ Registry& Registry::global() {
   static Registry* r = [] {
     auto* reg = new Registry;
     register_builtin_layers(*reg);
-    register_cpu_kernels(*reg);
-#ifdef TRAINER_HAVE_CUDA
-    register_cuda_kernels(*reg);
-#endif
+    register_cpu_kernels(*reg);  // the CUDA backend adds its kernels when first created
     return reg;
   }();
   return *r;

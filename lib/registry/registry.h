@@ -48,11 +48,10 @@ class Registry {
   std::map<std::string, LayerEntry> layers_;
 };
 
-// Defined in lib/layers/register_layers.cc and kernels/*/register_*.cc.
+// Defined in lib/layers/register_layers.cc and kernels/*/register_*.cc. A GPU backend library
+// registers its kernels itself when its first backend is created (it sits above this library).
 void register_builtin_layers(Registry& r);
 void register_cpu_kernels(Registry& r);
-#ifdef TRAINER_HAVE_CUDA
 void register_cuda_kernels(Registry& r);
-#endif
 
 }  // namespace trainer

@@ -70,6 +70,18 @@ class Backend {
                          int64_t n, const StepScalars* s) = 0;
   virtual void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq,
                             float* buf, float* avg, int64_t n, const StepScalars* s) = 0;
+
+  // Step capture (CUDA graphs): work enqueued between begin_capture() and end_capture() is
+  // recorded rather than run; replay() enqueues the whole recording again with one launch.
+  // Recorded work must take every per-step value from backend memory (StepScalars), never
+  // from host arguments. Backends without capture keep the defaults.
+  virtual bool supports_capture() const { return false; }
+  virtual void begin_capture() {}
+  // Returns a handle for replay(). Throws if the capture failed.
+  virtual int end_capture() { return -1; }
+  // Ends a capture abandoned after an error, discarding it.
+  virtual void abort_capture() noexcept {}
+  virtual void replay(int graph) {}
 };
 
 }  // namespace trainer

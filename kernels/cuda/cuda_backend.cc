@@ -91,6 +91,8 @@ CudaBackend::~CudaBackend() { release(); }
 
 void CudaBackend::release() noexcept {
   if (stream_) cudaStreamSynchronize(stream_);
+  for (cudaGraphExec_t g : graphs_) cudaGraphExecDestroy(g);
+  graphs_.clear();
   staging_.reset();
   if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);
@@ -132,6 +134,39 @@ void CudaBackend::zero(void* dst, size_t bytes) {
 }
 
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+// A step is recorded on our one stream in thread-local mode: only this thread's work on this
+// stream is captured, and any forbidden call inside (a sync, an allocation) fails the capture
+// instead of silently running.
+void CudaBackend::begin_capture() {
+  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+}
+
+int CudaBackend::end_capture() {
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_CHECK(err);
+  graphs_.push_back(exec);
+  return int(graphs_.size()) - 1;
+}
+
+void CudaBackend::abort_capture() noexcept {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream_, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+    cudaGraph_t graph = nullptr;
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph) cudaGraphDestroy(graph);
+  }
+  cudaGetLastError();  // clear the sticky-free error the failed capture left
+}
+
+void CudaBackend::replay(int graph) {
+  if (graph < 0 || graph >= int(graphs_.size())) throw InternalError("replay of an unknown step graph");
+  CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(graph)], stream_));
+}
 
 void CudaBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                        int64_t classes, float* dout, float* loss_sum) {

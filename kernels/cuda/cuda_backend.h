@@ -67,6 +67,12 @@ class CudaBackend : public Backend {
   void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
                     float* avg, int64_t n, const StepScalars* s) override;
 
+  bool supports_capture() const override { return true; }
+  void begin_capture() override;
+  int end_capture() override;
+  void abort_capture() noexcept override;
+  void replay(int graph) override;
+
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
@@ -90,6 +96,7 @@ class CudaBackend : public Backend {
   void* cublas_workspace_ = nullptr;
   size_t cublas_workspace_bytes_ = 0;
   std::unique_ptr<cuda::StagingRing> staging_;
+  std::vector<cudaGraphExec_t> graphs_;  // instantiated step recordings
 };
 
 // The CUDA backend of a kernel's context (CUDA kernels are only created for a CudaBackend).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include "lib/core/error.h"
 #include "lib/registry/registry.h"
 
@@ -15,6 +17,9 @@ struct Executor::Plan {
   std::vector<size_t> act, grad;
   std::vector<size_t> workspace;  // per layer
   size_t labels = 0, bytes = 0;
+  size_t first_kernel = 0;        // index of the first layer that runs a kernel
+  int train_graph = -1, eval_graph = -1;          // recorded steps (backends with capture)
+  int train_eager_runs = 0, eval_eager_runs = 0;  // steps run before recording
 };
 
 static size_t floats_bytes(int64_t n) { return align_up(size_t(n) * sizeof(float)); }
@@ -68,6 +73,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       p->workspace.push_back(take(p->kernels.back()->workspace_bytes()));
     }
     p->labels = take(size_t(b) * sizeof(int32_t));
+    while (p->first_kernel < layers.size() && !p->kernels[p->first_kernel]) ++p->first_kernel;
     p->bytes = off;
     act_bytes = std::max(act_bytes, off);
     plans_[b] = std::move(p);
@@ -178,41 +184,36 @@ void Executor::download_optimizer_state(float* state) {
                      size_t(n_param_floats_) * sizeof(float));
 }
 
-void Executor::forward(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training) {
+void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y) {
+  be_.copy_to_device(activations_ + p.act[0], x, size_t(batch * model_.input_shape().numel()) * sizeof(float));
+  if (y) be_.copy_to_device(activations_ + p.labels, y, size_t(batch) * sizeof(int32_t));
+}
+
+// Everything from the uploaded batch to the metric sums; per-step values come from scalars_.
+void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   const auto& layers = model_.layers();
-  float* x0 = reinterpret_cast<float*>(activations_ + p.act[0]);
-  int32_t* labels = reinterpret_cast<int32_t*>(activations_ + p.labels);
-  be_.copy_to_device(x0, x, size_t(batch * model_.input_shape().numel()) * sizeof(float));
-  if (y) be_.copy_to_device(labels, y, size_t(batch) * sizeof(int32_t));
   for (size_t i = 0; i < layers.size(); ++i) {
     if (!p.kernels[i]) continue;
     p.kernels[i]->forward(reinterpret_cast<float*>(activations_ + p.act[i]),
                           reinterpret_cast<float*>(activations_ + p.act[i + 1]), training);
   }
-  if (!y) return;
-  const size_t last = layers.size();
-  const float* out = reinterpret_cast<float*>(activations_ + p.act[last]);
-  float* dout = reinterpret_cast<float*>(activations_ + p.grad[last]);
+  if (!with_loss) return;
+  const int64_t batch = p.batch;
+  const int32_t* labels = reinterpret_cast<int32_t*>(activations_ + p.labels);
+  const float* out = reinterpret_cast<float*>(activations_ + p.act[layers.size()]);
+  float* dout = reinterpret_cast<float*>(activations_ + p.grad[layers.size()]);
   be_.loss(o_.loss, out, labels, batch, o_.num_classes, dout, metrics_);
   for (size_t k = 0; k < o_.top_k.size(); ++k)
     be_.topk_correct(out, labels, batch, o_.num_classes, o_.top_k[k], metrics_ + 1 + k);
   be_.confusion(out, labels, batch, o_.num_classes, metrics_ + 1 + o_.top_k.size());
-  samples_ += batch;
 }
 
-void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr) {
-  Plan& p = plan_for(batch);
-  opt_.prepare(host_scalars_, t, lr);
-  host_scalars_.seed = o_.seed;
-  be_.copy_to_device(scalars_, &host_scalars_, sizeof(StepScalars));
-  forward(p, batch, x, y, true);
+void Executor::enqueue_backward_and_update(Plan& p) {
   const auto& layers = model_.layers();
   for (size_t i = layers.size(); i-- > 0;) {
     if (!p.kernels[i]) continue;
     // The first computing layer's input needs no gradient.
-    bool first = true;
-    for (size_t j = 0; j < i; ++j) first = first && !p.kernels[j];
-    float* dx = first ? nullptr : reinterpret_cast<float*>(activations_ + p.grad[i]);
+    float* dx = i > p.first_kernel ? reinterpret_cast<float*>(activations_ + p.grad[i]) : nullptr;
     p.kernels[i]->backward(reinterpret_cast<float*>(activations_ + p.act[i]),
                            reinterpret_cast<float*>(activations_ + p.act[i + 1]),
                            reinterpret_cast<float*>(activations_ + p.grad[i + 1]), dx);
@@ -221,13 +222,57 @@ void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64
   opt_.step(be_, params_, grads_, state_, n_param_floats_, scalars_);
 }
 
+// Runs `enqueue` eagerly the first time (libraries finish their lazy setup there), records it
+// as a graph the second time, and replays the graph from then on. A failed capture turns graphs
+// off for this executor with a warning, and the step runs eagerly.
+void Executor::run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue) {
+  const bool capture = o_.use_graphs && be_.supports_capture() && !grad_hook_;
+  if (capture && graph >= 0) {
+    be_.replay(graph);
+    return;
+  }
+  if (!capture || eager_runs++ < 1) {
+    enqueue();
+    return;
+  }
+  try {
+    be_.begin_capture();
+    enqueue();
+    graph = be_.end_capture();
+  } catch (const Error& e) {
+    be_.abort_capture();
+    o_.use_graphs = false;
+    spdlog::warn("step capture as a CUDA graph failed, running steps eagerly: {}", e.what());
+    enqueue();
+    return;
+  }
+  be_.replay(graph);
+}
+
+void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr) {
+  Plan& p = plan_for(batch);
+  opt_.prepare(host_scalars_, t, lr);
+  host_scalars_.seed = o_.seed;
+  be_.copy_to_device(scalars_, &host_scalars_, sizeof(StepScalars));
+  upload(p, batch, x, y);
+  run_captured(p.train_graph, p.train_eager_runs, [&] {
+    enqueue_forward(p, true, true);
+    enqueue_backward_and_update(p);
+  });
+  samples_ += batch;
+}
+
 void Executor::eval_step(int64_t batch, const float* x, const int32_t* y) {
-  forward(plan_for(batch), batch, x, y, false);
+  Plan& p = plan_for(batch);
+  upload(p, batch, x, y);
+  run_captured(p.eval_graph, p.eval_eager_runs, [&] { enqueue_forward(p, false, true); });
+  samples_ += batch;
 }
 
 void Executor::predict(int64_t batch, const float* x, float* out) {
   Plan& p = plan_for(batch);
-  forward(p, batch, x, nullptr, false);
+  upload(p, batch, x, nullptr);
+  enqueue_forward(p, false, false);
   be_.copy_to_host(out, activations_ + p.act.back(),
                    size_t(batch * model_.output_shape().numel()) * sizeof(float));
 }

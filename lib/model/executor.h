@@ -30,6 +30,8 @@ struct ExecutorOptions {
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
   uint64_t seed = 0;
+  // Record each step once as a CUDA graph and replay it (backends with capture only).
+  bool use_graphs = true;
 };
 
 // Sums accumulated on the device since reset_metrics().
@@ -84,7 +86,10 @@ class Executor {
  private:
   struct Plan;
   Plan& plan_for(int64_t batch);
-  void forward(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training);
+  void upload(Plan& p, int64_t batch, const float* x, const int32_t* y);
+  void enqueue_forward(Plan& p, bool training, bool with_loss);
+  void enqueue_backward_and_update(Plan& p);
+  void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);
   void* allocate(size_t bytes, const std::string& what);
 
   const Model& model_;

@@ -9,5 +9,7 @@ namespace trainer::cmd {
 void add_fit_command(CLI::App& app);
 void add_summary_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_predict_command(CLI::App& app);
 
 }  // namespace trainer::cmd

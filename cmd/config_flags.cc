@@ -1,19 +1,27 @@
 #include "cmd/config_flags.h"
 
+#include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
 #include "lib/core/error.h"
 
 namespace trainer::cmd {
 
-void ConfigFlags::add_to(CLI::App* sub, bool training_flags) {
+void ConfigFlags::add_to(CLI::App* sub, FlagSet set) {
   sub->add_option("config", path, "YAML config file")->required()->check(CLI::ExistingFile);
   sub->add_option("--set", sets,
                   "Override any config key: dotted.key=value (repeatable), e.g. --set optimizer.lr=0.01 "
                   "--set model.layers.3.units=64")
       ->take_all();
-  if (!training_flags) return;
+  if (set == FlagSet::config_only) return;
   sub->add_option("--device", device, "cpu | gpu:N | gpu | auto (first GPU, else the CPU) [default: config's device, cpu]");
-  sub->add_option("--epochs", epochs, "Number of epochs [default: config's train.epochs, 10]")->check(CLI::Range(int64_t(1), int64_t(1000000)));
   sub->add_option("--batch-size", batch_size, "Batch size [default: config's data.batch_size, 32]")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  if (set != FlagSet::training) return;
+  sub->add_option("--epochs", epochs, "Number of epochs [default: config's train.epochs, 10]")->check(CLI::Range(int64_t(1), int64_t(1000000)));
   sub->add_option("--seed", seed, "Random seed for init, shuffling and dropout [default: config's train.seed, 0]")->check(CLI::Range(int64_t(0), int64_t(1) << 62));
 }
 
@@ -28,6 +36,33 @@ Config ConfigFlags::load() const {
   if (batch_size > 0) all.push_back("data.batch_size=" + std::to_string(batch_size));
   if (seed >= 0) all.push_back("train.seed=" + std::to_string(seed));
   return load_config(path, all);
+}
+
+void OutputFlags::add_to(CLI::App* sub, bool progress) {
+  sub->add_option("--log-format", format,
+                  "text: human lines on stdout | json: one JSON object per line on stdout (per epoch and a "
+                  "final summary), human text on stderr [default: text]")
+      ->check(CLI::IsMember({"text", "json"}));
+  sub->add_flag("--quiet,-q", quiet, "Print only the final summary line (or JSON object); log warnings only");
+  if (!progress) return;
+  sub->add_option("--log-every", log_every,
+                  "On a terminal, refresh the live progress line every N steps (each refresh syncs the device) "
+                  "[default: about every 0.5 s]")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+}
+
+ReportOptions OutputFlags::options() const {
+  ReportOptions r;
+  r.format = format == "json" ? LogFormat::json : LogFormat::text;
+  r.quiet = quiet;
+  r.log_every = log_every;
+  const int fd = r.format == LogFormat::json ? STDERR_FILENO : STDOUT_FILENO;
+  const char* term = std::getenv("TERM");
+  r.live = !quiet && ::isatty(fd) && !(term && std::strcmp(term, "dumb") == 0);
+  struct winsize ws {};
+  if (r.live && ::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) r.columns = ws.ws_col;
+  if (quiet) spdlog::set_level(spdlog::level::warn);
+  return r;
 }
 
 }  // namespace trainer::cmd

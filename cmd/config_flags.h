@@ -1,4 +1,5 @@
-// Flags shared by verbs that read a config: CONFIG, --set, and the dedicated overrides.
+// Flags shared by verbs that read a config: CONFIG, --set, and the dedicated overrides; and the
+// output flags of verbs that report (--log-format, --quiet, --log-every).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,8 +8,15 @@
 #include <vector>
 
 #include "lib/config/config.h"
+#include "lib/train/progress.h"
 
 namespace trainer::cmd {
+
+enum class FlagSet {
+  config_only,  // CONFIG and --set (summary)
+  inference,    // + --device, --batch-size (eval, predict)
+  training,     // + --epochs, --seed (fit)
+};
 
 struct ConfigFlags {
   std::string path;
@@ -18,8 +26,19 @@ struct ConfigFlags {
   int64_t epochs = 0, batch_size = 0;
   int64_t seed = -1;
 
-  void add_to(CLI::App* sub, bool training_flags);
+  void add_to(CLI::App* sub, FlagSet set);
   Config load() const;
+};
+
+struct OutputFlags {
+  std::string format = "text";
+  bool quiet = false;
+  int64_t log_every = 0;
+
+  void add_to(CLI::App* sub, bool progress);
+  // Decides the live line: only when the human stream (stdout, or stderr with --log-format json)
+  // is a terminal. --quiet also lowers the log level to warnings.
+  ReportOptions options() const;
 };
 
 }  // namespace trainer::cmd

@@ -1,4 +1,5 @@
-// trainer fit CONFIG [flags]: train, print timestamped epoch lines on stdout.
+// trainer fit CONFIG [flags]: train; epoch lines (or JSON lines) on stdout, a run directory with
+// checkpoints under runs/ (or --out), --resume to continue one.
 #include <iostream>
 
 #include "cmd/commands.h"
@@ -8,19 +9,22 @@
 #include "lib/model/model.h"
 #include "lib/train/data_sources.h"
 #include "lib/train/fit.h"
+#include "lib/train/run_dir.h"
 
 namespace trainer::cmd {
 
 void add_fit_command(CLI::App& app) {
   struct State {
     ConfigFlags cf;
+    OutputFlags of;
     int64_t mem_limit = 0;
-    bool mem_growth = false, print_config = false, deterministic = false;
-    std::string out, math;
+    bool mem_growth = false, print_config = false, deterministic = false, no_out = false;
+    std::string out, resume, math;
   };
   auto st = std::make_shared<State>();
   CLI::App* sub = app.add_subcommand("fit", "Train the model described by a YAML config");
-  st->cf.add_to(sub, true);
+  st->cf.add_to(sub, FlagSet::training);
+  st->of.add_to(sub, true);
   sub->add_option("--mem-limit", st->mem_limit,
                   "Hard cap in MiB on all memory the tool allocates on the device (GPU) [default: no cap]")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
@@ -30,7 +34,16 @@ void add_fit_command(CLI::App& app) {
       ->check(CLI::IsMember({"fp32", "tf32"}));
   sub->add_flag("--deterministic", st->deterministic, "GPU: deterministic cuDNN algorithms only");
   sub->add_flag("--print-config", st->print_config, "Print the resolved config (defaults filled) and exit");
-  sub->add_option("--out", st->out, "Run directory for config.yaml, metrics.csv and summary.json [default: none]");
+  auto* out = sub->add_option("--out", st->out,
+                              "Run directory: config.yaml, metrics.csv, events.jsonl, checkpoints/, model.safetensors, "
+                              "summary.json [default: runs/<config name>-<YYYYmmdd-HHMMSS>]");
+  auto* no_out = sub->add_flag("--no-out", st->no_out, "Write no run directory (and so no checkpoints)");
+  auto* resume = sub->add_option("--resume", st->resume,
+                                 "Continue the run in this directory from its newest checkpoint, up to the config's "
+                                 "(or --epochs') last epoch; new records are appended to it");
+  out->excludes(no_out);
+  resume->excludes(out);
+  resume->excludes(no_out);
   sub->callback([st]() {
     ConfigFlags cf = st->cf;
     if (!st->math.empty()) cf.sets.push_back("math=" + st->math);
@@ -52,7 +65,9 @@ void add_fit_command(CLI::App& app) {
     fo.device.mem_growth = st->mem_growth;
     fo.device.math = cfg.math;
     fo.device.deterministic = cfg.deterministic;
-    fo.out_dir = st->out;
+    fo.report = st->of.options();
+    fo.resume_dir = st->resume;
+    if (st->resume.empty() && !st->no_out) fo.out_dir = st->out.empty() ? RunDir::default_path(cfg.file) : st->out;
     fit(cfg, fo, std::cout);
   });
 }

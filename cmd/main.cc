@@ -1,4 +1,4 @@
-// trainer: train neural networks from YAML. Verbs: fit, summary, devices (see README).
+// trainer: train neural networks from YAML. Verbs: fit, eval, predict, summary, devices (see README).
 // Every failure ends here as a one-line message on stderr and a documented exit code.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -17,15 +17,21 @@
 
 namespace {
 
+// First SIGINT/SIGTERM: ask fit to stop after the current step (it saves a checkpoint); the
+// second one leaves at once (checkpoint files are replaced atomically, so none is left torn).
 void on_signal(int) {
   static volatile std::sig_atomic_t count = 0;
-  if (++count > 1) _exit(int(trainer::ExitCode::interrupted));  // second signal: leave now
+  if (++count > 1) _exit(int(trainer::ExitCode::interrupted));
+  static const char msg[] = "\nstopping after the current step and saving a checkpoint (again to quit now)\n";
+  ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)ignored;
   trainer::request_stop();
 }
 
 int fail(trainer::ExitCode code, const std::string& message) {
+  std::cout.flush();
   std::fflush(stdout);
-  std::cerr << "error: " << message << std::endl;
+  std::cerr << (code == trainer::ExitCode::interrupted ? "" : "error: ") << message << std::endl;
   return int(code);
 }
 
@@ -45,6 +51,8 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
   trainer::cmd::add_fit_command(app);
   trainer::cmd::add_summary_command(app);
+  trainer::cmd::add_eval_command(app);
+  trainer::cmd::add_predict_command(app);
   trainer::cmd::add_devices_command(app);
   try {
     app.parse(argc, argv);

@@ -48,14 +48,14 @@ TEST_CASE("a gpu device without a usable GPU is a clear runtime error, auto fall
   std::string cfg = test::write_file(dir, "tiny.yaml", "model:\n  input_shape: [4]\n  layers: [{type: dense, units: 2}]\n"
                                                        "data: {train: {format: random, samples: 20}, num_classes: 2, batch_size: 10}\n"
                                                        "train: {epochs: 1}\n");
-  auto auto_run = test::run_trainer("fit " + cfg + " --device auto");
+  auto auto_run = test::run_trainer("fit " + cfg + " --device auto --no-out");
   REQUIRE(auto_run.exit_code == 0);
   REQUIRE_THAT(auto_run.out, Contains("epoch 1/1"));
   auto devices = test::run_trainer("devices");
   REQUIRE(devices.exit_code == 0);
   REQUIRE_THAT(devices.out, Contains("cpu:") && Contains("oneDNN"));
   if (devices.out.find("gpu: none usable") != std::string::npos) {
-    auto gpu = test::run_trainer("fit " + cfg + " --device gpu:0");
+    auto gpu = test::run_trainer("fit " + cfg + " --device gpu:0 --no-out");
     REQUIRE(gpu.exit_code == 5);
     REQUIRE_THAT(gpu.err, Contains("no usable GPU"));
     REQUIRE_THAT(auto_run.err, Contains("running on the CPU"));

@@ -1,5 +1,6 @@
 #include "lib/config/config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -181,6 +182,124 @@ static void read_data(Config& c, NodeReader& r) {
   c.resolved["data"]["normalize"] = nr.resolved();
 }
 
+MonitorMode default_mode(const std::string& monitor) {
+  const std::string tail = "loss";
+  const bool is_loss = monitor.size() >= tail.size() &&
+                       monitor.compare(monitor.size() - tail.size(), tail.size(), tail) == 0;
+  return is_loss ? MonitorMode::min : MonitorMode::max;
+}
+
+bool Config::has_validation() const { return present(data.validation) || data.validation_split > 0; }
+
+std::vector<std::string> Config::monitors() const {
+  std::vector<std::string> names{"loss"};
+  for (const auto& m : metrics) names.push_back(m.label());
+  if (has_validation()) {
+    const size_t n = names.size();
+    for (size_t i = 0; i < n; ++i) names.push_back("val_" + names[i]);
+  }
+  return names;
+}
+
+static std::string join_names(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+// A monitor key: "auto" becomes `fallback`; anything else must be a known metric name.
+static std::string read_monitor(const Config& c, NodeReader& r, const std::string& key,
+                                const std::string& fallback, bool allow_none = false) {
+  std::string v = r.string(key, "auto");
+  if (v == "auto") v = fallback;
+  if (allow_none && v == "none") return v;
+  const auto names = c.monitors();
+  if (std::find(names.begin(), names.end(), v) == names.end()) {
+    std::string hint = v.rfind("val_", 0) == 0 && !c.has_validation()
+                           ? " (there is no validation data: set data.validation or data.validation_split)"
+                           : "";
+    std::string near = closest_match(v, names);
+    r.fail(key, "'" + v + "' is not a metric of this run" + hint +
+                    (near.empty() ? "" : "; did you mean '" + near + "'?") + "; allowed: " +
+                    join_names(names) + (allow_none ? ", none" : "") + ", auto");
+  }
+  r.resolved()[key] = v;
+  return v;
+}
+
+// The default monitor: validation loss when there is validation data, else the training loss.
+static std::string default_monitor(const Config& c) { return c.has_validation() ? "val_loss" : "loss"; }
+
+static void read_training_controls(Config& c, NodeReader& r) {
+  {
+    NodeReader e(r.child("early_stopping"), "early_stopping", c.file);
+    EarlyStoppingConfig& es = c.early_stopping;
+    es.enabled = present(r.child("early_stopping")) && e.boolean("enabled", true);
+    if (es.enabled) {
+      es.monitor = read_monitor(c, e, "monitor", default_monitor(c));
+      es.mode = default_mode(es.monitor);
+      es.patience = e.integer("patience", 5, 0, 1000000);
+      es.min_delta = e.number("min_delta", 0, 0, 1e12);
+      es.restore_best = e.boolean("restore_best", true);
+    } else {
+      e.accept({"monitor", "patience", "min_delta", "restore_best"});
+    }
+    e.finish();
+    if (es.enabled) c.resolved["early_stopping"] = e.resolved();
+  }
+  {
+    NodeReader k(r.child("checkpoint"), "checkpoint", c.file);
+    CheckpointConfig& ck = c.checkpoint;
+    ck.every = k.integer("every", 1, 0, 1000000);
+    ck.keep_last = k.integer("keep_last", 3, 0, 1000000);
+    // best: follows early stopping's monitor, else the validation accuracy (or loss).
+    std::string fallback = c.early_stopping.enabled ? c.early_stopping.monitor : default_monitor(c);
+    if (!c.early_stopping.enabled && c.has_validation())
+      for (const auto& m : c.metrics)
+        if (m.type == "accuracy") fallback = "val_accuracy";
+    ck.best = read_monitor(c, k, "best", fallback, true);
+    k.finish();
+    c.resolved["checkpoint"] = k.resolved();
+  }
+  {
+    YAML::Node n = r.child("schedule");
+    YAML::Node section;
+    section.reset(n);
+    if (present(n) && n.IsScalar()) {  // "schedule: cosine" shortcut
+      YAML::Node m(YAML::NodeType::Map);
+      m["type"] = n.Scalar();
+      section.reset(m);
+    }
+    NodeReader s(section, "schedule", c.file);
+    ScheduleConfig& sc = c.schedule;
+    sc.type = s.choice("type", "constant", {"constant", "step", "exponential", "cosine", "reduce_on_plateau"});
+    sc.warmup_steps = s.integer("warmup_steps", 0, 0, int64_t(1) << 40);
+    sc.warmup_epochs = s.integer("warmup_epochs", 0, 0, 1000000);
+    if (sc.warmup_steps > 0 && sc.warmup_epochs > 0)
+      s.fail("warmup_epochs", "cannot be combined with warmup_steps; give one of them");
+    if (sc.type == "step") {
+      sc.step_size = s.integer("step_size", 1, 1, 1000000);
+      sc.gamma = s.number("gamma", 0.1, 0, 1e6);
+    } else if (sc.type == "exponential") {
+      sc.gamma = s.number("gamma", 0.9, 0, 1e6);
+    } else if (sc.type == "cosine") {
+      sc.min_lr = s.number("min_lr", 0, 0, 1e6);
+    } else if (sc.type == "reduce_on_plateau") {
+      sc.monitor = read_monitor(c, s, "monitor", default_monitor(c));
+      sc.mode = default_mode(sc.monitor);
+      sc.factor = s.number("factor", 0.1, 0, 0.999999);
+      sc.patience = s.integer("patience", 10, 0, 1000000);
+      sc.min_delta = s.number("min_delta", 1e-4, 0, 1e12);
+      sc.cooldown = s.integer("cooldown", 0, 0, 1000000);
+      sc.min_lr = s.number("min_lr", 0, 0, 1e6);
+    }
+    s.finish();
+    c.resolved["schedule"] = s.resolved();
+  }
+  c.clip_grad_norm = r.number("clip_grad_norm", 0, 0, 1e12);
+  c.resolved["clip_grad_norm"] = c.clip_grad_norm;
+}
+
 static Config parse_document(YAML::Node root, const std::string& file,
                              const std::vector<std::string>& overrides) {
   if (!root || root.IsNull()) root.reset(YAML::Node(YAML::NodeType::Map));
@@ -214,6 +333,7 @@ static Config parse_document(YAML::Node root, const std::string& file,
   c.math = r.choice("math", "fp32", {"fp32", "tf32"}) == "tf32" ? MathMode::tf32 : MathMode::strict_fp32;
   c.resolved["device"] = c.device;
   c.resolved["math"] = c.math == MathMode::tf32 ? "tf32" : "fp32";
+  read_training_controls(c, r);
   r.finish();
   return c;
 }

@@ -38,6 +38,43 @@ struct DataConfig {
   bool scale_given = false;  // false: 1/255 for uint8 sources, 1 otherwise
 };
 
+// checkpoint: {every: N, keep_last: K, best: METRIC}  (lib/train/checkpointing.h)
+struct CheckpointConfig {
+  int64_t every = 1;         // a resumable checkpoint every N epochs (0: only the last epoch)
+  int64_t keep_last = 3;     // resumable checkpoints kept (0: all)
+  std::string best = "auto";  // monitor for best.safetensors; "none": off (see Monitor)
+};
+
+// How a monitored quantity ("val_loss", "accuracy", ...) improves.
+enum class MonitorMode { min, max };
+
+// schedule: {type: constant|step|exponential|cosine|reduce_on_plateau, ...}  (lib/train/schedules.h)
+struct ScheduleConfig {
+  std::string type = "constant";
+  int64_t warmup_steps = 0;  // linear warmup over the first N updates (any type)
+  int64_t warmup_epochs = 0; // the same in epochs (converted with the steps per epoch)
+  int64_t step_size = 1;     // step: decay every N epochs
+  double gamma = 0.1;        // step, exponential: factor per decay
+  double min_lr = 0;         // cosine, reduce_on_plateau: the floor
+  // reduce_on_plateau
+  std::string monitor;       // resolved: never "auto"
+  MonitorMode mode = MonitorMode::min;
+  double factor = 0.1;
+  int64_t patience = 10;
+  double min_delta = 1e-4;
+  int64_t cooldown = 0;
+};
+
+// early_stopping: {monitor, patience, min_delta, restore_best, mode}  (present: enabled)
+struct EarlyStoppingConfig {
+  bool enabled = false;
+  std::string monitor;       // resolved: never "auto"
+  MonitorMode mode = MonitorMode::min;
+  int64_t patience = 5;
+  double min_delta = 0;
+  bool restore_best = true;
+};
+
 struct Config {
   std::string file;
   YAML::Node root;      // the document after --set
@@ -55,7 +92,18 @@ struct Config {
   std::string device = "cpu";
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
+  CheckpointConfig checkpoint;
+  ScheduleConfig schedule;
+  EarlyStoppingConfig early_stopping;
+  double clip_grad_norm = 0;  // 0: off; else the max global L2 norm of the gradients
+  // The monitor names valid for this config: loss and every metric label, each also with
+  // "val_" when there is validation data ("val_accuracy", "top5_accuracy", ...).
+  std::vector<std::string> monitors() const;
+  bool has_validation() const;
 };
+
+// "min" for names ending in "loss", else "max".
+MonitorMode default_mode(const std::string& monitor);
 
 // Applies "a.b.3.c=value" to a document: maps by key, lists by index. The value is YAML
 // ("64", "[1, 28, 28]", "{type: sgd}"). Throws ConfigError naming the override.

@@ -1,23 +1,36 @@
+// The training loop. One FitRun holds everything a run needs and walks through:
+//
+//   setup     data, loaders, session (model, backend, executor) — every config and data error
+//             fails here, before any step; then --resume restores the newest checkpoint;
+//   epochs    per step: lr from the schedule -> train_step (gradient clipping runs as the
+//             executor's gradient hook) -> live progress -> interrupt check;
+//             per epoch: metrics, validation, epoch line / JSON / CSV / event, best weights,
+//             early stopping, plateau schedule, periodic checkpoint;
+//   finish    restore best weights (early stopping), final weights, class report, summary.
+// An interrupt (SIGINT/SIGTERM, or FitOptions::stop_after_step) lets the current step finish,
+// writes a checkpoint (mid-epoch checkpoints carry the batch position and the partial metric
+// sums) and throws InterruptedError naming it.
 #include "lib/train/fit.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "datasets/batch_loader.h"
-#include "datasets/split.h"
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/metrics/metrics.h"
-#include "lib/model/executor.h"
-#include "lib/train/data_sources.h"
+#include "lib/train/callbacks.h"
+#include "lib/train/checkpointing.h"
+#include "lib/train/run_dir.h"
+#include "lib/train/schedules.h"
+#include "lib/train/session.h"
 
 namespace trainer {
 
@@ -25,211 +38,342 @@ static std::atomic<bool> g_stop{false};
 void request_stop() { g_stop = true; }
 bool stop_requested() { return g_stop.load(); }
 
-std::string timestamp_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Normalization normalization_for(const Config& cfg, const Dataset& d) {
-  Normalization n;
-  n.scale = float(cfg.data.scale_given ? cfg.data.normalize.scale
-                                       : (d.dtype == SampleDtype::u8 ? 1.0 / 255.0 : 1.0));
-  for (double m : cfg.data.normalize.mean) n.mean.push_back(float(m));
-  for (double s : cfg.data.normalize.std) n.std.push_back(float(s));
-  return n;
-}
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string format_metrics(const std::vector<std::pair<std::string, double>>& m, const std::string& prefix) {
-  std::string s;
-  char buf[96];
-  for (const auto& kv : m) {
-    std::snprintf(buf, sizeof buf, " %s%s=%.4f", prefix.c_str(), kv.first.c_str(), kv.second);
-    s += buf;
+
+
+class FitRun {
+ public:
+  FitRun(const Config& cfg, const FitOptions& opt, std::ostream& out)
+      : cfg_(cfg), opt_(opt), rep_(opt.report, out), t_start_(Clock::now()) {}
+
+  FitResult run() {
+    setup();
+    for (int64_t epoch = st_.epochs_done + 1; epoch <= cfg_.epochs && !es_->stopped(); ++epoch)
+      if (!run_epoch(epoch)) break;
+    return finish();
   }
-  return s;
+
+ private:
+  void setup();
+  void resume(const std::string& dir);
+  bool run_epoch(int64_t epoch);  // false: stop training (early stopping)
+  bool stop_now() const { return stop_requested() || (opt_.stop_after_step > 0 && t_ >= opt_.stop_after_step); }
+  [[noreturn]] void interrupt(int64_t epoch, int64_t batches_done, const MetricSums& partial);
+  void fill_state(int64_t epochs_done, int64_t batches_done, const MetricSums& partial);
+  CheckpointInfo checkpoint();
+  FitResult finish();
+
+  const Config& cfg_;
+  const FitOptions& opt_;
+  Reporter rep_;
+  Clock::time_point t_start_;
+  RunData data_;
+  std::unique_ptr<BatchLoader> train_loader_, val_loader_;
+  std::unique_ptr<Session> s_;
+  std::unique_ptr<RunDir> run_;
+  std::unique_ptr<LrSchedule> sched_;
+  std::unique_ptr<GradClipper> clipper_;
+  std::unique_ptr<EarlyStopping> es_;
+  BestTracker best_;
+  HostWeights es_best_;  // early stopping's best weights (restore_best)
+  TrainState st_;
+  YAML::Node resolved_;
+  int64_t t_ = 0;
+  MetricSums last_val_;
+  FitResult result_;
+  std::string status_ = "completed";
+};
+
+void FitRun::setup() {
+  auto model = make_model(cfg_);  // config errors before data errors
+  data_ = load_run_data(cfg_, true);
+  const int64_t B = cfg_.data.batch_size;
+  std::vector<int64_t> sizes;
+  add_batch_sizes(sizes, data_.train.size(), B, cfg_.data.drop_last);
+  train_loader_ = std::make_unique<BatchLoader>(data_.train, B, cfg_.data.shuffle, cfg_.data.drop_last,
+                                                normalization_for(cfg_, data_.train), cfg_.seed);
+  if (data_.has_val) {
+    add_batch_sizes(sizes, data_.val.size(), B, false);
+    val_loader_ = std::make_unique<BatchLoader>(data_.val, B, false, false, normalization_for(cfg_, data_.val), cfg_.seed);
+  }
+  s_ = open_session(cfg_, opt_.device, sizes, std::move(model));
+  resolved_ = YAML::Clone(cfg_.resolved);
+  resolved_["model"]["layers"] = s_->model->describe_layers();
+
+  sched_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, train_loader_->batches_per_epoch(), cfg_.epochs);
+  es_ = std::make_unique<EarlyStopping>(cfg_.early_stopping);
+  const std::string fallback = data_.has_val ? "val_loss" : "loss";
+  best_ = BestTracker(cfg_.checkpoint.best != "none" ? cfg_.checkpoint.best : fallback);
+  if (cfg_.clip_grad_norm > 0) {
+    clipper_ = std::make_unique<GradClipper>(*s_->model, *s_->backend, cfg_.clip_grad_norm);
+    s_->executor->set_gradient_hook([this](float* g) { (*clipper_)(g); });
+  }
+  st_.optimizer = cfg_.optimizer.type;
+  st_.seed = cfg_.seed;
+  st_.batch_size = B;
+  st_.train_samples = data_.train.size();
+
+  spdlog::info("device: {}", s_->backend->description());
+  spdlog::info("model: {} layers, {} parameters; train {} samples{}", s_->model->layers().size(),
+               s_->model->num_params(), data_.train.size(),
+               data_.has_val ? ", validation " + std::to_string(data_.val.size()) + " samples" : "");
+  spdlog::info("memory reserved before the first step: {}", format_bytes(s_->executor->planned_bytes()));
+
+  if (!opt_.resume_dir.empty()) {
+    resume(opt_.resume_dir);
+  } else if (!opt_.out_dir.empty()) {
+    run_ = std::make_unique<RunDir>(opt_.out_dir, false);
+    run_->event({{"event", "start"}, {"config", cfg_.file}, {"device", s_->backend->description()},
+                 {"epochs", cfg_.epochs}, {"params", s_->model->num_params()}});
+  }
+  if (run_) run_->write_config(resolved_);
+  result_.params = s_->model->num_params();
 }
 
-double value_of(const std::vector<std::pair<std::string, double>>& m, const std::string& key) {
-  for (const auto& kv : m)
-    if (kv.first == key) return kv.second;
-  return -1;
+void FitRun::resume(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw UsageError("--resume " + dir + ": no such run directory");
+  auto cks = list_checkpoints(dir + "/checkpoints");
+  if (cks.empty()) throw UsageError("--resume " + dir + ": no checkpoint in " + dir + "/checkpoints");
+  const CheckpointInfo& ck = cks.back();
+  TrainState saved = load_checkpoint(ck, *s_, cfg_);
+  if (saved.batches_done > 0 && (saved.batch_size != st_.batch_size || saved.train_samples != st_.train_samples))
+    throw ConfigError("--resume: " + ck.state() + " was saved in the middle of an epoch with data.batch_size " +
+                      std::to_string(saved.batch_size) + " and " + std::to_string(saved.train_samples) +
+                      " training samples; the config gives " + std::to_string(st_.batch_size) + " and " +
+                      std::to_string(st_.train_samples) + ": resume with the same data and batch size");
+  if (saved.seed != st_.seed)
+    spdlog::warn("--resume: the checkpoint was trained with seed {}, the config says {}: shuffles and dropout "
+                 "masks of the remaining epochs follow the new seed", saved.seed, st_.seed);
+  const auto keep = st_;
+  st_ = saved;
+  st_.optimizer = keep.optimizer;
+  st_.seed = keep.seed;
+  st_.batch_size = keep.batch_size;
+  st_.train_samples = keep.train_samples;
+  t_ = st_.step;
+  sched_->restore(st_.schedule);
+  es_->restore(st_.early_stopping);
+  best_.restore(st_.best);
+  run_ = std::make_unique<RunDir>(dir, true);
+  run_->truncate_metrics(st_.epochs_done);
+  run_->event({{"event", "resume"}, {"checkpoint", ck.weights()}, {"epochs_done", st_.epochs_done},
+               {"batches_done", st_.batches_done}, {"step", st_.step}, {"epochs", cfg_.epochs}});
+  spdlog::info("resuming from {} (epoch {}{}, step {})", ck.weights(), st_.epochs_done + (st_.batches_done ? 1 : 0),
+               st_.batches_done ? ", batch " + std::to_string(st_.batches_done) : "", st_.step);
+  // restore_best needs the best weights: checkpoints/best.safetensors when it is of that epoch.
+  if (es_->enabled() && cfg_.early_stopping.restore_best && es_->best_epoch() > 0 && !es_->stopped()) {
+    const std::string path = run_->checkpoints() + "/best.safetensors";
+    try {
+      if (es_->best_epoch() == st_.epochs_done && st_.batches_done == 0) {
+        es_best_ = download_weights(*s_);
+      } else if (std::filesystem::exists(path) && weights_epoch(path) == es_->best_epoch()) {
+        es_best_ = load_weights(path, *s_->model, "best weights");
+      } else {
+        spdlog::warn("--resume: the weights of early stopping's best epoch {} are not in {}; restore_best will "
+                     "restore only a later best", es_->best_epoch(), path);
+      }
+    } catch (const DataError& e) {
+      spdlog::warn("--resume: cannot read the best weights: {}", e.what());
+    }
+  }
+  if (es_->stopped()) {
+    status_ = "already_stopped";
+    rep_.note("the run stopped early at epoch " + std::to_string(es_->stopped_epoch()) + "; nothing to resume\n");
+  } else if (st_.epochs_done >= cfg_.epochs) {
+    status_ = "already_complete";
+    rep_.note("the run has finished all " + std::to_string(cfg_.epochs) +
+              " epochs; raise --epochs to train further\n");
+  }
 }
 
-// Runs one pass of evaluation over `loader`; the executor's metric sums hold the result.
-MetricSums evaluate(Executor& ex, BatchLoader& loader) {
+void FitRun::fill_state(int64_t epochs_done, int64_t batches_done, const MetricSums& partial) {
+  st_.epochs_done = epochs_done;
+  st_.batches_done = batches_done;
+  st_.step = t_;
+  st_.scalars = s_->executor->host_scalars();
+  st_.partial = batches_done ? partial : MetricSums{};
+  st_.schedule = sched_->state();
+  st_.early_stopping = es_->state();
+  st_.best = best_.state();
+}
+
+CheckpointInfo FitRun::checkpoint() {
+  const double seconds = st_.seconds;
+  st_.seconds += seconds_since(t_start_);
+  CheckpointInfo ck = save_checkpoint(run_->checkpoints(), *s_, st_, YAML::Dump(resolved_));
+  st_.seconds = seconds;
+  prune_checkpoints(run_->checkpoints(), cfg_.checkpoint.keep_last);
+  run_->event({{"event", "checkpoint"}, {"path", ck.weights()}, {"epochs_done", ck.epochs_done},
+               {"batches_done", ck.batches_done}, {"step", ck.step}});
+  return ck;
+}
+
+void FitRun::interrupt(int64_t epoch, int64_t batches_done, const MetricSums& partial) {
+  std::string where = "epoch " + std::to_string(epoch) + ", step " + std::to_string(t_);
+  if (!run_) throw InterruptedError("interrupted at " + where + " (no run directory: nothing saved)");
+  fill_state(epoch - 1, batches_done, partial);
+  CheckpointInfo ck = checkpoint();
+  run_->event({{"event", "interrupted"}, {"epoch", epoch}, {"step", t_}, {"checkpoint", ck.weights()}});
+  throw InterruptedError("interrupted at " + where + "; checkpoint saved: " + ck.weights() +
+                         "; continue with: trainer fit " + cfg_.file + " --resume " + run_->path() +
+                         " (and the same --set flags)");
+}
+
+bool FitRun::run_epoch(int64_t epoch) {
+  Executor& ex = *s_->executor;
+  const int64_t C = s_->classes, N = train_loader_->batches_per_epoch();
+  const bool resumed_here = epoch == st_.epochs_done + 1 && st_.batches_done > 0;
+  const int64_t skip = resumed_here ? std::min(st_.batches_done, N) : 0;
+  const MetricSums carried = resumed_here ? st_.partial : MetricSums{};
+  const auto t0 = Clock::now();
+  rep_.epoch_begin(epoch, cfg_.epochs, N, skip);
   ex.reset_metrics();
-  loader.start_epoch(0);
+  train_loader_->start_epoch(epoch - 1);
   const float* x;
   const int32_t* y;
-  int64_t rows;
-  while (loader.next(&x, &y, &rows)) ex.eval_step(rows, x, y);
-  return ex.read_metrics();
+  int64_t rows, done = 0;
+  while (done < skip && train_loader_->next(&x, &y, &rows)) ++done;  // batches trained before the resume
+  bool interrupted = false;
+  while (done < N && train_loader_->next(&x, &y, &rows)) {
+    const double lr = sched_->lr_at(t_ + 1);
+    ex.train_step(rows, x, y, ++t_, float(lr));
+    ++done;
+    if (rep_.wants_refresh(done))
+      rep_.refresh(done, compute_metrics(merge_sums(carried, ex.read_metrics()), cfg_.metrics, C));
+    if (stop_now()) {
+      interrupted = true;
+      break;
+    }
+  }
+  const MetricSums train_sums = merge_sums(carried, ex.read_metrics());
+  if (interrupted) interrupt(epoch, done, train_sums);
+  const double train_seconds = seconds_since(t0);
+  const auto train_m = compute_metrics(train_sums, cfg_.metrics, C);
+  MetricList val_m;
+  if (data_.has_val) {
+    bool complete = true;
+    last_val_ = evaluate_pass(ex, *val_loader_, [this] { return stop_now(); }, &complete);
+    if (!complete) interrupt(epoch, N, train_sums);
+    val_m = compute_metrics(last_val_, cfg_.metrics, C);
+  }
+  const double seconds = seconds_since(t0);
+  const double loss = train_m.front().second;
+  if (!std::isfinite(loss))
+    throw RuntimeError("the training loss became " + std::to_string(loss) + " at epoch " + std::to_string(epoch) +
+                       "; lower optimizer.lr" + (cfg_.clip_grad_norm > 0 ? "" : " (or set clip_grad_norm)") +
+                       " or check the data normalization");
+  const double lr = sched_->lr_at(std::max<int64_t>(t_, 1));
+
+  // Records: the epoch line, the JSON object (stdout in json mode, events.jsonl), metrics.csv.
+  const EpochRecord rec = epoch_record(epoch, cfg_.epochs, t_, train_m, val_m, lr, !sched_->is_constant(), seconds,
+                                       1000.0 * train_seconds / double(std::max<int64_t>(done - skip, 1)));
+  rep_.epoch_end(rec.line, rec.json);
+  if (run_) {
+    run_->metrics_row(epoch, rec.columns);
+    run_->event(rec.json);
+  }
+  result_.final_train_loss = loss;
+  result_.final_train_accuracy = metric_value(train_m, val_m, "accuracy");
+  result_.final_lr = lr;
+  if (data_.has_val) {
+    result_.final_val_loss = metric_value(train_m, val_m, "val_loss");
+    result_.final_val_accuracy = metric_value(train_m, val_m, "val_accuracy");
+    if (result_.final_val_accuracy > result_.best_val_accuracy) result_.best_val_accuracy = result_.final_val_accuracy;
+  }
+
+  // Callbacks: best weights, early stopping, the plateau schedule.
+  if (best_.update(epoch, train_m, val_m) && run_ && cfg_.checkpoint.best != "none") {
+    save_weights(run_->checkpoints() + "/best.safetensors", *s_->model, download_weights(*s_),
+                 {{"epoch", std::to_string(epoch)}, {"monitor", best_.monitor()}, {"value", std::to_string(best_.best())}});
+    run_->event({{"event", "best"}, {"epoch", epoch}, {"monitor", best_.monitor()}, {"value", best_.best()}});
+  }
+  bool improved = false;
+  const bool stop = es_->on_epoch_end(epoch, train_m, val_m, &improved);
+  if (improved && cfg_.early_stopping.restore_best) es_best_ = download_weights(*s_);
+  if (sched_->on_epoch_end(train_m, val_m)) {
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "reduce_on_plateau: %s has not improved for %lld epochs; lr is now %.4g\n",
+                  cfg_.schedule.monitor.c_str(), (long long)cfg_.schedule.patience + 1, sched_->lr_at(t_ + 1));
+    rep_.note(msg);
+    if (run_) run_->event({{"event", "lr_reduced"}, {"epoch", epoch}, {"lr", sched_->lr_at(t_ + 1)}});
+  }
+  fill_state(epoch, 0, {});
+  const int64_t every = cfg_.checkpoint.every;
+  if (run_ && (epoch == cfg_.epochs || stop || (every > 0 && epoch % every == 0))) checkpoint();
+  if (stop) {
+    status_ = "early_stopped";
+    rep_.note("early stopping at epoch " + std::to_string(epoch) + ": " + cfg_.early_stopping.monitor +
+              " has not improved for " + std::to_string(cfg_.early_stopping.patience) + " epochs (best epoch " +
+              std::to_string(es_->best_epoch()) + ")\n");
+    if (run_) run_->event({{"event", "early_stop"}, {"epoch", epoch}, {"best_epoch", es_->best_epoch()}});
+  }
+  if (stop_requested() && !stop && epoch < cfg_.epochs) interrupt(epoch + 1, 0, {});  // arrived after the last step
+  return !stop;
+}
+
+FitResult FitRun::finish() {
+  const int64_t C = s_->classes;
+  std::string report_title = "validation report (last epoch)";
+  if (es_->stopped() && cfg_.early_stopping.restore_best && !es_best_.params.empty()) {
+    upload_weights(*s_, es_best_);
+    report_title = "validation report (restored best epoch " + std::to_string(es_->best_epoch()) + ")";
+    rep_.note("restored the weights of epoch " + std::to_string(es_->best_epoch()) + "\n");
+    if (data_.has_val) last_val_ = evaluate_pass(*s_->executor, *val_loader_);
+  }
+  result_.epochs_run = int(st_.epochs_done);
+  result_.steps = t_;
+  result_.stopped_early = es_->stopped();
+  result_.monitor = best_.monitor();
+  result_.best_value = best_.best();
+  result_.best_epoch = int(best_.best_epoch());
+  result_.seconds = st_.seconds + seconds_since(t_start_);
+  result_.peak_bytes = s_->backend->allocator().peak_bytes();
+  if (data_.has_val && last_val_.samples > 0)
+    rep_.note(report_title + ":\n" + format_class_report(last_val_, C));
+  if (run_) {
+    result_.run_dir = run_->path();
+    result_.final_weights = run_->path() + "/model.safetensors";
+    // A resume with nothing left to train keeps the final weights it finds (restored best ones).
+    if (status_.rfind("already", 0) != 0 || !std::filesystem::exists(result_.final_weights))
+      save_weights(result_.final_weights, *s_->model, download_weights(*s_),
+                   {{"epoch", std::to_string(st_.epochs_done)}, {"step", std::to_string(t_)},
+                    {"trainer.config", YAML::Dump(resolved_)}});
+  }
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  Json sum{{"event", "summary"}, {"status", status_}, {"epochs_run", result_.epochs_run},
+                     {"epochs", cfg_.epochs}, {"steps", t_}, {"monitor", result_.monitor},
+                     {"best_epoch", result_.best_epoch}, {"best_value", number_or_null(result_.best_value)},
+                     {"final_lr", result_.final_lr}, {"seconds", result_.seconds}, {"params", result_.params},
+                     {"peak_bytes", result_.peak_bytes}, {"peak_host_rss_bytes", int64_t(ru.ru_maxrss) * 1024},
+                     {"device", s_->backend->description()}};
+  if (data_.has_val) sum["best_val_accuracy"] = number_or_null(result_.best_val_accuracy);
+  if (clipper_) sum["clipped_steps"] = clipper_->clipped_steps();
+  if (run_) {
+    sum["run_dir"] = run_->path();
+    sum["weights"] = result_.final_weights;
+  }
+  char text[320];
+  std::snprintf(text, sizeof text, "best %s=%.4f (epoch %d) total=%.1fs params=%lld peak_memory=%s%s",
+                result_.monitor.c_str(), result_.best_value, result_.best_epoch, result_.seconds,
+                (long long)result_.params, format_bytes(result_.peak_bytes).c_str(),
+                run_ ? (" run=" + run_->path()).c_str() : "");
+  rep_.summary("[" + timestamp_now() + "] done: " + text, sum);
+  if (run_) {
+    run_->write_summary(sum);
+    run_->event({{"event", "end"}, {"status", status_}});
+  }
+  return result_;
 }
 
 }  // namespace
 
-FitResult fit(const Config& cfg, const FitOptions& opt, std::ostream& out) {
-  const auto t_start = Clock::now();
-  // 1. Everything that can be wrong with the config or the data fails here, before any step.
-  Model model(cfg.input_shape, cfg.layers, cfg.init, cfg.file);
-  const int C = int(cfg.data.num_classes);
-  if (model.output_shape() != Shape{C})
-    throw ConfigError("the model's output shape " + model.output_shape().batched_str() +
-                      " does not match data.num_classes = " + std::to_string(C) +
-                      " (the last layer must produce one value per class)");
-  Dataset train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape);
-  Dataset val;
-  bool has_val = false;
-  if (present(cfg.data.validation)) {
-    val = load_source(cfg.data.validation, "data.validation", cfg.file, C, cfg.input_shape);
-    has_val = true;
-  } else if (cfg.data.validation_split > 0) {
-    auto parts = split_validation(train, cfg.data.validation_split);
-    train = std::move(parts.first);
-    val = std::move(parts.second);
-    has_val = true;
-  }
-  const int64_t B = cfg.data.batch_size;
-  BatchLoader train_loader(train, B, cfg.data.shuffle, cfg.data.drop_last,
-                           normalization_for(cfg, train), cfg.seed);
-  std::unique_ptr<BatchLoader> val_loader;
-  if (has_val)
-    val_loader = std::make_unique<BatchLoader>(val, B, false, false, normalization_for(cfg, val), cfg.seed);
-
-  // 2. Backend, plans and memory: all sized and allocated before the first step.
-  std::string note;
-  DeviceRequest req = opt.device;
-  std::unique_ptr<Backend> backend = create_backend(req, &note);
-  if (!note.empty()) spdlog::warn("{}", note);
-  Optimizer optimizer(cfg.optimizer);
-  ExecutorOptions eo;
-  eo.batch_sizes = {std::min(B, train.size())};
-  if (!cfg.data.drop_last && train.size() % B && train.size() > B) eo.batch_sizes.push_back(train.size() % B);
-  if (has_val) {
-    eo.batch_sizes.push_back(std::min(B, val.size()));
-    if (val.size() % B && val.size() > B) eo.batch_sizes.push_back(val.size() % B);
-  }
-  eo.num_classes = C;
-  eo.loss = cfg.loss;
-  eo.top_k = topk_needed(cfg.metrics);
-  eo.math = req.math;
-  eo.deterministic = req.deterministic;
-  eo.seed = cfg.seed;
-  Executor ex(model, *backend, optimizer, eo);
-  {
-    std::vector<float> params(size_t(model.param_arena_floats())), buffers(size_t(model.buffer_arena_floats()));
-    model.initialize(params.data(), buffers.data(), cfg.seed);
-    ex.upload_params(params.data(), buffers.data());
-  }
-  spdlog::info("device: {}", backend->description());
-  spdlog::info("model: {} layers, {} parameters; train {} samples{}", model.layers().size(),
-               model.num_params(), train.size(),
-               has_val ? ", validation " + std::to_string(val.size()) + " samples" : "");
-  spdlog::info("memory reserved before the first step: {}", format_bytes(ex.planned_bytes()));
-
-  // 3. Run directory: the resolved config and per-epoch metrics.
-  std::ofstream csv;
-  if (!opt.out_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(opt.out_dir, ec);
-    if (ec) throw RuntimeError("--out " + opt.out_dir + ": cannot create the directory: " + ec.message());
-    YAML::Node resolved = cfg.resolved;
-    resolved["model"]["layers"] = model.describe_layers();
-    std::ofstream(opt.out_dir + "/config.yaml") << YAML::Dump(resolved) << "\n";
-    csv.open(opt.out_dir + "/metrics.csv");
-    if (!csv) throw RuntimeError("--out " + opt.out_dir + ": cannot write metrics.csv");
-  }
-
-  // 4. The loop.
-  FitResult result;
-  result.params = model.num_params();
-  int64_t t = 0;
-  const float lr = float(cfg.optimizer.lr);
-  MetricSums last_val;
-  for (int64_t epoch = 1; epoch <= cfg.epochs; ++epoch) {
-    const auto t0 = Clock::now();
-    ex.reset_metrics();
-    train_loader.start_epoch(epoch - 1);
-    const float* x;
-    const int32_t* y;
-    int64_t rows, steps = 0;
-    while (train_loader.next(&x, &y, &rows)) {
-      ex.train_step(rows, x, y, ++t, lr);
-      ++steps;
-      if (stop_requested()) throw InterruptedError("interrupted at epoch " + std::to_string(epoch) +
-                                                   ", step " + std::to_string(steps));
-    }
-    const auto train_metrics = compute_metrics(ex.read_metrics(), cfg.metrics, C);
-    const double train_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::vector<std::pair<std::string, double>> val_metrics;
-    if (has_val) {
-      last_val = evaluate(ex, *val_loader);
-      val_metrics = compute_metrics(last_val, cfg.metrics, C);
-    }
-    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double loss = value_of(train_metrics, "loss");
-    if (!std::isfinite(loss))
-      throw RuntimeError("the training loss became " + std::to_string(loss) + " at epoch " +
-                         std::to_string(epoch) + "; lower optimizer.lr or check the data normalization");
-    char timing[96];
-    std::snprintf(timing, sizeof timing, " time=%.2fs (%.1f ms/step)", seconds,
-                  1000.0 * train_seconds / double(std::max<int64_t>(steps, 1)));
-    out << "[" << timestamp_now() << "] epoch " << epoch << "/" << cfg.epochs
-        << format_metrics(train_metrics, "") << format_metrics(val_metrics, "val_") << timing << std::endl;
-
-    result.epochs_run = int(epoch);
-    result.final_train_loss = loss;
-    result.final_train_accuracy = value_of(train_metrics, "accuracy");
-    if (has_val) {
-      result.final_val_loss = value_of(val_metrics, "loss");
-      result.final_val_accuracy = value_of(val_metrics, "accuracy");
-      if (result.final_val_accuracy > result.best_val_accuracy) {
-        result.best_val_accuracy = result.final_val_accuracy;
-        result.best_epoch = int(epoch);
-      }
-    }
-    if (csv.is_open()) {
-      if (epoch == 1) {
-        csv << "epoch";
-        for (const auto& kv : train_metrics) csv << "," << kv.first;
-        for (const auto& kv : val_metrics) csv << ",val_" << kv.first;
-        csv << ",lr,seconds\n";
-      }
-      csv << epoch;
-      for (const auto& kv : train_metrics) csv << "," << kv.second;
-      for (const auto& kv : val_metrics) csv << "," << kv.second;
-      csv << "," << lr << "," << seconds << "\n" << std::flush;
-    }
-  }
-  result.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
-  result.peak_bytes = backend->allocator().peak_bytes();
-  if (has_val) out << "validation report (last epoch):\n" << format_class_report(last_val, C);
-  char summary[256];
-  if (has_val)
-    std::snprintf(summary, sizeof summary, "best val_accuracy=%.4f (epoch %d) total=%.1fs params=%lld peak_memory=%s",
-                  result.best_val_accuracy, result.best_epoch, result.seconds, (long long)result.params,
-                  format_bytes(result.peak_bytes).c_str());
-  else
-    std::snprintf(summary, sizeof summary, "final loss=%.4f total=%.1fs params=%lld peak_memory=%s",
-                  result.final_train_loss, result.seconds, (long long)result.params,
-                  format_bytes(result.peak_bytes).c_str());
-  out << "[" << timestamp_now() << "] done: " << summary << std::endl;
-  if (!opt.out_dir.empty()) {
-    nlohmann::json j{{"epochs", result.epochs_run}, {"best_epoch", result.best_epoch},
-                     {"best_val_accuracy", result.best_val_accuracy}, {"seconds", result.seconds},
-                     {"params", result.params}, {"peak_bytes", result.peak_bytes},
-                     {"device", backend->description()}};
-    std::ofstream(opt.out_dir + "/summary.json") << j.dump(2) << "\n";
-  }
-  return result;
-}
+FitResult fit(const Config& cfg, const FitOptions& opt, std::ostream& out) { return FitRun(cfg, opt, out).run(); }
 
 }  // namespace trainer

@@ -1,0 +1,37 @@
+// trainer eval CONFIG --weights CKPT: loss, metrics, per-class report and confusion matrix of the
+// config's model with saved weights, on the validation data (or --split train).
+#include <iostream>
+
+#include "cmd/commands.h"
+#include "cmd/config_flags.h"
+#include "lib/train/evaluate.h"
+
+namespace trainer::cmd {
+
+void add_eval_command(CLI::App& app) {
+  struct State {
+    ConfigFlags cf;
+    OutputFlags of;
+    EvalOptions eo;
+  };
+  auto st = std::make_shared<State>();
+  CLI::App* sub = app.add_subcommand("eval", "Evaluate saved weights on the config's validation data");
+  st->cf.add_to(sub, FlagSet::inference);
+  st->of.add_to(sub, false);
+  sub->add_option("--weights", st->eo.weights,
+                  "A .safetensors file (model.safetensors, a checkpoint, best.safetensors) or a run directory "
+                  "(its model.safetensors)")
+      ->required();
+  sub->add_option("--split", st->eo.split, "validation | train [default: validation]")
+      ->check(CLI::IsMember({"validation", "train"}));
+  sub->callback([st]() {
+    Config cfg = st->cf.load();
+    EvalOptions eo = st->eo;
+    eo.device.device = cfg.device;
+    eo.device.math = cfg.math;
+    eo.report = st->of.options();
+    evaluate_weights(cfg, eo, std::cout);
+  });
+}
+
+}  // namespace trainer::cmd

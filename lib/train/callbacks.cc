@@ -1,0 +1,99 @@
+#include "lib/train/callbacks.h"
+
+#include <cmath>
+#include <limits>
+
+namespace trainer {
+namespace {
+
+nlohmann::json number_or_null(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+double number_of(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace
+
+bool BestTracker::update(int64_t epoch, const MetricList& train, const MetricList& val) {
+  if (!enabled()) return false;
+  const double v = metric_value(train, val, monitor_);
+  if (!improves(mode_, v, best_, 0)) return false;
+  best_ = v;
+  best_epoch_ = epoch;
+  return true;
+}
+
+nlohmann::json BestTracker::state() const {
+  return {{"monitor", monitor_}, {"best", number_or_null(best_)}, {"best_epoch", best_epoch_}};
+}
+
+void BestTracker::restore(const nlohmann::json& j) {
+  if (!j.is_object() || j.value("monitor", "") != monitor_) return;  // another monitor: start afresh
+  best_ = number_of(j, "best");
+  best_epoch_ = j.value("best_epoch", int64_t(0));
+}
+
+bool EarlyStopping::on_epoch_end(int64_t epoch, const MetricList& train, const MetricList& val,
+                                 bool* improved) {
+  *improved = false;
+  if (!c_.enabled) return false;
+  const double v = metric_value(train, val, c_.monitor);
+  if (improves(c_.mode, v, best_, c_.min_delta)) {
+    best_ = v;
+    best_epoch_ = epoch;
+    wait_ = 0;
+    *improved = true;
+    return false;
+  }
+  if (++wait_ >= c_.patience) {
+    stopped_epoch_ = epoch;
+    return true;
+  }
+  return false;
+}
+
+nlohmann::json EarlyStopping::state() const {
+  return {{"monitor", c_.monitor}, {"best", number_or_null(best_)}, {"best_epoch", best_epoch_},
+          {"wait", wait_}, {"stopped_epoch", stopped_epoch_}};
+}
+
+void EarlyStopping::restore(const nlohmann::json& j) {
+  if (!j.is_object() || j.value("monitor", "") != c_.monitor) return;
+  best_ = number_of(j, "best");
+  best_epoch_ = j.value("best_epoch", int64_t(0));
+  wait_ = j.value("wait", int64_t(0));
+  stopped_epoch_ = j.value("stopped_epoch", int64_t(0));
+}
+
+GradClipper::GradClipper(const Model& model, Backend& backend, double max_norm)
+    : model_(model), be_(backend), max_norm_(max_norm) {}
+
+void GradClipper::operator()(float* grads) {
+  const size_t n = size_t(model_.param_arena_floats());
+  const bool host_memory = be_.name() == "cpu";
+  float* g = grads;
+  if (host_memory) {
+    be_.synchronize();
+  } else {
+    host_.resize(n);
+    be_.copy_to_host(host_.data(), grads, n * sizeof(float));
+    g = host_.data();
+  }
+  // Only the tensors: the alignment padding between them is never read by a kernel.
+  double sq = 0;
+  for (const TensorSlot& s : model_.params()) {
+    const float* p = g + s.offset;
+    for (int64_t i = 0, m = s.shape.numel(); i < m; ++i) sq += double(p[i]) * double(p[i]);
+  }
+  last_norm_ = std::sqrt(sq);
+  const double coef = max_norm_ / (last_norm_ + 1e-6);
+  if (!(coef < 1.0)) return;
+  ++clipped_;
+  const float c = float(coef);
+  for (const TensorSlot& s : model_.params()) {
+    float* p = g + s.offset;
+    for (int64_t i = 0, m = s.shape.numel(); i < m; ++i) p[i] *= c;
+  }
+  if (!host_memory) be_.copy_to_device(grads, host_.data(), n * sizeof(float));
+}
+
+}  // namespace trainer

@@ -1,0 +1,199 @@
+#include "lib/train/evaluate.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "datasets/file_bytes.h"
+#include "datasets/npy_reader.h"
+#include "lib/checkpoint/atomic_file.h"
+#include "lib/config/node_reader.h"
+#include "lib/core/error.h"
+#include "lib/metrics/metrics.h"
+#include "lib/train/checkpointing.h"
+#include "lib/train/fit.h"
+#include "lib/train/session.h"
+
+namespace trainer {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Rows of numbers; an optional first row of names (any cell that is not a number) is skipped.
+Dataset read_feature_csv(const std::string& path, const Shape& input) {
+  std::vector<uint8_t> bytes = read_file_bytes(path);
+  std::string text(bytes.begin(), bytes.end());
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
+  Dataset d;
+  d.name = path;
+  d.dtype = SampleDtype::f32;
+  d.sample_shape = input;
+  const int64_t F = input.numel();
+  size_t pos = 0;
+  int64_t line_no = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    std::vector<float> row;
+    bool numeric = true;
+    size_t c = 0;
+    while (true) {
+      size_t comma = line.find(',', c);
+      std::string cell = line.substr(c, comma == std::string::npos ? std::string::npos : comma - c);
+      const size_t b = cell.find_first_not_of(" \t\""), e = cell.find_last_not_of(" \t\"");
+      cell = b == std::string::npos ? "" : cell.substr(b, e - b + 1);
+      char* stop = nullptr;
+      const float v = std::strtof(cell.c_str(), &stop);
+      if (cell.empty() || *stop != '\0' || !std::isfinite(v)) numeric = false;
+      row.push_back(v);
+      if (comma == std::string::npos) break;
+      c = comma + 1;
+    }
+    if (!numeric) {
+      if (d.labels.empty() && d.f32.empty() && line_no == 1) continue;  // a header row
+      throw DataError(path + ":" + std::to_string(line_no) + ": a cell is not a finite number");
+    }
+    if (int64_t(row.size()) != F)
+      throw DataError(path + ":" + std::to_string(line_no) + ": " + std::to_string(row.size()) + " values; the model takes " +
+                      std::to_string(F) + " features per sample (model.input_shape " + input.str() +
+                      ")" + (int64_t(row.size()) == F + 1 ? ": remove the label column" : ""));
+    d.f32.insert(d.f32.end(), row.begin(), row.end());
+    d.labels.push_back(0);
+  }
+  if (d.labels.empty()) throw DataError(path + ": no samples");
+  return d;
+}
+
+Dataset read_inputs(const std::string& path, const Shape& input) {
+  if (ends_with(path, ".csv") || ends_with(path, ".csv.gz")) return read_feature_csv(path, input);
+  if (!ends_with(path, ".npy") && !ends_with(path, ".npy.gz"))
+    throw UsageError("--input " + path + ": expected a .npy or .csv file");
+  NpyArray a = read_npy(path);
+  if (a.shape.empty() || a.shape[0] == 0) throw DataError(path + ": expected an array of shape (N, ...) with N > 0");
+  const int64_t n = a.shape[0];
+  if (a.numel() / n != input.numel())
+    throw DataError(path + " has shape " + Shape(a.shape).str() + " but the model takes samples of shape " +
+                    input.str() + " (" + std::to_string(input.numel()) + " values each)");
+  Dataset d;
+  d.name = path;
+  d.sample_shape = input;
+  d.labels.assign(size_t(n), 0);
+  if (!a.u8.empty()) {
+    d.dtype = SampleDtype::u8;
+    d.u8 = std::move(a.u8);
+  } else {
+    d.dtype = SampleDtype::f32;
+    if (!a.f32.empty()) d.f32 = std::move(a.f32);
+    else d.f32.assign(a.i64.begin(), a.i64.end());
+  }
+  return d;
+}
+
+// Model outputs -> probabilities, per the loss the model was trained with.
+void to_probabilities(LossKind loss, float* row, int64_t C) {
+  if (loss == LossKind::cross_entropy_probs) return;
+  if (loss == LossKind::nll) {
+    for (int64_t c = 0; c < C; ++c) row[c] = std::exp(row[c]);
+    return;
+  }
+  const float mx = *std::max_element(row, row + C);
+  double sum = 0;
+  for (int64_t c = 0; c < C; ++c) sum += std::exp(double(row[c] - mx));
+  for (int64_t c = 0; c < C; ++c) row[c] = float(std::exp(double(row[c] - mx)) / sum);
+}
+
+}  // namespace
+
+EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostream& out) {
+  auto model = make_model(cfg);
+  EvalResult r;
+  r.weights = resolve_weights(o.weights);
+  HostWeights w = load_weights(r.weights, *model, "--weights");
+  if (o.split != "validation" && o.split != "train") throw UsageError("--split " + o.split + ": allowed: validation, train");
+  RunData data = load_run_data(cfg, o.split == "train");
+  if (o.split == "validation" && !data.has_val)
+    throw ConfigError(cfg.file + ": eval needs validation data: set data.validation (or data.validation_split), "
+                      "or evaluate the training data with --split train");
+  const Dataset& d = o.split == "train" ? data.train : data.val;
+  const std::string source = o.split == "train" ? "data.train" : (present(cfg.data.validation) ? "data.validation" : "data.validation_split");
+  std::vector<int64_t> sizes;
+  add_batch_sizes(sizes, d.size(), cfg.data.batch_size, false);
+  auto s = open_session(cfg, o.device, sizes, std::move(model));
+  upload_weights(*s, w);
+  spdlog::info("device: {}", s->backend->description());
+  BatchLoader loader(d, cfg.data.batch_size, false, false, normalization_for(cfg, d), cfg.seed);
+  r.sums = evaluate_pass(*s->executor, loader);
+  r.samples = r.sums.samples;
+  r.metrics = compute_metrics(r.sums, cfg.metrics, s->classes);
+
+  Reporter rep(o.report, out);
+  const int64_t C = s->classes;
+  Json j{{"event", "eval"}, {"weights", r.weights}, {"data", source}, {"samples", r.samples}};
+  for (const auto& kv : r.metrics) j[kv.first] = kv.second;
+  std::vector<std::vector<double>> confusion(static_cast<size_t>(C));
+  for (int64_t i = 0; i < C; ++i)
+    confusion[size_t(i)].assign(r.sums.confusion.begin() + i * C, r.sums.confusion.begin() + (i + 1) * C);
+  j["confusion"] = confusion;
+  rep.note(format_class_report(r.sums, C));
+  rep.summary("[" + timestamp_now() + "] eval " + r.weights + " on " + source + " (" + std::to_string(r.samples) +
+                  " samples):" + format_metrics(r.metrics, ""),
+              j);
+  return r;
+}
+
+int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& out) {
+  auto model = make_model(cfg);
+  const std::string weights = resolve_weights(o.weights);
+  HostWeights w = load_weights(weights, *model, "--weights");
+  const bool csv_out = ends_with(o.output, ".csv");
+  if (!csv_out && !ends_with(o.output, ".npy")) throw UsageError("--output " + o.output + ": expected a .npy or .csv file");
+  Dataset d = read_inputs(o.input, cfg.input_shape);
+  const int64_t B = cfg.data.batch_size, N = d.size(), C = cfg.data.num_classes;
+  std::vector<int64_t> sizes;
+  add_batch_sizes(sizes, N, B, false);
+  auto s = open_session(cfg, o.device, sizes, std::move(model));
+  upload_weights(*s, w);
+  BatchLoader loader(d, B, false, false, normalization_for(cfg, d), cfg.seed);
+  loader.start_epoch(0);
+  std::vector<float> probs(size_t(N * C));
+  const float* x;
+  const int32_t* y;
+  int64_t rows, at = 0;
+  while (loader.next(&x, &y, &rows)) {
+    float* dst = probs.data() + at * C;
+    s->executor->predict(rows, x, dst);
+    for (int64_t i = 0; i < rows; ++i) to_probabilities(cfg.loss, dst + i * C, C);
+    at += rows;
+  }
+  if (csv_out) {
+    std::string text;
+    for (int64_t c = 0; c < C; ++c) text += (c ? ",class_" : "class_") + std::to_string(c);
+    text += "\n";
+    char cell[32];
+    for (int64_t i = 0; i < N; ++i) {
+      for (int64_t c = 0; c < C; ++c) {
+        std::snprintf(cell, sizeof cell, c ? ",%.9g" : "%.9g", double(probs[size_t(i * C + c)]));
+        text += cell;
+      }
+      text += "\n";
+    }
+    write_file_atomic(o.output, text);
+  } else {
+    write_npy_f32(o.output, {N, C}, probs.data());
+  }
+  out << "[" << timestamp_now() << "] predicted " << N << " samples of " << o.input << " with " << weights << " -> "
+      << o.output << " (" << N << " x " << C << " probabilities)" << std::endl;
+  return N;
+}
+
+}  // namespace trainer

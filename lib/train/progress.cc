@@ -1,0 +1,127 @@
+#include "lib/train/progress.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+
+namespace trainer {
+
+using Clock = std::chrono::steady_clock;
+
+std::string format_metrics(const std::vector<std::pair<std::string, double>>& m, const std::string& prefix) {
+  std::string s;
+  char buf[128];
+  for (const auto& kv : m) {
+    std::snprintf(buf, sizeof buf, " %s%s=%.4f", prefix.c_str(), kv.first.c_str(), kv.second);
+    s += buf;
+  }
+  return s;
+}
+
+Json number_or_null(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+
+std::string timestamp_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+EpochRecord epoch_record(int64_t epoch, int64_t epochs, int64_t step,
+                         const std::vector<std::pair<std::string, double>>& train,
+                         const std::vector<std::pair<std::string, double>>& val, double lr, bool show_lr,
+                         double seconds, double ms_per_step) {
+  EpochRecord r;
+  char lr_text[48] = "", timing[128];
+  if (show_lr) std::snprintf(lr_text, sizeof lr_text, " lr=%.4g", lr);
+  std::snprintf(timing, sizeof timing, "%s time=%.2fs (%.1f ms/step)", lr_text, seconds, ms_per_step);
+  r.line = "[" + timestamp_now() + "] epoch " + std::to_string(epoch) + "/" + std::to_string(epochs) +
+           format_metrics(train, "") + format_metrics(val, "val_") + timing;
+  r.json = Json{{"event", "epoch"}, {"epoch", epoch}, {"epochs", epochs}, {"step", step}};
+  for (const auto& kv : train) r.columns.emplace_back(kv.first, kv.second);
+  for (const auto& kv : val) r.columns.emplace_back("val_" + kv.first, kv.second);
+  r.columns.emplace_back("lr", lr);
+  r.columns.emplace_back("seconds", seconds);
+  for (const auto& kv : r.columns) r.json[kv.first] = number_or_null(kv.second);
+  return r;
+}
+
+Reporter::Reporter(const ReportOptions& o, std::ostream& out) : o_(o), out_(out) {
+  text_ = o_.format == LogFormat::json ? (o_.text ? o_.text : &std::cerr) : &out_;
+  if (o_.quiet) o_.live = false;
+}
+
+void Reporter::epoch_begin(int64_t epoch, int64_t epochs, int64_t steps, int64_t first_step) {
+  epoch_ = epoch;
+  epochs_ = epochs;
+  steps_ = steps;
+  first_step_ = first_step;
+  t0_ = last_ = Clock::now();
+}
+
+bool Reporter::wants_refresh(int64_t step) {
+  if (!o_.live) return false;
+  if (o_.log_every > 0) return step % o_.log_every == 0 || step == steps_;
+  const auto now = Clock::now();
+  if (step != first_step_ + 1 && now - last_ < std::chrono::milliseconds(500)) return false;
+  return true;
+}
+
+static std::string seconds_text(double s) {
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.1fs", s);
+  else std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
+  return buf;
+}
+
+void Reporter::refresh(int64_t step, const Metrics& running) {
+  const auto now = Clock::now();
+  last_ = now;
+  const double elapsed = std::chrono::duration<double>(now - t0_).count();
+  const int64_t done_here = std::max<int64_t>(step - first_step_, 1);
+  const double per_step = elapsed / double(done_here);
+  const int width = 20;
+  const int filled = steps_ > 0 ? int(double(width) * double(step) / double(steps_)) : width;
+  std::string bar(size_t(width), '.');
+  for (int i = 0; i < filled && i < width; ++i) bar[size_t(i)] = '=';
+  if (filled < width) bar[size_t(filled)] = '>';
+  char head[160];
+  std::snprintf(head, sizeof head, "epoch %lld/%lld %6lld/%lld [%s] %s %.1fms/step ETA %s", (long long)epoch_,
+                (long long)epochs_, (long long)step, (long long)steps_, bar.c_str(), seconds_text(elapsed).c_str(),
+                1000.0 * per_step, seconds_text(per_step * double(steps_ - step)).c_str());
+  std::string line = head + format_metrics(running, "");
+  const size_t cols = size_t(o_.columns > 1 ? o_.columns : 120) - 1;  // never wrap: \r must reach the start
+  if (line.size() > cols) line.resize(cols);
+  *text_ << "\r" << line << "\x1b[K" << std::flush;
+  live_drawn_ = true;
+}
+
+void Reporter::clear_live() {
+  if (!live_drawn_) return;
+  *text_ << "\r\x1b[K";
+  live_drawn_ = false;
+}
+
+void Reporter::epoch_end(const std::string& text_line, const Json& record) {
+  clear_live();
+  if (o_.quiet) return;
+  if (o_.format == LogFormat::json) out_ << record.dump() << std::endl;
+  *text_ << text_line << std::endl;
+}
+
+void Reporter::note(const std::string& line) {
+  clear_live();
+  if (!o_.quiet) *text_ << line << std::flush;
+}
+
+void Reporter::summary(const std::string& text_line, const Json& record) {
+  clear_live();
+  if (o_.format == LogFormat::json) out_ << record.dump() << std::endl;
+  if (o_.format == LogFormat::text || !o_.quiet) *text_ << text_line << std::endl;
+}
+
+}  // namespace trainer

@@ -1,0 +1,62 @@
+// Learning-rate schedules, computed on the host for every update and passed to
+// Executor::train_step (no device work, no sync).
+//
+// With base = optimizer.lr, t = the 1-based update number, e = (t - 1) / steps_per_epoch the
+// 0-based epoch of that update and T = epochs * steps_per_epoch:
+//   constant           lr = base
+//   step               lr = base * gamma^floor(e / step_size)                 (PyTorch StepLR)
+//   exponential        lr = base * gamma^e                                     (ExponentialLR)
+//   cosine             lr = min_lr + (base - min_lr) * (1 + cos(pi * p)) / 2,
+//                      p = (t - W) / (T - W) after the warmup W, clamped to [0, 1]
+//   reduce_on_plateau  lr = the current value; at an epoch end that makes more than `patience`
+//                      epochs in a row without an improvement of `monitor` by more than min_delta,
+//                      lr = max(lr * factor, min_lr), then `cooldown` epochs are not counted
+//                      (PyTorch's ReduceLROnPlateau with threshold_mode "abs")
+// Warmup (warmup_steps, or warmup_epochs * steps_per_epoch = W) multiplies any of these by t / W
+// for t <= W. The reduce_on_plateau state travels with checkpoints (state()/restore()).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/config/config.h"
+
+namespace trainer {
+
+using MetricList = std::vector<std::pair<std::string, double>>;
+
+// The value of `name` in train metrics ("loss") or validation metrics ("val_loss"); NaN when
+// absent.
+double metric_value(const MetricList& train, const MetricList& val, const std::string& name);
+
+// Whether `value` improves on `best` by more than min_delta (always true when best is NaN).
+bool improves(MonitorMode mode, double value, double best, double min_delta);
+
+class LrSchedule {
+ public:
+  LrSchedule(const ScheduleConfig& c, double base_lr, int64_t steps_per_epoch, int64_t epochs);
+
+  // The learning rate of update t (1-based).
+  double lr_at(int64_t t) const;
+  bool is_constant() const { return c_.type == "constant" && warmup_ == 0; }
+
+  // reduce_on_plateau: reads the monitor; returns true when it lowered the rate.
+  bool on_epoch_end(const MetricList& train, const MetricList& val);
+
+  nlohmann::json state() const;
+  void restore(const nlohmann::json& state);
+
+ private:
+  ScheduleConfig c_;
+  double base_;
+  int64_t steps_per_epoch_, total_steps_, warmup_;
+  // reduce_on_plateau
+  double current_;
+  double best_;
+  int64_t bad_epochs_ = 0, cooldown_left_ = 0;
+};
+
+}  // namespace trainer

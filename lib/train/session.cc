@@ -1,0 +1,113 @@
+#include "lib/train/session.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "datasets/split.h"
+#include "lib/config/node_reader.h"
+#include "lib/core/error.h"
+#include "lib/metrics/metrics.h"
+#include "lib/train/data_sources.h"
+
+namespace trainer {
+
+std::unique_ptr<Model> make_model(const Config& cfg) {
+  auto model = std::make_unique<Model>(cfg.input_shape, cfg.layers, cfg.init, cfg.file);
+  const int64_t C = cfg.data.num_classes;
+  if (model->output_shape() != Shape{C})
+    throw ConfigError("the model's output shape " + model->output_shape().batched_str() +
+                      " does not match data.num_classes = " + std::to_string(C) +
+                      " (the last layer must produce one value per class)");
+  return model;
+}
+
+std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& device,
+                                      std::vector<int64_t> batch_sizes, std::unique_ptr<Model> model) {
+  auto s = std::make_unique<Session>();
+  s->model = model ? std::move(model) : make_model(cfg);
+  s->classes = cfg.data.num_classes;
+  std::string note;
+  s->backend = create_backend(device, &note);
+  if (!note.empty()) spdlog::warn("{}", note);
+  s->optimizer = std::make_unique<Optimizer>(cfg.optimizer);
+  ExecutorOptions eo;
+  std::sort(batch_sizes.begin(), batch_sizes.end());
+  batch_sizes.erase(std::unique(batch_sizes.begin(), batch_sizes.end()), batch_sizes.end());
+  eo.batch_sizes = batch_sizes;
+  eo.num_classes = s->classes;
+  eo.loss = cfg.loss;
+  eo.top_k = topk_needed(cfg.metrics);
+  eo.math = device.math;
+  eo.deterministic = device.deterministic;
+  eo.seed = cfg.seed;
+  s->executor = std::make_unique<Executor>(*s->model, *s->backend, *s->optimizer, eo);
+  std::vector<float> params(size_t(s->model->param_arena_floats())),
+      buffers(size_t(std::max<int64_t>(s->model->buffer_arena_floats(), 1)));
+  s->model->initialize(params.data(), buffers.data(), cfg.seed);
+  s->executor->upload_params(params.data(), buffers.data());
+  return s;
+}
+
+RunData load_run_data(const Config& cfg, bool need_train) {
+  RunData d;
+  const int C = int(cfg.data.num_classes);
+  if (present(cfg.data.validation)) {
+    d.val = load_source(cfg.data.validation, "data.validation", cfg.file, C, cfg.input_shape);
+    d.has_val = true;
+  }
+  if (need_train || (!d.has_val && cfg.data.validation_split > 0)) {
+    d.train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape);
+    d.has_train = true;
+    if (!d.has_val && cfg.data.validation_split > 0) {
+      auto parts = split_validation(d.train, cfg.data.validation_split);
+      d.train = std::move(parts.first);
+      d.val = std::move(parts.second);
+      d.has_val = true;
+    }
+  }
+  return d;
+}
+
+void add_batch_sizes(std::vector<int64_t>& sizes, int64_t n, int64_t batch, bool drop_last) {
+  sizes.push_back(std::min(batch, n));
+  if (!drop_last && n > batch && n % batch) sizes.push_back(n % batch);
+}
+
+Normalization normalization_for(const Config& cfg, const Dataset& d) {
+  Normalization n;
+  n.scale = float(cfg.data.scale_given ? cfg.data.normalize.scale
+                                       : (d.dtype == SampleDtype::u8 ? 1.0 / 255.0 : 1.0));
+  for (double m : cfg.data.normalize.mean) n.mean.push_back(float(m));
+  for (double s : cfg.data.normalize.std) n.std.push_back(float(s));
+  return n;
+}
+
+MetricSums evaluate_pass(Executor& ex, BatchLoader& loader, const std::function<bool()>& stop,
+                         bool* complete) {
+  ex.reset_metrics();
+  loader.start_epoch(0);
+  const float* x;
+  const int32_t* y;
+  int64_t rows;
+  if (complete) *complete = true;
+  while (loader.next(&x, &y, &rows)) {
+    ex.eval_step(rows, x, y);
+    if (stop && stop()) {
+      if (complete) *complete = false;
+      break;
+    }
+  }
+  return ex.read_metrics();
+}
+
+MetricSums merge_sums(const MetricSums& a, const MetricSums& b) {
+  MetricSums m = b;
+  m.loss_sum += a.loss_sum;
+  m.samples += a.samples;
+  for (size_t i = 0; i < m.confusion.size() && i < a.confusion.size(); ++i) m.confusion[i] += a.confusion[i];
+  for (size_t i = 0; i < m.topk.size() && i < a.topk.size(); ++i) m.topk[i] += a.topk[i];
+  return m;
+}
+
+}  // namespace trainer

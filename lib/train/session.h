@@ -1,0 +1,61 @@
+// Session: what fit, eval and predict share — the model from the config, a backend, an optimizer
+// and an Executor planned for a given set of batch sizes, with the config's initial weights.
+//
+// Members are heap-held and never move: the Executor keeps references to the model, the backend
+// and the optimizer. Data loading is separate (load_run_data) because predict reads its own input.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "datasets/batch_loader.h"
+#include "datasets/dataset.h"
+#include "kernels/backend_factory.h"
+#include "lib/config/config.h"
+#include "lib/model/executor.h"
+#include "lib/model/model.h"
+
+namespace trainer {
+
+struct Session {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<Executor> executor;
+  int64_t classes = 0;
+};
+
+// The model of the config, checked against data.num_classes (ConfigError on a mismatch).
+std::unique_ptr<Model> make_model(const Config& cfg);
+
+// Backend + executor for these batch sizes, parameters initialized from cfg.seed.
+// `model`: one made by make_model already, or null to make it here.
+std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& device,
+                                      std::vector<int64_t> batch_sizes,
+                                      std::unique_ptr<Model> model = nullptr);
+
+// The training and validation data of the config (validation: data.validation, else the
+// data.validation_split tail of the training data). need_train=false still reads data.train
+// when the validation split comes from it.
+struct RunData {
+  Dataset train, val;
+  bool has_train = false, has_val = false;
+};
+RunData load_run_data(const Config& cfg, bool need_train);
+
+// The batch sizes a pass over n samples uses: full batches and the tail.
+void add_batch_sizes(std::vector<int64_t>& sizes, int64_t n, int64_t batch, bool drop_last);
+
+// data.normalize for this dataset (scale defaults to 1/255 for uint8 data, 1 otherwise).
+Normalization normalization_for(const Config& cfg, const Dataset& d);
+
+// One pass over `loader` (in order) with eval_step; returns the accumulated sums. Stops early and
+// sets *complete = false when `stop` says so between batches.
+MetricSums evaluate_pass(Executor& ex, BatchLoader& loader, const std::function<bool()>& stop = {},
+                         bool* complete = nullptr);
+
+// Element-wise sum of two accumulations (a resumed epoch's two halves).
+MetricSums merge_sums(const MetricSums& a, const MetricSums& b);
+
+}  // namespace trainer

@@ -1,0 +1,291 @@
+// Checkpoints: the safetensors layout (checked by an independent reader), atomic writes that
+// survive a failure midway, bit-identical resume on the CPU (after whole epochs and after an
+// interrupt mid-epoch), a changed model refused, and eval/predict reading weights back.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "datasets/disc_generator.h"
+#include "datasets/npy_reader.h"
+#include "lib/checkpoint/atomic_file.h"
+#include "lib/checkpoint/safetensors.h"
+#include "lib/config/config.h"
+#include "lib/core/error.h"
+#include "lib/train/checkpointing.h"
+#include "lib/train/fit.h"
+#include "tests/test_util.h"
+
+using namespace trainer;
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+// 400 disc samples: 320 train (10 steps of 32), 80 validation. Dense widths keep each weight a
+// multiple of 64 floats.
+const char* kDisc = R"(model:
+  input_shape: [2]
+  layers: [{type: dense, units: 32}, {type: relu}, {type: dropout, rate: 0.25}, {type: dense, units: 2}]
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+optimizer: {type: adam, lr: 0.01}
+data: {train: {format: disc, samples: 400, seed: 3}, num_classes: 2, batch_size: 32, validation_split: 0.2}
+train: {epochs: 4, seed: 7}
+)";
+
+// Odd tensor sizes (biases not 64-float aligned), conv2d, dropout2d and AdamW.
+const char* kConv = R"(model:
+  input_shape: [1, 6, 6]
+  layers: [{type: conv2d, filters: 3, kernel_size: 3}, {type: relu}, {type: dropout2d, rate: 0.2}, {type: flatten},
+           {type: dense, units: 13}, {type: relu}, {type: dense, units: 3}]
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+optimizer: {type: adamw, lr: 0.01}
+data: {train: {format: random, samples: 300, seed: 2}, num_classes: 3, batch_size: 32, validation_split: 0.2}
+train: {epochs: 4, seed: 9}
+)";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The tensor bytes of a safetensors file (everything after the header).
+std::string tensor_bytes(const std::string& path) {
+  std::string b = slurp(path);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(b[size_t(i)]);
+  return b.substr(8 + n);
+}
+
+// The loss columns of metrics.csv (drops the lr and seconds columns).
+std::string losses(const std::string& csv) {
+  std::istringstream in(slurp(csv));
+  std::string line, out;
+  while (std::getline(in, line)) out += line.substr(0, line.rfind(',', line.rfind(',') - 1)) + "\n";
+  return out;
+}
+
+FitResult run_fit(const std::string& yaml, const std::vector<std::string>& sets, const std::string& out_dir,
+                  const std::string& resume_dir = "", int64_t stop_after = 0) {
+  Config cfg = parse_config(yaml, "disc.yaml", sets);
+  FitOptions fo;
+  fo.out_dir = out_dir;
+  fo.resume_dir = resume_dir;
+  fo.stop_after_step = stop_after;
+  std::ostringstream out;
+  return fit(cfg, fo, out);
+}
+
+}  // namespace
+
+TEST_CASE("safetensors files have the documented layout, read by an independent parser", "[checkpoint]") {
+  std::string dir = test::temp_dir("st_layout");
+  std::vector<float> a{1.5f, -2.f, 3.25f, 0.f, 7.f, 8.f}, b{42.f};
+  write_safetensors(dir + "/t.safetensors", {{"layer.weight", {2, 3}, a.data()}, {"layer.bias", {1}, b.data()}},
+                    {{"epoch", "3"}, {"note", "hello"}});
+  const std::string bytes = slurp(dir + "/t.safetensors");
+  REQUIRE(bytes.size() >= 8);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
+  REQUIRE(n % 8 == 0);  // data 8-byte aligned
+  REQUIRE(bytes.size() == 8 + n + 7 * sizeof(float));
+  nlohmann::json h = nlohmann::json::parse(bytes.substr(8, n));
+  REQUIRE(h["__metadata__"] == nlohmann::json({{"epoch", "3"}, {"note", "hello"}}));
+  REQUIRE(h["layer.weight"]["dtype"] == "F32");
+  REQUIRE(h["layer.weight"]["shape"] == nlohmann::json({2, 3}));
+  REQUIRE(h["layer.weight"]["data_offsets"] == nlohmann::json({0, 24}));
+  REQUIRE(h["layer.bias"]["shape"] == nlohmann::json({1}));
+  REQUIRE(h["layer.bias"]["data_offsets"] == nlohmann::json({24, 28}));
+  float back[7];
+  std::memcpy(back, bytes.data() + 8 + n, sizeof back);  // little-endian host
+  REQUIRE(std::vector<float>(back, back + 6) == a);
+  REQUIRE(back[6] == 42.f);
+
+  SafetensorsFile f = read_safetensors(dir + "/t.safetensors");
+  REQUIRE(f.names == std::vector<std::string>{"layer.weight", "layer.bias"});
+  REQUIRE(f.tensors["layer.weight"].data == a);
+  REQUIRE(f.metadata.at("note") == "hello");
+}
+
+TEST_CASE("malformed safetensors files are data errors naming the problem", "[checkpoint]") {
+  std::string dir = test::temp_dir("st_bad");
+  auto write = [&](const std::string& name, const std::string& header, size_t data_bytes) {
+    std::string b(8, '\0');
+    for (int i = 0; i < 8; ++i) b[size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
+    b += header + std::string(data_bytes, '\0');
+    std::ofstream(dir + "/" + name, std::ios::binary) << b;
+    return dir + "/" + name;
+  };
+  REQUIRE_THROWS_WITH(read_safetensors(dir + "/missing.safetensors"), Contains("cannot open"));
+  std::ofstream(dir + "/tiny", std::ios::binary) << "abc";
+  REQUIRE_THROWS_AS(read_safetensors(dir + "/tiny"), DataError);
+  REQUIRE_THROWS_WITH(read_safetensors(write("json", "{not json", 0)), Contains("not JSON"));
+  REQUIRE_THROWS_WITH(read_safetensors(write("f16", R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", 4)),
+                      Contains("dtype F16"));
+  REQUIRE_THROWS_WITH(read_safetensors(write("hole", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8)),
+                      Contains("hole"));
+  REQUIRE_THROWS_WITH(read_safetensors(write("shape", R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)),
+                      Contains("needs 12 bytes"));
+  REQUIRE_THROWS_WITH(read_safetensors(write("trail", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8)),
+                      Contains("cover 4 of the 8"));
+}
+
+TEST_CASE("a write that fails midway leaves the previous checkpoint loadable and no temporary file", "[checkpoint]") {
+  std::string dir = test::temp_dir("atomic");
+  std::vector<float> v1(100000, 1.f);
+  const std::string path = dir + "/w.safetensors";
+  write_safetensors(path, {{"w", {100000}, v1.data()}}, {{"epoch", "1"}});
+  set_atomic_write_hook([](const std::string&, size_t written) {
+    if (written > 1000) throw RuntimeError("simulated disk full");
+  });
+  std::vector<float> big(1 << 20, 2.f);  // 4 MiB: the hook fires between 1 MiB chunks
+  REQUIRE_THROWS_WITH(write_safetensors(path, {{"w", {1 << 20}, big.data()}}, {{"epoch", "2"}}),
+                      Contains("simulated disk full"));
+  set_atomic_write_hook({});
+  SafetensorsFile f = read_safetensors(path);
+  REQUIRE(f.metadata.at("epoch") == "1");
+  REQUIRE(f.tensors["w"].data == v1);
+  for (const auto& e : fs::directory_iterator(dir)) REQUIRE(e.path().filename() == "w.safetensors");
+
+  // A whole checkpoint: the state file (the commit) fails -> --resume still finds the old one.
+  std::string run = test::temp_dir("atomic_run") + "/run";
+  run_fit(kDisc, {"train.epochs=1"}, run);
+  REQUIRE(list_checkpoints(run + "/checkpoints").size() == 1);
+  set_atomic_write_hook([](const std::string& p, size_t written) {
+    if (p.find("epoch-0002.state") != std::string::npos && written > 100) throw RuntimeError("simulated crash");
+  });
+  REQUIRE_THROWS_WITH(run_fit(kDisc, {"train.epochs=2"}, "", run), Contains("simulated crash"));
+  set_atomic_write_hook({});
+  auto cks = list_checkpoints(run + "/checkpoints");
+  REQUIRE(cks.size() == 1);
+  REQUIRE(cks.back().epochs_done == 1);
+  FitResult r = run_fit(kDisc, {"train.epochs=2"}, "", run);  // resumes from epoch 1
+  REQUIRE(r.epochs_run == 2);
+}
+
+TEST_CASE("2 epochs plus --resume to 4 give bit-identical weights to 4 epochs straight on the CPU", "[checkpoint][resume]") {
+  // adam + dropout; nadam (host momentum product) with clipping and a step schedule; rmsprop;
+  // sgd with nesterov momentum; then a conv net with odd tensor sizes.
+  const std::vector<std::vector<std::string>> variants{
+      {},
+      {"optimizer.type=nadam", "optimizer.lr=0.005", "clip_grad_norm=0.5", "schedule={type: step, step_size: 1, gamma: 0.7}"},
+      {"optimizer={type: rmsprop, lr: 0.003, momentum: 0.5, centered: true}", "schedule={type: exponential, gamma: 0.8}"},
+      {"optimizer={type: sgd, lr: 0.1, momentum: 0.9, nesterov: true}"}};
+  for (size_t i = 0; i <= variants.size(); ++i) {
+    INFO("variant " << i);
+    std::string dir = test::temp_dir("resume" + std::to_string(i));
+    const char* yaml = i < variants.size() ? kDisc : kConv;
+    auto sets = i < variants.size() ? variants[i] : std::vector<std::string>{};
+    FitResult straight = run_fit(yaml, sets, dir + "/straight");
+    auto two = sets;
+    two.push_back("train.epochs=2");
+    run_fit(yaml, two, dir + "/resumed");
+    FitResult resumed = run_fit(yaml, sets, "", dir + "/resumed");
+    REQUIRE(resumed.epochs_run == 4);
+    REQUIRE(resumed.steps == straight.steps);
+    REQUIRE(tensor_bytes(dir + "/resumed/model.safetensors") == tensor_bytes(dir + "/straight/model.safetensors"));
+    REQUIRE(losses(dir + "/resumed/metrics.csv") == losses(dir + "/straight/metrics.csv"));
+  }
+}
+
+TEST_CASE("an interrupt mid-epoch saves a checkpoint that resumes bit-identically", "[checkpoint][resume]") {
+  const std::vector<std::string> sets{"schedule={type: cosine, warmup_steps: 5, min_lr: 0.001}", "optimizer.type=nadam"};
+  std::string dir = test::temp_dir("interrupt");
+  run_fit(kDisc, sets, dir + "/straight");
+  // Step 17 is mid-epoch 2; step 30 ends epoch 3 (the interrupt comes before its validation).
+  for (int64_t stop : {17, 30}) {
+    INFO("interrupted after step " << stop);
+    std::string run = dir + "/run" + std::to_string(stop);
+    try {
+      run_fit(kDisc, sets, run, "", stop);
+      FAIL("no interrupt");
+    } catch (const InterruptedError& e) {
+      REQUIRE_THAT(e.what(), Contains("checkpoint saved: " + run + "/checkpoints/epoch-000") &&
+                                 Contains("--resume " + run));
+    }
+    auto cks = list_checkpoints(run + "/checkpoints");
+    REQUIRE(cks.back().step == stop);
+    REQUIRE(cks.back().batches_done == (stop == 17 ? 7 : 10));
+    FitResult r = run_fit(kDisc, sets, "", run);
+    REQUIRE(r.epochs_run == 4);
+    REQUIRE(tensor_bytes(run + "/model.safetensors") == tensor_bytes(dir + "/straight/model.safetensors"));
+  }
+}
+
+TEST_CASE("resuming with a changed model or optimizer is a config error naming the difference", "[checkpoint][resume]") {
+  std::string run = test::temp_dir("changed") + "/run";
+  run_fit(kDisc, {"train.epochs=1"}, run);
+  REQUIRE_THROWS_MATCHES(run_fit(kDisc, {"model.layers.0.units=64"}, "", run), ConfigError,
+                         Catch::Matchers::Predicate<ConfigError>([](const ConfigError& e) {
+                           return std::string(e.what()).find("dense_1.weight is [64, 2] in the model but [32, 2]") !=
+                                  std::string::npos;
+                         }));
+  REQUIRE_THROWS_WITH(run_fit(kDisc, {"optimizer.type=sgd"}, "", run), Contains("optimizer.type adam"));
+  auto cli = test::run_trainer("fit " + test::write_file(test::temp_dir("changed_cli"), "disc.yaml", kDisc) +
+                               " --set model.layers.3.units=3 --set data.num_classes=3 --resume " + run);
+  REQUIRE(cli.exit_code == 3);
+  REQUIRE_THAT(cli.err, Contains("do not fit the model") && Contains("dense_2.weight"));
+  REQUIRE(test::run_trainer("fit " + test::write_file(test::temp_dir("changed_cli"), "disc.yaml", kDisc) +
+                            " --resume /nonexistent/run").exit_code == 2);
+}
+
+TEST_CASE("eval and predict read trained weights back and agree with each other", "[checkpoint][cli]") {
+  std::string dir = test::temp_dir("evalpredict");
+  std::string cfg = test::write_file(dir, "disc.yaml", kDisc);
+  auto fit_run = test::run_trainer("fit " + cfg + " --out " + dir + "/run");
+  REQUIRE(fit_run.exit_code == 0);
+
+  auto ev = test::run_trainer("eval " + cfg + " --weights " + dir + "/run --log-format json");
+  REQUIRE(ev.exit_code == 0);
+  nlohmann::json j = nlohmann::json::parse(ev.out);
+  REQUIRE(j["event"] == "eval");
+  REQUIRE(j["samples"] == 80);
+  REQUIRE(j["weights"] == dir + "/run/model.safetensors");
+  REQUIRE_THAT(ev.err, Contains("confusion matrix"));
+  const double accuracy = j["accuracy"];
+  REQUIRE(accuracy > 0.8);
+  auto text = test::run_trainer("eval " + cfg + " --weights " + dir + "/run/checkpoints/best.safetensors");
+  REQUIRE(text.exit_code == 0);
+  REQUIRE_THAT(text.out, Contains("accuracy=") && Contains("confusion matrix"));
+
+  // The validation part of the disc data (validation_split: the last 20%) as .npy and .csv.
+  Dataset d = make_disc(400, 3);
+  std::vector<float> x(d.f32.begin() + 320 * 2, d.f32.end());
+  write_npy_f32(dir + "/x.npy", {80, 2}, x.data());
+  std::string csv = "x0,x1\n";
+  char row[64];
+  for (size_t i = 0; i < 80; ++i) {
+    std::snprintf(row, sizeof row, "%.9g,%.9g\n", double(x[2 * i]), double(x[2 * i + 1]));
+    csv += row;
+  }
+  test::write_file(dir, "x.csv", csv);
+  auto pn = test::run_trainer("predict " + cfg + " --weights " + dir + "/run --input " + dir + "/x.npy --output " + dir + "/p.npy");
+  REQUIRE(pn.exit_code == 0);
+  NpyArray p = read_npy(dir + "/p.npy");
+  REQUIRE(p.shape == std::vector<int64_t>{80, 2});
+  int correct = 0;
+  for (int i = 0; i < 80; ++i) {
+    REQUIRE(p.f32[size_t(2 * i)] + p.f32[size_t(2 * i + 1)] == Approx(1.0).epsilon(1e-5));
+    correct += (p.f32[size_t(2 * i + 1)] > p.f32[size_t(2 * i)]) == (d.labels[size_t(320 + i)] == 1);
+  }
+  REQUIRE(double(correct) / 80 == Approx(accuracy));
+  auto pc = test::run_trainer("predict " + cfg + " --weights " + dir + "/run/model.safetensors --input " + dir +
+                              "/x.csv --output " + dir + "/p.csv");
+  REQUIRE(pc.exit_code == 0);
+  std::istringstream rows(slurp(dir + "/p.csv"));
+  std::string header, first;
+  std::getline(rows, header);
+  std::getline(rows, first);
+  REQUIRE(header == "class_0,class_1");
+  REQUIRE(std::stod(first.substr(0, first.find(','))) == Approx(p.f32[0]).epsilon(1e-4));
+
+  // Weights of another model: config error; a missing file: usage error.
+  auto other = test::run_trainer("eval " + cfg + " --set model.layers.0.units=8 --weights " + dir + "/run");
+  REQUIRE(other.exit_code == 3);
+  REQUIRE(test::run_trainer("eval " + cfg + " --weights " + dir + "/nothing.safetensors").exit_code == 2);
+}

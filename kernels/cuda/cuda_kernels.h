@@ -15,5 +15,10 @@ std::unique_ptr<LayerKernel> make_pool2d_cuda(const Layer& l, const KernelContex
 std::unique_ptr<LayerKernel> make_eltwise_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_softmax_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_dropout_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_embedding_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_conv1d_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_pool1d_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_global_avg_pool_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_batchnorm_cuda(const Layer& l, const KernelContext& ctx);
 
 }  // namespace trainer

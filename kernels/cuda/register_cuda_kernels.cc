@@ -9,6 +9,12 @@ void register_cuda_kernels(Registry& r) {
   r.add_kernel("conv2d", "cuda", make_conv2d_cuda);
   r.add_kernel("maxpool2d", "cuda", make_pool2d_cuda);
   r.add_kernel("avgpool2d", "cuda", make_pool2d_cuda);
+  r.add_kernel("embedding", "cuda", make_embedding_cuda);
+  r.add_kernel("conv1d", "cuda", make_conv1d_cuda);
+  r.add_kernel("maxpool1d", "cuda", make_pool1d_cuda);
+  r.add_kernel("avgpool1d", "cuda", make_pool1d_cuda);
+  r.add_kernel("global_avg_pool", "cuda", make_global_avg_pool_cuda);
+  r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda);
   r.add_kernel("dropout", "cuda", make_dropout_cuda);
   r.add_kernel("dropout2d", "cuda", make_dropout_cuda);
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})

@@ -1,0 +1,198 @@
+// Batch normalization kernels (see batchnorm.cuh).
+#include <algorithm>
+
+#include "kernels/cuda/batchnorm.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace trainer::cuda {
+namespace {
+
+// Per block: the sums of two per-value terms over one piece of one channel; block b is piece
+// b % parts of channel b / parts. Term(i, c, a, b) adds value i's terms to the accumulators.
+template <class Term>
+__global__ void batchnorm_partial_kernel(BatchNormGeometry g, Term term, double* partial) {
+  __shared__ double sa[kThreads], sb[kThreads];
+  const int64_t c = blockIdx.x / g.parts, piece = blockIdx.x % g.parts;
+  const int64_t n = g.count(), begin = piece * g.part_len;
+  const int64_t end = begin + g.part_len < n ? begin + g.part_len : n;
+  double a = 0, b = 0;
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    const int64_t s = j % g.spatial, sample = j / g.spatial;
+    term((sample * g.channels + c) * g.spatial + s, c, a, b);
+  }
+  sa[threadIdx.x] = a;
+  sb[threadIdx.x] = b;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.x < stride) {
+      sa[threadIdx.x] += sa[threadIdx.x + stride];
+      sb[threadIdx.x] += sb[threadIdx.x + stride];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = sa[0];
+    partial[2 * blockIdx.x + 1] = sb[0];
+  }
+}
+
+struct StatsTerm {  // x, x^2
+  const float* x;
+  __device__ void operator()(int64_t i, int64_t, double& a, double& b) const {
+    const double v = x[i];
+    a += v;
+    b += v * v;
+  }
+};
+
+struct GradTerm {  // dy, dy (x - mean)
+  const float *x, *dy, *mean;
+  __device__ void operator()(int64_t i, int64_t c, double& a, double& b) const {
+    const double g = dy[i];
+    a += g;
+    b += g * (double(x[i]) - double(mean[c]));
+  }
+};
+
+// The pieces of channel c, added in order.
+__device__ __forceinline__ void channel_sums(const BatchNormGeometry& g, const double* partial,
+                                             int64_t c, double& a, double& b) {
+  a = 0;
+  b = 0;
+  for (int64_t p = 0; p < g.parts; ++p) {
+    a += partial[2 * (c * g.parts + p)];
+    b += partial[2 * (c * g.parts + p) + 1];
+  }
+}
+
+__global__ void batchnorm_batch_stats_kernel(BatchNormGeometry g, const double* partial,
+                                             float momentum, float unbias, float eps, float* mean,
+                                             float* inv, float* running_mean, float* running_var) {
+  for (int64_t c = global_index(); c < g.channels; c += grid_stride()) {
+    double sum, sq;
+    channel_sums(g, partial, c, sum, sq);
+    const double n = double(g.count());
+    const double m = sum / n;
+    const double var = sq / n - m * m;
+    const float mf = float(m), vf = var > 0 ? float(var) : 0.f;
+    mean[c] = mf;
+    inv[c] = 1.f / sqrtf(vf + eps);
+    running_mean[c] = (1.f - momentum) * running_mean[c] + momentum * mf;
+    running_var[c] = (1.f - momentum) * running_var[c] + momentum * vf * unbias;
+  }
+}
+
+__global__ void batchnorm_running_stats_kernel(int64_t channels, const float* running_mean,
+                                               const float* running_var, float eps, float* mean,
+                                               float* inv) {
+  for (int64_t c = global_index(); c < channels; c += grid_stride()) {
+    mean[c] = running_mean[c];
+    inv[c] = 1.f / sqrtf(running_var[c] + eps);
+  }
+}
+
+__global__ void batchnorm_normalize_kernel(BatchNormGeometry g, const float* x, const float* mean,
+                                           const float* inv, const float* gamma, const float* beta,
+                                           float* y) {
+  const int64_t n = g.batch * g.channels * g.spatial;
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const int64_t c = (i / g.spatial) % g.channels;
+    y[i] = (x[i] - mean[c]) * (gamma[c] * inv[c]) + beta[c];
+  }
+}
+
+// Per channel: dgamma, dbeta and the coefficients of dx = k (dy - shift - (x - mean) slope).
+__global__ void batchnorm_grad_kernel(BatchNormGeometry g, const double* partial,
+                                      const float* inv, const float* gamma, bool batch_stats,
+                                      float* dgamma, float* dbeta, float* coef) {
+  for (int64_t c = global_index(); c < g.channels; c += grid_stride()) {
+    double sum_dy, sum_dy_xc;
+    channel_sums(g, partial, c, sum_dy, sum_dy_xc);
+    const double iv = inv[c];
+    const double dg = sum_dy_xc * iv;
+    dgamma[c] = float(dg);
+    dbeta[c] = float(sum_dy);
+    const double n = double(g.count());
+    coef[c] = gamma[c] * inv[c];
+    coef[g.channels + c] = batch_stats ? float(sum_dy / n) : 0.f;
+    coef[2 * g.channels + c] = batch_stats ? float(iv * dg / n) : 0.f;
+  }
+}
+
+__global__ void batchnorm_dx_kernel(BatchNormGeometry g, const float* x, const float* dy,
+                                    const float* mean, const float* coef, float* dx) {
+  const int64_t n = g.batch * g.channels * g.spatial, C = g.channels;
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const int64_t c = (i / g.spatial) % C;
+    dx[i] = coef[c] * (dy[i] - coef[C + c] - (x[i] - mean[c]) * coef[2 * C + c]);
+  }
+}
+
+}  // namespace
+
+BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t spatial) {
+  BatchNormGeometry g;
+  g.batch = batch;
+  g.channels = channels;
+  g.spatial = spatial;
+  const int64_t n = g.count();
+  // Pieces of at least 16 values per thread, and about 1024 blocks in all at most.
+  const int64_t by_size = (n + kThreads * 16 - 1) / (kThreads * 16);
+  const int64_t by_blocks = std::max<int64_t>(1, 1024 / std::max<int64_t>(1, channels));
+  g.parts = std::max<int64_t>(1, std::min(by_size, by_blocks));
+  g.part_len = std::max<int64_t>(1, (n + g.parts - 1) / g.parts);
+  return g;
+}
+
+void launch_batchnorm_batch_stats(const BatchNormGeometry& g, const float* x, float momentum,
+                                  float eps, double* partial, float* mean, float* inv,
+                                  float* running_mean, float* running_var, cudaStream_t stream) {
+  if (g.channels <= 0 || g.count() <= 0) return;
+  batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(
+      g, StatsTerm{x}, partial);
+  CUDA_CHECK_LAUNCH();
+  const int64_t n = g.count();
+  const float unbias = n > 1 ? float(n) / float(n - 1) : 1.f;  // as the CPU computes it
+  batchnorm_batch_stats_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(
+      g, partial, momentum, unbias, eps, mean, inv, running_mean, running_var);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_batchnorm_running_stats(const BatchNormGeometry& g, const float* running_mean,
+                                    const float* running_var, float eps, float* mean, float* inv,
+                                    cudaStream_t stream) {
+  if (g.channels <= 0) return;
+  batchnorm_running_stats_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(
+      g.channels, running_mean, running_var, eps, mean, inv);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_batchnorm_normalize(const BatchNormGeometry& g, const float* x, const float* mean,
+                                const float* inv, const float* gamma, const float* beta, float* y,
+                                cudaStream_t stream) {
+  const int64_t n = g.batch * g.channels * g.spatial;
+  if (n <= 0) return;
+  batchnorm_normalize_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, x, mean, inv, gamma, beta,
+                                                                   y);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_batchnorm_backward(const BatchNormGeometry& g, const float* x, const float* dy,
+                               const float* mean, const float* inv, const float* gamma,
+                               bool batch_stats, double* partial, float* coef, float* dgamma,
+                               float* dbeta, float* dx, cudaStream_t stream) {
+  if (g.channels <= 0 || g.count() <= 0) return;
+  batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(
+      g, GradTerm{x, dy, mean}, partial);
+  CUDA_CHECK_LAUNCH();
+  batchnorm_grad_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(
+      g, partial, inv, gamma, batch_stats, dgamma, dbeta, coef);
+  CUDA_CHECK_LAUNCH();
+  if (!dx) return;
+  const int64_t n = g.batch * g.channels * g.spatial;
+  batchnorm_dx_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, x, dy, mean, coef, dx);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace trainer::cuda

@@ -1,0 +1,58 @@
+// Batch normalization kernels on the GPU with the CPU's semantics (kernels/cpu/batchnorm_cpu.cc,
+// lib/layers/batchnorm.h): per channel c of x: (B, C, S), n = B * S values.
+//   training forward: mean and biased variance of the batch; y = gamma (x - mean) / sqrt(var +
+//     eps) + beta; running_mean = (1 - m) running_mean + m mean, running_var = (1 - m)
+//     running_var + m var n / (n - 1) (PyTorch's convention; the factor is 1 when n = 1);
+//   eval forward: the running statistics instead, nothing updated;
+//   backward after training: the full batch-statistics gradient
+//     dbeta = sum dy, dgamma = sum dy xhat, dx = gamma inv (dy - dbeta / n - xhat dgamma / n);
+//   backward after eval: the statistics held constant, dx = gamma inv dy.
+// Reductions: each channel's n values are split into `parts` contiguous pieces, one block each,
+// summed in double (per thread, then a fixed tree); a per-channel pass adds the pieces in order.
+// No atomics: results repeat bit for bit. Variance = E[x^2] - mean^2 in double.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace trainer::cuda {
+
+struct BatchNormGeometry {
+  int64_t batch = 0, channels = 0, spatial = 0;
+  int64_t parts = 1;     // blocks per channel in the reductions
+  int64_t part_len = 0;  // values per block (the last may have fewer)
+  // constexpr: device code calls it too (--expt-relaxed-constexpr).
+  constexpr int64_t count() const { return batch * spatial; }
+};
+
+// Chooses the split from the shape alone (the same on every GPU).
+BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t spatial);
+
+// Scratch of the reductions: 2 * channels * parts doubles.
+inline size_t batchnorm_partial_bytes(const BatchNormGeometry& g) {
+  return size_t(2 * g.channels * g.parts) * sizeof(double);
+}
+
+// Training: batch statistics into mean / inv (= 1 / sqrt(var + eps)) and the running update.
+void launch_batchnorm_batch_stats(const BatchNormGeometry& g, const float* x, float momentum,
+                                  float eps, double* partial, float* mean, float* inv,
+                                  float* running_mean, float* running_var, cudaStream_t stream);
+// Eval: mean / inv from the running statistics.
+void launch_batchnorm_running_stats(const BatchNormGeometry& g, const float* running_mean,
+                                    const float* running_var, float eps, float* mean, float* inv,
+                                    cudaStream_t stream);
+// y = (x - mean) * (gamma * inv) + beta.
+void launch_batchnorm_normalize(const BatchNormGeometry& g, const float* x, const float* mean,
+                                const float* inv, const float* gamma, const float* beta, float* y,
+                                cudaStream_t stream);
+// dgamma, dbeta (overwritten) and, when dx is not null, dx (overwritten). batch_stats: mean / inv
+// came from this batch (training forward), so dx includes their gradient. coef: 3 * channels
+// floats of scratch.
+void launch_batchnorm_backward(const BatchNormGeometry& g, const float* x, const float* dy,
+                               const float* mean, const float* inv, const float* gamma,
+                               bool batch_stats, double* partial, float* coef, float* dgamma,
+                               float* dbeta, float* dx, cudaStream_t stream);
+
+}  // namespace trainer::cuda

@@ -1,0 +1,84 @@
+// batchnorm on the GPU (batchnorm.cu), channel axis 1, with the CPU's semantics: training uses
+// the batch's mean and biased variance and updates the running statistics (PyTorch's momentum
+// convention, unbiased variance) in the buffers slice given to bind(); eval uses the running
+// statistics and updates nothing. Backward after a training forward is the full
+// batch-statistics gradient, after an eval forward the gradient with the statistics held
+// constant; with dx = null (first layer) only dgamma and dbeta. Everything stays on the stream:
+// the running update is a device kernel, so a step needs no host sync and can be captured.
+//   x, y: (B, C, S...)  gamma, beta: (C) params  running_mean, running_var: (C) buffers
+//   params/grads: [gamma | pad to 64 floats | beta]; buffers: [running_mean (C) | running_var (C)]
+//   workspace: [reduction pieces: 2 C parts doubles] [mean (C) | inv (C) | dx coefficients (3 C)]
+//   (mean / inv: those the last forward normalized with, kept for the backward)
+#include "kernels/cuda/batchnorm.cuh"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "lib/core/error.h"
+#include "lib/layers/batchnorm.h"
+
+namespace trainer {
+namespace {
+
+class BatchNormCuda : public LayerKernel {
+ public:
+  BatchNormCuda(const BatchNorm& l, const KernelContext& ctx)
+      : be_(cuda_of(ctx)), name_(l.name()),
+        g_(cuda::batchnorm_geometry(ctx.batch, l.channels(), l.spatial())),
+        momentum_(l.momentum), eps_(l.epsilon) {}
+
+  size_t workspace_bytes() const override {
+    return align_up(cuda::batchnorm_partial_bytes(g_)) +
+           align_up(size_t(5 * g_.channels) * sizeof(float));
+  }
+
+  void bind(float* params, float* grads, float* buffers, void* ws) override {
+    const int64_t C = g_.channels, beta = param_slot_floats(C);
+    gamma_ = params;
+    beta_ = params + beta;
+    dgamma_ = grads;
+    dbeta_ = grads + beta;
+    running_mean_ = buffers;
+    running_var_ = buffers ? buffers + C : nullptr;
+    char* base = static_cast<char*>(ws);
+    partial_ = reinterpret_cast<double*>(base);
+    mean_ = reinterpret_cast<float*>(base + align_up(cuda::batchnorm_partial_bytes(g_)));
+    inv_ = mean_ + C;
+    coef_ = inv_ + C;
+  }
+
+  void forward(const float* x, float* y, bool training) override {
+    if (!running_mean_)
+      throw InternalError("batchnorm '" + name_ + "': no running statistics bound");
+    trained_ = training;
+    if (training)
+      cuda::launch_batchnorm_batch_stats(g_, x, momentum_, eps_, partial_, mean_, inv_,
+                                         running_mean_, running_var_, be_.stream());
+    else
+      cuda::launch_batchnorm_running_stats(g_, running_mean_, running_var_, eps_, mean_, inv_,
+                                           be_.stream());
+    cuda::launch_batchnorm_normalize(g_, x, mean_, inv_, gamma_, beta_, y, be_.stream());
+  }
+
+  void backward(const float* x, const float*, const float* dy, float* dx) override {
+    cuda::launch_batchnorm_backward(g_, x, dy, mean_, inv_, gamma_, trained_, partial_, coef_,
+                                    dgamma_, dbeta_, dx, be_.stream());
+  }
+
+ private:
+  CudaBackend& be_;
+  std::string name_;
+  cuda::BatchNormGeometry g_;
+  float momentum_, eps_;
+  bool trained_ = false;
+  const float *gamma_ = nullptr, *beta_ = nullptr;
+  float *dgamma_ = nullptr, *dbeta_ = nullptr, *running_mean_ = nullptr, *running_var_ = nullptr;
+  double* partial_ = nullptr;
+  float *mean_ = nullptr, *inv_ = nullptr, *coef_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerKernel> make_batchnorm_cuda(const Layer& l, const KernelContext& ctx) {
+  return std::make_unique<BatchNormCuda>(static_cast<const BatchNorm&>(l), ctx);
+}
+
+}  // namespace trainer

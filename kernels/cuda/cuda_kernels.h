@@ -1,5 +1,5 @@
-// Factories of the CUDA layer kernels, one per kernels/cuda/<op>_cuda.cc; registered under the
-// backend name "cuda" in register_cuda_kernels.cc.
+// Factories of the CUDA layer kernels, one per kernels/cuda/<op>_cuda.cc (pool_cuda.cc has both
+// pooling ones); registered under the backend name "cuda" in register_cuda_kernels.cc.
 #pragma once
 
 #include <memory>

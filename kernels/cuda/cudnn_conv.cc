@@ -1,7 +1,10 @@
-// CudnnConv: see cudnn_conv.h. The algorithm choice follows conv2d_cuda.cc exactly.
+// CudnnConv and the conv layer kernel: see cudnn_conv.h.
 #include "kernels/cuda/cudnn_conv.h"
 
 #include <algorithm>
+
+#include "kernels/cuda/bias.cuh"
+#include "lib/model/param_layout.h"
 
 namespace trainer::cuda {
 namespace {
@@ -31,7 +34,52 @@ Algo pick(const Perf* perf, int count, bool deterministic, bool strict, size_t m
                      " within " + format_bytes(max_ws) + " of scratch");
 }
 
+class CudnnConvLayer : public LayerKernel {
+ public:
+  CudnnConvLayer(const ConvShape& s, bool bias, const KernelContext& ctx, const std::string& what)
+      : be_(cuda_of(ctx)), bias_(bias), batch_(s.batch), filters_(s.filters),
+        out_spatial_(s.oh * s.ow),
+        bias_offset_(param_slot_floats(s.filters * s.channels * s.kh * s.kw)),
+        conv_(be_, s, ctx, what) {}
+
+  size_t workspace_bytes() const override { return conv_.workspace_bytes(); }
+
+  void bind(float* params, float* grads, float*, void* ws) override {
+    w_ = params;
+    dw_ = grads;
+    if (bias_) {
+      b_ = params + bias_offset_;
+      db_ = grads + bias_offset_;
+    }
+    conv_.bind(ws);
+  }
+
+  void forward(const float* x, float* y, bool) override {
+    conv_.forward(x, w_, y);
+    if (bias_) launch_bias_add(y, b_, batch_, filters_, out_spatial_, be_.stream());
+  }
+
+  void backward(const float* x, const float*, const float* dy, float* dx) override {
+    conv_.backward(x, w_, dy, dw_, dx);
+    if (bias_) launch_bias_grad(dy, db_, batch_, filters_, out_spatial_, be_.stream());
+  }
+
+ private:
+  CudaBackend& be_;
+  bool bias_;
+  int64_t batch_, filters_, out_spatial_, bias_offset_;
+  CudnnConv conv_;
+  const float *w_ = nullptr, *b_ = nullptr;
+  float *dw_ = nullptr, *db_ = nullptr;
+};
+
 }  // namespace
+
+std::unique_ptr<LayerKernel> make_cudnn_conv_layer(const ConvShape& s, bool bias,
+                                                   const KernelContext& ctx,
+                                                   const std::string& what) {
+  return std::make_unique<CudnnConvLayer>(s, bias, ctx, what);
+}
 
 CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& ctx,
                      const std::string& what)

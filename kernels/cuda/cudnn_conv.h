@@ -1,5 +1,5 @@
-// One 2-D cuDNN cross-correlation (NCHW, fp32) with any padding, planned once per batch size the
-// way conv2d_cuda.cc plans its own; conv1d uses it as H = 1 (and conv2d could).
+// One 2-D cuDNN cross-correlation (NCHW, fp32) with any padding, planned once per batch size, and
+// the conv layer kernel built on it: conv2d uses it as is, conv1d as H = 1.
 //   - descriptors and the forward / backward-data / backward-filter algorithms are chosen in the
 //     constructor with cudnnGet*Algorithm_v7 heuristics: strict fp32 sets FMA math and skips
 //     tensor-core (TF32) results, tf32 allows them; ctx.deterministic keeps only algorithms
@@ -9,11 +9,12 @@
 //     descriptor cannot express, pads the input explicitly into the workspace (pad2d.cu) and
 //     convolves with no padding; backward-data goes to that buffer and is cropped into dx.
 // forward/backward only launch work on the backend's stream (no allocation, no descriptor, no
-// sync). No bias here: the layer adds it (bias.cu).
+// sync). No bias in CudnnConv: the layer kernel (make_cudnn_conv_layer) adds it (bias.cu).
 //   x, dx: (B, C, H, W)  W, dW: (F, C, kh, kw)  y, dy: (B, F, OH, OW)
 //   workspace: [padded x (B, C, H+pt+pb, W+pl+pr), only when asymmetric] [cuDNN scratch]
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "kernels/cuda/cuda_backend.h"
@@ -61,5 +62,12 @@ class CudnnConv {
   float* xpad_ = nullptr;
   void* scratch_ = nullptr;
 };
+
+// The conv layer kernel (conv1d, conv2d): y = conv(x, W) [+ b]. params: [W | pad to 64 floats | b]
+// as Model lays the arena out (b at param_slot_floats(F*C*kh*kw), only when `bias`); backward
+// overwrites dW and db, dx may be null. The workspace is the CudnnConv's.
+std::unique_ptr<LayerKernel> make_cudnn_conv_layer(const ConvShape& s, bool bias,
+                                                   const KernelContext& ctx,
+                                                   const std::string& what);
 
 }  // namespace trainer::cuda

@@ -1,0 +1,79 @@
+// maxpool2d / avgpool2d and maxpool1d / avgpool1d on own kernels (pool2d.cu); 1-D pooling runs as
+// 2-D with H = 1: x (B, C, L) = (B, C, 1, L). The kernels take the layer's resolved Window
+// paddings as they are, asymmetric "same" included, which cuDNN's pooling descriptor cannot; max
+// keeps the first maximum of the in-bounds window and its backward routes each gradient there,
+// avg divides by the in-bounds count (padding excluded), backward gathers without atomics; all as
+// the CPU (oneDNN) computes. The argmax indices live in the workspace between forward and backward.
+//   x: (B, C, H, W)  y: (B, C, OH, OW)  workspace (max only): argmax int32 (B, C, OH, OW)
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/pool2d.cuh"
+#include "lib/layers/pool1d.h"
+#include "lib/layers/pool2d.h"
+
+namespace trainer {
+namespace {
+
+class PoolCuda : public LayerKernel {
+ public:
+  PoolCuda(const cuda::PoolGeometry& g, const KernelContext& ctx) : be_(cuda_of(ctx)), g_(g) {}
+
+  size_t workspace_bytes() const override {
+    return g_.max ? size_t(g_.batch * g_.channels * g_.oh * g_.ow) * sizeof(int32_t) : 0;
+  }
+  void bind(float*, float*, float*, void* ws) override { argmax_ = static_cast<int32_t*>(ws); }
+
+  void forward(const float* x, float* y, bool) override {
+    cuda::launch_pool2d_forward(g_, x, y, argmax_, be_.stream());
+  }
+
+  void backward(const float*, const float*, const float* dy, float* dx) override {
+    if (dx) cuda::launch_pool2d_backward(g_, dy, argmax_, dx, be_.stream());
+  }
+
+ private:
+  CudaBackend& be_;
+  cuda::PoolGeometry g_;
+  int32_t* argmax_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerKernel> make_pool2d_cuda(const Layer& layer, const KernelContext& ctx) {
+  const auto& l = static_cast<const Pool2d&>(layer);
+  const Shape& in = l.input_shape();
+  const Shape& out = l.output_shape();
+  cuda::PoolGeometry g;
+  g.batch = ctx.batch;
+  g.channels = in[0];
+  g.h = in[1];
+  g.w = in[2];
+  g.oh = out[1];
+  g.ow = out[2];
+  g.kh = l.ph;
+  g.kw = l.pw;
+  g.sh = l.sh;
+  g.sw = l.sw;
+  g.pad_top = l.wh.pad_begin;
+  g.pad_left = l.ww.pad_begin;
+  g.max = l.kind == Pool2d::Kind::max;
+  return std::make_unique<PoolCuda>(g, ctx);
+}
+
+std::unique_ptr<LayerKernel> make_pool1d_cuda(const Layer& layer, const KernelContext& ctx) {
+  const auto& l = static_cast<const Pool1d&>(layer);
+  cuda::PoolGeometry g;  // H = 1: kh = sh = 1, no top padding
+  g.batch = ctx.batch;
+  g.channels = l.input_shape()[0];
+  g.h = 1;
+  g.w = l.input_shape()[1];
+  g.oh = 1;
+  g.ow = l.output_shape()[1];
+  g.kw = l.size;
+  g.sw = l.stride;
+  g.pad_left = l.w.pad_begin;
+  g.max = l.kind == Pool1d::Kind::max;
+  return std::make_unique<PoolCuda>(g, ctx);
+}
+
+}  // namespace trainer

@@ -1,10 +1,11 @@
 // The layers of issue #4 on the CPU backend: embedding, conv1d, maxpool1d/avgpool1d,
 // global_avg_pool, batchnorm, and the mlp macro.
 //
-// 1. Gradients: every backward against central finite differences of the forward, as in
-//    tests/test_layer_gradients.cc (objective L = sum(y * r); distinct grid inputs; pass:
-//    |analytic - numeric| <= 2e-3 + 2e-2 |numeric|). Parameters are laid out the way Model lays
-//    out its arena (each tensor in a 64-float slot), so the kernels' offsets are exercised too.
+// 1. Gradients: every backward against central finite differences of the forward, with the
+//    harness of tests/gradient_check.h as in tests/test_layer_gradients.cc (objective
+//    L = sum(y * r); distinct grid inputs; pass: |analytic - numeric| <= 2e-3 + 2e-2 |numeric|).
+//    Parameters are laid out the way Model lays out its arena (each tensor in a 64-float slot), so
+//    the kernels' offsets are exercised too; dparam is checked on the tensors' elements.
 //    batchnorm is checked in training mode (batch statistics) and in eval mode (running ones).
 // 2. Forward results against naive double-precision loops (bound 1e-4 (1 + |ref|)).
 // 3. Through Model + Executor: the kernels read the Model's slots and update its buffers.
@@ -20,6 +21,7 @@
 #include "lib/layers/pool1d.h"
 #include "lib/model/executor.h"
 #include "lib/model/model.h"
+#include "tests/gradient_check.h"
 #include "tests/test_util.h"
 
 using namespace trainer;
@@ -27,80 +29,11 @@ using Catch::Contains;
 
 namespace {
 
-struct Harness {
-  CpuBackend backend;
-  std::unique_ptr<Layer> layer;
-  std::unique_ptr<LayerKernel> kernel;
-  StepScalars scalars;
-  bool training = true;
-  std::vector<float> x, params, grads, buffers, y, r, dx;
-  std::vector<size_t> live;  // parameter elements (the slots' padding excluded)
-  std::vector<char> workspace;
-
-  Harness(const std::string& yaml, const Shape& in, int64_t b, uint64_t seed) {
-    layer = test::make_layer(yaml, in);
-    KernelContext ctx;
-    ctx.backend = &backend;
-    ctx.batch = b;
-    ctx.scalars = &scalars;
-    kernel = Registry::global().make_kernel("cpu", *layer, ctx);
-    const size_t n = size_t(b * in.numel());
-    SplitMix rng(seed);
-    std::vector<size_t> perm(n);
-    for (size_t i = 0; i < n; ++i) perm[i] = i;
-    for (size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.next() % i]);
-    for (size_t i = 0; i < n; ++i) x.push_back(-1.f + 2.f * (float(perm[i]) + 0.5f) / float(n));
-    int64_t off = 0;
-    for (const ParamSpec& p : layer->param_specs()) {
-      for (int64_t i = 0; i < p.shape.numel(); ++i) live.push_back(size_t(off + i));
-      off += param_slot_floats(p.shape.numel());
-    }
-    params = test::random_vector(size_t(std::max<int64_t>(off, 1)), seed + 1, -0.5f, 0.5f);
-    grads.assign(params.size(), 0.f);
-    for (const BufferSpec& s : layer->buffer_specs()) buffers.insert(buffers.end(), size_t(s.shape.numel()), s.init);
-    buffers.resize(buffers.size() + 1);
-    workspace.resize(kernel->workspace_bytes() + 64);
-    y.assign(size_t(b * layer->output_shape().numel()), 0.f);
-    r = test::random_vector(y.size(), seed + 2);
-    dx.assign(x.size(), 0.f);
-    kernel->bind(params.data(), grads.data(), buffers.data(), workspace.data());
-  }
-
-  double objective() {
-    kernel->forward(x.data(), y.data(), training);
-    double L = 0;
-    for (size_t i = 0; i < y.size(); ++i) L += double(y[i]) * double(r[i]);
-    return L;
-  }
-
-  void check(std::vector<float>& v, const std::vector<float>& analytic, const std::vector<size_t>& at,
-             float h, const char* what) {
-    for (size_t i : at) {
-      const float keep = v[i];
-      v[i] = keep + h;
-      const double up = objective();
-      v[i] = keep - h;
-      const double down = objective();
-      v[i] = keep;
-      const double numeric = (up - down) / (2.0 * h);
-      INFO(what << "[" << i << "] analytic " << analytic[i] << " numeric " << numeric);
-      REQUIRE(std::abs(analytic[i] - numeric) <= 2e-3 + 2e-2 * std::abs(numeric));
-    }
-  }
-
-  // with_dx false: the input is not differentiable (token ids); dx must then be all zeros.
-  void check_all(float h, bool with_dx = true) {
-    objective();
-    kernel->backward(x.data(), y.data(), r.data(), dx.data());
-    const std::vector<float> dx_a = dx, dp_a = grads;
-    if (with_dx) {
-      std::vector<size_t> all(x.size());
-      for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-      check(x, dx_a, all, h, "dx");
-    } else {
-      for (float v : dx_a) REQUIRE(v == 0.f);
-    }
-    check(params, dp_a, live, h, "dparam");
+// The shared harness, with dparam checked on the tensors' elements (not the slots' padding).
+struct Harness : test::GradientHarness {
+  Harness(const std::string& yaml, const Shape& in, int64_t b, uint64_t seed)
+      : GradientHarness(yaml, in, b, seed) {
+    check_padding = false;
   }
 };
 

@@ -1,75 +1,24 @@
-// maxpool2d / avgpool2d on oneDNN pooling. The forward's workspace (max indices) is kept in the
-// kernel's arena slice and handed to the backward.
+// maxpool2d / avgpool2d on the shared oneDNN pooling kernel (dnnl_pooling.h).
 //   x: (B, C, H, W)  y: (B, C, OH, OW)
-#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dnnl_pooling.h"
 #include "lib/layers/pool2d.h"
 
 namespace trainer {
-namespace {
 
-using dnnl::memory;
-
-class Pool2dCpu : public LayerKernel {
- public:
-  Pool2dCpu(const Pool2d& l, const KernelContext& ctx) : dc_(dnnl_of(ctx)) {
-    const Shape& in = l.input_shape();
-    const Shape& out = l.output_shape();
-    auto x_md = plain_md({ctx.batch, in[0], in[1], in[2]});
-    auto y_md = plain_md({ctx.batch, out[0], out[1], out[2]});
-    memory::dims strides{l.sh, l.sw}, kernel{l.ph, l.pw}, pad_l{l.wh.pad_begin, l.ww.pad_begin},
-        pad_r{l.wh.pad_end, l.ww.pad_end};
-    const auto algo = l.kind == Pool2d::Kind::max ? dnnl::algorithm::pooling_max
-                                                  : dnnl::algorithm::pooling_avg_exclude_padding;
-    DNNL_CHECK({
-      dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, algo, x_md, y_md, strides,
-                                     kernel, pad_l, pad_r);
-      dnnl::pooling_forward::primitive_desc fwd_pd(fd, dc_.engine);
-      fwd_ = dnnl::pooling_forward(fwd_pd);
-      dnnl::pooling_backward::desc bd(algo, x_md, y_md, strides, kernel, pad_l, pad_r);
-      bwd_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(bd, dc_.engine, fwd_pd));
-      ws_md_ = fwd_pd.workspace_desc();
-      x_ = memory(x_md, dc_.engine, DNNL_MEMORY_NONE);
-      dx_ = memory(x_md, dc_.engine, DNNL_MEMORY_NONE);
-      y_ = memory(y_md, dc_.engine, DNNL_MEMORY_NONE);
-      dy_ = memory(y_md, dc_.engine, DNNL_MEMORY_NONE);
-      if (ws_md_.get_size()) ws_ = memory(ws_md_, dc_.engine, DNNL_MEMORY_NONE);
-    });
-  }
-
-  size_t workspace_bytes() const override { return ws_md_.get_size(); }
-  void bind(float*, float*, float*, void* ws) override {
-    if (ws_md_.get_size()) ws_.set_data_handle(ws);
-  }
-
-  void forward(const float* x, float* y, bool) override {
-    x_.set_data_handle(const_cast<float*>(x));
-    y_.set_data_handle(y);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_}};
-    if (ws_md_.get_size()) args[DNNL_ARG_WORKSPACE] = ws_;
-    DNNL_CHECK(fwd_.execute(dc_.stream, args));
-  }
-
-  void backward(const float*, const float*, const float* dy, float* dx) override {
-    if (!dx) return;
-    dy_.set_data_handle(const_cast<float*>(dy));
-    dx_.set_data_handle(dx);
-    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_DIFF_SRC, dx_}};
-    if (ws_md_.get_size()) args[DNNL_ARG_WORKSPACE] = ws_;
-    DNNL_CHECK(bwd_.execute(dc_.stream, args));
-  }
-
- private:
-  DnnlContext& dc_;
-  dnnl::primitive fwd_, bwd_;
-  memory::desc ws_md_;
-  memory x_, dx_, y_, dy_, ws_;
-};
-
-}  // namespace
-
-std::unique_ptr<LayerKernel> make_pool2d_cpu(const Layer& l, const KernelContext& ctx) {
-  return std::make_unique<Pool2dCpu>(static_cast<const Pool2d&>(l), ctx);
+std::unique_ptr<LayerKernel> make_pool2d_cpu(const Layer& layer, const KernelContext& ctx) {
+  const auto& l = static_cast<const Pool2d&>(layer);
+  const Shape& in = l.input_shape();
+  const Shape& out = l.output_shape();
+  PoolGeometry g;
+  g.x = {ctx.batch, in[0], in[1], in[2]};
+  g.y = {ctx.batch, out[0], out[1], out[2]};
+  g.kernel = {l.ph, l.pw};
+  g.strides = {l.sh, l.sw};
+  g.pad_l = {l.wh.pad_begin, l.ww.pad_begin};
+  g.pad_r = {l.wh.pad_end, l.ww.pad_end};
+  g.algo = pooling_algorithm(l.kind == Pool2d::Kind::max);
+  return make_dnnl_pooling(g, ctx);
 }
 
 }  // namespace trainer

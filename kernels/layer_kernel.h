@@ -38,6 +38,14 @@ struct KernelContext {
   int layer_index = 0;                   // distinguishes dropout streams
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
+  // Layouts between layers. input_layout: the layout the previous computing layer chose for
+  // this layer's input (and for the gradient of that input), opaque to everything but the
+  // backend's kernels (oneDNN: a dnnl::memory::desc owned by the producing kernel, which lives
+  // as long as the plan); null = plain row-major. output_layout_free: the consumer of this
+  // layer's output accepts any layout, so the kernel may keep its preferred one (and report it
+  // through output_layout()); false = the output and its gradient must be plain.
+  const void* input_layout = nullptr;
+  bool output_layout_free = false;
 };
 
 class LayerKernel {
@@ -46,6 +54,11 @@ class LayerKernel {
   // Bytes of backend memory this kernel keeps between forward and backward (pooling indices,
   // dropout masks) plus library scratch (cuDNN workspace). Aligned slices of one arena.
   virtual size_t workspace_bytes() const { return 0; }
+  // The layout of y and dy when not plain (see KernelContext::output_layout_free); null = plain.
+  virtual const void* output_layout() const { return nullptr; }
+  // Bytes of y (and of dy) in that layout (blocked layouts may pad channels); 0 = plain size,
+  // batch * output numel floats.
+  virtual size_t output_bytes() const { return 0; }
   // params/grads: this layer's slices of the parameter and gradient arenas (null if none);
   // buffers: its non-trainable state (running statistics).
   virtual void bind(float* params, float* grads, float* buffers, void* workspace) {}

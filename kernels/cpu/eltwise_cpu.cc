@@ -1,6 +1,9 @@
-// relu, leaky_relu, sigmoid, tanh, gelu on oneDNN eltwise; the tensor is viewed as flat (B*n).
+// relu, leaky_relu, sigmoid, tanh, gelu on oneDNN eltwise. A plain input is viewed as flat
+// (B*n); a blocked one (KernelContext::input_layout) is used as it is, and y/dy keep its layout
+// when the next kernel accepts any layout, else they are reordered to plain at the edge.
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dnnl_edge.h"
 #include "lib/layers/activation.h"
 
 namespace trainer {
@@ -22,7 +25,11 @@ dnnl::algorithm eltwise_algorithm(ActivationKind k) {
 class EltwiseCpu : public LayerKernel {
  public:
   EltwiseCpu(const Activation& l, const KernelContext& ctx) : dc_(dnnl_of(ctx)) {
-    auto md = plain_md({ctx.batch * l.input_shape().numel()});
+    memory::dims dims{ctx.batch};
+    for (int64_t d : l.input_shape().dims) dims.push_back(d);
+    const bool blocked = ctx.input_layout != nullptr;
+    auto md = blocked ? input_md(ctx, dims) : plain_md({ctx.batch * l.input_shape().numel()});
+    y_md_ = blocked && !ctx.output_layout_free ? plain_md(dims) : md;
     const auto algo = eltwise_algorithm(l.kind);
     const float alpha = l.kind == ActivationKind::leaky_relu ? l.alpha : 0.f;
     DNNL_CHECK({
@@ -32,31 +39,46 @@ class EltwiseCpu : public LayerKernel {
       dnnl::eltwise_backward::desc bd(algo, md, md, alpha, 0.f);
       bwd_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, dc_.engine, fwd_pd));
       x_ = memory(md, dc_.engine, DNNL_MEMORY_NONE);
-      y_ = memory(md, dc_.engine, DNNL_MEMORY_NONE);
       dx_ = memory(md, dc_.engine, DNNL_MEMORY_NONE);
-      dy_ = memory(md, dc_.engine, DNNL_MEMORY_NONE);
+      y_.init(y_md_, md, dc_.engine, false, true);
+      dy_.init(y_md_, md, dc_.engine, true, false);
     });
+  }
+
+  const void* output_layout() const override { return layout_of(y_md_); }
+  size_t output_bytes() const override { return y_md_.get_size(); }
+  size_t workspace_bytes() const override { return y_.scratch_bytes + dy_.scratch_bytes; }
+  void bind(float*, float*, float*, void* ws) override {
+    char* p = static_cast<char*>(ws);
+    p += y_.bind_scratch(p);
+    dy_.bind_scratch(p);
   }
 
   void forward(const float* x, float* y, bool) override {
     x_.set_data_handle(const_cast<float*>(x));
-    y_.set_data_handle(y);
-    DNNL_CHECK(fwd_.execute(dc_.stream, {{DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_}}));
+    y_.set_out(y);
+    DNNL_CHECK({
+      fwd_.execute(dc_.stream, {{DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_.inner}});
+      y_.out(dc_.stream);
+    });
   }
 
   void backward(const float* x, const float*, const float* dy, float* dx) override {
     if (!dx) return;
     x_.set_data_handle(const_cast<float*>(x));
-    dy_.set_data_handle(const_cast<float*>(dy));
     dx_.set_data_handle(dx);
-    DNNL_CHECK(bwd_.execute(dc_.stream,
-                            {{DNNL_ARG_SRC, x_}, {DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_DIFF_SRC, dx_}}));
+    DNNL_CHECK({
+      dy_.in(dc_.stream, dy);
+      bwd_.execute(dc_.stream, {{DNNL_ARG_SRC, x_}, {DNNL_ARG_DIFF_DST, dy_.inner}, {DNNL_ARG_DIFF_SRC, dx_}});
+    });
   }
 
  private:
   DnnlContext& dc_;
   dnnl::primitive fwd_, bwd_;
-  memory x_, y_, dx_, dy_;
+  memory::desc y_md_;  // y and dy
+  memory x_, dx_;
+  Edge y_, dy_;
 };
 
 }  // namespace

@@ -5,11 +5,14 @@
 
 namespace trainer {
 
+// `true`: the kernel takes its input in the layout the previous kernel prefers (oneDNN's blocked
+// nChw16c...), so convolutions, pooling and activations chain without reorders.
 void register_cpu_kernels(Registry& r) {
+  const bool any_layout = true;
   r.add_kernel("dense", "cpu", make_dense_cpu);
-  r.add_kernel("conv2d", "cpu", make_conv2d_cpu);
-  r.add_kernel("maxpool2d", "cpu", make_pool2d_cpu);
-  r.add_kernel("avgpool2d", "cpu", make_pool2d_cpu);
+  r.add_kernel("conv2d", "cpu", make_conv2d_cpu, any_layout);
+  r.add_kernel("maxpool2d", "cpu", make_pool2d_cpu, any_layout);
+  r.add_kernel("avgpool2d", "cpu", make_pool2d_cpu, any_layout);
   r.add_kernel("embedding", "cpu", make_embedding_cpu);
   r.add_kernel("conv1d", "cpu", make_conv1d_cpu);
   r.add_kernel("maxpool1d", "cpu", make_pool1d_cpu);
@@ -19,7 +22,7 @@ void register_cpu_kernels(Registry& r) {
   r.add_kernel("dropout", "cpu", make_dropout_cpu);
   r.add_kernel("dropout2d", "cpu", make_dropout_cpu);
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})
-    r.add_kernel(t, "cpu", make_eltwise_cpu);
+    r.add_kernel(t, "cpu", make_eltwise_cpu, any_layout);
   r.add_kernel("softmax", "cpu", make_softmax_cpu);
   r.add_kernel("log_softmax", "cpu", make_softmax_cpu);
 }

@@ -66,8 +66,18 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       ctx.layer_index = int(i);
       ctx.math = o_.math;
       ctx.deterministic = o_.deterministic;
+      // Layouts: a kernel may keep its preferred output layout only when the next layer runs a
+      // kernel that accepts any layout; views (flatten), the loss and the caller need plain.
+      const bool prev_computes = i > 0 && p->kernels[i - 1];
+      ctx.input_layout = prev_computes ? p->kernels[i - 1]->output_layout() : nullptr;
+      ctx.output_layout_free = !o_.plain_layouts && i + 1 < layers.size() &&
+                               !layers[i + 1]->aliases_input() &&
+                               reg.accepts_any_input_layout(layers[i + 1]->type(), be_.name());
       p->kernels.push_back(reg.make_kernel(be_.name(), l, ctx));
-      const size_t out_bytes = floats_bytes(b * l.output_shape().numel());
+      if (!ctx.output_layout_free && p->kernels.back()->output_layout())
+        throw InternalError("layer '" + l.name() + "' chose an output layout where plain was required");
+      size_t out_bytes = floats_bytes(b * l.output_shape().numel());
+      if (size_t kb = p->kernels.back()->output_bytes()) out_bytes = std::max(out_bytes, align_up(kb));
       p->act.push_back(take(out_bytes));
       p->grad.push_back(take(out_bytes));
       p->workspace.push_back(take(p->kernels.back()->workspace_bytes()));

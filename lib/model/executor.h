@@ -32,6 +32,8 @@ struct ExecutorOptions {
   uint64_t seed = 0;
   // Record each step once as a CUDA graph and replay it (backends with capture only).
   bool use_graphs = true;
+  // Every tensor between layers in plain layout (no backend-preferred layouts): for tests.
+  bool plain_layouts = false;
 };
 
 // Sums accumulated on the device since reset_metrics().

@@ -17,17 +17,25 @@ Registry& Registry::global() {
 
 void Registry::add_layer(const std::string& type, const std::string& summary, LayerFactory make) {
   if (layers_.count(type)) throw InternalError("layer type '" + type + "' registered twice");
-  layers_[type] = LayerEntry{type, summary, std::move(make), {}};
+  layers_[type] = LayerEntry{type, summary, std::move(make), {}, {}};
 }
 
 void Registry::add_kernel(const std::string& type, const std::string& backend,
-                          KernelFactory make) {
+                          KernelFactory make, bool accepts_any_input_layout) {
   auto it = layers_.find(type);
   if (it == layers_.end())
     throw InternalError("kernel for unregistered layer type '" + type + "' (" + backend + ")");
   if (it->second.kernels.count(backend))
     throw InternalError("kernel '" + type + "' registered twice for " + backend);
   it->second.kernels[backend] = std::move(make);
+  it->second.any_input_layout[backend] = accepts_any_input_layout;
+}
+
+bool Registry::accepts_any_input_layout(const std::string& type, const std::string& backend) const {
+  auto it = layers_.find(type);
+  if (it == layers_.end()) return false;
+  auto b = it->second.any_input_layout.find(backend);
+  return b != it->second.any_input_layout.end() && b->second;
 }
 
 std::vector<std::string> Registry::layer_types() const {

@@ -26,6 +26,9 @@ struct LayerEntry {
   std::string summary;  // one line for `trainer layers` and error messages
   LayerFactory make_layer;
   std::map<std::string, KernelFactory> kernels;  // backend name ("cpu", "cuda") -> factory
+  // Backends whose kernel for this type accepts its input in any layout that the previous
+  // kernel prefers (KernelContext::input_layout); others get plain inputs.
+  std::map<std::string, bool> any_input_layout;
 };
 
 class Registry {
@@ -35,7 +38,9 @@ class Registry {
   static Registry& global();
 
   void add_layer(const std::string& type, const std::string& summary, LayerFactory make);
-  void add_kernel(const std::string& type, const std::string& backend, KernelFactory make);
+  void add_kernel(const std::string& type, const std::string& backend, KernelFactory make,
+                  bool accepts_any_input_layout = false);
+  bool accepts_any_input_layout(const std::string& type, const std::string& backend) const;
 
   // Throws ConfigError "unknown layer type 'x' (did you mean 'y'?); registered types: ...".
   const LayerEntry& layer(const std::string& type, const std::string& where) const;

@@ -58,26 +58,12 @@ void require_close(const std::vector<float>& a, const std::vector<float>& b, dou
   REQUIRE(diff <= rel * scale);
 }
 
-}  // namespace
-
-TEST_CASE("blocked layouts between conv, relu and pooling equal plain layouts, forward and backward", "[executor][layout]") {
-  // sigmoid and gelu do not map 0 to 0: the channels' padding must still hold zeros.
-  const std::string act = GENERATE(as<std::string>(), "relu", "sigmoid", "gelu", "leaky_relu");
-  INFO("activation " << act);
-  const YAML::Node layers = YAML::Load(R"([
-    {type: conv2d, filters: 10, kernel_size: 3},
-    {type: )" + act + R"(},
-    {type: maxpool2d, pool_size: 2},
-    {type: conv2d, filters: 20, kernel_size: 3, padding: same},
-    {type: )" + act + R"(},
-    {type: avgpool2d, pool_size: 2},
-    {type: flatten},
-    {type: dense, units: 10}])");
-  Model model(Shape{3, 14, 14}, layers, InitScheme::torch, "test");
+// The model's first layer is a convolution with 10 filters (padded in blocked layouts); classes: 10.
+void check_blocked_equals_plain(const Model& model) {
   const int64_t batch = 4;
   std::vector<float> p0(size_t(model.param_arena_floats())), buf(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1)));
   model.initialize(p0.data(), buf.data(), 7);
-  auto x = test::random_vector(size_t(batch * 3 * 14 * 14), 5);
+  auto x = test::random_vector(size_t(batch * model.input_shape().numel()), 5);
   std::vector<int32_t> y{0, 3, 7, 9};
   Run plain = run(model, true, p0, x, y, batch);
   Run blocked = run(model, false, p0, x, y, batch);
@@ -95,7 +81,7 @@ TEST_CASE("blocked layouts between conv, relu and pooling equal plain layouts, f
       WARN("oneDNN may keep plain layouts on a CPU with " << isa << "; the blocked-layout check is skipped");
     } else {
       CHECK(k->output_layout() != nullptr);
-      CHECK(k->output_bytes() > size_t(batch * 10 * 12 * 12) * sizeof(float));
+      CHECK(k->output_bytes() > size_t(batch * model.layers()[0]->output_shape().numel()) * sizeof(float));
     }
     ctx.output_layout_free = false;
     auto plain_k = Registry::global().make_kernel("cpu", *model.layers()[0], ctx);
@@ -109,4 +95,35 @@ TEST_CASE("blocked layouts between conv, relu and pooling equal plain layouts, f
   Run again = run(model, false, p0, x, y, batch);
   REQUIRE(again.grads == blocked.grads);
   REQUIRE(again.loss == blocked.loss);
+}
+
+}  // namespace
+
+TEST_CASE("blocked layouts between conv, relu and pooling equal plain layouts, forward and backward", "[executor][layout]") {
+  // sigmoid and gelu do not map 0 to 0: the channels' padding must still hold zeros.
+  const std::string act = GENERATE(as<std::string>(), "relu", "sigmoid", "gelu", "leaky_relu");
+  INFO("activation " << act);
+  const YAML::Node layers = YAML::Load(R"([
+    {type: conv2d, filters: 10, kernel_size: 3},
+    {type: )" + act + R"(},
+    {type: maxpool2d, pool_size: 2},
+    {type: conv2d, filters: 20, kernel_size: 3, padding: same},
+    {type: )" + act + R"(},
+    {type: avgpool2d, pool_size: 2},
+    {type: flatten},
+    {type: dense, units: 10}])");
+  check_blocked_equals_plain(Model(Shape{3, 14, 14}, layers, InitScheme::torch, "test"));
+}
+
+TEST_CASE("blocked layouts between conv1d, relu and 1-D pooling equal plain layouts, forward and backward", "[executor][layout]") {
+  const YAML::Node layers = YAML::Load(R"([
+    {type: conv1d, filters: 10, kernel_size: 3},
+    {type: relu},
+    {type: maxpool1d, pool_size: 2},
+    {type: conv1d, filters: 20, kernel_size: 3, padding: same},
+    {type: relu},
+    {type: avgpool1d, pool_size: 2},
+    {type: flatten},
+    {type: dense, units: 10}])");
+  check_blocked_equals_plain(Model(Shape{3, 30}, layers, InitScheme::torch, "test"));
 }

@@ -1,4 +1,5 @@
-// maxpool1d / avgpool1d and global_avg_pool on the shared oneDNN pooling kernel (dnnl_pooling.h).
+// maxpool1d / avgpool1d and global_avg_pool on the shared oneDNN pooling kernel (dnnl_pooling.h),
+// which takes 1-D pooling's input in any layout (nCw16c from conv1d...).
 //   pool1d:          x: (B, C, L)  -> y: (B, C, OL)
 //   global_avg_pool: x: (B, C, S...) -> y: (B, C), planned as a window covering all of S with the
 //                    output (B, C, 1, ...), which is the same memory as (B, C).

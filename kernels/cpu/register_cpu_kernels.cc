@@ -6,7 +6,7 @@
 namespace trainer {
 
 // `true`: the kernel takes its input in the layout the previous kernel prefers (oneDNN's blocked
-// nChw16c...), so convolutions, pooling and activations chain without reorders.
+// nChw16c, nCw16c...), so convolutions, pooling and activations chain without reorders.
 void register_cpu_kernels(Registry& r) {
   const bool any_layout = true;
   r.add_kernel("dense", "cpu", make_dense_cpu);
@@ -14,9 +14,9 @@ void register_cpu_kernels(Registry& r) {
   r.add_kernel("maxpool2d", "cpu", make_pool2d_cpu, any_layout);
   r.add_kernel("avgpool2d", "cpu", make_pool2d_cpu, any_layout);
   r.add_kernel("embedding", "cpu", make_embedding_cpu);
-  r.add_kernel("conv1d", "cpu", make_conv1d_cpu);
-  r.add_kernel("maxpool1d", "cpu", make_pool1d_cpu);
-  r.add_kernel("avgpool1d", "cpu", make_pool1d_cpu);
+  r.add_kernel("conv1d", "cpu", make_conv1d_cpu, any_layout);
+  r.add_kernel("maxpool1d", "cpu", make_pool1d_cpu, any_layout);
+  r.add_kernel("avgpool1d", "cpu", make_pool1d_cpu, any_layout);
   r.add_kernel("global_avg_pool", "cpu", make_global_avg_pool_cpu);
   r.add_kernel("batchnorm", "cpu", make_batchnorm_cpu);
   r.add_kernel("dropout", "cpu", make_dropout_cpu);

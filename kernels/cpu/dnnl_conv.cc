@@ -1,0 +1,149 @@
+// Convolution on oneDNN (conv1d, conv2d; dnnl_conv.h): forward, backward-data and
+// backward-weights primitives, created once per batch size and executed every step.
+//
+// Layouts at the edges: each primitive is created with format_tag::any so oneDNN can pick its
+// fast direct JIT kernels with blocked layouts (nChw16c, nCw16c...). x and dx come in the layout
+// the previous kernel chose (KernelContext::input_layout, plain by default); y and dy are in the
+// forward primitive's dst layout when the next kernel accepts any layout, else plain. Where a
+// primitive's choice differs from those, a reorder into/out of a scratch slice of the kernel's
+// workspace runs at the edge (weights are always plain). On the Fashion-MNIST CNN this is ~5x
+// faster than the plain-layout gemm convolution.
+#include "kernels/cpu/dnnl_conv.h"
+
+#include <unordered_map>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/dnnl_edge.h"
+#include "lib/memory/allocator.h"
+#include "lib/model/param_layout.h"
+
+namespace trainer {
+namespace {
+
+using dnnl::memory;
+
+class ConvCpu : public LayerKernel {
+ public:
+  ConvCpu(const ConvGeometry& g, const KernelContext& ctx) : dc_(dnnl_of(ctx)), bias_(g.bias) {
+    const memory::dims &x_d = g.x, &y_d = g.y, &w_d = g.w;
+    const memory::dims b_d{g.w[0]};
+    const memory::dims &strides = g.strides, &pad_l = g.pad_l, &pad_r = g.pad_r;
+    auto any = [](const memory::dims& d) { return memory::desc(d, memory::data_type::f32, memory::format_tag::any); };
+    auto x_md = input_md(ctx, x_d), w_md = plain_md(w_d), b_md = plain_md(b_d);
+    const auto algo = dnnl::algorithm::convolution_direct;
+    const auto& e = dc_.engine;
+    DNNL_CHECK({
+      auto fd = bias_ ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(x_d),
+                                                        any(w_d), b_md, any(y_d), strides, pad_l, pad_r)
+                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(x_d),
+                                                        any(w_d), any(y_d), strides, pad_l, pad_r);
+      dnnl::convolution_forward::primitive_desc fwd_pd(fd, e);
+      fwd_ = dnnl::convolution_forward(fwd_pd);
+      y_md_ = ctx.output_layout_free ? fwd_pd.dst_desc() : plain_md(y_d);
+      const auto& y_md = y_md_;
+      dnnl::convolution_backward_data::desc bdd(algo, any(x_d), any(w_d), any(y_d), strides, pad_l, pad_r);
+      dnnl::convolution_backward_data::primitive_desc bd_pd(bdd, e, fwd_pd);
+      bwd_data_ = dnnl::convolution_backward_data(bd_pd);
+      auto bwd = bias_ ? dnnl::convolution_backward_weights::desc(algo, any(x_d), any(w_d), b_md, any(y_d),
+                                                                  strides, pad_l, pad_r)
+                       : dnnl::convolution_backward_weights::desc(algo, any(x_d), any(w_d), any(y_d),
+                                                                  strides, pad_l, pad_r);
+      dnnl::convolution_backward_weights::primitive_desc bw_pd(bwd, e, fwd_pd);
+      bwd_weights_ = dnnl::convolution_backward_weights(bw_pd);
+      f_x_.init(x_md, fwd_pd.src_desc(), e, true, false);
+      f_w_.init(w_md, fwd_pd.weights_desc(), e, true, false);
+      f_y_.init(y_md, fwd_pd.dst_desc(), e, false, true);
+      d_dy_.init(y_md, bd_pd.diff_dst_desc(), e, true, false);
+      d_w_.init(w_md, bd_pd.weights_desc(), e, true, false);
+      d_dx_.init(x_md, bd_pd.diff_src_desc(), e, false, true);
+      w_x_.init(x_md, bw_pd.src_desc(), e, true, false);
+      w_dy_.init(y_md, bw_pd.diff_dst_desc(), e, true, false);
+      w_dw_.init(w_md, bw_pd.diff_weights_desc(), e, false, true);
+      b_ = memory(b_md, e, DNNL_MEMORY_NONE);
+      db_ = memory(b_md, e, DNNL_MEMORY_NONE);
+    });
+    w_numel_ = 1;
+    for (auto d : w_d) w_numel_ *= d;
+  }
+
+  const void* output_layout() const override { return layout_of(y_md_); }
+  size_t output_bytes() const override { return y_md_.get_size(); }
+
+  size_t workspace_bytes() const override {
+    size_t n = 0;
+    for (const Edge* edge : edges()) n += edge->scratch_bytes;
+    return n;
+  }
+
+  void bind(float* params, float* grads, float*, void* ws) override {
+    params_ = params;
+    grads_ = grads;
+    char* p = static_cast<char*>(ws);
+    for (Edge* edge : edges()) p += edge->bind_scratch(p);
+    if (bias_) {
+      b_.set_data_handle(params + param_slot_floats(w_numel_));
+      db_.set_data_handle(grads + param_slot_floats(w_numel_));
+    }
+  }
+
+  void forward(const float* x, float* y, bool) override {
+    auto& s = dc_.stream;
+    DNNL_CHECK({
+      f_x_.in(s, x);
+      f_w_.in(s, params_);
+      f_y_.set_out(y);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, f_x_.inner}, {DNNL_ARG_WEIGHTS, f_w_.inner},
+                                           {DNNL_ARG_DST, f_y_.inner}};
+      if (bias_) args[DNNL_ARG_BIAS] = b_;
+      fwd_.execute(s, args);
+      f_y_.out(s);
+    });
+  }
+
+  void backward(const float* x, const float*, const float* dy, float* dx) override {
+    auto& s = dc_.stream;
+    DNNL_CHECK({
+      w_x_.in(s, x);
+      w_dy_.in(s, dy);
+      w_dw_.set_out(grads_);
+      std::unordered_map<int, memory> wargs{{DNNL_ARG_SRC, w_x_.inner}, {DNNL_ARG_DIFF_DST, w_dy_.inner},
+                                            {DNNL_ARG_DIFF_WEIGHTS, w_dw_.inner}};
+      if (bias_) wargs[DNNL_ARG_DIFF_BIAS] = db_;
+      bwd_weights_.execute(s, wargs);
+      w_dw_.out(s);
+      if (dx) {
+        d_dy_.in(s, dy);
+        d_w_.in(s, params_);
+        d_dx_.set_out(dx);
+        bwd_data_.execute(s, {{DNNL_ARG_DIFF_DST, d_dy_.inner}, {DNNL_ARG_WEIGHTS, d_w_.inner},
+                              {DNNL_ARG_DIFF_SRC, d_dx_.inner}});
+        d_dx_.out(s);
+      }
+    });
+  }
+
+ private:
+  std::vector<Edge*> edges() const {
+    auto* self = const_cast<ConvCpu*>(this);
+    return {&self->f_x_, &self->f_w_, &self->f_y_, &self->d_dy_, &self->d_w_,
+            &self->d_dx_, &self->w_x_, &self->w_dy_, &self->w_dw_};
+  }
+
+  DnnlContext& dc_;
+  bool bias_;
+  int64_t w_numel_ = 0;
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
+  dnnl::primitive fwd_, bwd_data_, bwd_weights_;
+  Edge f_x_, f_w_, f_y_, d_dy_, d_w_, d_dx_, w_x_, w_dy_, w_dw_;
+  memory b_, db_;
+  memory::desc y_md_;  // y and dy
+};
+
+}  // namespace
+
+std::unique_ptr<LayerKernel> make_dnnl_conv(const ConvGeometry& g, const KernelContext& ctx) {
+  return std::make_unique<ConvCpu>(g, ctx);
+}
+
+}  // namespace trainer

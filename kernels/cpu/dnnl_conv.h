@@ -1,0 +1,22 @@
+// One oneDNN convolution kernel for any spatial rank, planned from the geometry: conv1d
+// (x: (B, C, L), W: (F, C, k)) and conv2d (x: (B, C, H, W), W: (F, C, kh, kw)). W starts the
+// layer's parameter slice; the bias b: (F) sits at the next 64-float slot after W
+// (param_slot_floats), as Model lays the arena out.
+#pragma once
+
+#include <memory>
+
+#include "kernels/cpu/dnnl_context.h"
+#include "kernels/layer_kernel.h"
+
+namespace trainer {
+
+struct ConvGeometry {
+  dnnl::memory::dims x, y, w;  // x, y with batch and channels; w: (F, C, k...)
+  dnnl::memory::dims strides, pad_l, pad_r;
+  bool bias = true;
+};
+
+std::unique_ptr<LayerKernel> make_dnnl_conv(const ConvGeometry& g, const KernelContext& ctx);
+
+}  // namespace trainer

@@ -11,5 +11,6 @@ void add_summary_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace trainer::cmd

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   trainer::cmd::add_eval_command(app);
   trainer::cmd::add_predict_command(app);
   trainer::cmd::add_devices_command(app);
+  trainer::cmd::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -61,3 +61,13 @@ TEST_CASE("a gpu device without a usable GPU is a clear runtime error, auto fall
     REQUIRE_THAT(auto_run.err, Contains("running on the CPU"));
   }
 }
+
+TEST_CASE("bench times training steps of a config on synthetic batches without its data files", "[cli][bench]") {
+  const std::string cfg = std::string(TRAINER_SOURCE_DIR) + "/configs/reuters_conv1d.yaml";  // its data is absent here
+  auto r = test::run_trainer("bench " + cfg + " --steps 3 --warmup 1 --batch-size 4 --json");
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.out, Contains("\"steps_per_s\"") && Contains("\"batch\":4") && Contains("\"params\":332856"));
+  auto text = test::run_trainer("bench " + cfg + " --steps 2 --warmup 0 --batch-size 2");
+  REQUIRE(text.exit_code == 0);
+  REQUIRE_THAT(text.out, Contains("ms/step") && Contains("first step after"));
+}

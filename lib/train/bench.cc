@@ -1,0 +1,77 @@
+#include "lib/train/bench.h"
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "lib/core/counter_rng.h"
+#include "lib/layers/embedding.h"
+#include "lib/memory/allocator.h"
+#include "lib/train/session.h"
+
+namespace trainer {
+
+using Clock = std::chrono::steady_clock;
+
+BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
+  const auto t0 = Clock::now();
+  const int64_t B = cfg.data.batch_size;
+  std::unique_ptr<Session> s = open_session(cfg, opt.device, {B});
+  const Model& model = *s->model;
+
+  // One synthetic batch: standard-normal-ish features, or token ids for an embedding model.
+  // x: (B, input...)  y: (B)
+  SplitMix rng(cfg.seed ^ 0xBE7C4u);
+  std::vector<float> x(size_t(B * model.input_shape().numel()));
+  const auto* emb = dynamic_cast<const Embedding*>(model.layers().front().get());
+  for (auto& v : x) {
+    if (emb) {
+      v = float(rng.next() % uint64_t(emb->input_dim));
+    } else {
+      const double u = std::max(rng.uniform(), 1e-12), w = rng.uniform();
+      v = float(std::sqrt(-2 * std::log(u)) * std::cos(2 * M_PI * w));
+    }
+  }
+  std::vector<int32_t> y(static_cast<size_t>(B));
+  for (auto& v : y) v = int32_t(rng.next() % uint64_t(s->classes));
+
+  Executor& ex = *s->executor;
+  const float lr = float(cfg.optimizer.lr);
+  int64_t t = 0;
+  ex.train_step(B, x.data(), y.data(), ++t, lr);
+  ex.read_metrics();  // waits for the device
+  BenchResult r;
+  r.first_step_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (int64_t i = 0; i < opt.warmup; ++i) ex.train_step(B, x.data(), y.data(), ++t, lr);
+  ex.read_metrics();
+  const auto t1 = Clock::now();
+  for (int64_t i = 0; i < opt.steps; ++i) ex.train_step(B, x.data(), y.data(), ++t, lr);
+  ex.read_metrics();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  r.ms_per_step = 1000.0 * seconds / double(opt.steps);
+  r.steps_per_second = double(opt.steps) / seconds;
+  r.samples_per_second = r.steps_per_second * double(B);
+  r.peak_bytes = s->backend->allocator().peak_bytes();
+  if (opt.json) {
+    out << nlohmann::json{{"config", cfg.file}, {"device", s->backend->description()}, {"batch", B},
+                          {"params", model.num_params()}, {"steps", opt.steps},
+                          {"first_step_s", r.first_step_seconds}, {"ms_per_step", r.ms_per_step},
+                          {"steps_per_s", r.steps_per_second}, {"samples_per_s", r.samples_per_second},
+                          {"peak_bytes", r.peak_bytes}}
+               .dump()
+        << std::endl;
+  } else {
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "%s on %s: batch %lld, %lld steps: %.3g ms/step, %.1f steps/s, %.0f samples/s; "
+                  "first step after %.2f s; peak memory %s",
+                  cfg.file.c_str(), s->backend->description().c_str(), (long long)B, (long long)opt.steps,
+                  r.ms_per_step, r.steps_per_second, r.samples_per_second, r.first_step_seconds,
+                  format_bytes(r.peak_bytes).c_str());
+    out << line << std::endl;
+  }
+  return r;
+}
+
+}  // namespace trainer

@@ -1,0 +1,28 @@
+// bench: training-step throughput of a config's model on synthetic batches of its input shape
+// (token ids below the vocabulary for embedding models), with the same executor, plans and
+// memory as fit. No data files are read, so any config can be timed on any machine.
+#pragma once
+
+#include <iosfwd>
+
+#include "kernels/backend_factory.h"
+#include "lib/config/config.h"
+
+namespace trainer {
+
+struct BenchOptions {
+  DeviceRequest device;
+  int64_t steps = 200;   // timed steps
+  int64_t warmup = 20;   // untimed steps after the first (plans, graph capture, caches)
+  bool json = false;     // one JSON object instead of a text line
+};
+
+struct BenchResult {
+  double first_step_seconds = 0;  // from the config load to the end of the first step
+  double ms_per_step = 0, steps_per_second = 0, samples_per_second = 0;
+  size_t peak_bytes = 0;
+};
+
+BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out);
+
+}  // namespace trainer

@@ -47,16 +47,9 @@ data: {train: {format: random, samples: 300, seed: 2}, num_classes: 3, batch_siz
 train: {epochs: 4, seed: 9}
 )";
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The tensor bytes of a safetensors file (everything after the header).
 std::string tensor_bytes(const std::string& path) {
-  std::string b = slurp(path);
+  std::string b = test::slurp(path);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(b[size_t(i)]);
   return b.substr(8 + n);
@@ -64,7 +57,7 @@ std::string tensor_bytes(const std::string& path) {
 
 // The loss columns of metrics.csv (drops the lr and seconds columns).
 std::string losses(const std::string& csv) {
-  std::istringstream in(slurp(csv));
+  std::istringstream in(test::slurp(csv));
   std::string line, out;
   while (std::getline(in, line)) out += line.substr(0, line.rfind(',', line.rfind(',') - 1)) + "\n";
   return out;
@@ -88,7 +81,7 @@ TEST_CASE("safetensors files have the documented layout, read by an independent 
   std::vector<float> a{1.5f, -2.f, 3.25f, 0.f, 7.f, 8.f}, b{42.f};
   write_safetensors(dir + "/t.safetensors", {{"layer.weight", {2, 3}, a.data()}, {"layer.bias", {1}, b.data()}},
                     {{"epoch", "3"}, {"note", "hello"}});
-  const std::string bytes = slurp(dir + "/t.safetensors");
+  const std::string bytes = test::slurp(dir + "/t.safetensors");
   REQUIRE(bytes.size() >= 8);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
@@ -277,7 +270,7 @@ TEST_CASE("eval and predict read trained weights back and agree with each other"
   auto pc = test::run_trainer("predict " + cfg + " --weights " + dir + "/run/model.safetensors --input " + dir +
                               "/x.csv --output " + dir + "/p.csv");
   REQUIRE(pc.exit_code == 0);
-  std::istringstream rows(slurp(dir + "/p.csv"));
+  std::istringstream rows(test::slurp(dir + "/p.csv"));
   std::string header, first;
   std::getline(rows, header);
   std::getline(rows, first);

@@ -27,13 +27,6 @@ data: {train: {format: disc, samples: 400, seed: 3}, num_classes: 2, batch_size:
 train: {epochs: 4, seed: 7}
 )";
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -62,13 +55,13 @@ TEST_CASE("fit --out writes the config, metrics, events, checkpoints, final weig
   REQUIRE(c["schedule"]["type"].as<std::string>() == "cosine");
   REQUIRE(c["model"]["layers"][0]["name"].as<std::string>() == "dense_1");
 
-  auto csv = lines_of(slurp(run + "/metrics.csv"));
+  auto csv = lines_of(test::slurp(run + "/metrics.csv"));
   REQUIRE(csv.size() == 5);
   REQUIRE(csv[0] == "epoch,loss,accuracy,val_loss,val_accuracy,lr,seconds");
   REQUIRE(csv[4].rfind("4,", 0) == 0);
 
   std::vector<std::string> events;
-  for (const auto& l : lines_of(slurp(run + "/events.jsonl"))) {
+  for (const auto& l : lines_of(test::slurp(run + "/events.jsonl"))) {
     nlohmann::json j = nlohmann::json::parse(l);
     REQUIRE(j.contains("time"));
     events.push_back(j["event"]);
@@ -85,7 +78,7 @@ TEST_CASE("fit --out writes the config, metrics, events, checkpoints, final weig
                                             "epoch-0004.safetensors", "epoch-0004.state.safetensors"});
   REQUIRE(fs::exists(run + "/model.safetensors"));
 
-  nlohmann::json s = nlohmann::json::parse(slurp(run + "/summary.json"));
+  nlohmann::json s = nlohmann::json::parse(test::slurp(run + "/summary.json"));
   REQUIRE(s["status"] == "completed");
   REQUIRE(s["monitor"] == "val_accuracy");
   REQUIRE(s["best_epoch"].get<int>() >= 1);

@@ -10,8 +10,8 @@
 
 namespace trainer::test {
 
-static std::string slurp(const std::string& path) {
-  std::ifstream in(path);
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

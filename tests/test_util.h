@@ -47,4 +47,7 @@ std::string temp_dir(const std::string& tag);
 
 std::string write_file(const std::string& dir, const std::string& name, const std::string& text);
 
+// The whole file as bytes ("" when it cannot be read).
+std::string slurp(const std::string& path);
+
 }  // namespace trainer::test

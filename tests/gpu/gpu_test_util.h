@@ -18,6 +18,7 @@
 #include "lib/config/node_reader.h"
 #include "lib/core/counter_rng.h"
 #include "lib/model/layer.h"
+#include "lib/model/param_layout.h"
 #include "lib/optim/optimizer.h"
 #include "lib/registry/registry.h"
 
@@ -110,8 +111,20 @@ class Buffer {
 // Floats of a layer's slice of the parameter arena, laid out as Model does (64-float slots).
 inline int64_t param_slice_floats(const Layer& l) {
   int64_t n = 0;
-  for (const ParamSpec& p : l.param_specs()) n += (p.shape.numel() + 63) / 64 * 64;
+  for (const ParamSpec& p : l.param_specs()) n += param_slot_floats(p.shape.numel());
   return n;
+}
+
+// The real elements of each parameter slot of a layer's slice, without the alignment padding.
+inline std::vector<float> unpadded(const Layer& l, const std::vector<float>& arena) {
+  std::vector<float> out;
+  size_t at = 0;
+  for (const ParamSpec& p : l.param_specs()) {
+    const size_t n = size_t(p.shape.numel());
+    out.insert(out.end(), arena.begin() + long(at), arena.begin() + long(at + n));
+    at += size_t(param_slot_floats(p.shape.numel()));
+  }
+  return out;
 }
 
 }  // namespace trainer::gpu_test

@@ -18,18 +18,6 @@ struct LayerRun {
   std::vector<float> y, dx, grads;
 };
 
-// The real elements of each parameter slot, without the alignment padding.
-std::vector<float> unpadded(const Layer& l, const std::vector<float>& arena) {
-  std::vector<float> out;
-  size_t at = 0;
-  for (const ParamSpec& p : l.param_specs()) {
-    const size_t n = size_t(p.shape.numel());
-    out.insert(out.end(), arena.begin() + long(at), arena.begin() + long(at + n));
-    at += (n + 63) / 64 * 64;
-  }
-  return out;
-}
-
 LayerRun run_layer(Backend& be, const Layer& l, int64_t batch, const std::vector<float>& x,
                    const std::vector<float>& params, const std::vector<float>& dy, bool training,
                    bool with_dx = true) {

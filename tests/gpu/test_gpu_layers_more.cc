@@ -29,18 +29,6 @@ struct KernelRun {
   std::vector<float> y, dx, grads, buffers;
 };
 
-// The real elements of each parameter slot, without the alignment padding.
-std::vector<float> unpadded(const Layer& l, const std::vector<float>& arena) {
-  std::vector<float> out;
-  size_t at = 0;
-  for (const ParamSpec& p : l.param_specs()) {
-    const size_t n = size_t(p.shape.numel());
-    out.insert(out.end(), arena.begin() + long(at), arena.begin() + long(at + n));
-    at += (n + 63) / 64 * 64;
-  }
-  return out;
-}
-
 // Creates the layer's kernel on `be`, runs `forwards` forward passes (each one updates running
 // statistics when training) and one backward pass, and reads everything back.
 KernelRun run_kernel(Backend& be, const Layer& l, int64_t batch, const std::vector<float>& x,
@@ -235,7 +223,7 @@ BnData bn_data(const std::string& yaml, const Shape& in, int64_t batch, uint64_t
   d.layer = make_layer(yaml, in);
   d.batch = batch;
   const size_t n = size_t(batch * in.numel());
-  const int64_t C = in[0], slot = (C + 63) / 64 * 64;
+  const int64_t C = in[0], slot = param_slot_floats(C);
   d.x = random_vector(n, seed, -1.f, 3.f);  // mean 1: the variance must not lose it
   d.dy = random_vector(n, seed + 1);
   d.params.assign(size_t(2 * slot), 0.f);

@@ -13,7 +13,7 @@ void add_devices_command(CLI::App& app) {
   sub->callback([]() {
     std::string why;
     auto gpus = list_gpus(&why);
-    std::cout << "cpu: " << std::thread::hardware_concurrency() << " cores, oneDNN "
+    std::cout << "cpu: " << CpuBackend::usable_cores() << " cores usable, oneDNN "
               << CpuBackend::onednn_version() << ", isa " << CpuBackend::cpu_isa() << "\n";
     if (gpus.empty()) {
       std::cout << "gpu: none usable (" << why << ")\n";
@@ -24,6 +24,7 @@ void add_devices_command(CLI::App& app) {
       std::cout << "gpu:" << g.index << "  " << g.name << "  compute capability " << g.cc_major << "."
                 << g.cc_minor << "  memory " << (g.total_bytes >> 20) << " MiB total, "
                 << (g.free_bytes >> 20) << " MiB free\n";
+      if (!g.problem.empty()) std::cout << "  not usable: " << g.problem << "\n";
     }
   });
 }

@@ -38,15 +38,21 @@ std::string cuda_versions() {
 
 std::unique_ptr<Backend> create_backend(const DeviceRequest& req, std::string* note) {
   std::string dev = req.device;
-  if (dev == "cpu") return std::make_unique<CpuBackend>(req.mem_limit_bytes);
+  if (dev == "cpu") return std::make_unique<CpuBackend>(req.mem_limit_bytes, req.threads);
   std::string why;
   std::vector<GpuInfo> gpus = list_gpus(&why);
   if (dev == "auto") {
-    if (gpus.empty()) {
+    // The first GPU this build can run on; else the CPU, saying why in one line.
+    for (const auto& g : gpus)
+      if (g.problem.empty()) {
+        dev = "gpu:" + std::to_string(g.index);
+        break;
+      }
+    if (dev == "auto") {
+      if (!gpus.empty()) why = gpus.front().problem;
       if (note) *note = "device auto: no usable GPU (" + why + "); running on the CPU";
-      return std::make_unique<CpuBackend>(req.mem_limit_bytes);
+      return std::make_unique<CpuBackend>(req.mem_limit_bytes, req.threads);
     }
-    dev = "gpu:0";
   }
   std::smatch m;
   static const std::regex re("gpu(?::([0-9]+))?");
@@ -59,6 +65,7 @@ std::unique_ptr<Backend> create_backend(const DeviceRequest& req, std::string* n
     for (const auto& g : gpus) list += "\n  gpu:" + std::to_string(g.index) + "  " + g.name;
     throw RuntimeError("device " + req.device + " does not exist; GPUs present:" + list);
   }
+  if (!gpus[index].problem.empty()) throw RuntimeError(gpus[index].problem);
 #ifdef TRAINER_HAVE_CUDA
   return create_cuda_backend(index, req);
 #else

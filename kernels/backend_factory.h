@@ -17,6 +17,7 @@ struct DeviceRequest {
   bool mem_growth = false;
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
+  int threads = 0;  // CPU backend: 0 = OMP_NUM_THREADS if set, else the cores in our affinity mask
 };
 
 struct GpuInfo {
@@ -24,6 +25,9 @@ struct GpuInfo {
   std::string name;
   int cc_major = 0, cc_minor = 0;
   size_t total_bytes = 0, free_bytes = 0;
+  // Empty when this build can run on the GPU; otherwise the message that says why not and what
+  // to do (its compute capability has no code in this binary).
+  std::string problem;
 };
 
 // Throws RuntimeError for a GPU that does not exist (listing the GPUs present) or when no GPU is

@@ -2,6 +2,7 @@
 # Installs what is missing (Debian 12 packages) and builds trainer into build/.
 #   scripts/setup.sh            # Release build; CUDA backend when nvcc + cuDNN are present
 #   BUILD_DIR=... TRAINER_CUDA=OFF scripts/setup.sh
+#   CUDA_ARCHS=90-real scripts/setup.sh   # only the GPU architectures named (faster build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,9 @@ fi
 build_dir="${BUILD_DIR:-build}"
 cuda_flag=()
 [ -n "${TRAINER_CUDA:-}" ] && cuda_flag=(-DTRAINER_CUDA="$TRAINER_CUDA")
+# GPU architectures to compile (CMake syntax, e.g. "90-real" or "native"); default: every GPU
+# generation CUDA 13 supports (see CMakeLists.txt).
+[ -n "${CUDA_ARCHS:-}" ] && cuda_flag+=(-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS")
 # nvcc is found on PATH or at the toolkit's usual place.
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   cuda_flag+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)

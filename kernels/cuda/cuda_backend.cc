@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "kernels/cuda/adam_step.cuh"
+#include "kernels/cuda/arch_probe.cuh"
 #include "kernels/cuda/classification_loss.cuh"
 #include "kernels/cuda/confusion_accumulate.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -207,11 +208,17 @@ std::vector<GpuInfo> cuda_list_gpus(std::string* why_none) {
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       if (why_none) {
-        int runtime = 0;
+        int runtime = 0, driver = 0;
         (void)cudaRuntimeGetVersion(&runtime);
-        if (e == cudaErrorInsufficientDriver)
-          *why_none = "no NVIDIA driver was found, or it is older than this build's CUDA runtime " +
-                      version_pair(runtime) + " (" + cuda::cuda_error_text(e) + ")";
+        (void)cudaDriverGetVersion(&driver);
+        (void)cudaGetLastError();
+        if (e == cudaErrorInsufficientDriver && driver > 0)
+          *why_none = "the NVIDIA driver supports CUDA " + version_pair(driver) +
+                      ", older than this build's CUDA runtime " + version_pair(runtime) +
+                      "; update the driver, or use --device cpu";
+        else if (e == cudaErrorInsufficientDriver)
+          *why_none = "no NVIDIA driver was found (this build's CUDA runtime is " +
+                      version_pair(runtime) + "); install one, or use --device cpu";
         else if (e == cudaErrorNoDevice)
           *why_none = "the NVIDIA driver sees no GPU (" + cuda::cuda_error_text(e) + ")";
         else
@@ -238,6 +245,7 @@ std::vector<GpuInfo> cuda_list_gpus(std::string* why_none) {
       g.cc_minor = p.minor;
       g.total_bytes = p.totalGlobalMem;
       g.free_bytes = 0;
+      g.problem = cuda::arch_problem(i, g.name, g.cc_major, g.cc_minor);
       // Free memory needs the device's context (created here once, kept by the runtime).
       if (cudaSetDevice(i) == cudaSuccess) {
         size_t free_b = 0, total_b = 0;

@@ -16,6 +16,10 @@ int main(int argc, char** argv) {
     return 77;
   }
   const trainer::GpuInfo& g = gpus.front();
+  if (!g.problem.empty()) {  // a GPU is here but this build has no code for it: a failure
+    std::printf("FAILED: %s\n", g.problem.c_str());
+    return 1;
+  }
   std::printf("GPU tests on gpu:%d %s (compute capability %d.%d, %zu MiB); %s\n", g.index,
               g.name.c_str(), g.cc_major, g.cc_minor, g.total_bytes >> 20,
               trainer::cuda_versions().c_str());

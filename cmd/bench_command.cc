@@ -30,10 +30,7 @@ void add_bench_command(CLI::App& app) {
     if (!st->math.empty()) cf.sets.push_back("math=" + st->math);
     Config cfg = cf.load();
     BenchOptions bo = st->bo;
-    bo.device.device = cfg.device;
-    bo.device.math = cfg.math;
-    bo.device.deterministic = cfg.deterministic;
-    bo.device.mem_limit_bytes = size_t(st->mem_limit) << 20;
+    bo.device = device_request(cfg, st->mem_limit);
     run_bench(cfg, bo, std::cout);
   });
 }

@@ -19,6 +19,10 @@ void ConfigFlags::add_to(CLI::App* sub, FlagSet set) {
       ->take_all();
   if (set == FlagSet::config_only) return;
   sub->add_option("--device", device, "cpu | gpu:N | gpu | auto (first GPU, else the CPU) [default: config's device, cpu]");
+  sub->add_option("--threads", threads,
+                  "CPU threads for oneDNN and our loops [default: config's threads, else OMP_NUM_THREADS, "
+                  "else the cores this process may use]")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
   sub->add_option("--batch-size", batch_size, "Batch size [default: config's data.batch_size, 32]")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   if (set != FlagSet::training) return;
   sub->add_option("--epochs", epochs, "Number of epochs [default: config's train.epochs, 10]")->check(CLI::Range(int64_t(1), int64_t(1000000)));
@@ -35,7 +39,19 @@ Config ConfigFlags::load() const {
   if (epochs > 0) all.push_back("train.epochs=" + std::to_string(epochs));
   if (batch_size > 0) all.push_back("data.batch_size=" + std::to_string(batch_size));
   if (seed >= 0) all.push_back("train.seed=" + std::to_string(seed));
+  if (threads > 0) all.push_back("threads=" + std::to_string(threads));
   return load_config(path, all);
+}
+
+DeviceRequest device_request(const Config& cfg, int64_t mem_limit_mib, bool mem_growth) {
+  DeviceRequest d;
+  d.device = cfg.device;
+  d.math = cfg.math;
+  d.deterministic = cfg.deterministic;
+  d.threads = cfg.threads;
+  d.mem_limit_bytes = size_t(mem_limit_mib) << 20;
+  d.mem_growth = mem_growth;
+  return d;
 }
 
 void OutputFlags::add_to(CLI::App* sub, bool progress) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend_factory.h"
 #include "lib/config/config.h"
 #include "lib/train/progress.h"
 
@@ -25,10 +26,14 @@ struct ConfigFlags {
   std::string device;
   int64_t epochs = 0, batch_size = 0;
   int64_t seed = -1;
+  int64_t threads = -1;
 
   void add_to(CLI::App* sub, FlagSet set);
   Config load() const;
 };
+
+// The device a config asks for (device, math, deterministic, threads), plus the memory flags.
+DeviceRequest device_request(const Config& cfg, int64_t mem_limit_mib = 0, bool mem_growth = false);
 
 struct OutputFlags {
   std::string format = "text";

@@ -27,8 +27,7 @@ void add_eval_command(CLI::App& app) {
   sub->callback([st]() {
     Config cfg = st->cf.load();
     EvalOptions eo = st->eo;
-    eo.device.device = cfg.device;
-    eo.device.math = cfg.math;
+    eo.device = device_request(cfg);
     eo.report = st->of.options();
     evaluate_weights(cfg, eo, std::cout);
   });

@@ -60,11 +60,7 @@ void add_fit_command(CLI::App& app) {
       return;
     }
     FitOptions fo;
-    fo.device.device = cfg.device;
-    fo.device.mem_limit_bytes = size_t(st->mem_limit) << 20;
-    fo.device.mem_growth = st->mem_growth;
-    fo.device.math = cfg.math;
-    fo.device.deterministic = cfg.deterministic;
+    fo.device = device_request(cfg, st->mem_limit, st->mem_growth);
     fo.report = st->of.options();
     fo.resume_dir = st->resume;
     if (st->resume.empty() && !st->no_out) fo.out_dir = st->out.empty() ? RunDir::default_path(cfg.file) : st->out;

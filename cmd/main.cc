@@ -38,20 +38,7 @@ int fail(trainer::ExitCode code, const std::string& message) {
 
 }  // namespace
 
-// OpenMP threads (oneDNN's) spin for ~300k iterations before sleeping. On a machine whose cores
-// are busy with other work that spinning starves the threads doing ours: a 2-core run measured
-// 38.8 ms/step with one core busy, against 25.1 ms/step with GOMP_SPINCOUNT=3000 and no cost on
-// an idle machine (9.7 ms/step either way). libgomp reads the variable when it loads, before
-// main, so we set it and re-execute ourselves once, unless the user chose a wait policy.
-static void tune_openmp_waiting(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
-  if (setenv("GOMP_SPINCOUNT", "3000", 1) != 0) return;
-  execv("/proc/self/exe", argv);  // returns only on failure: then run with the defaults
-  unsetenv("GOMP_SPINCOUNT");
-}
-
 int main(int argc, char** argv) {
-  tune_openmp_waiting(argv);
   auto logger = spdlog::stderr_color_mt("trainer");
   logger->set_pattern("[%Y-%m-%d %H:%M:%S] %^%l%$: %v");
   spdlog::set_default_logger(logger);

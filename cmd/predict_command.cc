@@ -29,8 +29,7 @@ void add_predict_command(CLI::App& app) {
   sub->callback([st]() {
     Config cfg = st->cf.load();
     PredictOptions po = st->po;
-    po.device.device = cfg.device;
-    po.device.math = cfg.math;
+    po.device = device_request(cfg);
     predict_file(cfg, po, std::cout);
   });
 }

@@ -1,5 +1,12 @@
 #include "kernels/cpu/cpu_backend.h"
 
+#include <sched.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -11,7 +18,64 @@
 
 namespace trainer {
 
-CpuBackend::CpuBackend(size_t cap) : alloc_(cap) {}
+namespace {
+
+// Runnable threads of other processes right now, from the kernel's run-queue count in
+// /proc/loadavg ("0.50 0.40 0.30 3/250 1234": 3 runnable, one of them us). The least of a few
+// samples, so that only a machine that stays busy counts as busy.
+int other_runnable_threads() {
+  int least = -1;
+  for (int i = 0; i < 3; ++i) {
+    std::ifstream f("/proc/loadavg");
+    double l1, l5, l15;
+    int running = 0;
+    char slash;
+    if (!(f >> l1 >> l5 >> l15 >> running >> slash)) return 0;
+    least = least < 0 ? running - 1 : std::min(least, running - 1);
+    if (i < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return std::max(0, least);
+}
+
+}  // namespace
+
+// One OpenMP team size for the whole run, set on the thread that runs the step before any oneDNN
+// primitive is created: oneDNN sizes its scratchpads and work splits for omp_get_max_threads()
+// at creation.
+//
+// libgomp's default wait policy spins between parallel regions, which keeps barriers cheap: with
+// a short spin (GOMP_SPINCOUNT=3000), 16 threads ran 4x slower than 8. Spinning only hurts when
+// the threads it waits for are not running, i.e. when other work holds some of our cores: then
+// the step slows down by orders of magnitude (2 cores, 12 runnable threads: 3.3 s/step spinning
+// against 0.47 s on one thread). So by default we take the usable cores that are not busy with
+// other processes' runnable threads, and say so when that is fewer than all of them.
+CpuBackend::CpuBackend(size_t cap, int threads) : alloc_(cap) {
+#ifdef _OPENMP
+  if (threads <= 0 && std::getenv("OMP_NUM_THREADS")) threads = omp_get_max_threads();
+  if (threads <= 0) {
+    const int cores = usable_cores();
+    const int online = std::max(1, int(std::thread::hardware_concurrency()));
+    // Other processes' threads spread over the whole machine; our share of them is what lands
+    // on the cores we may use.
+    const int busy = int(double(std::min(other_runnable_threads(), online)) * cores / online + 0.5);
+    threads = std::max(1, cores - busy);
+    if (threads < cores)
+      spdlog::info("CPU: {} of {} usable cores are busy with other work; using {} thread{} (--threads to choose)",
+                   cores - threads, cores, threads, threads == 1 ? "" : "s");
+  }
+  omp_set_num_threads(threads);
+  threads_ = omp_get_max_threads();
+#else
+  threads_ = 1;
+#endif
+}
+
+int CpuBackend::usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, int(std::thread::hardware_concurrency()));
+}
 
 std::string CpuBackend::onednn_version() {
   const dnnl_version_t* v = dnnl_version();
@@ -33,12 +97,7 @@ std::string CpuBackend::cpu_isa() {
 }
 
 std::string CpuBackend::description() const {
-#ifdef _OPENMP
-  int threads = omp_get_max_threads();
-#else
-  int threads = int(std::thread::hardware_concurrency());
-#endif
-  return "CPU (oneDNN " + onednn_version() + ", " + cpu_isa() + ", " + std::to_string(threads) +
+  return "CPU (oneDNN " + onednn_version() + ", " + cpu_isa() + ", " + std::to_string(threads_) +
          " threads)";
 }
 

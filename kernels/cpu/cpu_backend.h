@@ -11,7 +11,8 @@ namespace trainer {
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(size_t mem_cap_bytes = 0);
+  // threads: 0 = OMP_NUM_THREADS when the user set it, else the cores this process may use.
+  explicit CpuBackend(size_t mem_cap_bytes = 0, int threads = 0);
   std::string name() const override { return "cpu"; }
   std::string description() const override;
   Allocator& allocator() override { return alloc_; }
@@ -38,10 +39,14 @@ class CpuBackend : public Backend {
   // "oneDNN 2.6.3 (cpu isa: avx2)", for `trainer devices`.
   static std::string onednn_version();
   static std::string cpu_isa();
+  // The cores this process may run on (its affinity mask, so taskset and cgroup cpusets count).
+  static int usable_cores();
+  int threads() const { return threads_; }
 
  private:
   HostAllocator alloc_;
   DnnlContext dnnl_;
+  int threads_ = 1;
 };
 
 // The oneDNN context of a kernel's backend (the CPU kernels are only created for a CpuBackend).

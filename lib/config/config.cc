@@ -333,6 +333,8 @@ static Config parse_document(YAML::Node root, const std::string& file,
   c.math = r.choice("math", "fp32", {"fp32", "tf32"}) == "tf32" ? MathMode::tf32 : MathMode::strict_fp32;
   c.resolved["device"] = c.device;
   c.resolved["math"] = c.math == MathMode::tf32 ? "tf32" : "fp32";
+  c.threads = int(r.integer("threads", 0, 0, 4096));
+  c.resolved["threads"] = c.threads;
   read_training_controls(c, r);
   r.finish();
   return c;

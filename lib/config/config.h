@@ -92,6 +92,7 @@ struct Config {
   std::string device = "cpu";
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
+  int threads = 0;  // CPU threads; 0: the cores this process may use (OMP_NUM_THREADS if set)
   CheckpointConfig checkpoint;
   ScheduleConfig schedule;
   EarlyStoppingConfig early_stopping;

@@ -91,6 +91,10 @@ static void read_model(Config& c, NodeReader& r) {
   NodeReader mr(m, "model", c.file);
   if (!mr.has("input_shape")) mr.fail("input_shape", "is required, e.g. input_shape: [1, 28, 28]");
   c.input_shape = Shape(mr.integer_list("input_shape", {}, 1, int64_t(1) << 31));
+  if (!c.input_shape.fits())
+    mr.fail("input_shape", c.input_shape.str() + " has " + c.input_shape.numel_str() +
+                               " elements per sample; one tensor may hold at most " +
+                               with_thousands(kMaxTensorElements) + " (2^31 - 1)");
   c.init = mr.choice("init", "torch", {"torch", "keras"}) == "torch" ? InitScheme::torch : InitScheme::keras;
   c.layers = mr.child("layers");
   if (!present(c.layers) || !c.layers.IsSequence() || c.layers.size() == 0)

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "lib/core/error.h"
 
@@ -36,6 +37,17 @@ Config ConfigFlags::load() const {
   if (batch_size > 0) all.push_back("data.batch_size=" + std::to_string(batch_size));
   if (seed >= 0) all.push_back("train.seed=" + std::to_string(seed));
   return load_config(path, all);
+}
+
+CLI::Validator run_directory_path() {
+  return CLI::Validator(
+      [](std::string& path) {
+        std::error_code ec;
+        const auto status = std::filesystem::status(path, ec);
+        if (!std::filesystem::exists(status) || std::filesystem::is_directory(status)) return std::string();
+        return "'" + path + "' exists and is not a directory; give a new or existing run directory";
+      },
+      "");
 }
 
 void OutputFlags::add_to(CLI::App* sub, bool progress) {

@@ -30,6 +30,10 @@ struct ConfigFlags {
   Config load() const;
 };
 
+// Validator of a run directory flag (--out): a path that exists must be a directory. A regular file
+// there is a usage error before the run starts, not a failed write after the model is built.
+CLI::Validator run_directory_path();
+
 struct OutputFlags {
   std::string format = "text";
   bool quiet = false;

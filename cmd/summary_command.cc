@@ -19,8 +19,9 @@ void add_summary_command(CLI::App& app) {
   sub->callback([cf]() {
     Config cfg = cf->load();
     std::unique_ptr<Model> model = make_model(cfg);
-    describe_source(cfg.data.train, "data.train", cfg.file);
+    // In fit's order (lib/train/session.cc load_run_data): validation first, so the first error is the same.
     if (present(cfg.data.validation)) describe_source(cfg.data.validation, "data.validation", cfg.file);
+    describe_source(cfg.data.train, "data.train", cfg.file);
     std::cout << "Model: " << cfg.file << "\n" << model->summary();
   });
 }

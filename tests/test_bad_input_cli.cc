@@ -168,7 +168,8 @@ TEST_CASE("summary validates the config exactly as fit does, without reading dat
   const std::string dir = test::temp_dir("summaryval");
   const std::string cfg = test::write_file(dir, "tiny.yaml", kTiny);
   REQUIRE(test::run_trainer("summary " + cfg).exit_code == 0);
-  for (const char* set : {"data.train.format=idxx", "data.num_classes=3", "data.validation={format: random, smaples: 3}"}) {
+  for (const char* set : {"data.train.format=idxx", "data.num_classes=3", "data.validation={format: random, smaples: 3}",
+                          "data={train: {format: idxx}, validation: {format: nppy}, num_classes: 2}"}) {
     CAPTURE(set);
     auto fit = test::run_trainer("fit " + cfg + " --no-out --set '" + set + "'");
     auto summary = test::run_trainer("summary " + cfg + " --set '" + set + "'");

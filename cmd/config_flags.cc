@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "lib/core/error.h"
 
@@ -52,6 +53,17 @@ DeviceRequest device_request(const Config& cfg, int64_t mem_limit_mib, bool mem_
   d.mem_limit_bytes = size_t(mem_limit_mib) << 20;
   d.mem_growth = mem_growth;
   return d;
+}
+
+CLI::Validator run_directory_path() {
+  return CLI::Validator(
+      [](std::string& path) {
+        std::error_code ec;
+        const auto status = std::filesystem::status(path, ec);
+        if (!std::filesystem::exists(status) || std::filesystem::is_directory(status)) return std::string();
+        return "'" + path + "' exists and is not a directory; give a new or existing run directory";
+      },
+      "");
 }
 
 void OutputFlags::add_to(CLI::App* sub, bool progress) {

@@ -35,6 +35,10 @@ struct ConfigFlags {
 // The device a config asks for (device, math, deterministic, threads), plus the memory flags.
 DeviceRequest device_request(const Config& cfg, int64_t mem_limit_mib = 0, bool mem_growth = false);
 
+// Validator of a run directory flag (--out): a path that exists must be a directory. A regular file
+// there is a usage error before the run starts, not a failed write after the model is built.
+CLI::Validator run_directory_path();
+
 struct OutputFlags {
   std::string format = "text";
   bool quiet = false;

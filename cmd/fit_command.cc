@@ -36,7 +36,8 @@ void add_fit_command(CLI::App& app) {
   sub->add_flag("--print-config", st->print_config, "Print the resolved config (defaults filled) and exit");
   auto* out = sub->add_option("--out", st->out,
                               "Run directory: config.yaml, metrics.csv, events.jsonl, checkpoints/, model.safetensors, "
-                              "summary.json [default: runs/<config name>-<YYYYmmdd-HHMMSS>]");
+                              "summary.json [default: runs/<config name>-<YYYYmmdd-HHMMSS>]")
+                  ->check(run_directory_path());
   auto* no_out = sub->add_flag("--no-out", st->no_out, "Write no run directory (and so no checkpoints)");
   auto* resume = sub->add_option("--resume", st->resume,
                                  "Continue the run in this directory from its newest checkpoint, up to the config's "

@@ -13,6 +13,7 @@
 
 #include "cmd/commands.h"
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 #include "lib/train/fit.h"
 #include "trainer_version.h"
 
@@ -29,11 +30,39 @@ void on_signal(int) {
   trainer::request_stop();
 }
 
+// Messages quote what the user gave (paths, keys, values, arguments): printable() escapes control
+// and non-UTF-8 bytes, so the message stays one line and nothing raw reaches the terminal.
 int fail(trainer::ExitCode code, const std::string& message) {
   std::cout.flush();
   std::fflush(stdout);
-  std::cerr << (code == trainer::ExitCode::interrupted ? "" : "error: ") << message << std::endl;
+  std::cerr << (code == trainer::ExitCode::interrupted ? "" : "error: ") << trainer::printable(message) << std::endl;
   return int(code);
+}
+
+// The verb being run ("fit"), or "" before one was recognized.
+std::string current_verb(const CLI::App& app) {
+  const auto parsed = app.get_subcommands();
+  return parsed.empty() ? "" : parsed.back()->get_name();
+}
+
+// Every usage error is one line that points at the verb's --help.
+int usage_error(const CLI::App& app, std::string message) {
+  const std::string verb = current_verb(app);
+  for (char& ch : message)
+    if (ch == '\n') ch = ' ';
+  while (!message.empty() && message.back() == ' ') message.pop_back();
+  return fail(trainer::ExitCode::usage,
+              message + "; run 'trainer " + (verb.empty() ? "" : verb + " ") + "--help' for usage");
+}
+
+// CLI11 accepts "" for any option; an empty path, device or --set is always a mistake (an empty
+// --out would silently mean the default run directory).
+void refuse_empty_values(CLI::App& app) {
+  const CLI::Validator non_empty(
+      [](std::string& value) { return value.empty() ? std::string("must not be empty") : std::string(); }, "");
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    for (CLI::Option* opt : sub->get_options([](CLI::Option* o) { return o->get_type_size_min() > 0; }))
+      opt->check(non_empty);
 }
 
 }  // namespace
@@ -56,6 +85,7 @@ int main(int argc, char** argv) {
   trainer::cmd::add_predict_command(app);
   trainer::cmd::add_devices_command(app);
   trainer::cmd::add_bench_command(app);
+  refuse_empty_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -65,8 +95,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);  // prints CLI11's message and usage
-    return int(trainer::ExitCode::usage);
+    if (current_verb(app).empty() && (argc == 1 || argv[1][0] != '-')) {  // no verb, or not a verb
+      std::string verbs;
+      for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+        verbs += (verbs.empty() ? "" : ", ") + sub->get_name();
+      return usage_error(app, (argc == 1 ? "a verb is required" : "unknown verb '" + std::string(argv[1]) + "'") +
+                                  "; verbs: " + verbs);
+    }
+    return usage_error(app, e.what());
+  } catch (const trainer::UsageError& e) {
+    return usage_error(app, e.what());
   } catch (const trainer::Error& e) {
     return fail(e.code(), e.what());
   } catch (const YAML::Exception& e) {

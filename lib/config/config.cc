@@ -1,11 +1,11 @@
 #include "lib/config/config.h"
 
 #include <algorithm>
-#include <fstream>
+#include <cmath>
 #include <regex>
-#include <sstream>
 
 #include "lib/config/node_reader.h"
+#include "lib/config/yaml_loader.h"
 #include "lib/core/error.h"
 
 namespace trainer {
@@ -36,34 +36,45 @@ static YAML::Node clone_unmarked(const YAML::Node& n) {
   return YAML::Node(YAML::NodeType::Null);
 }
 
+// The assignment as it may appear in a message: at most 200 bytes of it.
+static std::string quoted_override(const std::string& assignment) {
+  return "--set " + (assignment.size() <= 200 ? assignment : assignment.substr(0, 200) + "...");
+}
+
 void apply_override(YAML::Node& root, const std::string& assignment) {
+  const std::string flag = quoted_override(assignment);
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw ConfigError("--set " + assignment + ": expected dotted.key=value, e.g. --set optimizer.lr=0.01");
+    throw UsageError(flag + ": expected dotted.key=value, e.g. --set optimizer.lr=0.01");
   const std::string key = assignment.substr(0, eq);
-  YAML::Node value;
-  try {
-    value = clone_unmarked(YAML::Load(assignment.substr(eq + 1)));
-  } catch (const YAML::Exception& e) {
-    throw ConfigError("--set " + assignment + ": the value is not valid YAML: " + e.msg);
-  }
+  // Split on every dot: "a..b", ".a" and "a." have an empty segment (getline would drop a last one).
   std::vector<std::string> parts;
-  std::stringstream ss(key);
-  for (std::string part; std::getline(ss, part, '.');) {
-    if (part.empty()) throw ConfigError("--set " + assignment + ": empty key segment in '" + key + "'");
-    parts.push_back(part);
+  for (size_t begin = 0;;) {
+    const size_t dot = key.find('.', begin);
+    parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
+    if (parts.back().empty())
+      throw UsageError(flag + ": empty key segment in '" + key + "'; keys are separated by single dots, "
+                              "e.g. optimizer.lr or model.layers.0.units");
+    if (dot == std::string::npos) break;
+    begin = dot + 1;
   }
+  // The value is YAML under the same bounds as a config file; "--set k=" sets k to null (its default).
+  const YAML::Node value = clone_unmarked(load_yaml_document(assignment.substr(eq + 1), "--set " + key));
   YAML::Node cur = root;
   std::string walked;
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& p = parts[i];
     const bool last = i + 1 == parts.size();
     if (cur.IsSequence()) {
-      size_t idx = 0;
-      if (p.find_first_not_of("0123456789") != std::string::npos ||
-          (idx = std::stoul(p)) >= cur.size())
-        throw ConfigError("--set " + assignment + ": '" + walked + "' is a list of " +
-                          std::to_string(cur.size()) + " items; '" + p + "' is not an index in it");
+      const size_t n = cur.size();
+      const std::string range = n == 0 ? "it is empty" : "allowed: 0 to " + std::to_string(n - 1);
+      if (p.find_first_not_of("0123456789") != std::string::npos)
+        throw ConfigError(flag + ": '" + walked + "' is a list of " + std::to_string(n) + " items; '" + p +
+                          "' is not an index in it (" + range + ")");
+      size_t idx = 0;  // digits only; more than 9 of them are out of range of any list we accept
+      if (p.size() > 9 || (idx = size_t(std::stoul(p))) >= n)
+        throw ConfigError(flag + ": '" + walked + "' is a list of " + std::to_string(n) + " items; index " +
+                          (p.size() > 24 ? p.substr(0, 24) + "..." : p) + " is out of range (" + range + ")");
       if (last) {
         cur[idx] = value;
         return;
@@ -72,7 +83,7 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
       cur.reset(next);
     } else {
       if (cur.IsScalar())
-        throw ConfigError("--set " + assignment + ": '" + walked + "' is a value, not a section");
+        throw ConfigError(flag + ": '" + walked + "' is a value, not a section");
       if (last) {
         cur[p] = value;
         return;
@@ -91,6 +102,10 @@ static void read_model(Config& c, NodeReader& r) {
   NodeReader mr(m, "model", c.file);
   if (!mr.has("input_shape")) mr.fail("input_shape", "is required, e.g. input_shape: [1, 28, 28]");
   c.input_shape = Shape(mr.integer_list("input_shape", {}, 1, int64_t(1) << 31));
+  if (!c.input_shape.fits())
+    mr.fail("input_shape", c.input_shape.str() + " has " + c.input_shape.numel_str() +
+                               " elements per sample; one tensor may hold at most " +
+                               with_thousands(kMaxTensorElements) + " (2^31 - 1)");
   c.init = mr.choice("init", "torch", {"torch", "keras"}) == "torch" ? InitScheme::torch : InitScheme::keras;
   c.layers = mr.child("layers");
   if (!present(c.layers) || !c.layers.IsSequence() || c.layers.size() == 0)
@@ -172,6 +187,9 @@ static void read_data(Config& c, NodeReader& r) {
   NodeReader nr(norm, "data.normalize", c.file);
   dc.scale_given = nr.has("scale");
   dc.normalize.scale = nr.number("scale", 1.0, -1e12, 1e12);
+  if (std::abs(dc.normalize.scale) < 1e-12)  // x * 0 would erase the data (and 1e-50 is 0 in float)
+    nr.fail("scale", "value " + YAML::Node(dc.normalize.scale).Scalar() +
+                         " is out of range; allowed: a non-zero number, 1e-12 to 1e12 in magnitude");
   dc.normalize.mean = nr.number_list("mean", {0.0}, -1e12, 1e12);
   dc.normalize.std = nr.number_list("std", {1.0}, 1e-12, 1e12);
   nr.finish();
@@ -302,7 +320,10 @@ static void read_training_controls(Config& c, NodeReader& r) {
 
 static Config parse_document(YAML::Node root, const std::string& file,
                              const std::vector<std::string>& overrides) {
-  if (!root || root.IsNull()) root.reset(YAML::Node(YAML::NodeType::Map));
+  if (!root.IsMap())
+    throw ConfigError(node_location(file, root) + ": the config must be a mapping of sections "
+                                                  "(model:, data:, optimizer:, ...), got " +
+                      (root.IsSequence() ? "a list" : "a single value"));
   for (const auto& o : overrides) apply_override(root, o);
   Config c;
   c.file = file;
@@ -340,26 +361,17 @@ static Config parse_document(YAML::Node root, const std::string& file,
   return c;
 }
 
-static YAML::Node parse_yaml(const std::string& text, const std::string& name) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError(name + ":" + std::to_string(e.mark.line + 1) + ":" +
-                      std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
-  }
-}
-
 Config parse_config(const std::string& text, const std::string& name,
                     const std::vector<std::string>& overrides) {
-  return parse_document(parse_yaml(text, name), name, overrides);
+  YAML::Node root = load_yaml_document(text, name);
+  if (!root || root.IsNull())
+    throw ConfigError(name + ": the config file is empty; it needs at least model: and data: sections "
+                             "(see README \"Config\")");
+  return parse_document(root, name, overrides);
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot open the config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_config(ss.str(), path, overrides);
+  return parse_config(read_config_file(path), path, overrides);
 }
 
 }  // namespace trainer

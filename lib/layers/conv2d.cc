@@ -52,6 +52,7 @@ Conv2d::Conv2d(NodeReader& r) {
 
 Shape Conv2d::infer(const Shape& in) {
   if (in.rank() != 3) shape_error("expects (channels, height, width), got " + in.batched_str());
+  check_size("parameter 'weight'", Shape{filters, in[0], kh, kw}, false);  // bounds the fans too
   wh = Window{kh, sh, 0, 0};
   ww = Window{kw, sw, 0, 0};
   int64_t oh = resolve_window(in[1], padding, pad, wh);

@@ -23,6 +23,8 @@ struct Executor::Plan {
 };
 
 static size_t floats_bytes(int64_t n) { return align_up(size_t(n) * sizeof(float)); }
+// Model::check_batch_size() bounds each tensor; this bounds their sum (kernel workspaces included).
+constexpr size_t kMaxArenaBytes = size_t(kMaxArenaElements) * sizeof(float);
 
 Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimizer,
                    ExecutorOptions opt)
@@ -40,12 +42,15 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   size_t act_bytes = 0;
   for (int64_t b : o_.batch_sizes) {
     if (plans_.count(b)) continue;
+    model_.check_batch_size(b);  // every tensor of this batch fits: the products below cannot overflow
     auto p = std::make_unique<Plan>();
     p->batch = b;
     size_t off = 0;
     auto take = [&](size_t bytes) {
       size_t at = off;
-      off += align_up(bytes);
+      if (bytes > kMaxArenaBytes || __builtin_add_overflow(off, align_up(bytes), &off) || off > kMaxArenaBytes)
+        throw ConfigError("the activations and workspaces of batch size " + std::to_string(b) +
+                          " need more than 2^42 bytes (4 TiB): lower data.batch_size or use smaller layers");
       return at;
     };
     p->act.push_back(take(floats_bytes(b * model_.input_shape().numel())));

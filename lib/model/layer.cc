@@ -7,9 +7,19 @@ namespace trainer {
 void Layer::build(const Shape& input, int index) {
   index_ = index;
   in_ = input;
+  check_size("input", input);  // infer() may multiply dimensions: they must not overflow
   out_ = infer(input);
   for (int64_t d : out_.dims)
     if (d <= 0) shape_error("input " + input.str() + " gives an empty output " + out_.str());
+  check_size("output", out_);
+  for (const ParamSpec& p : param_specs()) check_size("parameter '" + p.name + "'", p.shape, false);
+}
+
+void Layer::check_size(const std::string& what, const Shape& shape, bool per_sample) const {
+  if (shape.fits()) return;
+  shape_error(what + " " + (per_sample ? shape.batched_str() : shape.str()) + " has " + shape.numel_str() +
+              (per_sample ? " elements per sample" : " elements") + "; one tensor may hold at most " +
+              with_thousands(kMaxTensorElements) + " (2^31 - 1)");
 }
 
 int64_t Layer::num_params() const {

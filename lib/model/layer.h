@@ -65,6 +65,8 @@ class Layer {
   // Returns the output shape or throws via shape_error().
   virtual Shape infer(const Shape& input) = 0;  // may resolve derived geometry
   [[noreturn]] void shape_error(const std::string& what) const;
+  // shape_error() unless `shape` fits in one tensor (kMaxTensorElements); `what` names it.
+  void check_size(const std::string& what, const Shape& shape, bool per_sample = true) const;
 
  private:
   std::string type_, name_;

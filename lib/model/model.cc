@@ -71,12 +71,18 @@ Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init
           name.empty() ? "" : name + "_" + activation);
     }
   }
+  // Every tensor fits (Layer::build checked each); the arena totals are checked here.
+  auto grow = [&](int64_t& total, int64_t add, const Layer& l) {
+    if (!checked_add(total, add, &total) || total > kMaxArenaElements)
+      throw ConfigError("model.layers: the parameters up to layer '" + l.name() + "' need more than " +
+                        with_thousands(kMaxArenaElements) + " floats (2^40); use smaller layers");
+  };
   for (size_t li = 0; li < layers_.size(); ++li) {
     layer_param_offset_.push_back(-1);
     for (const ParamSpec& p : layers_[li]->param_specs()) {
       if (layer_param_offset_.back() < 0) layer_param_offset_.back() = param_floats_;
       params_.push_back({layers_[li]->name() + "." + p.name, p.shape, param_floats_, int(li), p});
-      param_floats_ += param_slot_floats(p.shape.numel());
+      grow(param_floats_, param_slot_floats(p.shape.numel()), *layers_[li]);
     }
     layer_buffer_offset_.push_back(-1);
     for (const BufferSpec& b : layers_[li]->buffer_specs()) {
@@ -85,9 +91,22 @@ Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init
       spec.name = b.name;
       spec.shape = b.shape;
       buffers_.push_back({layers_[li]->name() + "." + b.name, b.shape, buffer_floats_, int(li), spec});
-      buffer_floats_ += b.shape.numel();
+      grow(buffer_floats_, b.shape.numel(), *layers_[li]);
     }
   }
+}
+
+void Model::check_batch_size(int64_t batch) const {
+  const auto check = [&](const Shape& s, const std::string& what) {
+    if (s.fits(kMaxTensorElements, batch)) return;
+    throw ConfigError(what + " " + s.batched_str() + " at batch size " + std::to_string(batch) + " has " +
+                      s.numel_str(batch) + " elements; one tensor may hold at most " +
+                      with_thousands(kMaxTensorElements) + " (2^31 - 1): lower data.batch_size");
+  };
+  check(input_, "model.input_shape: the input");
+  for (size_t i = 0; i < layers_.size(); ++i)
+    check(layers_[i]->output_shape(), "model.layers." + std::to_string(i) + " (" + layers_[i]->type() + " '" +
+                                          layers_[i]->name() + "'): the output");
 }
 
 int64_t Model::num_params() const {
@@ -138,12 +157,6 @@ void Model::initialize(float* params, float* buffers, uint64_t seed) const {
   }
 }
 
-static std::string with_commas(int64_t v) {
-  std::string s = std::to_string(v);
-  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(size_t(i), ",");
-  return s;
-}
-
 std::string Model::summary() const {
   char line[256];
   std::string out;
@@ -158,15 +171,15 @@ std::string Model::summary() const {
   for (const auto& l : layers_) {
     std::snprintf(line, sizeof line, "%-28s %-14s %-24s %12s\n", l->name().c_str(),
                   l->type().c_str(), l->output_shape().batched_str().c_str(),
-                  with_commas(l->num_params()).c_str());
+                  with_thousands(l->num_params()).c_str());
     out += line;
   }
   out += "================================================================================\n";
-  out += "Total params: " + with_commas(num_params()) + "\n";
-  out += "Trainable params: " + with_commas(num_params()) + "\n";
+  out += "Total params: " + with_thousands(num_params()) + "\n";
+  out += "Trainable params: " + with_thousands(num_params()) + "\n";
   int64_t buffers = 0;
   for (const auto& b : buffers_) buffers += b.shape.numel();
-  out += "Non-trainable params: " + with_commas(buffers) + "\n";
+  out += "Non-trainable params: " + with_thousands(buffers) + "\n";
   out += rule;
   return out;
 }

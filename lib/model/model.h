@@ -30,6 +30,9 @@ class Model {
         const std::string& file);
 
   const Shape& input_shape() const { return input_; }
+  // Throws ConfigError naming the layer and its shape when a tensor of `batch` samples (the input
+  // or a layer's output) would exceed kMaxTensorElements. Called before any batch is allocated.
+  void check_batch_size(int64_t batch) const;
   const Shape& output_shape() const { return layers_.back()->output_shape(); }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   InitScheme init_scheme() const { return init_; }

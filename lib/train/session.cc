@@ -19,6 +19,7 @@ std::unique_ptr<Model> make_model(const Config& cfg) {
     throw ConfigError("the model's output shape " + model->output_shape().batched_str() +
                       " does not match data.num_classes = " + std::to_string(C) +
                       " (the last layer must produce one value per class)");
+  model->check_batch_size(cfg.data.batch_size);  // before any loader sizes a batch
   return model;
 }
 

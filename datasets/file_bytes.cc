@@ -1,5 +1,5 @@
 // DataFile: open(O_NONBLOCK) + fstat, so nothing but a regular file is ever read; then read(2)
-// through a 256 KiB buffer (large reads of stored bytes go straight to the caller's memory), and
+// through a buffer of up to 256 KiB (large reads of stored bytes go straight to the caller's memory), and
 // zlib's inflate from that buffer into the caller's memory for gzip files.
 #include "datasets/file_bytes.h"
 
@@ -66,8 +66,8 @@ void check_fits_in_memory(const std::string& path, uint64_t bytes, const std::st
   if (pages <= 0 || page <= 0) return;
   const uint64_t memory = uint64_t(pages) * uint64_t(page);
   if (bytes > memory)
-    throw OutOfMemoryError("'" + path + "': " + what + " need " + std::to_string(bytes) + " bytes (" + gib(bytes) +
-                           "), more than this machine's " + gib(memory) + " of memory");
+    throw OutOfMemoryError("'" + path + "': holding " + what + " takes " + std::to_string(bytes) + " bytes (" +
+                           gib(bytes) + "), more than this machine's " + gib(memory) + " of memory");
 }
 
 DataFile::DataFile(const std::string& path, Gzip gzip) : path_(path) {

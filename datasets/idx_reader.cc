@@ -102,7 +102,7 @@ IdxHeader read_idx_header(DataFile& f, uint32_t magic, const char* what,
     throw DataError(h.where + " is truncated: header says " + h.sizes + ", more than its " +
                     std::to_string(f.file_size()) + " gzip bytes can hold (at most " +
                     std::to_string(f.max_content_size()) + ")");
-  check_fits_in_memory(f.path(), payload, what);
+  check_fits_in_memory(f.path(), payload, std::string("the ") + what);
   return h;
 }
 

@@ -66,8 +66,9 @@ void check_fits_in_memory(const std::string& path, uint64_t bytes, const std::st
   if (pages <= 0 || page <= 0) return;
   const uint64_t memory = uint64_t(pages) * uint64_t(page);
   if (bytes > memory)
-    throw OutOfMemoryError("'" + path + "': holding " + what + " takes " + std::to_string(bytes) + " bytes (" +
-                           gib(bytes) + "), more than this machine's " + gib(memory) + " of memory");
+    throw OutOfMemoryError("'" + path + "': holding " + what + " takes " + std::to_string(bytes) +
+                           " bytes (" + gib(bytes) + "), more than this machine's " + gib(memory) +
+                           " of memory");
 }
 
 DataFile::DataFile(const std::string& path, Gzip gzip) : path_(path) {
@@ -82,13 +83,15 @@ DataFile::DataFile(const std::string& path, Gzip gzip) : path_(path) {
       throw DataError("'" + path + "' is " + file_kind(st.st_mode) +
                       ", not a regular file; data, weights and checkpoint files must be regular files");
     file_size_ = uint64_t(st.st_size);
-    in_.resize(size_t(std::clamp<uint64_t>(file_size_ + 1, 4096, kBufferBytes)));  // small files: small buffer
+    // A small file gets a small buffer: fuzzing opens thousands of them a second.
+    in_.resize(size_t(std::clamp<uint64_t>(file_size_ + 1, 4096, kBufferBytes)));
     if (gzip == Gzip::never) return;
     while (in_end_ < 2 && refill()) {
     }
     if (in_end_ >= 2 && in_[0] == 0x1f && in_[1] == 0x8b) {
       auto zs = std::make_unique<z_stream_s>();
-      if (inflateInit2(zs.get(), 15 + 16) != Z_OK) throw DataError("zlib initialisation failed for '" + path + "'");
+      if (inflateInit2(zs.get(), 15 + 16) != Z_OK)
+        throw DataError("zlib initialisation failed for '" + path + "'");
       zs_ = std::move(zs);
     }
   } catch (...) {
@@ -177,7 +180,8 @@ size_t DataFile::inflate_into(uint8_t* dst, size_t n) {
     }
     if (rc == Z_MEM_ERROR) throw OutOfMemoryError("out of memory while decompressing '" + path_ + "'");
     if (rc != Z_OK && rc != Z_BUF_ERROR)
-      throw DataError("'" + path_ + "' is not valid gzip data (" + (zs.msg ? zs.msg : "corrupt stream") + ")");
+      throw DataError("'" + path_ + "' is not valid gzip data (" + (zs.msg ? zs.msg : "corrupt stream") +
+                      ")");
     // No progress with every stored byte consumed: the file ends inside the stream.
     if (produced == 0 && in_pos_ == in_end_ && eof_)
       throw DataError("'" + path_ + "' is truncated: its " + std::to_string(file_size_) +
@@ -227,8 +231,8 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
     try {
       bytes.resize(size_t(capacity));
     } catch (const std::bad_alloc&) {
-      throw OutOfMemoryError("'" + path + "': out of host memory for its contents (" + std::to_string(capacity) +
-                             " bytes)");
+      throw OutOfMemoryError("'" + path + "': out of host memory for its contents (" +
+                             std::to_string(capacity) + " bytes)");
     }
     used += f.read(bytes.data() + used, bytes.size() - used);
     if (used < bytes.size()) break;

@@ -64,7 +64,7 @@ class DataFile {
   uint64_t in_offset_ = 0;  // file offset of in_[0]
   bool eof_ = false;
   std::unique_ptr<z_stream_s> zs_;  // null for stored bytes
-  bool member_done_ = false;  // the current gzip member ended; another may follow
+  bool member_done_ = false;        // the current gzip member ended; another may follow
   bool content_done_ = false;
   int peeked_ = -1;  // a content byte read ahead by at_end()
   uint64_t position_ = 0;

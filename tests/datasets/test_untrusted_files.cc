@@ -36,14 +36,21 @@ std::vector<uint8_t> idx_header(uint32_t magic, std::vector<uint32_t> dims) {
 }
 
 // Every reader, each opening `path` as its first (or only) file.
-std::vector<std::pair<std::string, std::function<void(const std::string&)>>> all_readers(const std::string& valid) {
+std::vector<std::pair<std::string, std::function<void(const std::string&)>>> all_readers(
+    const std::string& valid) {
   return {
       {"read_file_bytes", [](const std::string& p) { read_file_bytes(p); }},
       {"read_idx", [valid](const std::string& p) { read_idx(p, valid, 10); }},
       {"read_npy", [](const std::string& p) { read_npy(p); }},
       {"read_cifar10", [](const std::string& p) { read_cifar10({p}); }},
-      {"read_csv", [](const std::string& p) { read_csv(p, CsvOptions{false, "-1", ',', 2}); }},
-      {"read_sequences", [](const std::string& p) { read_sequences(p, SequenceOptions{0, true, true, 2}); }},
+      {"read_csv",
+       [](const std::string& p) {
+         read_csv(p, CsvOptions{false, "-1", ',', 2});
+       }},
+      {"read_sequences",
+       [](const std::string& p) {
+         read_sequences(p, SequenceOptions{0, true, true, 2});
+       }},
       {"read_safetensors", [](const std::string& p) { read_safetensors(p); }},
       {"read_safetensors_metadata", [](const std::string& p) { read_safetensors_metadata(p); }},
   };
@@ -87,12 +94,14 @@ TEST_CASE("a gzip IDX header claiming more than the file can inflate to is rejec
   write_gz(dir.path("images.gz"), img);
   write_gz(dir.path("labels.gz"), idx_header(0x801, {3000000}));
   REQUIRE_THROWS_AS(read_idx(dir.path("images.gz"), dir.path("labels.gz"), 10), DataError);
-  REQUIRE_THROWS_WITH(read_idx(dir.path("images.gz"), dir.path("labels.gz"), 10),
-                      Contains("images.gz' is truncated: header says 3000000 x 28 x 28 images = 2352000016 bytes") &&
-                          Contains("gzip bytes can hold"));
+  REQUIRE_THROWS_WITH(
+      read_idx(dir.path("images.gz"), dir.path("labels.gz"), 10),
+      Contains("images.gz' is truncated: header says 3000000 x 28 x 28 images = 2352000016 bytes") &&
+          Contains("gzip bytes can hold"));
 }
 
-TEST_CASE("a gzip IDX file must inflate to exactly the size its header gives, no more and no less", "[datasets]") {
+TEST_CASE("a gzip IDX file must inflate to exactly the size its header gives, no more and no less",
+          "[datasets]") {
   TempDir dir;
   std::vector<uint8_t> img = idx_header(0x803, {1, 2, 2});
   img.insert(img.end(), {1, 2, 3, 4});
@@ -138,11 +147,13 @@ TEST_CASE("gzip NPY and CIFAR-10 files are checked against their headers and rec
   REQUIRE_THROWS_WITH(read_npy(dir.path("long.npy.gz")),
                       Contains("long.npy.gz' has trailing bytes") && Contains("decompressed data is longer"));
   write_gz(dir.path("batch.bin.gz"), std::vector<uint8_t>(3073 + 100, 1));
-  REQUIRE_THROWS_WITH(read_cifar10({dir.path("batch.bin.gz")}),
-                      Contains("batch.bin.gz' has 3173 bytes decompressed, not a multiple of the 3073-byte record"));
+  REQUIRE_THROWS_WITH(
+      read_cifar10({dir.path("batch.bin.gz")}),
+      Contains("batch.bin.gz' has 3173 bytes decompressed, not a multiple of the 3073-byte record"));
 }
 
-TEST_CASE("sequences padded to more memory than the machine has are refused before allocating", "[datasets]") {
+TEST_CASE("sequences padded to more memory than the machine has are refused before allocating",
+          "[datasets]") {
   TempDir dir;
   write_text(dir.path("seq.txt"), "0 1 2\n1 3\n");
   REQUIRE_THROWS_AS(read_sequences(dir.path("seq.txt"), SequenceOptions{int64_t(1) << 62, true, true, 2}),
@@ -159,7 +170,8 @@ TEST_CASE("safetensors: a short length field and absurd shapes are data errors, 
           "[datasets]") {
   TempDir dir;
   write_bytes(dir.path("short.safetensors"), {16, 0, 0});
-  REQUIRE_THROWS_WITH(read_safetensors(dir.path("short.safetensors")), Contains("fewer than the 8-byte header"));
+  REQUIRE_THROWS_WITH(read_safetensors(dir.path("short.safetensors")),
+                      Contains("fewer than the 8-byte header"));
   const std::string header = R"({"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})";
   std::vector<uint8_t> b(8);
   b[0] = uint8_t(header.size());
@@ -169,15 +181,18 @@ TEST_CASE("safetensors: a short length field and absurd shapes are data errors, 
   REQUIRE_THROWS_WITH(read_safetensors(dir.path("huge.safetensors")), Contains("more than 2^61 elements"));
 }
 
-TEST_CASE("trainer fit exits 4 naming a data file that is a FIFO or a device, without blocking", "[datasets][cli]") {
+TEST_CASE("trainer fit exits 4 naming a data file that is a FIFO or a device, without blocking",
+          "[datasets][cli]") {
   TempDir dir;
   const std::string fifo = dir.path("train.csv");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   for (const std::string& data : {fifo, std::string("/dev/zero")}) {
     const std::string config = dir.path("config.yaml");
-    write_text(config, "model: {input_shape: [1], layers: [{type: dense, units: 2}]}\n"
-                       "loss: cross_entropy\noptimizer: {type: sgd, lr: 0.1}\n"
-                       "data: {train: {format: csv, path: '" + data + "'}, num_classes: 2}\n");
+    write_text(config,
+               "model: {input_shape: [1], layers: [{type: dense, units: 2}]}\n"
+               "loss: cross_entropy\noptimizer: {type: sgd, lr: 0.1}\n"
+               "data: {train: {format: csv, path: '" +
+                   data + "'}, num_classes: 2}\n");
     const test::CommandResult r = test::run_trainer("fit " + config + " --no-out --epochs 1");
     INFO(r.err);
     REQUIRE(r.exit_code == 4);

@@ -73,7 +73,8 @@ inline std::vector<uint8_t> gzip(const std::vector<uint8_t>& in, size_t split = 
   std::vector<uint8_t> out;
   const auto member = [&](const uint8_t* p, size_t n) {
     z_stream zs{};
-    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) std::abort();
+    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+      std::abort();
     std::vector<uint8_t> buf(deflateBound(&zs, uLong(n)) + 32);
     zs.next_in = const_cast<Bytef*>(p);
     zs.avail_in = uInt(n);

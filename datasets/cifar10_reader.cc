@@ -1,6 +1,8 @@
-// read_cifar10: each file is validated completely before its records are appended, so an error
-// always names the file and the record index within it.
+// read_cifar10: each file is streamed record by record (a gzip file is inflated as it is read),
+// so an error names the file and the record index within it and nothing is inflated past it.
 #include "datasets/cifar10_reader.h"
+
+#include <cstdint>
 
 #include "datasets/file_bytes.h"
 #include "lib/core/error.h"
@@ -21,27 +23,37 @@ Dataset read_cifar10(const std::vector<std::string>& files) {
   ds.sample_shape = Shape{3, 32, 32};
   ds.dtype = SampleDtype::u8;
   ds.num_classes = kClasses;
+  std::vector<uint8_t> record(kRecord);
   for (const std::string& path : files) {
-    const std::vector<uint8_t> bytes = read_file_bytes(path);
+    DataFile f(path);
     const std::string where = "CIFAR-10 file '" + path + "'";
-    if (bytes.empty()) throw DataError(where + " is empty");
-    if (bytes.size() % kRecord != 0)
-      throw DataError(where + " has " + std::to_string(bytes.size()) + " bytes, not a multiple of the " +
-                      std::to_string(kRecord) + "-byte record (1 label + 3x32x32 pixels): " +
-                      std::to_string(bytes.size() / kRecord) + " whole records and " +
-                      std::to_string(bytes.size() % kRecord) + " bytes left over");
-    const size_t records = bytes.size() / kRecord;
-    for (size_t r = 0; r < records; ++r) {
-      const uint8_t label = bytes[r * kRecord];
-      if (label >= kClasses)
+    const auto not_whole = [&](uint64_t size) {
+      return DataError(where + " has " + std::to_string(size) + " bytes" + (f.gzipped() ? " decompressed" : "") +
+                       ", not a multiple of the " + std::to_string(kRecord) +
+                       "-byte record (1 label + 3x32x32 pixels): " + std::to_string(size / kRecord) +
+                       " whole records and " + std::to_string(size % kRecord) + " bytes left over");
+    };
+    if (f.file_size() == 0) throw DataError(where + " is empty");
+    // A stored file's size is checked before it is read; a gzip file's as it inflates.
+    if (!f.gzipped() && f.file_size() % kRecord != 0) throw not_whole(f.file_size());
+    if (!f.gzipped()) {
+      const uint64_t records = f.file_size() / kRecord;
+      check_fits_in_memory(path, ds.u8.size() + records * kPixels, "the images");
+      ds.u8.reserve(ds.u8.size() + records * kPixels);
+      ds.labels.reserve(ds.labels.size() + records);
+    }
+    const size_t first = ds.labels.size();
+    for (size_t r = 0;; ++r) {
+      const size_t got = f.read(record.data(), kRecord);
+      if (got == 0) break;
+      if (got < kRecord) throw not_whole(f.position());
+      if (record[0] >= kClasses)
         throw DataError(where + ": record " + std::to_string(r) + " (byte offset " + std::to_string(r * kRecord) +
-                        ") has label " + std::to_string(label) + ", expected 0..9");
+                        ") has label " + std::to_string(record[0]) + ", expected 0..9");
+      ds.labels.push_back(record[0]);
+      ds.u8.insert(ds.u8.end(), record.begin() + 1, record.end());
     }
-    for (size_t r = 0; r < records; ++r) {
-      const uint8_t* rec = bytes.data() + r * kRecord;
-      ds.labels.push_back(rec[0]);
-      ds.u8.insert(ds.u8.end(), rec + 1, rec + kRecord);
-    }
+    if (ds.labels.size() == first) throw DataError(where + " is empty");
   }
   return ds;
 }

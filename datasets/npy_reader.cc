@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "datasets/file_bytes.h"
 #include "lib/core/error.h"
@@ -25,6 +26,7 @@ namespace {
 
 const char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
+constexpr size_t kMaxHeader = 1 << 20;  // numpy writes a few hundred bytes; its reader's default limit is 10000
 
 // Parses the header dict; `where` prefixes every message.
 class HeaderParser {
@@ -136,29 +138,40 @@ int64_t NpyArray::numel() const {
 }
 
 NpyArray read_npy(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_file_bytes(path);
+  DataFile f(path);
   const std::string where = "NPY file '" + path + "'";
-  if (bytes.empty()) throw DataError(where + " is empty");
-  if (bytes.size() < kMagicLen + 4 || std::memcmp(bytes.data(), kMagic, kMagicLen) != 0)
+  // Magic, version and header length (u16 for v1, u32 for v2/v3) first; the header next, then
+  // the data it describes, checked against the file's size before any of it is read.
+  uint8_t pre[12];
+  const size_t got = f.read(pre, kMagicLen + 4);
+  if (got == 0) throw DataError(where + " is empty");
+  if (got < kMagicLen + 4 || std::memcmp(pre, kMagic, kMagicLen) != 0)
     throw DataError(where + " does not start with the NPY magic \\x93NUMPY (is it a .npz or text file?)");
-  const uint8_t major = bytes[6];
+  const uint8_t major = pre[6];
   if (major < 1 || major > 3)
-    throw DataError(where + " has format version " + std::to_string(major) + "." + std::to_string(bytes[7]) +
+    throw DataError(where + " has format version " + std::to_string(major) + "." + std::to_string(pre[7]) +
                     "; supported: 1.0, 2.0, 3.0");
-  size_t header_len = bytes[8] | (size_t(bytes[9]) << 8);
+  size_t header_len = pre[8] | (size_t(pre[9]) << 8);
   size_t header_start = 10;
   if (major >= 2) {
-    if (bytes.size() < 12) throw DataError(where + " is truncated inside its header");
-    header_len |= (size_t(bytes[10]) << 16) | (size_t(bytes[11]) << 24);
+    if (f.read(pre + 10, 2) != 2) throw DataError(where + " is truncated inside its header");
+    header_len |= (size_t(pre[10]) << 16) | (size_t(pre[11]) << 24);
     header_start = 12;
   }
-  if (bytes.size() < header_start + header_len)
-    throw DataError(where + " is truncated inside its header: header needs " + std::to_string(header_start + header_len) +
-                    " bytes, file has " + std::to_string(bytes.size()));
+  const auto truncated_header = [&](uint64_t has) {
+    return DataError(where + " is truncated inside its header: header needs " +
+                     std::to_string(header_start + header_len) + " bytes, " +
+                     (f.gzipped() ? "the decompressed data has " : "file has ") + std::to_string(has));
+  };
+  if (!f.gzipped() && f.file_size() < header_start + header_len) throw truncated_header(f.file_size());
+  if (header_len > kMaxHeader)
+    throw DataError(where + ": its header length " + std::to_string(header_len) + " is over the " +
+                    std::to_string(kMaxHeader) + " bytes any NPY header needs");
+  std::string header(header_len, '\0');
+  if (f.read(header.data(), header_len) != header_len) throw truncated_header(f.position());
 
   NpyArray a;
   bool fortran = false;
-  const std::string header(reinterpret_cast<const char*>(bytes.data() + header_start), header_len);
   HeaderParser(header, where).parse(&a.descr, &fortran, &a.shape);
   const size_t item = item_size(a.descr, where);
   if (fortran)
@@ -171,38 +184,53 @@ NpyArray read_npy(const std::string& path) {
       throw DataError(where + ": shape describes more data than any file can hold");
     numel *= static_cast<uint64_t>(d);
   }
-  const size_t data_start = header_start + header_len;
-  const uint64_t expected = data_start + numel * item;
-  if (bytes.size() != expected)
-    throw DataError(where + (bytes.size() < expected ? " is truncated" : " has trailing bytes") + ": descr '" +
-                    a.descr + "' with " + std::to_string(numel) + " elements needs " + std::to_string(expected) +
-                    " bytes, file has " + std::to_string(bytes.size()));
+  const uint64_t data_start = header_start + header_len;
+  const uint64_t data_bytes = numel * item;
+  const uint64_t expected = data_start + data_bytes;
+  const std::string needs = "descr '" + a.descr + "' with " + std::to_string(numel) + " elements needs " +
+                            std::to_string(expected) + " bytes";
+  if (!f.gzipped() && f.file_size() != expected)
+    throw DataError(where + (f.file_size() < expected ? " is truncated" : " has trailing bytes") + ": " + needs +
+                    ", file has " + std::to_string(f.file_size()));
+  if (expected > f.max_content_size())
+    throw DataError(where + " is truncated: " + needs + ", more than its " + std::to_string(f.file_size()) +
+                    " gzip bytes can hold");
+  check_fits_in_memory(path, data_bytes, "its data");
 
-  if (numel == 0) return a;
-  const uint8_t* p = bytes.data() + data_start;
+  const auto read_exact = [&](void* dst, size_t n) {
+    if (f.read(dst, n) != n)
+      throw DataError(where + " is truncated: " + needs + ", " +
+                      (f.gzipped() ? "the decompressed data has " : "file has ") + std::to_string(f.position()));
+  };
+  // Narrowing or widening conversions go through a small buffer of stored elements.
+  const auto convert = [&](auto stored, auto* out) {
+    using Stored = decltype(stored);
+    std::vector<Stored> chunk(size_t(std::min<uint64_t>(numel, 1 << 16)));
+    for (uint64_t i = 0; i < numel; i += chunk.size()) {
+      const size_t m = size_t(std::min<uint64_t>(chunk.size(), numel - i));
+      read_exact(chunk.data(), m * sizeof(Stored));
+      for (size_t j = 0; j < m; ++j) out[i + j] = static_cast<std::remove_pointer_t<decltype(out)>>(chunk[j]);
+    }
+  };
   if (item == 1) {
-    a.u8.assign(p, p + numel);
+    a.u8.resize(numel);
+    read_exact(a.u8.data(), numel);
   } else if (a.descr == "<f4") {
     a.f32.resize(numel);
-    std::memcpy(a.f32.data(), p, numel * 4);
+    read_exact(a.f32.data(), numel * 4);
   } else if (a.descr == "<f8") {
     a.f32.resize(numel);
-    for (size_t i = 0; i < numel; ++i) {
-      double v;
-      std::memcpy(&v, p + 8 * i, 8);
-      a.f32[i] = static_cast<float>(v);
-    }
+    convert(double(), a.f32.data());
   } else if (a.descr == "<i4") {
     a.i64.resize(numel);
-    for (size_t i = 0; i < numel; ++i) {
-      int32_t v;
-      std::memcpy(&v, p + 4 * i, 4);
-      a.i64[i] = v;
-    }
+    convert(int32_t(), a.i64.data());
   } else {  // <i8
     a.i64.resize(numel);
-    std::memcpy(a.i64.data(), p, numel * 8);
+    read_exact(a.i64.data(), numel * 8);
   }
+  if (!f.at_end())
+    throw DataError(where + " has trailing bytes: " + needs + ", " +
+                    (f.gzipped() ? "the decompressed data is longer" : "the file is longer"));
   return a;
 }
 

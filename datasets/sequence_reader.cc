@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <string_view>
 
 #include "datasets/file_bytes.h"
@@ -86,6 +87,13 @@ Dataset read_sequences(const std::string& path, const SequenceOptions& o) {
   const int64_t maxlen = o.maxlen > 0 ? o.maxlen : longest;
   if (maxlen == 0) throw DataError(file + ": every sequence is empty, so maxlen=0 (longest) gives no features");
 
+  // maxlen x samples can be far more than the file (one long line pads every short one).
+  const uint64_t samples = ds.labels.size();
+  if (uint64_t(maxlen) > std::numeric_limits<uint64_t>::max() / sizeof(float) / samples)
+    throw DataError(file + ": " + std::to_string(samples) + " sequences of maxlen " + std::to_string(maxlen) +
+                    " describe more data than any machine can hold");
+  check_fits_in_memory(path, samples * uint64_t(maxlen) * sizeof(float),
+                       std::to_string(samples) + " sequences padded to maxlen " + std::to_string(maxlen));
   ds.sample_shape = Shape{maxlen};
   ds.f32.resize(ds.labels.size() * static_cast<size_t>(maxlen));
   for (size_t i = 0; i + 1 < offsets.size(); ++i)

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "datasets/file_bytes.h"
 #include "lib/checkpoint/atomic_file.h"
 #include "lib/core/error.h"
 
@@ -42,21 +42,19 @@ struct Header {
   uint64_t file_size = 0;
 };
 
-Header read_header(std::ifstream& in, const std::string& path) {
+// Reads the 8-byte length and the JSON header; `in` is then at the first data byte.
+Header read_header(DataFile& in, const std::string& path) {
   Header h;
-  in.seekg(0, std::ios::end);
-  h.file_size = uint64_t(in.tellg());
-  in.seekg(0);
+  h.file_size = in.file_size();
   if (h.file_size < 8) bad(path, "the file has " + std::to_string(h.file_size) + " bytes, fewer than the 8-byte header length");
   uint8_t len[8];
-  in.read(reinterpret_cast<char*>(len), 8);
+  if (in.read(len, 8) != 8) bad(path, "the file ends inside the 8-byte header length");
   for (int i = 7; i >= 0; --i) h.header_len = (h.header_len << 8) | len[i];
   if (h.header_len > kMaxHeader || h.header_len + 8 > h.file_size)
     bad(path, "header length " + std::to_string(h.header_len) + " does not fit the file size " +
                   std::to_string(h.file_size));
   std::string text(size_t(h.header_len), '\0');
-  in.read(text.data(), std::streamsize(text.size()));
-  if (!in) throw DataError(path + ": read error in the header");
+  if (in.read(text.data(), text.size()) != text.size()) bad(path, "the file ends inside the header");
   try {
     h.json = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
@@ -113,15 +111,13 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
 }
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(path + ": cannot open the file");
+  DataFile in(path, DataFile::Gzip::never);
   return metadata_of(read_header(in, path).json, path);
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
   if (!host_is_little_endian()) throw InternalError("safetensors: big-endian hosts are not supported");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(path + ": cannot open the file");
+  DataFile in(path, DataFile::Gzip::never);
   Header h = read_header(in, path);
   SafetensorsFile f;
   f.metadata = metadata_of(h.json, path);
@@ -144,9 +140,16 @@ SafetensorsFile read_safetensors(const std::string& path) {
                       "; only F32 (float32) tensors are supported: save with tensor.float()");
     StoredTensor st;
     if (!t["shape"].is_array()) bad(path, "tensor '" + name + "': shape is not a list");
+    // Every size and the product stay below 2^61, so numel * 4 fits an int64.
+    constexpr uint64_t kMaxElements = uint64_t(1) << 61;
+    uint64_t numel = 1;
     for (const auto& d : t["shape"]) {
       if (!d.is_number_unsigned()) bad(path, "tensor '" + name + "': shape has a non-integer or negative size");
-      st.shape.push_back(d.get<int64_t>());
+      const uint64_t size = d.get<uint64_t>();
+      if (size != 0 && (size > kMaxElements || numel > kMaxElements / size))
+        bad(path, "tensor '" + name + "': shape " + t["shape"].dump() + " has more than 2^61 elements");
+      numel *= size;
+      st.shape.push_back(int64_t(size));
     }
     const auto& off = t["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
@@ -155,9 +158,9 @@ SafetensorsFile read_safetensors(const std::string& path) {
     if (e.end < e.begin || e.end > data_len)
       bad(path, "tensor '" + name + "': data_offsets [" + std::to_string(e.begin) + ", " +
                     std::to_string(e.end) + "] fall outside the " + std::to_string(data_len) + " data bytes");
-    if (e.end - e.begin != uint64_t(numel_of(st.shape)) * sizeof(float))
+    if (e.end - e.begin != numel * sizeof(float))
       bad(path, "tensor '" + name + "': shape " + shape_text(st.shape) + " needs " +
-                    std::to_string(numel_of(st.shape) * 4) + " bytes but data_offsets span " +
+                    std::to_string(numel * sizeof(float)) + " bytes but data_offsets span " +
                     std::to_string(e.end - e.begin));
     entries.push_back(e);
     f.tensors[name] = std::move(st);
@@ -172,12 +175,13 @@ SafetensorsFile read_safetensors(const std::string& path) {
   }
   if (at != data_len)
     bad(path, "the tensors cover " + std::to_string(at) + " of the " + std::to_string(data_len) + " data bytes");
+  // The entries now tile the data in order, so it is read front to back.
+  check_fits_in_memory(path, data_len, "its tensors");
   for (const Entry& e : entries) {
     StoredTensor& st = f.tensors[e.name];
     st.data.resize(size_t((e.end - e.begin) / sizeof(float)));
-    in.seekg(std::streamoff(8 + h.header_len + e.begin));
-    in.read(reinterpret_cast<char*>(st.data.data()), std::streamsize(e.end - e.begin));
-    if (!in) throw DataError(path + ": read error in tensor '" + e.name + "'");
+    if (in.read(st.data.data(), size_t(e.end - e.begin)) != e.end - e.begin)
+      bad(path, "the file ends inside tensor '" + e.name + "' (was it cut while being read?)");
     f.names.push_back(e.name);
   }
   return f;

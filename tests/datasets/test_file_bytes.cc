@@ -91,5 +91,5 @@ TEST_CASE("read_file_bytes names the path and the system error for unreadable fi
   REQUIRE_THROWS_AS(read_file_bytes(missing), DataError);
   REQUIRE_THROWS_WITH(read_file_bytes(missing),
                       Catch::Contains(missing) && Catch::Contains("No such file or directory"));
-  REQUIRE_THROWS_WITH(read_file_bytes(dir.path("")), Catch::Contains("Is a directory"));
+  REQUIRE_THROWS_WITH(read_file_bytes(dir.path("")), Catch::Contains("is a directory, not a regular file"));
 }

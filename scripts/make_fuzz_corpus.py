@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the libFuzzer targets (tests/fuzz/fuzz_*.cc) to tests/fuzz/corpus/<target>/:
+small valid inputs of each format and slightly broken ones (truncated, trailing bytes, lying
+headers, labels out of range, gzip variants). Standard library only; the output is deterministic
+(gzip mtime 0), so re-running it changes nothing unless this script changed.
+
+  python3 scripts/make_fuzz_corpus.py [--out tests/fuzz/corpus]
+
+Each target's input starts with a few bytes of reader options (see the comment at the top of its
+fuzz_*.cc): they are packed here by the helpers below.
+"""
+import argparse, gzip, json, os, shutil, struct
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def gz(b):
+    return gzip.compress(b, mtime=0)
+
+
+def be32(*v):
+    return struct.pack(">" + "I" * len(v), *v)
+
+
+def idx_images(n, rows, cols, magic=0x803):
+    return be32(magic, n, rows, cols) + bytes((i * 31 + r * 7 + c) % 256
+                                              for i in range(n) for r in range(rows) for c in range(cols))
+
+
+def idx_labels(labels, magic=0x801):
+    return be32(magic, len(labels)) + bytes(labels)
+
+
+def npy(descr, shape, data, version=1, fortran=False):
+    dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
+    header = "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }" % (descr, fortran, dims)
+    prefix = 10 if version == 1 else 12
+    header += " " * ((64 - (prefix + len(header) + 1) % 64) % 64) + "\n"
+    length = struct.pack("<H", len(header)) if version == 1 else struct.pack("<I", len(header))
+    return b"\x93NUMPY" + bytes([version, 0]) + length + header.encode() + data
+
+
+def safetensors(tensors, metadata=None, header_override=None):
+    header, data = {}, b""
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, shape, values in tensors:
+        raw = struct.pack("<%df" % len(values), *values)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = (header_override or json.dumps(header, separators=(",", ":"))).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def corpus():
+    c = {}
+    img, lab = idx_images(3, 4, 4), idx_labels([0, 1, 2])
+
+    def idx(labels, images, num_classes=10, limit=0):
+        return bytes([num_classes - 1, limit]) + struct.pack("<H", len(labels)) + labels + images
+    c["fuzz_idx"] = {
+        "valid": idx(lab, img),
+        "valid_gzip": idx(gz(lab), gz(img)),
+        "limit": idx(lab, img, limit=2),
+        "images_truncated": idx(lab, img[:-1]),
+        "labels_trailing": idx(lab + b"\0", img),
+        "swapped": idx(img, lab),
+        "label_out_of_range": idx(lab, img, num_classes=2),
+        "count_mismatch": idx(idx_labels([0, 1]), img),
+        "lying_count_gzip": idx(gz(lab), gz(be32(0x803, 0xFFFFFF, 28, 28) + bytes(64))),
+        "gzip_trailing_garbage": idx(lab, gz(img) + b"xy"),
+        "float32_magic": idx(lab, be32(0x0D03, 1, 1, 1) + bytes(4)),
+    }
+
+    def idx_gz(labels, images, flags=0, num_classes=10, limit=0):
+        return bytes([num_classes - 1, limit, flags]) + struct.pack("<H", len(labels)) + labels + images
+    c["fuzz_idx_gzip"] = {
+        "valid": idx_gz(lab, img),
+        "labels_gzip_two_members": idx_gz(lab, img, flags=3),
+        "limit": idx_gz(lab, img, limit=1),
+        "payload_longer": idx_gz(lab, img + bytes(100)),
+        "payload_shorter": idx_gz(lab, img[:20]),
+        "lying_count": idx_gz(lab, be32(0x803, 3000000, 28, 28) + bytes(48)),
+        "header_only": idx_gz(lab, img[:16]),
+    }
+
+    def npys(y, x, num_classes=3):
+        return bytes([num_classes - 1]) + struct.pack("<H", len(y)) + y + x
+    y64 = npy("<i8", [3], struct.pack("<3q", 0, 1, 2))
+    c["fuzz_npy"] = {
+        "u8_images": npys(y64, npy("|u1", [3, 2, 2], bytes(range(12)))),
+        "f4_labels_u1": npys(npy("|u1", [3], bytes([2, 1, 0])), npy("<f4", [3, 2], struct.pack("<6f", *range(6)))),
+        "f8_v2": npys(npy("<i4", [3, 1], struct.pack("<3i", 0, 0, 1)),
+                      npy("<f8", [3], struct.pack("<3d", 0.5, 1.5, 2.5), version=2)),
+        "i8_gzip": npys(gz(y64), gz(npy("<i8", [3, 2], struct.pack("<6q", *range(6))))),
+        "fortran": npys(y64, npy("<f4", [3, 1], bytes(12), fortran=True)),
+        "big_endian": npys(y64, npy(">f4", [3], bytes(12))),
+        "truncated": npys(y64, npy("<f4", [3, 2], bytes(20))),
+        "lying_shape": npys(y64, npy("<f4", [3, 1 << 40], bytes(12))),
+        "label_out_of_range": npys(npy("<i8", [3], struct.pack("<3q", 0, 5, -1)), npy("|u1", [3], bytes(3))),
+        "float_labels": npys(npy("<f4", [3], bytes(12)), npy("|u1", [3], bytes(3))),
+    }
+
+    def csv(text, header=False, delim=0, by_name=False, num_classes=3, column=-1):
+        flags = int(header) | (delim << 1) | (int(by_name) << 3)
+        return bytes([flags, num_classes - 1, column & 0xFF]) + text.encode()
+    c["fuzz_csv"] = {
+        "plain": csv("1.5,2,0\n3,4.25,1\n-1e3,0,2\n"),
+        "header_by_name": csv("a,label,b\n1,0,2\n3,2,4\n", header=True, by_name=True),
+        "semicolon_first_column": csv("2;1;1\r\n0;3;4\r\n", delim=1, column=0),
+        "bom_quotes_blank_lines": csv("\ufeff\"x\",\"y\"\n\n\"1\",\"2\"\n", header=True),
+        "ragged": csv("1,2,0\n3,1\n"),
+        "bad_cell": csv("1,abc,0\n"),
+        "label_out_of_range": csv("1,2,7\n"),
+        "nan": csv("nan,2,0\n1e999,1,1\n"),
+    }
+    record = lambda label, seed: bytes([label]) + bytes((seed + i) % 256 for i in range(3072))
+    c["fuzz_cifar10"] = {
+        "one_record": record(3, 0),
+        "two_records_gzip": gz(record(0, 1) + record(9, 2)),
+        "label_10_gzip": gz(record(1, 0) + record(10, 0)),
+        "short_record_gzip": gz(record(2, 0)[:3000]),
+        "tiny": bytes([1, 2, 3]),
+    }
+
+    def seq(text, num_classes=4, maxlen=0, flags=1 | 2):
+        return bytes([num_classes - 1, maxlen, flags]) + text.encode()
+    c["fuzz_sequences"] = {
+        "longest": seq("0 1 2 3\n1 4 5\n\n3 9 9 9 9 9\n"),
+        "maxlen_post": seq("2 7 8 9 10 11\n0 1\n", maxlen=3, flags=0),
+        "empty_sequences": seq("1\n2\n"),
+        "bad_token": seq("1 2 x\n"),
+        "huge_token": seq("1 16777217\n"),
+        "label_out_of_range": seq("9 1 2\n"),
+        "gzip": bytes([3, 0, 3]) + gz(b"1 5 6 7\n0 2\n"),
+    }
+    c["fuzz_safetensors"] = {
+        "two_tensors": safetensors([("dense_1.weight", [2, 3], [0.5] * 6), ("dense_1.bias", [2], [1, -1])],
+                                   {"epoch": "3"}),
+        "scalar_and_empty": safetensors([("s", [], [2.0]), ("e", [0, 4], [])]),
+        "f16": safetensors([], header_override='{"w":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}}') + b"\0\0",
+        "hole": safetensors([], header_override='{"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}') + bytes(8),
+        "huge_shape": safetensors([], header_override=
+                                  '{"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}}'),
+        "header_too_long": struct.pack("<Q", 1 << 40) + b"{}",
+        "short": b"\x10\0\0",
+    }
+    configs = {}
+    for name in ("mlp_disc", "fashion_mnist_cnn", "reuters_conv1d"):
+        with open(os.path.join(ROOT, "configs", name + ".yaml"), "rb") as f:
+            text = b"\n".join(l for l in f.read().split(b"\n") if not l.lstrip().startswith(b"#"))
+        configs[name] = text
+
+    def cfg(yaml, override=b""):
+        return bytes([len(override)]) + override + yaml
+    c["fuzz_config"] = {
+        "mlp_disc": cfg(configs["mlp_disc"]),
+        "fashion_mnist_cnn_set_lr": cfg(configs["fashion_mnist_cnn"], b"optimizer.lr=0.1"),
+        "reuters_set_layer": cfg(configs["reuters_conv1d"], b"model.layers.1.filters=8"),
+        "set_list": cfg(configs["mlp_disc"], b"model.input_shape=[1,28,28]"),
+        "set_index": cfg(configs["mlp_disc"], b"model.layers.0.depth=3"),
+        "duplicate_key": cfg(b"optimizer: {type: sgd, lr: 0.1, lr: 5}\n" + configs["mlp_disc"]),
+        "not_a_mapping": cfg(b"- 1\n- 2\n"),
+        "bad_yaml": cfg(b"model: {layers: [\n"),
+        "empty": cfg(b""),
+    }
+    return c
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fuzz", "corpus"))
+    out = ap.parse_args().out
+    total = 0
+    for target, files in corpus().items():
+        d = os.path.join(out, target)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        for name, data in files.items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data)
+            total += len(data)
+        print("%-18s %2d files %6d bytes" % (target, len(files), sum(len(v) for v in files.values())))
+    print("total %d bytes in %s" % (total, out))
+
+
+if __name__ == "__main__":
+    main()

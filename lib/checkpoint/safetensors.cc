@@ -1,8 +1,13 @@
 #include "lib/checkpoint/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "lib/checkpoint/atomic_file.h"
@@ -20,9 +25,13 @@ bool host_is_little_endian() {
   return first == 1;
 }
 
+// -1 when a size is negative or the product overflows int64.
 int64_t numel_of(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / d)) return -1;
+    n *= d;
+  }
   return n;
 }
 
@@ -36,27 +45,69 @@ std::string shape_text(const std::vector<int64_t>& s) {
   throw DataError(path + ": not a valid safetensors file: " + what);
 }
 
+// A file opened for reading: a regular file only (a directory, FIFO, socket or device is refused
+// before anything is read, so a FIFO never blocks), every read checked.
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path) : path_(path) {
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd_ < 0) throw DataError(path + ": cannot open the file: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) throw DataError(path + ": cannot stat the file: " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode))
+      throw DataError(path + ": not a regular file (" +
+                      (S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                              : "a device or socket") +
+                      "); weights and checkpoints must be .safetensors files");
+    size_ = uint64_t(st.st_size);
+  }
+  ~InputFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  uint64_t size() const { return size_; }
+  // Exactly `bytes` bytes at `offset`, or DataError naming `what`.
+  void read_at(uint64_t offset, void* dst, uint64_t bytes, const std::string& what) const {
+    char* p = static_cast<char*>(dst);
+    while (bytes > 0) {
+      const size_t chunk = size_t(std::min<uint64_t>(bytes, uint64_t(1) << 30));
+      const ssize_t n = ::pread(fd_, p, chunk, off_t(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw DataError(path_ + ": read error in " + what + ": " + std::strerror(errno));
+      if (n == 0) throw DataError(path_ + ": the file ends inside " + what + " (truncated while reading?)");
+      p += n;
+      offset += uint64_t(n);
+      bytes -= uint64_t(n);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
 struct Header {
   nlohmann::json json;
   uint64_t header_len = 0;
   uint64_t file_size = 0;
 };
 
-Header read_header(std::ifstream& in, const std::string& path) {
+Header read_header(const InputFile& in, const std::string& path) {
   Header h;
-  in.seekg(0, std::ios::end);
-  h.file_size = uint64_t(in.tellg());
-  in.seekg(0);
+  h.file_size = in.size();
   if (h.file_size < 8) bad(path, "the file has " + std::to_string(h.file_size) + " bytes, fewer than the 8-byte header length");
   uint8_t len[8];
-  in.read(reinterpret_cast<char*>(len), 8);
+  in.read_at(0, len, 8, "the header length");
   for (int i = 7; i >= 0; --i) h.header_len = (h.header_len << 8) | len[i];
   if (h.header_len > kMaxHeader || h.header_len + 8 > h.file_size)
     bad(path, "header length " + std::to_string(h.header_len) + " does not fit the file size " +
                   std::to_string(h.file_size));
   std::string text(size_t(h.header_len), '\0');
-  in.read(text.data(), std::streamsize(text.size()));
-  if (!in) throw DataError(path + ": read error in the header");
+  in.read_at(8, text.data(), text.size(), "the header");
   try {
     h.json = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
@@ -113,15 +164,13 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
 }
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(path + ": cannot open the file");
+  InputFile in(path);
   return metadata_of(read_header(in, path).json, path);
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
   if (!host_is_little_endian()) throw InternalError("safetensors: big-endian hosts are not supported");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(path + ": cannot open the file");
+  InputFile in(path);
   Header h = read_header(in, path);
   SafetensorsFile f;
   f.metadata = metadata_of(h.json, path);
@@ -145,9 +194,12 @@ SafetensorsFile read_safetensors(const std::string& path) {
     StoredTensor st;
     if (!t["shape"].is_array()) bad(path, "tensor '" + name + "': shape is not a list");
     for (const auto& d : t["shape"]) {
-      if (!d.is_number_unsigned()) bad(path, "tensor '" + name + "': shape has a non-integer or negative size");
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+        bad(path, "tensor '" + name + "': shape has a non-integer, negative or absurd size");
       st.shape.push_back(d.get<int64_t>());
     }
+    const int64_t numel = numel_of(st.shape);
+    if (numel < 0) bad(path, "tensor '" + name + "': shape " + shape_text(st.shape) + " is too large");
     const auto& off = t["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       bad(path, "tensor '" + name + "': data_offsets must be [begin, end]");
@@ -155,9 +207,9 @@ SafetensorsFile read_safetensors(const std::string& path) {
     if (e.end < e.begin || e.end > data_len)
       bad(path, "tensor '" + name + "': data_offsets [" + std::to_string(e.begin) + ", " +
                     std::to_string(e.end) + "] fall outside the " + std::to_string(data_len) + " data bytes");
-    if (e.end - e.begin != uint64_t(numel_of(st.shape)) * sizeof(float))
+    if (e.end - e.begin != uint64_t(numel) * sizeof(float))
       bad(path, "tensor '" + name + "': shape " + shape_text(st.shape) + " needs " +
-                    std::to_string(numel_of(st.shape) * 4) + " bytes but data_offsets span " +
+                    std::to_string(uint64_t(numel) * 4) + " bytes but data_offsets span " +
                     std::to_string(e.end - e.begin));
     entries.push_back(e);
     f.tensors[name] = std::move(st);
@@ -175,9 +227,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
   for (const Entry& e : entries) {
     StoredTensor& st = f.tensors[e.name];
     st.data.resize(size_t((e.end - e.begin) / sizeof(float)));
-    in.seekg(std::streamoff(8 + h.header_len + e.begin));
-    in.read(reinterpret_cast<char*>(st.data.data()), std::streamsize(e.end - e.begin));
-    if (!in) throw DataError(path + ": read error in tensor '" + e.name + "'");
+    in.read_at(8 + h.header_len + e.begin, st.data.data(), e.end - e.begin, "tensor '" + e.name + "'");
     f.names.push_back(e.name);
   }
   return f;

@@ -92,6 +92,7 @@ struct Config {
   std::string device = "cpu";
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
+  bool on_nan_skip = false;  // train.on_nan: stop (false) | skip (true)
   CheckpointConfig checkpoint;
   ScheduleConfig schedule;
   EarlyStoppingConfig early_stopping;

@@ -68,11 +68,22 @@ void refuse_empty_values(CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // SIGINT/SIGTERM stay blocked (and pending) until the handlers are in place, so a signal
+  // during start-up is handled like any other.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
   auto logger = spdlog::stderr_color_mt("trainer");
   logger->set_pattern("[%Y-%m-%d %H:%M:%S] %^%l%$: %v");
   spdlog::set_default_logger(logger);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  // A closed stdout (fit ... | head -1) must not end a run: writes fail with EPIPE instead, and
+  // fit stops writing there but completes its run directory (lib/train/progress.h).
+  std::signal(SIGPIPE, SIG_IGN);
+  sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
 
   CLI::App app{"trainer: train neural networks from YAML configs on CPUs (oneDNN) and NVIDIA GPUs (cuDNN/cuBLAS)",
                "trainer"};

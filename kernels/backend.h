@@ -38,6 +38,22 @@ struct RmspropHyper {
   bool centered = false;
 };
 
+// The non-finite guard (train.on_nan): what a training step found, as bits of
+// StepScalars::nonfinite. A step with a non-finite loss or gradient does not update anything:
+// every optimizer op returns without touching weights or state when either bit is set.
+enum NonfiniteBits : uint32_t { kNonfiniteLoss = 1u, kNonfiniteGradients = 2u, kNonfiniteWeights = 4u };
+constexpr uint32_t kNonfiniteSkipsUpdate = kNonfiniteLoss | kNonfiniteGradients;
+
+// Training steps that found a non-finite value since the record was last zeroed. Backend memory,
+// written only by Backend::commit_step; the host reads it where it synchronizes anyway (metrics).
+struct NonfiniteRecord {
+  uint64_t first_step = 0;  // update number (1-based) of the first such step; 0: none
+  uint64_t steps = 0;       // how many steps found one (their updates were skipped)
+  uint64_t samples = 0;     // the samples of those steps (left out of the loss sum)
+  uint32_t first_what = 0;  // NonfiniteBits of the first such step
+  uint32_t what = 0;        // NonfiniteBits of all of them, ORed
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -63,7 +79,15 @@ class Backend {
   virtual void topk_correct(const float* out, const int32_t* labels, int64_t batch,
                             int64_t classes, int64_t k, float* correct) = 0;
 
+  // The non-finite guard; everything comes from backend memory, so a captured step replays it.
+  // ORs `bit` into s->nonfinite when any of x[0, n) is NaN or infinite.
+  virtual void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) = 0;
+  // Ends a training step of `batch` samples: when s->nonfinite is 0, adds s->batch_loss to
+  // *loss_sum; otherwise records the step (update number s->step + 1) in *record.
+  virtual void commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) = 0;
+
   // Optimizer updates over one flat arena of n parameters (PyTorch's formulas; see lib/optim).
+  // Each returns at once, on the device, when s->nonfinite & kNonfiniteSkipsUpdate.
   virtual void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
                         const StepScalars* s) = 0;
   virtual void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v,

@@ -1,8 +1,9 @@
 // Checkpoints: the safetensors layout (checked by an independent reader), atomic writes that
 // survive a failure midway, bit-identical resume on the CPU (after whole epochs and after an
 // interrupt mid-epoch), a changed model refused, and eval/predict reading weights back.
-#include <catch2/catch.hpp>
+#include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -207,7 +208,50 @@ TEST_CASE("an interrupt mid-epoch saves a checkpoint that resumes bit-identicall
     FitResult r = run_fit(kDisc, sets, "", run);
     REQUIRE(r.epochs_run == 4);
     REQUIRE(tensor_bytes(run + "/model.safetensors") == tensor_bytes(dir + "/straight/model.safetensors"));
+    // The interrupted epoch's loss too: the device sums go on from the saved floats.
+    REQUIRE(losses(run + "/metrics.csv") == losses(dir + "/straight/metrics.csv"));
   }
+}
+
+TEST_CASE("directories, FIFOs and truncated reads are data errors, never a hang or garbage", "[checkpoint]") {
+  std::string dir = test::temp_dir("st_special");
+  fs::create_directories(dir + "/x.safetensors");
+  REQUIRE_THROWS_WITH(read_safetensors(dir + "/x.safetensors"), Contains("not a regular file (a directory)"));
+  REQUIRE_THROWS_AS(read_safetensors_metadata(dir + "/x.safetensors"), DataError);
+  REQUIRE(mkfifo((dir + "/fifo.safetensors").c_str(), 0644) == 0);
+  REQUIRE_THROWS_WITH(read_safetensors(dir + "/fifo.safetensors"), Contains("not a regular file (a FIFO)"));
+  REQUIRE_THROWS_AS(resolve_weights(dir + "/fifo.safetensors"), DataError);
+
+  std::string cfg = test::write_file(dir, "disc.yaml", kDisc);
+  auto ev = test::run_trainer("eval " + cfg + " --weights " + dir + "/fifo.safetensors");
+  REQUIRE(ev.exit_code == 4);
+  REQUIRE_THAT(ev.err, Contains("not a regular file (a FIFO)"));
+  auto evd = test::run_trainer("eval " + cfg + " --weights " + dir + "/x.safetensors");
+  REQUIRE(evd.exit_code == 4);
+  REQUIRE_THAT(evd.err, Contains("not a regular file (a directory)"));
+}
+
+TEST_CASE("resuming from a damaged or non-regular state file is a data error (exit 4) naming it",
+          "[checkpoint][resume]") {
+  std::string dir = test::temp_dir("corrupt_state");
+  std::string cfg = test::write_file(dir, "disc.yaml", kDisc);
+  const std::string run = dir + "/run";
+  run_fit(kDisc, {"train.epochs=2"}, run);
+  const std::string state = run + "/checkpoints/epoch-0002.state.safetensors";
+  std::string bytes = test::slurp(state);
+  const size_t at = bytes.find("trainer.state");
+  REQUIRE(at != std::string::npos);
+  bytes.replace(at + 20, 8, "garbage!");  // inside the state's JSON string
+  std::ofstream(state, std::ios::binary | std::ios::trunc) << bytes;
+  auto r = test::run_trainer("fit " + cfg + " --resume " + run);
+  REQUIRE(r.exit_code == 4);
+  REQUIRE_THAT(r.err, Contains(state) && Contains("move the damaged checkpoint away"));
+
+  fs::remove(state);
+  REQUIRE(mkfifo(state.c_str(), 0644) == 0);
+  auto fifo = test::run_trainer("fit " + cfg + " --resume " + run);
+  REQUIRE(fifo.exit_code == 4);
+  REQUIRE_THAT(fifo.err, Contains("not a regular file (a FIFO)"));
 }
 
 TEST_CASE("resuming with a changed model or optimizer is a config error naming the difference", "[checkpoint][resume]") {

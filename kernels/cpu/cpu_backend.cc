@@ -117,16 +117,26 @@ void CpuBackend::topk_correct(const float* out, const int32_t* labels, int64_t b
                               int64_t classes, int64_t k, float* correct) {
   cpu::topk_correct(out, labels, batch, classes, k, correct);
 }
+void CpuBackend::check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) {
+  cpu::check_finite(x, n, bit, *s);
+}
+void CpuBackend::commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) {
+  cpu::commit_step(*s, batch, loss_sum, *record);
+}
+// A step with a non-finite loss or gradient updates nothing (the CUDA kernels check the same).
 void CpuBackend::sgd_step(const SgdHyper& h, float* w, const float* g, float* vel, int64_t n,
                           const StepScalars* s) {
+  if (s->nonfinite & kNonfiniteSkipsUpdate) return;
   cpu::sgd_step(h, w, g, vel, n, *s);
 }
 void CpuBackend::adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v,
                            int64_t n, const StepScalars* s) {
+  if (s->nonfinite & kNonfiniteSkipsUpdate) return;
   cpu::adam_step(h, w, g, m, v, n, *s);
 }
 void CpuBackend::rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq,
                               float* buf, float* avg, int64_t n, const StepScalars* s) {
+  if (s->nonfinite & kNonfiniteSkipsUpdate) return;
   cpu::rmsprop_step(h, w, g, sq, buf, avg, n, *s);
 }
 

@@ -15,6 +15,7 @@ namespace {
 
 __global__ void adam_kernel(AdamHyper h, float* w, const float* g, float* m, float* v, int64_t n,
                             const StepScalars* s) {
+  if (s->nonfinite & kNonfiniteSkipsUpdate) return;  // non-finite loss or gradient: no update
   const float lr = s->lr, b1 = h.beta1, b2 = h.beta2, eps = h.eps, wd = h.weight_decay;
   const float one_b1 = 1.f - b1, one_b2 = 1.f - b2;
   const bool decoupled = h.variant == AdamVariant::adamw;
@@ -36,6 +37,7 @@ __global__ void adam_kernel(AdamHyper h, float* w, const float* g, float* m, flo
 
 __global__ void nadam_kernel(AdamHyper h, float* w, const float* g, float* m, float* v, int64_t n,
                              const StepScalars* s) {
+  if (s->nonfinite & kNonfiniteSkipsUpdate) return;  // non-finite loss or gradient: no update
   const float lr = s->lr, b1 = h.beta1, b2 = h.beta2, eps = h.eps, wd = h.weight_decay;
   const float one_b1 = 1.f - b1, one_b2 = 1.f - b2;
   const float prod_next = __fmul_rn(s->momentum_product, s->mu_next);

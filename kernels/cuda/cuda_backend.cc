@@ -10,6 +10,7 @@
 #include "kernels/cuda/classification_loss.cuh"
 #include "kernels/cuda/confusion_accumulate.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/nonfinite_guard.cuh"
 #include "kernels/cuda/rmsprop_step.cuh"
 #include "kernels/cuda/sgd_step.cuh"
 #include "kernels/cuda/topk_correct.cuh"
@@ -180,6 +181,12 @@ void CudaBackend::confusion(const float* out, const int32_t* labels, int64_t bat
 void CudaBackend::topk_correct(const float* out, const int32_t* labels, int64_t batch,
                                int64_t classes, int64_t k, float* correct) {
   cuda::launch_topk_correct(out, labels, batch, classes, k, correct, stream_);
+}
+void CudaBackend::check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) {
+  cuda::launch_check_finite(x, n, bit, s, stream_);
+}
+void CudaBackend::commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) {
+  cuda::launch_commit_step(s, batch, loss_sum, record, stream_);
 }
 void CudaBackend::sgd_step(const SgdHyper& h, float* w, const float* g, float* vel, int64_t n,
                            const StepScalars* s) {

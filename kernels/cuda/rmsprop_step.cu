@@ -11,6 +11,7 @@ namespace {
 
 __global__ void rmsprop_kernel(RmspropHyper h, float* w, const float* g, float* sq, float* buf,
                                float* avg, int64_t n, const StepScalars* s) {
+  if (s->nonfinite & kNonfiniteSkipsUpdate) return;  // non-finite loss or gradient: no update
   const float lr = s->lr, a = h.alpha, one_a = 1.f - h.alpha;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const float wi = w[i];

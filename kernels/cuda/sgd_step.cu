@@ -13,6 +13,7 @@ namespace {
 
 __global__ void sgd_kernel(SgdHyper h, float* w, const float* g, float* velocity, int64_t n,
                            const StepScalars* s) {
+  if (s->nonfinite & kNonfiniteSkipsUpdate) return;  // non-finite loss or gradient: no update
   const float lr = s->lr, mu = h.momentum, wd = h.weight_decay, damp = 1.f - h.dampening;
   const bool first = s->step == 0;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {

@@ -345,6 +345,7 @@ static Config parse_document(YAML::Node root, const std::string& file,
     c.epochs = t.integer("epochs", 10, 1, 1000000);
     c.seed = uint64_t(t.integer("seed", 0, 0, int64_t(1) << 62));
     c.deterministic = t.boolean("deterministic", false);
+    c.on_nan_skip = t.choice("on_nan", "stop", {"stop", "skip"}) == "skip";
     t.finish();
     c.resolved["train"] = t.resolved();
   }

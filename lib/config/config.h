@@ -93,6 +93,7 @@ struct Config {
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
   int threads = 0;  // CPU threads; 0: the cores this process may use (OMP_NUM_THREADS if set)
+  bool on_nan_skip = false;  // train.on_nan: stop (false) | skip (true)
   CheckpointConfig checkpoint;
   ScheduleConfig schedule;
   EarlyStoppingConfig early_stopping;

@@ -37,6 +37,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   const size_t n_metrics = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
   scalars_ = static_cast<StepScalars*>(allocate(sizeof(StepScalars), "step scalars"));
   metrics_ = static_cast<float*>(allocate(n_metrics * sizeof(float), "metric accumulators"));
+  nonfinite_ = static_cast<NonfiniteRecord*>(allocate(sizeof(NonfiniteRecord), "non-finite step record"));
 
   // 2. Plans: kernels per batch size (primitives/descriptors created here), arena layout.
   size_t act_bytes = 0;
@@ -115,7 +116,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     const int64_t max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
     const size_t cap = be_.allocator().cap_bytes();
     const size_t fixed = floats_bytes(n_param_floats_) * slots + align_up(sizeof(StepScalars)) +
-                         align_up(n_metrics * sizeof(float)) +
+                         align_up(sizeof(NonfiniteRecord)) + align_up(n_metrics * sizeof(float)) +
                          floats_bytes(std::max<int64_t>(model_.buffer_arena_floats(), 1)) +
                          be_.allocator().bytes_in_use();
     const double per_sample = double(act_bytes) / double(max_batch);
@@ -217,7 +218,11 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   const int32_t* labels = reinterpret_cast<int32_t*>(activations_ + p.labels);
   const float* out = reinterpret_cast<float*>(activations_ + p.act[layers.size()]);
   float* dout = reinterpret_cast<float*>(activations_ + p.grad[layers.size()]);
-  be_.loss(o_.loss, out, labels, batch, o_.num_classes, dout, metrics_);
+  // Training: the batch's loss goes to the step's scalars first; commit_step adds it to the
+  // epoch's sum unless the step found a non-finite value.
+  float* loss = training ? &scalars_->batch_loss : metrics_;
+  be_.loss(o_.loss, out, labels, batch, o_.num_classes, dout, loss);
+  if (training) be_.check_finite(loss, 1, kNonfiniteLoss, scalars_);
   for (size_t k = 0; k < o_.top_k.size(); ++k)
     be_.topk_correct(out, labels, batch, o_.num_classes, o_.top_k[k], metrics_ + 1 + k);
   be_.confusion(out, labels, batch, o_.num_classes, metrics_ + 1 + o_.top_k.size());
@@ -234,7 +239,12 @@ void Executor::enqueue_backward_and_update(Plan& p) {
                            reinterpret_cast<float*>(activations_ + p.grad[i + 1]), dx);
   }
   if (grad_hook_) grad_hook_(grads_);
+  // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
+  // finite; weights are checked after it; the host reads the record only with the metrics.
+  be_.check_finite(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
   opt_.step(be_, params_, grads_, state_, n_param_floats_, scalars_);
+  be_.check_finite(params_, n_param_floats_, kNonfiniteWeights, scalars_);
+  be_.commit_step(scalars_, p.batch, metrics_, nonfinite_);
 }
 
 // Runs `enqueue` eagerly the first time (libraries finish their lazy setup there), records it
@@ -295,7 +305,20 @@ void Executor::predict(int64_t batch, const float* x, float* out) {
 void Executor::reset_metrics() {
   const size_t n = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
   be_.zero(metrics_, n * sizeof(float));
+  be_.zero(nonfinite_, sizeof(NonfiniteRecord));
   samples_ = 0;
+}
+
+void Executor::restore_metrics(const MetricSums& m) {
+  const size_t n = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
+  std::vector<float> host(n, 0.f);
+  host[0] = float(m.loss_sum);  // the sums were read from these floats: exact
+  for (size_t k = 0; k < o_.top_k.size() && k < m.topk.size(); ++k) host[1 + k] = float(m.topk[k]);
+  for (size_t i = 0; i + 1 + o_.top_k.size() < n && i < m.confusion.size(); ++i)
+    host[1 + o_.top_k.size() + i] = float(m.confusion[i]);
+  be_.copy_to_device(metrics_, host.data(), n * sizeof(float));
+  be_.copy_to_device(nonfinite_, &m.nonfinite, sizeof(NonfiniteRecord));
+  samples_ = m.samples;
 }
 
 MetricSums Executor::read_metrics() {
@@ -307,6 +330,7 @@ MetricSums Executor::read_metrics() {
   m.samples = samples_;
   m.topk.assign(host.begin() + 1, host.begin() + 1 + long(o_.top_k.size()));
   m.confusion.assign(host.begin() + 1 + long(o_.top_k.size()), host.end());
+  be_.copy_to_host(&m.nonfinite, nonfinite_, sizeof(NonfiniteRecord));
   return m;
 }
 

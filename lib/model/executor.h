@@ -42,6 +42,9 @@ struct MetricSums {
   int64_t samples = 0;
   std::vector<double> confusion;  // (C, C): row = label, column = prediction
   std::vector<double> topk;       // per options.top_k entry: correct count
+  // Training steps that found a non-finite loss, gradient or weight (kernels/backend.h): their
+  // updates were skipped and their losses left out of loss_sum (their samples are in `samples`).
+  NonfiniteRecord nonfinite;
 };
 
 // One line of the memory plan, for reports and the out-of-memory message.
@@ -74,6 +77,9 @@ class Executor {
 
   void reset_metrics();
   MetricSums read_metrics();  // synchronizes
+  // Continues accumulating from saved sums (a resumed epoch): the device sums then go on exactly
+  // as if the run had never stopped, float for float.
+  void restore_metrics(const MetricSums& m);
 
   const std::vector<MemoryItem>& memory_plan() const { return memory_plan_; }
   size_t planned_bytes() const;
@@ -109,6 +115,7 @@ class Executor {
   char* activations_ = nullptr;
   StepScalars* scalars_ = nullptr;  // backend memory
   float* metrics_ = nullptr;        // backend memory: loss_sum, samples, topk..., confusion
+  NonfiniteRecord* nonfinite_ = nullptr;  // backend memory, zeroed with the metrics
   StepScalars host_scalars_;
   int64_t samples_ = 0;
   GradientHook grad_hook_;

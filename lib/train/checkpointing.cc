@@ -59,13 +59,32 @@ StepScalars scalars_from(const nlohmann::json& j) {
 }  // namespace
 
 nlohmann::json train_state_json(const TrainState& s) {
-  return {{"epochs_done", s.epochs_done}, {"batches_done", s.batches_done}, {"step", s.step},
+  return {{"epochs_done", s.epochs_done},
+          {"batches_done", s.batches_done},
+          {"step", s.step},
           {"scalars", scalars_json(s.scalars)},
-          {"partial", {{"loss_sum", s.partial.loss_sum}, {"samples", s.partial.samples},
-                       {"confusion", s.partial.confusion}, {"topk", s.partial.topk}}},
-          {"schedule", s.schedule}, {"early_stopping", s.early_stopping}, {"best", s.best},
-          {"seconds", s.seconds}, {"optimizer", s.optimizer}, {"seed", s.seed},
-          {"batch_size", s.batch_size}, {"train_samples", s.train_samples}};
+          {"partial",
+           {{"loss_sum", s.partial.loss_sum},
+            {"samples", s.partial.samples},
+            {"confusion", s.partial.confusion},
+            {"topk", s.partial.topk},
+            {"nonfinite",
+             {{"first_step", s.partial.nonfinite.first_step},
+              {"steps", s.partial.nonfinite.steps},
+              {"samples", s.partial.nonfinite.samples},
+              {"first_what", s.partial.nonfinite.first_what},
+              {"what", s.partial.nonfinite.what}}}}},
+          {"skipped_batches", s.skipped_batches},
+          {"first_loss", s.first_loss},
+          {"first_loss_epoch", s.first_loss_epoch},
+          {"schedule", s.schedule},
+          {"early_stopping", s.early_stopping},
+          {"best", s.best},
+          {"seconds", s.seconds},
+          {"optimizer", s.optimizer},
+          {"seed", s.seed},
+          {"batch_size", s.batch_size},
+          {"train_samples", s.train_samples}};
 }
 
 TrainState train_state_from_json(const nlohmann::json& j, const std::string& path) {
@@ -80,6 +99,17 @@ TrainState train_state_from_json(const nlohmann::json& j, const std::string& pat
     s.partial.samples = p.at("samples").get<int64_t>();
     s.partial.confusion = p.at("confusion").get<std::vector<double>>();
     s.partial.topk = p.at("topk").get<std::vector<double>>();
+    if (p.contains("nonfinite")) {  // absent in checkpoints of older versions
+      const auto& n = p.at("nonfinite");
+      s.partial.nonfinite.first_step = n.at("first_step").get<uint64_t>();
+      s.partial.nonfinite.steps = n.at("steps").get<uint64_t>();
+      s.partial.nonfinite.samples = n.at("samples").get<uint64_t>();
+      s.partial.nonfinite.first_what = n.at("first_what").get<uint32_t>();
+      s.partial.nonfinite.what = n.at("what").get<uint32_t>();
+    }
+    s.skipped_batches = j.value("skipped_batches", int64_t(0));
+    s.first_loss = j.value("first_loss", 0.0);
+    s.first_loss_epoch = j.value("first_loss_epoch", int64_t(0));
     s.schedule = j.value("schedule", nlohmann::json());
     s.early_stopping = j.value("early_stopping", nlohmann::json());
     s.best = j.value("best", nlohmann::json());
@@ -196,7 +226,7 @@ CheckpointInfo save_checkpoint(const std::string& dir, Session& s, const TrainSt
   return ck;
 }
 
-std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector<std::string>* unreadable) {
   std::vector<CheckpointInfo> out;
   std::error_code ec;
   const std::string suffix = ".state.safetensors";
@@ -208,13 +238,24 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir) {
     if (!fs::exists(ck.weights())) continue;
     try {
       auto meta = read_safetensors_metadata(ck.state());
-      TrainState st = train_state_from_json(nlohmann::json::parse(meta.at(kStateKey)), ck.state());
+      auto it = meta.find(kStateKey);
+      if (it == meta.end()) throw DataError(ck.state() + ": no " + std::string(kStateKey) + " metadata");
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(it->second);
+      } catch (const nlohmann::json::exception& e) {
+        throw DataError(ck.state() + ": " + kStateKey + " is not JSON: " + e.what());
+      }
+      TrainState st = train_state_from_json(j, ck.state());
       ck.step = st.step;
       ck.epochs_done = st.epochs_done;
       ck.batches_done = st.batches_done;
       out.push_back(ck);
     } catch (const std::exception& ex) {
-      spdlog::warn("skipping checkpoint {}: {}", ck.state(), ex.what());
+      if (unreadable)
+        unreadable->push_back(ex.what());
+      else
+        spdlog::warn("skipping checkpoint {}: {}", ck.state(), ex.what());
     }
   }
   std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) {
@@ -271,13 +312,22 @@ void prune_checkpoints(const std::string& dir, int64_t keep_last) {
 
 std::string resolve_weights(const std::string& arg) {
   std::error_code ec;
-  if (fs::is_regular_file(arg, ec)) return arg;
-  if (!fs::is_directory(arg, ec)) throw UsageError("--weights " + arg + ": no such file or directory");
+  const auto status = fs::status(arg, ec);
+  if (fs::is_regular_file(status)) return arg;
+  if (!fs::exists(status)) throw UsageError("--weights " + arg + ": no such file or directory");
+  if (!fs::is_directory(status))
+    throw DataError("--weights " + arg + ": not a regular file (" +
+                    (fs::is_fifo(status) ? "a FIFO" : "a device or socket") +
+                    "); give a .safetensors file or a run directory");
   if (fs::is_regular_file(arg + "/model.safetensors")) return arg + "/model.safetensors";
   for (const std::string& dir : {arg + "/checkpoints", arg}) {
     auto cks = list_checkpoints(dir);
     if (!cks.empty()) return cks.back().weights();
   }
+  const std::string ext = ".safetensors";
+  if (arg.size() > ext.size() && arg.compare(arg.size() - ext.size(), ext.size(), ext) == 0)
+    throw DataError("--weights " + arg +
+                    ": not a regular file (a directory); give a .safetensors file or a run directory");
   throw UsageError("--weights " + arg + ": the directory has no model.safetensors and no checkpoint");
 }
 

@@ -35,6 +35,9 @@ struct TrainState {
   MetricSums partial;        // training sums of the unfinished epoch (when batches_done > 0)
   nlohmann::json schedule, early_stopping, best;  // component states
   double seconds = 0;        // wall time of the run so far
+  int64_t skipped_batches = 0;  // train.on_nan: skip, over the finished epochs
+  double first_loss = 0;        // the first epoch's training loss (growth warning)
+  int64_t first_loss_epoch = 0;
   // Guards: what the checkpoint was trained with.
   std::string optimizer;
   uint64_t seed = 0;
@@ -72,8 +75,10 @@ struct CheckpointInfo {
 // Saves a resumable checkpoint into `dir` (created when missing) and returns it.
 CheckpointInfo save_checkpoint(const std::string& dir, Session& s, const TrainState& state,
                                const std::string& config_yaml);
-// Complete checkpoints in `dir`, oldest first (by step).
-std::vector<CheckpointInfo> list_checkpoints(const std::string& dir);
+// Complete checkpoints in `dir`, oldest first (by step). State files that cannot be read are
+// skipped with a warning, or, when `unreadable` is given, listed there as "path: reason" instead.
+std::vector<CheckpointInfo> list_checkpoints(const std::string& dir,
+                                             std::vector<std::string>* unreadable = nullptr);
 // Restores a checkpoint into the session and returns its state. ConfigError when the model or the
 // optimizer of the config differs from the checkpoint's.
 TrainState load_checkpoint(const CheckpointInfo& ck, Session& s, const Config& cfg);
@@ -81,7 +86,8 @@ TrainState load_checkpoint(const CheckpointInfo& ck, Session& s, const Config& c
 void prune_checkpoints(const std::string& dir, int64_t keep_last);
 
 // A --weights argument: a .safetensors file, or a run directory (its model.safetensors, else its
-// newest checkpoint). Throws UsageError when nothing usable is there.
+// newest checkpoint). Throws UsageError when nothing usable is there, DataError when the argument
+// is not a regular file or directory (a FIFO would block the reader).
 std::string resolve_weights(const std::string& arg);
 
 }  // namespace trainer

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <ostream>
 
@@ -28,7 +29,9 @@
 #include "lib/metrics/metrics.h"
 #include "lib/train/callbacks.h"
 #include "lib/train/checkpointing.h"
+#include "lib/train/divergence.h"
 #include "lib/train/run_dir.h"
+#include "lib/train/run_lock.h"
 #include "lib/train/schedules.h"
 #include "lib/train/session.h"
 
@@ -53,6 +56,14 @@ class FitRun {
 
   FitResult run() {
     setup();
+    // A signal during start-up (data loading, planning): stop before the first step, saving nothing.
+    if (stop_requested()) {
+      if (run_) run_->event({{"event", "interrupted"}, {"epoch", st_.epochs_done + 1}, {"step", t_}});
+      throw InterruptedError(
+          std::string("interrupted before training started; nothing was trained or saved") +
+          (run_ && !opt_.resume_dir.empty() ? "; the run can still be resumed with --resume " + run_->path()
+                                            : ""));
+    }
     for (int64_t epoch = st_.epochs_done + 1; epoch <= cfg_.epochs && !es_->stopped(); ++epoch)
       if (!run_epoch(epoch)) break;
     return finish();
@@ -60,12 +71,18 @@ class FitRun {
 
  private:
   void setup();
+  void lock_run_dir(const std::string& dir, const std::string& flag);
   void resume(const std::string& dir);
   bool run_epoch(int64_t epoch);  // false: stop training (early stopping)
   bool stop_now() const { return stop_requested() || (opt_.stop_after_step > 0 && t_ >= opt_.stop_after_step); }
   [[noreturn]] void interrupt(int64_t epoch, int64_t batches_done, const MetricSums& partial);
   void fill_state(int64_t epochs_done, int64_t batches_done, const MetricSums& partial);
   CheckpointInfo checkpoint();
+  MetricList train_metrics(const MetricSums& sums) const;
+  // The non-finite guard (divergence.h): ends the run when on_nan says so.
+  void check_nonfinite(int64_t epoch, const NonfiniteRecord& r);
+  [[noreturn]] void diverged(int64_t epoch, const std::string& what, int64_t step);
+  Json summary_record();
   FitResult finish();
 
   const Config& cfg_;
@@ -75,6 +92,7 @@ class FitRun {
   RunData data_;
   std::unique_ptr<BatchLoader> train_loader_, val_loader_;
   std::unique_ptr<Session> s_;
+  std::unique_ptr<RunLock> lock_;  // declared before run_: released after run_'s files close
   std::unique_ptr<RunDir> run_;
   std::unique_ptr<LrSchedule> sched_;
   std::unique_ptr<GradClipper> clipper_;
@@ -84,6 +102,8 @@ class FitRun {
   TrainState st_;
   YAML::Node resolved_;
   int64_t t_ = 0;
+  int64_t epoch_t0_ = 0;  // updates before the current epoch's first batch
+  LossGrowthWatch growth_;
   MetricSums last_val_;
   FitResult result_;
   std::string status_ = "completed";
@@ -127,6 +147,12 @@ void FitRun::setup() {
   if (!opt_.resume_dir.empty()) {
     resume(opt_.resume_dir);
   } else if (!opt_.out_dir.empty()) {
+    std::error_code ec;
+    if (std::filesystem::exists(opt_.out_dir, ec) && !std::filesystem::is_directory(opt_.out_dir, ec))
+      throw UsageError("--out " + opt_.out_dir + ": exists and is not a directory; choose another --out");
+    std::filesystem::create_directories(opt_.out_dir, ec);
+    if (ec) throw RuntimeError("--out " + opt_.out_dir + ": cannot create the directory: " + ec.message());
+    lock_run_dir(opt_.out_dir, "--out");
     run_ = std::make_unique<RunDir>(opt_.out_dir, false);
     run_->event({{"event", "start"}, {"config", cfg_.file}, {"device", s_->backend->description()},
                  {"epochs", cfg_.epochs}, {"params", s_->model->num_params()}});
@@ -135,10 +161,27 @@ void FitRun::setup() {
   result_.params = s_->model->num_params();
 }
 
+// Before anything in the directory is read or written: another run holding it is a usage error.
+void FitRun::lock_run_dir(const std::string& dir, const std::string& flag) {
+  lock_ = std::make_unique<RunLock>(dir, flag);
+  int removed = 0;
+  for (const std::string& d : {dir, dir + "/checkpoints"}) removed += remove_stale_temp_files(d);
+  if (removed) spdlog::info("removed {} temporary file(s) left in {} by killed runs", removed, dir);
+}
+
 void FitRun::resume(const std::string& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) throw UsageError("--resume " + dir + ": no such run directory");
-  auto cks = list_checkpoints(dir + "/checkpoints");
+  lock_run_dir(dir, "--resume");
+  std::vector<std::string> unreadable;
+  auto cks = list_checkpoints(dir + "/checkpoints", &unreadable);
+  // A state file is written last and atomically, so one that cannot be read is damage, not a
+  // crash mid-write: refuse rather than silently resume from an older checkpoint.
+  if (!unreadable.empty())
+    throw DataError(
+        "--resume " + dir + ": " + unreadable.front() +
+        (unreadable.size() > 1 ? " (and " + std::to_string(unreadable.size() - 1) + " more)" : "") +
+        "; move the damaged checkpoint away to resume from an older one");
   if (cks.empty()) throw UsageError("--resume " + dir + ": no checkpoint in " + dir + "/checkpoints");
   const CheckpointInfo& ck = cks.back();
   TrainState saved = load_checkpoint(ck, *s_, cfg_);
@@ -157,6 +200,7 @@ void FitRun::resume(const std::string& dir) {
   st_.batch_size = keep.batch_size;
   st_.train_samples = keep.train_samples;
   t_ = st_.step;
+  growth_.restore(st_.first_loss, st_.first_loss_epoch);
   sched_->restore(st_.schedule);
   es_->restore(st_.early_stopping);
   best_.restore(st_.best);
@@ -201,6 +245,8 @@ void FitRun::fill_state(int64_t epochs_done, int64_t batches_done, const MetricS
   st_.schedule = sched_->state();
   st_.early_stopping = es_->state();
   st_.best = best_.state();
+  st_.first_loss = growth_.first_loss();
+  st_.first_loss_epoch = growth_.first_epoch();
 }
 
 CheckpointInfo FitRun::checkpoint() {
@@ -230,10 +276,12 @@ bool FitRun::run_epoch(int64_t epoch) {
   const int64_t C = s_->classes, N = train_loader_->batches_per_epoch();
   const bool resumed_here = epoch == st_.epochs_done + 1 && st_.batches_done > 0;
   const int64_t skip = resumed_here ? std::min(st_.batches_done, N) : 0;
-  const MetricSums carried = resumed_here ? st_.partial : MetricSums{};
   const auto t0 = Clock::now();
   rep_.epoch_begin(epoch, cfg_.epochs, N, skip);
   ex.reset_metrics();
+  // A resumed epoch goes on from the saved device sums, so its loss is the uninterrupted one.
+  if (resumed_here) ex.restore_metrics(st_.partial);
+  epoch_t0_ = t_ - skip;
   train_loader_->start_epoch(epoch - 1);
   const float* x;
   const int32_t* y;
@@ -244,17 +292,21 @@ bool FitRun::run_epoch(int64_t epoch) {
     const double lr = sched_->lr_at(t_ + 1);
     ex.train_step(rows, x, y, ++t_, float(lr));
     ++done;
-    if (rep_.wants_refresh(done))
-      rep_.refresh(done, compute_metrics(merge_sums(carried, ex.read_metrics()), cfg_.metrics, C));
+    if (rep_.wants_refresh(done)) {
+      const MetricSums running = ex.read_metrics();  // a sync the live line makes anyway
+      check_nonfinite(epoch, running.nonfinite);
+      rep_.refresh(done, train_metrics(running));
+    }
     if (stop_now()) {
       interrupted = true;
       break;
     }
   }
-  const MetricSums train_sums = merge_sums(carried, ex.read_metrics());
+  const MetricSums train_sums = ex.read_metrics();
+  check_nonfinite(epoch, train_sums.nonfinite);  // before any checkpoint of these weights
   if (interrupted) interrupt(epoch, done, train_sums);
   const double train_seconds = seconds_since(t0);
-  const auto train_m = compute_metrics(train_sums, cfg_.metrics, C);
+  const auto train_m = train_metrics(train_sums);
   MetricList val_m;
   if (data_.has_val) {
     bool complete = true;
@@ -264,15 +316,29 @@ bool FitRun::run_epoch(int64_t epoch) {
   }
   const double seconds = seconds_since(t0);
   const double loss = train_m.front().second;
+  // Each step's loss was finite (the guard), so only the float sum itself can have overflowed,
+  // or on_nan: skip skipped every batch.
   if (!std::isfinite(loss))
-    throw RuntimeError("the training loss became " + std::to_string(loss) + " at epoch " + std::to_string(epoch) +
-                       "; lower optimizer.lr" + (cfg_.clip_grad_norm > 0 ? "" : " (or set clip_grad_norm)") +
-                       " or check the data normalization");
+    diverged(epoch, "loss (the sum of the epoch's losses overflowed, or every batch was skipped)", 0);
+  const std::string growth = growth_.on_epoch(epoch, loss);
+  if (!growth.empty()) spdlog::warn("{}", growth);
+  const int64_t skipped = int64_t(train_sums.nonfinite.steps);
+  if (skipped > 0) {
+    st_.skipped_batches += skipped;
+    spdlog::warn(
+        "epoch {}: skipped {} batch(es) with a non-finite {} (train.on_nan: skip), the first at step {}",
+        epoch, skipped, nonfinite_what(train_sums.nonfinite.what),
+        (long long)train_sums.nonfinite.first_step);
+  }
   const double lr = sched_->lr_at(std::max<int64_t>(t_, 1));
 
   // Records: the epoch line, the JSON object (stdout in json mode, events.jsonl), metrics.csv.
-  const EpochRecord rec = epoch_record(epoch, cfg_.epochs, t_, train_m, val_m, lr, !sched_->is_constant(), seconds,
-                                       1000.0 * train_seconds / double(std::max<int64_t>(done - skip, 1)));
+  EpochRecord rec = epoch_record(epoch, cfg_.epochs, t_, train_m, val_m, lr, !sched_->is_constant(), seconds,
+                                 1000.0 * train_seconds / double(std::max<int64_t>(done - skip, 1)));
+  if (skipped > 0) {
+    rec.line += " skipped=" + std::to_string(skipped);
+    rec.json["skipped_batches"] = skipped;
+  }
   rep_.epoch_end(rec.line, rec.json);
   if (run_) {
     run_->metrics_row(epoch, rec.columns);
@@ -317,6 +383,86 @@ bool FitRun::run_epoch(int64_t epoch) {
   return !stop;
 }
 
+// Fills result_ and returns summary.json's object (without the final weights).
+Json FitRun::summary_record() {
+  result_.epochs_run = int(st_.epochs_done);
+  result_.steps = t_;
+  result_.stopped_early = es_->stopped();
+  result_.monitor = best_.monitor();
+  result_.best_value = best_.best();
+  result_.best_epoch = int(best_.best_epoch());
+  result_.seconds = st_.seconds + seconds_since(t_start_);
+  result_.peak_bytes = s_->backend->allocator().peak_bytes();
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  Json sum{{"event", "summary"},
+           {"status", status_},
+           {"epochs_run", result_.epochs_run},
+           {"epochs", cfg_.epochs},
+           {"steps", t_},
+           {"monitor", result_.monitor},
+           {"best_epoch", result_.best_epoch},
+           {"best_value", number_or_null(result_.best_value)},
+           {"final_lr", result_.final_lr},
+           {"seconds", result_.seconds},
+           {"params", result_.params},
+           {"peak_bytes", result_.peak_bytes},
+           {"peak_host_rss_bytes", int64_t(ru.ru_maxrss) * 1024},
+           {"device", s_->backend->description()}};
+  if (data_.has_val) sum["best_val_accuracy"] = number_or_null(result_.best_val_accuracy);
+  if (clipper_) sum["clipped_steps"] = clipper_->clipped_steps();
+  if (cfg_.on_nan_skip) sum["skipped_batches"] = st_.skipped_batches;
+  if (!growth_.warnings().empty()) sum["warnings"] = growth_.warnings();
+  if (run_) sum["run_dir"] = run_->path();
+  return sum;
+}
+
+// The loss of the batches that count: skipped batches (on_nan: skip) are not in loss_sum.
+MetricList FitRun::train_metrics(const MetricSums& sums) const {
+  MetricSums m = sums;
+  const auto skipped = int64_t(sums.nonfinite.samples);
+  if (skipped > 0)
+    m.loss_sum = sums.samples > skipped
+                     ? sums.loss_sum * double(sums.samples) / double(sums.samples - skipped)
+                     : std::numeric_limits<double>::quiet_NaN();
+  return compute_metrics(m, cfg_.metrics, s_->classes);
+}
+
+void FitRun::check_nonfinite(int64_t epoch, const NonfiniteRecord& r) {
+  if (r.steps == 0) return;
+  if (cfg_.on_nan_skip && !(r.what & kNonfiniteWeights)) return;  // counted at the epoch's end
+  // Weights are never skipped: once they are not finite there is nothing left to train.
+  const uint32_t bits =
+      (r.what & kNonfiniteWeights) && cfg_.on_nan_skip ? uint32_t(kNonfiniteWeights) : r.first_what;
+  diverged(epoch, nonfinite_what(bits), int64_t(r.first_step));
+}
+
+// Ends a diverged run: the weights on the device are not saved anywhere, so the newest checkpoint
+// stays the last good one; summary.json and the end event say what happened; exit 5.
+void FitRun::diverged(int64_t epoch, const std::string& what, int64_t step) {
+  status_ = "diverged";
+  std::string where = "epoch " + std::to_string(epoch);
+  if (step > 0)
+    where += ", step " + std::to_string(step) + " (batch " + std::to_string(step - epoch_t0_) + " of " +
+             std::to_string(train_loader_->batches_per_epoch()) + ")";
+  std::string kept = "no run directory";
+  if (run_) {
+    auto cks = list_checkpoints(run_->checkpoints());
+    kept = cks.empty() ? "no checkpoint was saved before it"
+                       : "the last good checkpoint is " + cks.back().weights();
+    Json sum = summary_record();
+    sum["diverged"] = {{"epoch", epoch}, {"step", step}, {"what", what}};
+    if (!cks.empty()) sum["last_good_checkpoint"] = cks.back().weights();
+    run_->event({{"event", "diverged"}, {"epoch", epoch}, {"step", step}, {"what", what}});
+    run_->write_summary(sum);
+    run_->event({{"event", "end"}, {"status", status_}});
+  }
+  const bool skip_helps = !cfg_.on_nan_skip && what.find("weights") == std::string::npos;
+  throw RuntimeError("the training diverged: non-finite " + what + " at " + where + "; " + kept +
+                     "; lower optimizer.lr" + (cfg_.clip_grad_norm > 0 ? "" : ", set clip_grad_norm") +
+                     ", check the data normalization" + (skip_helps ? " or set train.on_nan: skip" : ""));
+}
+
 FitResult FitRun::finish() {
   const int64_t C = s_->classes;
   std::string report_title = "validation report (last epoch)";
@@ -326,14 +472,6 @@ FitResult FitRun::finish() {
     rep_.note("restored the weights of epoch " + std::to_string(es_->best_epoch()) + "\n");
     if (data_.has_val) last_val_ = evaluate_pass(*s_->executor, *val_loader_);
   }
-  result_.epochs_run = int(st_.epochs_done);
-  result_.steps = t_;
-  result_.stopped_early = es_->stopped();
-  result_.monitor = best_.monitor();
-  result_.best_value = best_.best();
-  result_.best_epoch = int(best_.best_epoch());
-  result_.seconds = st_.seconds + seconds_since(t_start_);
-  result_.peak_bytes = s_->backend->allocator().peak_bytes();
   if (data_.has_val && last_val_.samples > 0)
     rep_.note(report_title + ":\n" + format_class_report(last_val_, C));
   if (run_) {
@@ -345,20 +483,9 @@ FitResult FitRun::finish() {
                    {{"epoch", std::to_string(st_.epochs_done)}, {"step", std::to_string(t_)},
                     {"trainer.config", YAML::Dump(resolved_)}});
   }
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  Json sum{{"event", "summary"}, {"status", status_}, {"epochs_run", result_.epochs_run},
-                     {"epochs", cfg_.epochs}, {"steps", t_}, {"monitor", result_.monitor},
-                     {"best_epoch", result_.best_epoch}, {"best_value", number_or_null(result_.best_value)},
-                     {"final_lr", result_.final_lr}, {"seconds", result_.seconds}, {"params", result_.params},
-                     {"peak_bytes", result_.peak_bytes}, {"peak_host_rss_bytes", int64_t(ru.ru_maxrss) * 1024},
-                     {"device", s_->backend->description()}};
-  if (data_.has_val) sum["best_val_accuracy"] = number_or_null(result_.best_val_accuracy);
-  if (clipper_) sum["clipped_steps"] = clipper_->clipped_steps();
-  if (run_) {
-    sum["run_dir"] = run_->path();
-    sum["weights"] = result_.final_weights;
-  }
+  Json sum = summary_record();
+  if (run_) sum["weights"] = result_.final_weights;
+  for (const auto& w : growth_.warnings()) spdlog::warn("{}", w);
   char text[320];
   std::snprintf(text, sizeof text, "best %s=%.4f (epoch %d) total=%.1fs params=%lld peak_memory=%s%s",
                 result_.monitor.c_str(), result_.best_value, result_.best_epoch, result_.seconds,

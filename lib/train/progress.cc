@@ -1,5 +1,7 @@
 #include "lib/train/progress.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -99,6 +101,20 @@ void Reporter::refresh(int64_t step, const Metrics& running) {
   if (line.size() > cols) line.resize(cols);
   *text_ << "\r" << line << "\x1b[K" << std::flush;
   live_drawn_ = true;
+  check_streams();
+}
+
+void Reporter::check_streams() {
+  auto notice = [](std::ostream& s, bool& failed) {
+    if (failed || s) return;
+    failed = true;
+    spdlog::warn(
+        "{}: the output stream is closed (broken pipe?); nothing more is printed there, training goes on and "
+        "the run directory keeps every record",
+        &s == &std::cout ? "stdout" : "the text output");
+  };
+  notice(out_, out_failed_);
+  if (text_ != &out_) notice(*text_, text_failed_);
 }
 
 void Reporter::clear_live() {
@@ -112,17 +128,20 @@ void Reporter::epoch_end(const std::string& text_line, const Json& record) {
   if (o_.quiet) return;
   if (o_.format == LogFormat::json) out_ << record.dump() << std::endl;
   *text_ << text_line << std::endl;
+  check_streams();
 }
 
 void Reporter::note(const std::string& line) {
   clear_live();
   if (!o_.quiet) *text_ << line << std::flush;
+  check_streams();
 }
 
 void Reporter::summary(const std::string& text_line, const Json& record) {
   clear_live();
   if (o_.format == LogFormat::json) out_ << record.dump() << std::endl;
   if (o_.format == LogFormat::text || !o_.quiet) *text_ << text_line << std::endl;
+  check_streams();
 }
 
 }  // namespace trainer

@@ -2,7 +2,8 @@
 //
 //   text (default)  one timestamped line per epoch on `out`. When `live` (the stream is a
 //                   terminal) a Keras-like line is redrawn in place during the epoch:
-//                     epoch 3/10  120/300 [=======>............] 3.2s 26.7ms/step ETA 4.8s loss=0.4123 accuracy=0.8512
+//                     epoch 3/10  120/300 [=======>............] 3.2s 26.7ms/step ETA 4.8s loss=0.4123
+//                     accuracy=0.8512
 //                   and replaced by the epoch line at the end ("\r" and "ESC[K": only then). The
 //                   running loss needs a device sync, so the line is refreshed every log_every
 //                   steps, or about every 0.5 s when log_every is 0.
@@ -10,6 +11,9 @@
 //                   {"event":"summary",...}); the human text goes to `text` (stderr).
 //   quiet           only the final summary line (text) or object (json).
 // Without a terminal nothing but printable text and newlines is written.
+// When a write to `out` fails (a closed pipe: fit ... | head -1; SIGPIPE is ignored, so the write
+// fails with EPIPE) nothing more is written there; a warning says so once on stderr and the run
+// goes on, so its run directory is completed as usual.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -56,11 +60,13 @@ class Reporter {
 
  private:
   void clear_live();
+  void check_streams();  // after each write: notices a stream that failed
 
   ReportOptions o_;
   std::ostream& out_;
   std::ostream* text_;
   bool live_drawn_ = false;
+  bool out_failed_ = false, text_failed_ = false;
   int64_t epoch_ = 0, epochs_ = 0, steps_ = 0, first_step_ = 0;
   std::chrono::steady_clock::time_point t0_, last_;
 };

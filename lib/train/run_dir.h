@@ -7,6 +7,7 @@
 //   checkpoints/         resumable checkpoints and best.safetensors (lib/train/checkpointing.h)
 //   model.safetensors    the final weights (after early stopping's restore_best)
 //   summary.json         best epoch and value, total time, peak memory, device, final metrics
+//   run.lock             held (flock) by the run writing the directory (lib/train/run_lock.h)
 // Files that are replaced are written atomically; metrics.csv and events.jsonl are appended and
 // flushed line by line. A resumed run continues the same directory.
 #pragma once

@@ -1,0 +1,36 @@
+// The non-finite guard on the CPU (kernels/backend.h): the reference for kernels/cuda/nonfinite_guard.cu.
+//   check_finite: x (n) -> ORs `bit` into s.nonfinite when any element is NaN or infinite
+//   commit_step:  adds s.batch_loss to the epoch's loss sum, or records the non-finite step
+#include <cstring>
+
+#include "kernels/cpu/cpu_ops.h"
+
+namespace trainer::cpu {
+
+void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars& s) {
+  // An IEEE float is NaN or infinite exactly when its exponent bits are all ones.
+  int bad = 0;
+#pragma omp parallel for simd reduction(| : bad) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, sizeof u);
+    bad |= int((u & 0x7f800000u) == 0x7f800000u);
+  }
+  if (bad) s.nonfinite |= bit;
+}
+
+void commit_step(const StepScalars& s, int64_t batch, float* loss_sum, NonfiniteRecord& r) {
+  if (s.nonfinite == 0) {
+    *loss_sum += s.batch_loss;
+    return;
+  }
+  if (r.steps == 0) {
+    r.first_step = s.step + 1;
+    r.first_what = s.nonfinite;
+  }
+  r.steps += 1;
+  r.samples += uint64_t(batch);
+  r.what |= s.nonfinite;
+}
+
+}  // namespace trainer::cpu

@@ -1,0 +1,107 @@
+// What the process does about signals and a closed stdout: fit ... | head -1 completes its run
+// directory, and SIGTERM during start-up is a one-line message and exit 130 like any other time.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "tests/test_util.h"
+
+using namespace trainer;
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kTiny = R"(model:
+  input_shape: [2]
+  layers: [{type: dense, units: 8}, {type: relu}, {type: dense, units: 2}]
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+optimizer: {type: adam, lr: 0.01}
+data: {train: {format: disc, samples: 200, seed: 3}, num_classes: 2, batch_size: 20, validation_split: 0.2}
+train: {epochs: 3, seed: 7}
+)";
+
+enum class Stdout { dev_null, broken_pipe };
+
+struct Exit {
+  int code = -1;  // exit status, or -1 when killed by a signal
+  int signal = 0;
+  std::string err;
+};
+
+// Runs the trainer with stderr captured. broken_pipe: stdout is a pipe whose read end is closed
+// before the trainer starts, so every write to it fails (as after `| head -1` has exited).
+// pending_sigterm: SIGTERM is already pending (blocked) when the trainer is executed.
+Exit spawn(const std::vector<std::string>& args, Stdout out, bool pending_sigterm,
+           const std::string& err_path) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (out == Stdout::broken_pipe) {
+      int fds[2];
+      if (pipe(fds) != 0) _exit(90);
+      close(fds[0]);
+      dup2(fds[1], STDOUT_FILENO);
+    } else {
+      dup2(open("/dev/null", O_WRONLY), STDOUT_FILENO);
+    }
+    dup2(open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), STDERR_FILENO);
+    signal(SIGPIPE, SIG_DFL);  // as a shell leaves it
+    if (pending_sigterm) {
+      unsetenv("OMP_WAIT_POLICY");  // take the re-exec path too: the signal must survive it
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGTERM);
+      sigprocmask(SIG_BLOCK, &set, nullptr);
+      kill(getpid(), SIGTERM);
+    }
+    std::vector<char*> argv{const_cast<char*>(TRAINER_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(TRAINER_BINARY, argv.data());
+    _exit(91);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Exit e;
+  if (WIFEXITED(status)) e.code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
+  e.err = test::slurp(err_path);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("fit with a closed stdout goes on and completes its run directory", "[signals][run_dir]") {
+  std::string dir = test::temp_dir("sigpipe");
+  std::string cfg = test::write_file(dir, "tiny.yaml", kTiny);
+  const std::string run = dir + "/run";
+  Exit e = spawn({"fit", cfg, "--out", run}, Stdout::broken_pipe, false, dir + "/err");
+  INFO(e.err);
+  REQUIRE(e.signal == 0);
+  REQUIRE(e.code == 0);
+  REQUIRE_THAT(e.err, Contains("warning: stdout: the output stream is closed"));
+  REQUIRE(fs::exists(run + "/model.safetensors"));
+  REQUIRE(fs::exists(run + "/checkpoints/epoch-0003.state.safetensors"));
+  auto summary = nlohmann::json::parse(test::slurp(run + "/summary.json"));
+  REQUIRE(summary["status"] == "completed");
+  REQUIRE(summary["epochs_run"] == 3);
+  const std::string events = test::slurp(run + "/events.jsonl");
+  REQUIRE_THAT(events, Contains("\"event\":\"end\""));
+}
+
+TEST_CASE("SIGTERM during start-up stops before the first step with one message and exit 130", "[signals]") {
+  std::string dir = test::temp_dir("sigterm_start");
+  std::string cfg = test::write_file(dir, "tiny.yaml", kTiny);
+  Exit e = spawn({"fit", cfg, "--out", dir + "/run"}, Stdout::dev_null, true, dir + "/err");
+  INFO(e.err);
+  REQUIRE(e.signal == 0);
+  REQUIRE(e.code == 130);
+  REQUIRE_THAT(e.err, Contains("interrupted before training started; nothing was trained or saved"));
+  REQUIRE_FALSE(fs::exists(dir + "/run/checkpoints/epoch-0001.safetensors"));
+}

@@ -216,10 +216,10 @@ TEST_CASE("an interrupt mid-epoch saves a checkpoint that resumes bit-identicall
 TEST_CASE("directories, FIFOs and truncated reads are data errors, never a hang or garbage", "[checkpoint]") {
   std::string dir = test::temp_dir("st_special");
   fs::create_directories(dir + "/x.safetensors");
-  REQUIRE_THROWS_WITH(read_safetensors(dir + "/x.safetensors"), Contains("not a regular file (a directory)"));
+  REQUIRE_THROWS_WITH(read_safetensors(dir + "/x.safetensors"), Contains("is a directory, not a regular file"));
   REQUIRE_THROWS_AS(read_safetensors_metadata(dir + "/x.safetensors"), DataError);
   REQUIRE(mkfifo((dir + "/fifo.safetensors").c_str(), 0644) == 0);
-  REQUIRE_THROWS_WITH(read_safetensors(dir + "/fifo.safetensors"), Contains("not a regular file (a FIFO)"));
+  REQUIRE_THROWS_WITH(read_safetensors(dir + "/fifo.safetensors"), Contains("is a FIFO (named pipe), not a regular file"));
   REQUIRE_THROWS_AS(resolve_weights(dir + "/fifo.safetensors"), DataError);
 
   std::string cfg = test::write_file(dir, "disc.yaml", kDisc);
@@ -251,7 +251,7 @@ TEST_CASE("resuming from a damaged or non-regular state file is a data error (ex
   REQUIRE(mkfifo(state.c_str(), 0644) == 0);
   auto fifo = test::run_trainer("fit " + cfg + " --resume " + run);
   REQUIRE(fifo.exit_code == 4);
-  REQUIRE_THAT(fifo.err, Contains("not a regular file (a FIFO)"));
+  REQUIRE_THAT(fifo.err, Contains("is a FIFO (named pipe), not a regular file"));
 }
 
 TEST_CASE("resuming with a changed model or optimizer is a config error naming the difference", "[checkpoint][resume]") {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cmd/commands.h"
+#include "datasets/file_bytes.h"
 #include "lib/core/error.h"
 #include "lib/core/printable.h"
 #include "lib/train/fit.h"
@@ -83,6 +84,8 @@ int main(int argc, char** argv) {
   // A closed stdout (fit ... | head -1) must not end a run: writes fail with EPIPE instead, and
   // fit stops writing there but completes its run directory (lib/train/progress.h).
   std::signal(SIGPIPE, SIG_IGN);
+  // Reads of data files check the stop request between chunks, so a signal interrupts loading.
+  trainer::set_read_stop_check(trainer::stop_requested);
   sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
 
   CLI::App app{"trainer: train neural networks from YAML configs on CPUs (oneDNN) and NVIDIA GPUs (cuDNN/cuBLAS)",

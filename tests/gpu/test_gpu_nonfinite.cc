@@ -43,7 +43,10 @@ TEST_CASE("gpu check_finite flags NaN and infinities anywhere, like the CPU", "[
   const int64_t n = 1000003;  // several blocks and grid-stride rounds
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   Buffer xb(be, size_t(n) * 4), sb(be, sizeof(StepScalars));
-  std::vector<float> x = random_vector(size_t(n), 5, -3.4e38f, 3.4e38f);
+  // Large but finite: the span hi - lo must itself stay below FLT_MAX (3.4e38).
+  std::vector<float> x = random_vector(size_t(n), 5, -1.7e38f, 1.7e38f);
+  x[7] = 3.4e38f;
+  x[8] = -3.4e38f;
   StepScalars s0;
   s0.nonfinite = kNonfiniteLoss;
   xb.upload(x);

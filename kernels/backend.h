@@ -54,6 +54,18 @@ struct NonfiniteRecord {
   uint32_t what = 0;        // NonfiniteBits of all of them, ORed
 };
 
+// Gradient clipping by the global L2 norm, as torch.nn.utils.clip_grad_norm_: the gradients are
+// scaled by min(1, max_norm / (norm + 1e-6)). The backend computes the norm and the factor in its
+// own memory, so a clipped step needs no host round trip and stays inside a captured graph.
+struct ClipRecord {
+  uint64_t clipped_steps = 0;  // steps whose gradients were scaled down (since reset)
+  float last_norm = 0.f;       // the global norm of the last step, before clipping
+  float last_scale = 1.f;      // the factor applied to the last step's gradients
+};
+// Partial sums of squares: a fixed count, so the reduction order (and the result) does not
+// depend on the device or the thread count.
+constexpr int kClipPartials = 512;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -94,6 +106,11 @@ class Backend {
                          int64_t n, const StepScalars* s) = 0;
   virtual void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq,
                             float* buf, float* avg, int64_t n, const StepScalars* s) = 0;
+
+  // g: n floats (the gradient arena; padding between tensors is zero). partials: kClipPartials
+  // doubles of backend memory. Deterministic for a given n.
+  virtual void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials,
+                              ClipRecord* record) = 0;
 
   // Step capture (CUDA graphs): work enqueued between begin_capture() and end_capture() is
   // recorded rather than run; replay() enqueues the whole recording again with one launch.

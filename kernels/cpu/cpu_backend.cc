@@ -134,6 +134,9 @@ void CpuBackend::adam_step(const AdamHyper& h, float* w, const float* g, float* 
   if (s->nonfinite & kNonfiniteSkipsUpdate) return;
   cpu::adam_step(h, w, g, m, v, n, *s);
 }
+void CpuBackend::clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
+  cpu::clip_grad_norm(g, n, max_norm, partials, record);
+}
 void CpuBackend::rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq,
                               float* buf, float* avg, int64_t n, const StepScalars* s) {
   if (s->nonfinite & kNonfiniteSkipsUpdate) return;

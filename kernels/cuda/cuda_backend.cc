@@ -8,6 +8,7 @@
 #include "kernels/cuda/adam_step.cuh"
 #include "kernels/cuda/arch_probe.cuh"
 #include "kernels/cuda/classification_loss.cuh"
+#include "kernels/cuda/clip_grad_norm.cuh"
 #include "kernels/cuda/confusion_accumulate.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/nonfinite_guard.cuh"
@@ -195,6 +196,9 @@ void CudaBackend::sgd_step(const SgdHyper& h, float* w, const float* g, float* v
 void CudaBackend::adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v,
                             int64_t n, const StepScalars* s) {
   cuda::launch_adam_step(h, w, g, m, v, n, s, stream_);
+}
+void CudaBackend::clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
+  cuda::launch_clip_grad_norm(g, n, max_norm, partials, record, stream_);
 }
 void CudaBackend::rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq,
                                float* buf, float* avg, int64_t n, const StepScalars* s) {

@@ -66,6 +66,7 @@ class CudaBackend : public Backend {
                 const StepScalars* s) override;
   void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
                  const StepScalars* s) override;
+  void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) override;
   void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
                     float* avg, int64_t n, const StepScalars* s) override;
 
@@ -74,6 +75,8 @@ class CudaBackend : public Backend {
   int end_capture() override;
   void abort_capture() noexcept override;
   void replay(int graph) override;
+  // Step recordings instantiated so far (tests check that a step stayed inside a graph).
+  size_t graph_count() const { return graphs_.size(); }
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }

@@ -38,6 +38,12 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   scalars_ = static_cast<StepScalars*>(allocate(sizeof(StepScalars), "step scalars"));
   metrics_ = static_cast<float*>(allocate(n_metrics * sizeof(float), "metric accumulators"));
   nonfinite_ = static_cast<NonfiniteRecord*>(allocate(sizeof(NonfiniteRecord), "non-finite step record"));
+  if (o_.clip_grad_norm > 0) {
+    clip_ = static_cast<ClipRecord*>(allocate(sizeof(ClipRecord), "gradient clipping record"));
+    clip_partials_ = static_cast<double*>(allocate(kClipPartials * sizeof(double), "gradient norm partial sums"));
+    const ClipRecord none;
+    be_.copy_to_device(clip_, &none, sizeof none);
+  }
 
   // 2. Plans: kernels per batch size (primitives/descriptors created here), arena layout.
   size_t act_bytes = 0;
@@ -117,6 +123,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     const size_t cap = be_.allocator().cap_bytes();
     const size_t fixed = floats_bytes(n_param_floats_) * slots + align_up(sizeof(StepScalars)) +
                          align_up(sizeof(NonfiniteRecord)) + align_up(n_metrics * sizeof(float)) +
+                         (clip_ ? align_up(sizeof(ClipRecord)) + align_up(kClipPartials * sizeof(double)) : 0) +
                          floats_bytes(std::max<int64_t>(model_.buffer_arena_floats(), 1)) +
                          be_.allocator().bytes_in_use();
     const double per_sample = double(act_bytes) / double(max_batch);
@@ -239,6 +246,7 @@ void Executor::enqueue_backward_and_update(Plan& p) {
                            reinterpret_cast<float*>(activations_ + p.grad[i + 1]), dx);
   }
   if (grad_hook_) grad_hook_(grads_);
+  if (clip_) be_.clip_grad_norm(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, clip_);
   // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
   // finite; weights are checked after it; the host reads the record only with the metrics.
   be_.check_finite(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
@@ -319,6 +327,12 @@ void Executor::restore_metrics(const MetricSums& m) {
   be_.copy_to_device(metrics_, host.data(), n * sizeof(float));
   be_.copy_to_device(nonfinite_, &m.nonfinite, sizeof(NonfiniteRecord));
   samples_ = m.samples;
+}
+
+ClipRecord Executor::read_clip_record() {
+  ClipRecord r;
+  if (clip_) be_.copy_to_host(&r, clip_, sizeof r);
+  return r;
 }
 
 MetricSums Executor::read_metrics() {

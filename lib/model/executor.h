@@ -34,6 +34,8 @@ struct ExecutorOptions {
   bool use_graphs = true;
   // Every tensor between layers in plain layout (no backend-preferred layouts): for tests.
   bool plain_layouts = false;
+  // > 0: scale the gradients to this global L2 norm before each update, on the device.
+  float clip_grad_norm = 0.f;
 };
 
 // Sums accumulated on the device since reset_metrics().
@@ -84,10 +86,12 @@ class Executor {
   const std::vector<MemoryItem>& memory_plan() const { return memory_plan_; }
   size_t planned_bytes() const;
   // Called in train_step between the backward pass and the optimizer update with the gradient
-  // arena (backend memory, param_arena_floats() floats, the Model's param offsets). Gradient
-  // clipping (lib/train) uses it; empty: not called.
+  // arena (backend memory, param_arena_floats() floats, the Model's param offsets), for tests that
+  // inspect gradients; it turns step capture off. Empty: not called.
   using GradientHook = std::function<void(float* grads)>;
   void set_gradient_hook(GradientHook hook) { grad_hook_ = std::move(hook); }
+  // Gradient clipping since the executor was made (zeros without clip_grad_norm); synchronizes.
+  ClipRecord read_clip_record();
   // Host-side Nadam state etc. travels with checkpoints.
   StepScalars& host_scalars() { return host_scalars_; }
 
@@ -116,6 +120,8 @@ class Executor {
   StepScalars* scalars_ = nullptr;  // backend memory
   float* metrics_ = nullptr;        // backend memory: loss_sum, samples, topk..., confusion
   NonfiniteRecord* nonfinite_ = nullptr;  // backend memory, zeroed with the metrics
+  ClipRecord* clip_ = nullptr;            // backend memory, with clip_grad_norm only
+  double* clip_partials_ = nullptr;       // backend memory: kClipPartials partial sums
   StepScalars host_scalars_;
   int64_t samples_ = 0;
   GradientHook grad_hook_;

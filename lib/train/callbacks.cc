@@ -64,36 +64,4 @@ void EarlyStopping::restore(const nlohmann::json& j) {
   stopped_epoch_ = j.value("stopped_epoch", int64_t(0));
 }
 
-GradClipper::GradClipper(const Model& model, Backend& backend, double max_norm)
-    : model_(model), be_(backend), max_norm_(max_norm) {}
-
-void GradClipper::operator()(float* grads) {
-  const size_t n = size_t(model_.param_arena_floats());
-  const bool host_memory = be_.name() == "cpu";
-  float* g = grads;
-  if (host_memory) {
-    be_.synchronize();
-  } else {
-    host_.resize(n);
-    be_.copy_to_host(host_.data(), grads, n * sizeof(float));
-    g = host_.data();
-  }
-  // Only the tensors: the alignment padding between them is never read by a kernel.
-  double sq = 0;
-  for (const TensorSlot& s : model_.params()) {
-    const float* p = g + s.offset;
-    for (int64_t i = 0, m = s.shape.numel(); i < m; ++i) sq += double(p[i]) * double(p[i]);
-  }
-  last_norm_ = std::sqrt(sq);
-  const double coef = max_norm_ / (last_norm_ + 1e-6);
-  if (!(coef < 1.0)) return;
-  ++clipped_;
-  const float c = float(coef);
-  for (const TensorSlot& s : model_.params()) {
-    float* p = g + s.offset;
-    for (int64_t i = 0, m = s.shape.numel(); i < m; ++i) p[i] *= c;
-  }
-  if (!host_memory) be_.copy_to_device(grads, host_.data(), n * sizeof(float));
-}
-
 }  // namespace trainer

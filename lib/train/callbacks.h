@@ -68,21 +68,4 @@ class EarlyStopping {
   int64_t best_epoch_ = 0, wait_ = 0, stopped_epoch_ = 0;
 };
 
-class GradClipper {
- public:
-  GradClipper(const Model& model, Backend& backend, double max_norm);
-  // The Executor's gradient hook.
-  void operator()(float* grads);
-  double last_norm() const { return last_norm_; }
-  int64_t clipped_steps() const { return clipped_; }
-
- private:
-  const Model& model_;
-  Backend& be_;
-  double max_norm_;
-  std::vector<float> host_;  // download buffer for non-CPU backends
-  double last_norm_ = 0;
-  int64_t clipped_ = 0;
-};
-
 }  // namespace trainer

@@ -95,7 +95,6 @@ class FitRun {
   std::unique_ptr<RunLock> lock_;  // declared before run_: released after run_'s files close
   std::unique_ptr<RunDir> run_;
   std::unique_ptr<LrSchedule> sched_;
-  std::unique_ptr<GradClipper> clipper_;
   std::unique_ptr<EarlyStopping> es_;
   BestTracker best_;
   HostWeights es_best_;  // early stopping's best weights (restore_best)
@@ -129,10 +128,6 @@ void FitRun::setup() {
   es_ = std::make_unique<EarlyStopping>(cfg_.early_stopping);
   const std::string fallback = data_.has_val ? "val_loss" : "loss";
   best_ = BestTracker(cfg_.checkpoint.best != "none" ? cfg_.checkpoint.best : fallback);
-  if (cfg_.clip_grad_norm > 0) {
-    clipper_ = std::make_unique<GradClipper>(*s_->model, *s_->backend, cfg_.clip_grad_norm);
-    s_->executor->set_gradient_hook([this](float* g) { (*clipper_)(g); });
-  }
   st_.optimizer = cfg_.optimizer.type;
   st_.seed = cfg_.seed;
   st_.batch_size = B;
@@ -410,7 +405,7 @@ Json FitRun::summary_record() {
            {"peak_host_rss_bytes", int64_t(ru.ru_maxrss) * 1024},
            {"device", s_->backend->description()}};
   if (data_.has_val) sum["best_val_accuracy"] = number_or_null(result_.best_val_accuracy);
-  if (clipper_) sum["clipped_steps"] = clipper_->clipped_steps();
+  if (cfg_.clip_grad_norm > 0) sum["clipped_steps"] = s_->executor->read_clip_record().clipped_steps;
   if (cfg_.on_nan_skip) sum["skipped_batches"] = st_.skipped_batches;
   if (!growth_.warnings().empty()) sum["warnings"] = growth_.warnings();
   if (run_) sum["run_dir"] = run_->path();

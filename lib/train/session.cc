@@ -42,6 +42,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   eo.math = device.math;
   eo.deterministic = device.deterministic;
   eo.seed = cfg.seed;
+  eo.clip_grad_norm = float(cfg.clip_grad_norm);
   s->executor = std::make_unique<Executor>(*s->model, *s->backend, *s->optimizer, eo);
   std::vector<float> params(size_t(s->model->param_arena_floats())),
       buffers(size_t(std::max<int64_t>(s->model->buffer_arena_floats(), 1)));

@@ -43,7 +43,8 @@ struct ExecRun {
   MetricSums train, eval;
 };
 
-ExecRun run_executor(Backend& be, const Model& model, const std::string& optimizer, bool deterministic) {
+ExecRun run_executor(Backend& be, const Model& model, const std::string& optimizer, bool deterministic,
+                     float clip = 0.f, ClipRecord* clip_out = nullptr) {
   const Optimizer opt(make_optimizer(optimizer));
   ExecutorOptions o;
   o.batch_sizes = {16, 5};
@@ -52,6 +53,7 @@ ExecRun run_executor(Backend& be, const Model& model, const std::string& optimiz
   o.top_k = {1, 3};
   o.seed = 42;
   o.deterministic = deterministic;
+  o.clip_grad_norm = clip;
   Executor ex(model, be, opt, o);
   ExecRun r;
   r.initial.resize(size_t(model.param_arena_floats()));
@@ -71,6 +73,7 @@ ExecRun run_executor(Backend& be, const Model& model, const std::string& optimiz
     ex.train_step(b, x.data(), labels(b, uint64_t(t)).data(), t, 0.05f);
   }
   r.train = ex.read_metrics();
+  if (clip_out) *clip_out = ex.read_clip_record();
   ex.reset_metrics();
   const std::vector<float> x = random_vector(size_t(16 * in), 99);
   ex.eval_step(16, x.data(), labels(16, 99).data());
@@ -116,6 +119,27 @@ TEST_CASE("gpu executor trains a small CNN like the CPU", "[gpu][executor]") {
     CHECK(gpu.eval.topk == cpu.eval.topk);
     CHECK(gpu.eval.confusion == cpu.eval.confusion);
   }
+}
+
+TEST_CASE("gpu clip_grad_norm clips like the CPU, on the device, inside the step's CUDA graph", "[gpu][executor][clip]") {
+  Config c = parse_config(kCnn, "cnn.yaml", {});
+  Model model(c.input_shape, c.layers, c.init, c.file);
+  const char* optimizer = "{type: sgd, lr: 0.05, momentum: 0.9}";
+  ClipRecord cpu_clip, gpu_clip;
+  const ExecRun cpu = run_executor(cpu_backend(), model, optimizer, false, 0.05f, &cpu_clip);
+  CudaBackend& be = cuda_backend();
+  const size_t graphs_before = be.graph_count();
+  const ExecRun gpu = run_executor(be, model, optimizer, true, 0.05f, &gpu_clip);
+  // Steps 1-3 at batch 16 run eagerly, are recorded, then replayed; the eval step likewise once.
+  CHECK(be.graph_count() > graphs_before);
+  INFO("norms of the last step: cpu " << cpu_clip.last_norm << " gpu " << gpu_clip.last_norm);
+  CHECK(cpu_clip.clipped_steps == 4);
+  CHECK(gpu_clip.clipped_steps == 4);
+  CHECK(std::abs(gpu_clip.last_norm - cpu_clip.last_norm) <= 1e-4 * cpu_clip.last_norm);
+  CHECK(std::abs(gpu_clip.last_scale - cpu_clip.last_scale) <= 1e-4 * cpu_clip.last_scale);
+  const double ed = rel_error(deltas(gpu), deltas(cpu));
+  INFO("parameter update rel error " << ed);
+  CHECK(ed < 1e-4);
 }
 
 TEST_CASE("gpu executor with deterministic algorithms repeats bit for bit", "[gpu][executor]") {

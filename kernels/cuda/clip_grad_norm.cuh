@@ -1,0 +1,16 @@
+// Global-norm gradient clipping on the GPU, all in device memory (kernels/cpu/clip_grad_norm.cc
+// is the reference): kClipPartials blocks each sum the squares of one fixed chunk, one block
+// totals them and writes the factor into the record, and a scaling pass reads it.
+//   g: (n)  partials: (kClipPartials) doubles  record: ClipRecord, device memory
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/backend.h"
+
+namespace trainer::cuda {
+
+void launch_clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record,
+                           cudaStream_t stream);
+
+}  // namespace trainer::cuda

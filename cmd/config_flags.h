@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend_factory.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/config/config.h"
 #include "lib/train/progress.h"
 

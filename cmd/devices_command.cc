@@ -3,8 +3,8 @@
 #include <thread>
 
 #include "cmd/commands.h"
-#include "kernels/backend_factory.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "lib/backend/backend_registry.h"
 
 namespace trainer::cmd {
 

@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <numeric>
 
-#include "datasets/rng.h"
 #include "lib/core/error.h"
+#include "lib/core/rng.h"
 
 namespace trainer {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "datasets/rng.h"
 #include "lib/core/error.h"
+#include "lib/core/rng.h"
 
 namespace trainer {
 

@@ -1,4 +1,4 @@
-#include "kernels/backend_factory.h"
+#include "lib/backend/backend_registry.h"
 
 #include <regex>
 

@@ -3,5 +3,6 @@
 # GPU tests run when a GPU is usable and are reported as skipped otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/check_layers.sh  # includes only from the own layer or below (README, Layout)
 scripts/setup.sh
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"

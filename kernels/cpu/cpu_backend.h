@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "kernels/backend.h"
 #include "kernels/cpu/dnnl_context.h"
+#include "lib/backend/backend.h"
 #include "lib/memory/host_allocator.h"
 
 namespace trainer {

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kernels/backend.h"
+#include "lib/backend/backend.h"
 
 namespace trainer::cpu {
 
@@ -14,7 +14,7 @@ void confusion_accumulate(const float* out, const int32_t* labels, int64_t batch
                           float* confusion);
 void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                   int64_t k, float* correct);
-// The non-finite guard (kernels/backend.h).
+// The non-finite guard (lib/backend/backend.h).
 void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars& s);
 void commit_step(const StepScalars& s, int64_t batch, float* loss_sum, NonfiniteRecord& r);
 void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,

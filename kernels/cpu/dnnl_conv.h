@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "kernels/cpu/dnnl_context.h"
-#include "kernels/layer_kernel.h"
+#include "lib/backend/layer_kernel.h"
 
 namespace trainer {
 

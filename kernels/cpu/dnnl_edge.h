@@ -5,7 +5,7 @@
 #pragma once
 
 #include "kernels/cpu/dnnl_context.h"
-#include "kernels/layer_kernel.h"
+#include "lib/backend/layer_kernel.h"
 #include "lib/memory/allocator.h"
 
 namespace trainer {

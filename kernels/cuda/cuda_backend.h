@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend.h"
-#include "kernels/backend_factory.h"
 #include "kernels/cuda/staging_ring.h"
+#include "lib/backend/backend.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/memory/device_allocator.h"
 
 namespace trainer {

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "kernels/layer_kernel.h"
+#include "lib/backend/layer_kernel.h"
 #include "lib/model/param_layout.h"
 
 namespace trainer {

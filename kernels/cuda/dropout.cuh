@@ -5,7 +5,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/layer_kernel.h"
+#include "lib/backend/layer_kernel.h"
 
 namespace trainer::cuda {
 

@@ -4,7 +4,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/backend.h"
+#include "lib/backend/backend.h"
 
 namespace trainer::cuda {
 

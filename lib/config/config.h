@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend.h"
+#include "lib/backend/backend.h"
 #include "lib/core/shape.h"
 #include "lib/model/model.h"
 #include "lib/optim/optimizer.h"

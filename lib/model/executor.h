@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/backend.h"
+#include "lib/backend/backend.h"
 #include "lib/model/model.h"
 #include "lib/optim/optimizer.h"
 
@@ -44,7 +44,7 @@ struct MetricSums {
   int64_t samples = 0;
   std::vector<double> confusion;  // (C, C): row = label, column = prediction
   std::vector<double> topk;       // per options.top_k entry: correct count
-  // Training steps that found a non-finite loss, gradient or weight (kernels/backend.h): their
+  // Training steps that found a non-finite loss, gradient or weight (lib/backend/backend.h): their
   // updates were skipped and their losses left out of loss_sum (their samples are in `samples`).
   NonfiniteRecord nonfinite;
 };

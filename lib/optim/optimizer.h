@@ -7,7 +7,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "kernels/backend.h"
+#include "lib/backend/backend.h"
 
 namespace trainer {
 

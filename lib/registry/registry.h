@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/layer_kernel.h"
+#include "lib/backend/layer_kernel.h"
 #include "lib/model/layer.h"
 
 namespace trainer {

@@ -5,7 +5,7 @@
 
 #include <iosfwd>
 
-#include "kernels/backend_factory.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/config/config.h"
 
 namespace trainer {

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend.h"
+#include "lib/backend/backend.h"
 #include "lib/config/config.h"
 #include "lib/model/model.h"
 #include "lib/train/schedules.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "kernels/backend.h"
+#include "lib/backend/backend.h"
 
 namespace trainer {
 

@@ -13,7 +13,7 @@
 #include <ostream>
 #include <string>
 
-#include "kernels/backend_factory.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/config/config.h"
 #include "lib/model/executor.h"
 #include "lib/train/progress.h"

@@ -12,7 +12,7 @@
 #include <iosfwd>
 #include <string>
 
-#include "kernels/backend_factory.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/config/config.h"
 #include "lib/train/progress.h"
 

@@ -11,7 +11,7 @@
 
 #include "datasets/batch_loader.h"
 #include "datasets/dataset.h"
-#include "kernels/backend_factory.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/config/config.h"
 #include "lib/model/executor.h"
 #include "lib/model/model.h"

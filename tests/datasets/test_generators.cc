@@ -7,8 +7,8 @@
 
 #include "datasets/disc_generator.h"
 #include "datasets/random_generator.h"
-#include "datasets/rng.h"
 #include "lib/core/error.h"
+#include "lib/core/rng.h"
 
 using namespace trainer;
 

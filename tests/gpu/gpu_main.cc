@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "kernels/backend_factory.h"
+#include "lib/backend/backend_registry.h"
 
 int main(int argc, char** argv) {
   std::string why;

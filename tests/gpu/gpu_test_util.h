@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend_factory.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/config/node_reader.h"
 #include "lib/core/counter_rng.h"
 #include "lib/model/layer.h"

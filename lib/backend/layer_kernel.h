@@ -27,7 +27,7 @@ struct StepScalars {
   float mu_next = 0.f;           // Nadam's mu at t+1
   uint64_t step = 0;             // global step counter, 0-based; seeds dropout masks
   uint64_t seed = 0;
-  // Written on the device during a training step (the non-finite guard, kernels/backend.h); the
+  // Written on the device during a training step (the non-finite guard, lib/backend/backend.h); the
   // host's copy of these scalars before each step resets them to zero.
   uint32_t nonfinite = 0;  // NonfiniteBits found so far in this step
   float batch_loss = 0.f;  // this step's summed loss, added to the epoch's sum if finite

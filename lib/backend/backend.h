@@ -1,7 +1,7 @@
 // Backend: where tensors live and how the non-layer ops of a training step run.
 //
 // The CPU (oneDNN) and CUDA (cuDNN/cuBLAS) backends implement this; layers reach their kernels
-// through the registry (kernels/layer_kernel.h). All ops are asynchronous on the backend's one
+// through the registry (lib/backend/layer_kernel.h). All ops are asynchronous on the backend's one
 // stream; only copy_to_host() and synchronize() wait. Nothing here allocates: callers pass memory
 // carved from arenas that were sized before the first step.
 #pragma once
@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/layer_kernel.h"
+#include "lib/backend/layer_kernel.h"
 #include "lib/memory/allocator.h"
 
 namespace trainer {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend.h"
+#include "lib/backend/backend.h"
 
 namespace trainer {
 

@@ -6,7 +6,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/backend.h"
+#include "lib/backend/backend.h"
 
 namespace trainer::cuda {
 

@@ -7,6 +7,7 @@
 
 #include "lib/checkpoint/atomic_file.h"
 #include "lib/core/error.h"
+#include "lib/train/checkpointing.h"
 #include "lib/train/fit.h"
 
 namespace fs = std::filesystem;
@@ -29,7 +30,9 @@ std::string RunDir::default_path(const std::string& config_file) {
 
 RunDir::RunDir(std::string dir, bool resume) : dir_(std::move(dir)) {
   std::error_code ec;
-  const bool has_run = fs::exists(dir_ + "/checkpoints", ec) && !fs::is_empty(dir_ + "/checkpoints", ec);
+  // Only a complete checkpoint makes a run. A run killed while writing its first one leaves an
+  // orphan weights file or a *.tmp-PID file, from which --resume cannot continue either.
+  const bool has_run = !list_checkpoints(dir_ + "/checkpoints").empty();
   if (!resume && has_run)
     throw UsageError("--out " + dir_ + " already holds a run with checkpoints: continue it with --resume " + dir_ +
                      " or choose another --out");

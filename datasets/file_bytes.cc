@@ -60,6 +60,7 @@ size_t read_some(int fd, uint8_t* dst, size_t n, const std::string& path) {
 }  // namespace
 
 void set_read_stop_check(bool (*stop_requested)()) { g_stop_check = stop_requested; }
+bool (*read_stop_check())() { return g_stop_check.load(); }
 
 void check_fits_in_memory(const std::string& path, uint64_t bytes, const std::string& what) {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

@@ -80,5 +80,7 @@ void check_fits_in_memory(const std::string& path, uint64_t bytes, const std::st
 // The hook reads call between chunks; when it returns true they throw InterruptedError. The CLI
 // passes its SIGINT/SIGTERM flag (nullptr: never interrupted).
 void set_read_stop_check(bool (*stop_requested)());
+// The hook in place (nullptr when none).
+bool (*read_stop_check())();
 
 }  // namespace trainer

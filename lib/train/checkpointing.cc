@@ -251,6 +251,8 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector
       ck.epochs_done = st.epochs_done;
       ck.batches_done = st.batches_done;
       out.push_back(ck);
+    } catch (const InterruptedError&) {
+      throw;  // a signal during start-up, not a damaged checkpoint
     } catch (const std::exception& ex) {
       if (unreadable)
         unreadable->push_back(ex.what());

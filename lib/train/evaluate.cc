@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "datasets/file_bytes.h"
@@ -157,6 +158,13 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
   HostWeights w = load_weights(weights, *model, "--weights");
   const bool csv_out = ends_with(o.output, ".csv");
   if (!csv_out && !ends_with(o.output, ".npy")) throw UsageError("--output " + o.output + ": expected a .npy or .csv file");
+  {  // before any work: the file's directory must exist
+    const std::filesystem::path dir = std::filesystem::path(o.output).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+      throw UsageError("--output " + o.output + ": " + dir.string() +
+                       (std::filesystem::exists(dir, ec) ? " is not a directory" : " does not exist"));
+  }
   Dataset d = read_inputs(o.input, cfg.input_shape);
   const int64_t B = cfg.data.batch_size, N = d.size(), C = cfg.data.num_classes;
   std::vector<int64_t> sizes;

@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -24,6 +25,7 @@
 #include <memory>
 #include <ostream>
 
+#include "datasets/file_bytes.h"
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/metrics/metrics.h"
@@ -47,6 +49,20 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// From the first step on, a signal stops the run after the current step and saves a checkpoint;
+// the reads that this saving does (listing the checkpoints to prune) must not be interrupted by
+// the same signal, as reads during start-up are.
+class ReadsNotInterrupted {
+ public:
+  ReadsNotInterrupted() : saved_(read_stop_check()) { set_read_stop_check(nullptr); }
+  ~ReadsNotInterrupted() { set_read_stop_check(saved_); }
+  ReadsNotInterrupted(const ReadsNotInterrupted&) = delete;
+  ReadsNotInterrupted& operator=(const ReadsNotInterrupted&) = delete;
+
+ private:
+  bool (*saved_)();
+};
+
 
 
 class FitRun {
@@ -64,6 +80,7 @@ class FitRun {
           (run_ && !opt_.resume_dir.empty() ? "; the run can still be resumed with --resume " + run_->path()
                                             : ""));
     }
+    ReadsNotInterrupted reads_complete;
     for (int64_t epoch = st_.epochs_done + 1; epoch <= cfg_.epochs && !es_->stopped(); ++epoch)
       if (!run_epoch(epoch)) break;
     return finish();
@@ -146,7 +163,12 @@ void FitRun::setup() {
     if (std::filesystem::exists(opt_.out_dir, ec) && !std::filesystem::is_directory(opt_.out_dir, ec))
       throw UsageError("--out " + opt_.out_dir + ": exists and is not a directory; choose another --out");
     std::filesystem::create_directories(opt_.out_dir, ec);
-    if (ec) throw RuntimeError("--out " + opt_.out_dir + ": cannot create the directory: " + ec.message());
+    // A path that cannot be a directory (below a file, in /proc, without permission) is the
+    // user's to change (usage); a full or failing disk is not.
+    const int err = ec.value();
+    if (ec && (err == ENOSPC || err == EDQUOT || err == EIO))
+      throw RuntimeError("--out " + opt_.out_dir + ": cannot create the directory: " + ec.message());
+    if (ec) throw UsageError("--out " + opt_.out_dir + ": cannot create the directory: " + ec.message());
     lock_run_dir(opt_.out_dir, "--out");
     run_ = std::make_unique<RunDir>(opt_.out_dir, false);
     run_->event({{"event", "start"}, {"config", cfg_.file}, {"device", s_->backend->description()},

@@ -1,0 +1,535 @@
+#!/usr/bin/env bash
+# The README's "Bad input" table (issue 10): creates every hostile input in a scratch directory,
+# runs build/trainer on each and prints one Markdown row per case on stdout:
+#   case | command | message | exit | expected | test
+# "message" is the first error (or warning) line on stderr (timestamps dropped, the scratch
+# directory shown as .); "test" is the Catch2 test case (or script) that checks the same exit code
+# and message. Exits 1 when any exit code differs from the expected one.
+#   scripts/bad_input_table.sh                 # about a minute on 2 cores
+#   TRAINER=path/to/trainer scripts/bad_input_table.sh
+#
+# Unwritable outputs: the suite often runs as root, which ignores directory permissions, so an
+# unwritable --out is a path below a regular file (afile/sub) or in /proc. The full disk is a 1 MiB
+# tmpfs mounted in a private mount namespace (unshare); where that is not permitted the row says
+# "skipped". Signals "during a checkpoint write" are sent as soon as a checkpoint's temporary file
+# (*.tmp-PID) appears, while its 48 MB are being written.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repo="$(pwd)"
+T="$(realpath "${TRAINER:-build/trainer}")"
+[ -x "$T" ] || { echo "bad_input_table: no trainer at $T (build it first: scripts/setup.sh)" >&2; exit 2; }
+W="$(mktemp -d /tmp/badinput.XXXXXX)"
+cleanup() {
+  jobs -p | xargs -r kill -9 2>/dev/null
+  rm -rf "$W"
+}
+trap cleanup EXIT
+cd "$W"
+t_start=$(date +%s%N)
+export OMP_WAIT_POLICY=passive  # two trainers at once on 2 cores must not spin against each other
+LIMIT="${CASE_TIMEOUT:-60}"      # seconds; a case that runs longer is a hang (exit 137)
+
+# ---------------------------------------------------------------------------------------------
+# Rows
+# ---------------------------------------------------------------------------------------------
+rows=()
+mismatches=0
+n=0
+MSG_PATTERN='^(error|warning):'
+
+# The message: the first line matching $MSG_PATTERN (default: error or warning) after the
+# timestamps are dropped, else the first line starting with "interrupted", else "(none)".
+message_of() {
+  local f="$1" line
+  line="$(sed -E 's/^\[[0-9-]+ [0-9:]+\] //' "$f" | grep -E -m1 -- "$MSG_PATTERN")" ||
+    line="$(grep -E -m1 '^interrupted' "$f")" || line="(none)"
+  line="${line//$W\//}"
+  line="${line//$W/.}"
+  line="${line//$repo\//}"
+  line="${line//|/\\|}"
+  printf '%s' "$line"
+}
+
+# add CASE EXPECTED TEST DISPLAY ERRFILE CODE
+add() {
+  local name="$1" expect="$2" test="$3" display="$4" errf="$5" code="$6"
+  n=$((n + 1))
+  local msg mark=""
+  msg="$(message_of "$errf")"
+  [ "$code" = 77 ] && grep -q '^skipped' "$errf" && code="skipped"  # not possible on this machine
+  if [ "$code" != "$expect" ] && [ "$code" != skipped ]; then
+    mismatches=$((mismatches + 1))
+    mark=" **(expected $expect)**"
+    echo "MISMATCH: $name: exit $code, expected $expect: $msg" >&2
+  fi
+  # A refused input (2, 3, 4) gets one line on stderr and nothing else.
+  case "$expect" in
+    2 | 3 | 4)
+      local lines
+      lines=$(grep -cv -E '^\[[0-9-]+ [0-9:]+\] info:' "$errf")
+      [ "$lines" -eq 1 ] || echo "NOTE: $name: $lines lines on stderr" >&2
+      ;;
+  esac
+  display="${display//$repo\//}"
+  display="${display//|/\\|}"
+  rows+=("| $name | \`$display\` | $msg | $code$mark | $expect | $test |")
+}
+
+# row CASE EXPECTED TEST -- trainer ARGS...: runs trainer ARGS (in $W) and adds its row.
+row() {
+  local name="$1" expect="$2" test="$3"
+  shift 4
+  local display code=0
+  display="trainer$(printf ' %q' "$@")"
+  timeout -s KILL "$LIMIT" "$T" "$@" >"$W/.out" 2>"$W/.err" </dev/null || code=$?
+  add "$name" "$expect" "$test" "$display" "$W/.err" "$code"
+}
+
+# srow CASE EXPECTED TEST DISPLAY SNIPPET: runs the bash SNIPPET (in $W, $T is the trainer); its
+# exit status and its stderr are the row's.
+srow() {
+  local name="$1" expect="$2" test="$3" display="$4" snippet="$5" code=0
+  T="$T" W="$W" timeout -k 5 -s TERM "$LIMIT" bash -c "$snippet" >"$W/.out" 2>"$W/.err" </dev/null || code=$?
+  add "$name" "$expect" "$test" "$display" "$W/.err" "$code"
+}
+
+section() { rows+=("| **$1** | | | | | |"); }
+
+# Test references.
+CFG="test_bad_input_config.cc"
+CLI="test_bad_input_cli.cc"
+TAB="test_bad_input_table.cc"
+UNT="datasets/test_untrusted_files.cc"
+CKP="test_checkpoint.cc"
+HARDEN_CI="(branch harden-ci)"
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+# ---------------------------------------------------------------------------------------------
+cat >tiny.yaml <<'EOF'
+model:
+  input_shape: [2]
+  layers:
+    - {type: dense, units: 8}
+    - {type: relu}
+    - {type: dense, units: 2}
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+optimizer:
+  type: adam
+  lr: 0.01
+data:
+  train: {format: disc, samples: 200, seed: 3}
+  validation_split: 0.2
+  num_classes: 2
+  batch_size: 20
+train:
+  epochs: 2
+  seed: 7
+EOF
+sed 's/^  lr: 0.01/  lr: 0.001\n  lr: 5.0/' tiny.yaml >dup_lr.yaml
+{ cat tiny.yaml; printf 'optimizer:\n  type: sgd\n  lr: 0.1\n'; } >dup_opt.yaml
+sed 's/^  layers:$/  layers: [/' tiny.yaml >malformed.yaml
+printf '# nothing but a comment\n' >empty.yaml
+head -c 3000 /dev/urandom | tr -d '\n' | { printf '\xff\xfe'; cat; } >binary.yaml
+printf 'model:\0\033[2J\n' >nul.yaml
+{ printf 'model: '; head -c 10000 /dev/zero | tr '\0' '['; head -c 10000 /dev/zero | tr '\0' ']'; echo; } >deep.yaml
+{ cat tiny.yaml; printf 'metrics: ['; for _ in $(seq 200000); do printf 'accuracy, '; done; echo 'f1]'; } >many.yaml
+cp tiny.yaml huge.yaml && truncate -s 40M huge.yaml  # sparse: 40 MB of NUL after the text
+{
+  cat tiny.yaml
+  echo 'a0: &a0 [x, x, x, x, x, x, x, x, x, x]'
+  for i in 1 2 3 4 5 6; do
+    p=$((i - 1))
+    echo "a$i: &a$i [*a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p, *a$p]"
+  done
+} >aliases.yaml
+sed 's/^train:$/trian:/' tiny.yaml >unknown_key.yaml
+sed 's/type: relu/type: rleu/' tiny.yaml >unknown_layer.yaml
+sed 's/batch_size: 20/batch_size: 0/' tiny.yaml >batch0.yaml
+sed 's/batch_size: 20/batch_size: -5/' tiny.yaml >batchneg.yaml
+sed 's/units: 8/units: -3/' tiny.yaml >units_neg.yaml
+sed 's/units: 8/units: 0/' tiny.yaml >units0.yaml
+sed 's/num_classes: 2/num_classes: 0/' tiny.yaml >classes0.yaml
+sed 's/^  batch_size: 20/  batch_size: 20\n  normalize: {scale: 0}/' tiny.yaml >scale0.yaml
+mkfifo fifo.yaml
+mkdir adir
+echo "not a run directory" >afile
+
+# Data files in every format, good and hostile.
+python3 - <<'EOF'
+import gzip, os, struct
+def be(*v): return b"".join(struct.pack(">I", x) for x in v)
+n = 100
+img = be(0x803, n, 4, 4) + bytes((i * 7) % 256 for i in range(n * 16))
+lab = be(0x801, n) + bytes(i % 10 for i in range(n))
+open("img.idx", "wb").write(img)
+open("lab.idx", "wb").write(lab)
+open("img-cut.idx", "wb").write(img[:-5])
+open("img-magic.idx", "wb").write(b"GIF89a" + img[6:])
+open("lab-range.idx", "wb").write(lab[:-1] + bytes([10]))
+open("lab-short.idx", "wb").write(be(0x801, n - 1) + bytes(i % 10 for i in range(n - 1)))
+gzip.open("img.idx.gz", "wb").write(img)
+# A gzip bomb behind a small header: 64 MiB of zeros after the 100 images.
+with gzip.open("bomb.idx.gz", "wb", compresslevel=9) as f:
+    f.write(img)
+    z = bytes(1 << 20)
+    for _ in range(64): f.write(z)
+# A header that claims 4294967295 images of 28x28 in a 40-byte gzip file.
+gzip.open("lying.idx.gz", "wb").write(be(0x803, 0xFFFFFFFF, 28, 28) + bytes(16))
+g = gzip.compress(img)
+open("cut.idx.gz", "wb").write(g[:-20])
+c = bytearray(g)
+for i in range(len(g) // 2, len(g) // 2 + 8): c[i] ^= 0x5A
+open("corrupt.idx.gz", "wb").write(bytes(c))
+# CIFAR-10: 2 records; a cut record; a label 10.
+rec = lambda label: bytes([label]) + bytes((i * 3) % 256 for i in range(3072))
+open("cifar.bin", "wb").write(rec(1) + rec(2))
+open("cifar-cut.bin", "wb").write(rec(1) + rec(2)[:101])
+open("cifar-label.bin", "wb").write(rec(1) + rec(10))
+# CSV: 2 features then the label.
+rows = [f"{(i % 7) / 7:.3f},{(i % 5) / 5:.3f},{i % 2}" for i in range(40)]
+open("good.csv", "w").write("\n".join(rows) + "\n")
+open("ragged.csv", "w").write(rows[0] + "\n0.5,1\n" + "\n".join(rows[2:]) + "\n")
+open("text.csv", "w").write(rows[0] + "\n0.5,abc,1\n")
+open("label.csv", "w").write("\n".join(rows[:5]) + "\n0.5,0.5,7\n")
+open("empty.csv", "w").write("")
+# NPY: x (40, 2) float32, y (40,) int64.
+def npy(path, descr, shape, payload, fortran=False):
+    h = "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }" % (descr, fortran, "".join(f"{s}," for s in shape))
+    h = h.ljust(118) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + payload)
+xs = struct.pack("<80f", *[(i % 9) / 9 for i in range(80)])
+ys = struct.pack("<40q", *[i % 2 for i in range(40)])
+npy("x.npy", "<f4", (40, 2), xs)
+npy("y.npy", "<i8", (40,), ys)
+npy("x-cut.npy", "<f4", (40, 2), xs[:100])
+npy("x-fortran.npy", "<f4", (40, 2), xs, fortran=True)
+npy("x-object.npy", "|O", (40, 2), xs)
+npy("x-lying.npy", "<f4", (4000000000, 4000000000), xs)
+npy("y-range.npy", "<i8", (40,), ys[:-8] + struct.pack("<q", 9))
+open("x-garbage.npy", "wb").write(b"PK\x03\x04 this is a zip file\n" * 4)
+# Sequences: label then token ids.
+open("seq.txt", "w").write("".join(f"{i % 3} {' '.join(str(1 + (i * j) % 50) for j in range(1, 9))}\n" for i in range(30)))
+open("seq-token.txt", "w").write("0 1 2 3\n1 4 x 5\n")
+open("seq-label.txt", "w").write("0 1 2 3\n9 4 5\n")
+open("seq-neg.txt", "w").write("0 1 2 3\n1 4 -7 5\n")
+EOF
+mkfifo data.fifo
+mkdir data.dir
+
+cat >idx.yaml <<'EOF'
+model:
+  input_shape: [1, 4, 4]
+  layers: [{type: flatten}, {type: dense, units: 10}]
+loss: cross_entropy
+optimizer: {type: sgd, lr: 0.1}
+data:
+  train: {format: idx, images: img.idx, labels: lab.idx}
+  num_classes: 10
+  batch_size: 20
+train: {epochs: 1}
+EOF
+cat >cifar.yaml <<'EOF'
+model:
+  input_shape: [3, 32, 32]
+  layers: [{type: global_avg_pool}, {type: dense, units: 10}]
+loss: cross_entropy
+optimizer: {type: sgd, lr: 0.1}
+data:
+  train: {format: cifar10, files: [cifar.bin]}
+  num_classes: 10
+  batch_size: 2
+train: {epochs: 1}
+EOF
+cat >csv.yaml <<'EOF'
+model:
+  input_shape: [2]
+  layers: [{type: dense, units: 2}]
+loss: cross_entropy
+optimizer: {type: sgd, lr: 0.1}
+data:
+  train: {format: csv, path: good.csv}
+  num_classes: 2
+  batch_size: 10
+train: {epochs: 1}
+EOF
+sed 's/{format: csv, path: good.csv}/{format: npy, x: x.npy, y: y.npy}/' csv.yaml >npy.yaml
+cat >seq.yaml <<'EOF'
+model:
+  input_shape: [8]
+  layers: [{type: embedding, input_dim: 64, output_dim: 4}, {type: flatten}, {type: dense, units: 3}]
+loss: cross_entropy
+optimizer: {type: sgd, lr: 0.1}
+data:
+  train: {format: sequences, path: seq.txt, maxlen: 8}
+  num_classes: 3
+  batch_size: 10
+train: {epochs: 1}
+EOF
+
+# Diverges: SGD at lr 1e6 overflows the weights within a few steps (tests/test_divergence.cc).
+cat >sgd.yaml <<'EOF'
+model:
+  input_shape: [2]
+  layers: [{type: dense, units: 16}, {type: relu}, {type: dense, units: 2}]
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+optimizer: {type: sgd, lr: 0.1}
+data: {train: {format: disc, samples: 500, seed: 3}, num_classes: 2, batch_size: 10, validation_split: 0.2}
+train: {epochs: 1, seed: 7}
+EOF
+# Long enough to be signalled: 4.2M parameters, so each checkpoint (weights + Adam state) is
+# about 48 MB; 20 steps per epoch.
+cat >slow.yaml <<'EOF'
+model:
+  input_shape: [2]
+  layers: [{type: dense, units: 2048}, {type: relu}, {type: dense, units: 2048}, {type: relu}, {type: dense, units: 2}]
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+optimizer: {type: adam, lr: 0.001}
+data: {train: {format: disc, samples: 2000, seed: 3}, num_classes: 2, batch_size: 100}
+train: {epochs: 50, seed: 7}
+EOF
+
+# Checkpoints and weights: a good run of tiny.yaml (2 epochs), then damaged copies.
+"$T" fit tiny.yaml --out good >/dev/null 2>&1 || { echo "bad_input_table: the good run failed" >&2; exit 2; }
+python3 - <<'EOF'
+import shutil, struct
+def copy(name): shutil.copytree("good", name); return name
+st = "checkpoints/epoch-0002.state.safetensors"
+w = "checkpoints/epoch-0002.safetensors"
+b = bytearray(open("good/" + st, "rb").read()); at = b.find(b"trainer.state"); b[at + 20:at + 28] = b"garbage!"
+open(copy("bad_state") + "/" + st, "wb").write(bytes(b))
+b = open("good/" + w, "rb").read()
+open(copy("cut_ckpt") + "/" + w, "wb").write(b[: len(b) // 2])
+copy("fifo_ckpt")
+m = open("good/model.safetensors", "rb").read()
+open("short.safetensors", "wb").write(m[:3])
+open("cut.safetensors", "wb").write(m[: len(m) - 10])
+open("huge-header.safetensors", "wb").write(struct.pack("<Q", 1 << 62) + b"{}")
+hdr = b'{"dense_1.weight": not json'
+open("json.safetensors", "wb").write(struct.pack("<Q", len(hdr)) + hdr)
+EOF
+rm fifo_ckpt/checkpoints/epoch-0002.safetensors && mkfifo fifo_ckpt/checkpoints/epoch-0002.safetensors
+mkfifo weights.fifo.safetensors
+mkdir weights.dir.safetensors
+mkdir -p nockpt/checkpoints
+"$T" fit npy.yaml --out good_npy >/dev/null 2>&1 || { echo "bad_input_table: the good npy run failed" >&2; exit 2; }
+sed 's/units: 8/units: 9/' tiny.yaml >tiny9.yaml
+
+# ---------------------------------------------------------------------------------------------
+# Config
+# ---------------------------------------------------------------------------------------------
+section "Config"
+row "malformed YAML" 3 "$TAB: bad-input table: config rows" -- fit malformed.yaml --no-out
+row "duplicate key (lr twice)" 3 "$CLI: a duplicate key is a config error naming both lines" -- fit dup_lr.yaml --no-out
+row "duplicate section (optimizer twice)" 3 "$CLI: a duplicate key is a config error naming both lines" -- fit dup_opt.yaml --no-out
+row "empty config" 3 "$CLI: a config that is not a regular file, too big, too deep or empty ..." -- fit empty.yaml --set optimizer.lr=0.1
+row "binary config (0xff bytes)" 3 "$TAB: bad-input table: config rows" -- fit binary.yaml
+row "NUL and escape bytes in the config" 3 "$CLI: control and non-UTF-8 bytes ... are escaped in messages" -- fit nul.yaml
+row "10,000-deep nesting" 3 "$CLI: a config that is not a regular file, too big, too deep or empty ..." -- fit deep.yaml
+row "40 MB config" 3 "$TAB: bad-input table: config rows" -- fit huge.yaml
+row "200,000-item list" 3 "$CLI: a config that is not a regular file, too big, too deep or empty ..." -- fit many.yaml
+row "alias bomb (10^7 nodes)" 3 "$TAB: bad-input table: config rows" -- fit aliases.yaml
+row "unknown key" 3 "$TAB: bad-input table: config rows" -- fit unknown_key.yaml
+row "unknown layer type" 3 "$TAB: bad-input table: config rows" -- fit unknown_layer.yaml
+row "config missing" 2 "$TAB: bad-input table: config rows" -- fit missing.yaml
+row "config is a directory" 2 "$TAB: bad-input table: config rows" -- fit adir
+row "config is a FIFO" 2 "$CLI: a config that is not a regular file, too big, too deep or empty ..." -- fit fifo.yaml
+row "config is /dev/zero" 2 "$CLI: a config that is not a regular file, too big, too deep or empty ..." -- fit /dev/zero
+
+# ---------------------------------------------------------------------------------------------
+# Sizes
+# ---------------------------------------------------------------------------------------------
+section "Sizes"
+row "batch_size: 0" 3 "$TAB: bad-input table: size rows" -- fit batch0.yaml --no-out
+row "batch_size: -5" 3 "$TAB: bad-input table: size rows" -- fit batchneg.yaml --no-out
+row "units: -3" 3 "$TAB: bad-input table: size rows" -- fit units_neg.yaml --no-out
+row "units: 0" 3 "$TAB: bad-input table: size rows" -- fit units0.yaml --no-out
+row "num_classes: 0" 3 "$TAB: bad-input table: size rows" -- fit classes0.yaml --no-out
+row "normalize.scale: 0" 3 "$CLI: config errors from --set and the data section exit 3 ..." -- fit scale0.yaml --no-out
+row "input_shape product overflows int64" 3 "$CLI: a size product that overflows is a config error in every verb, never a crash" -- \
+  fit tiny.yaml --no-out --set 'model.input_shape=[769546, 494770, 48448661]' --set 'model.layers=[{type: global_avg_pool}]'
+row "input_shape 2^31 per entry (summary)" 3 "$CLI: a size product that overflows is a config error in every verb, never a crash" -- \
+  summary tiny.yaml --set 'model.input_shape=[2147483648, 2147483648, 2147483648]'
+row "10^10-parameter dense layer" 3 "$TAB: bad-input table: size rows" -- fit tiny.yaml --no-out --set 'model.input_shape=[100000]' --set model.layers.0.units=100000
+row "batch too large for one tensor (bench)" 3 "$CLI: a size product that overflows is a config error in every verb, never a crash" -- \
+  bench "$repo/configs/fashion_mnist_cnn.yaml" --batch-size 1048576
+row "kernel larger than its input" 3 "$TAB: bad-input table: size rows" -- fit tiny.yaml --no-out --set 'model.input_shape=[1, 4, 4]' \
+  --set 'model.layers=[{type: conv2d, filters: 2, kernel_size: 9}, {type: flatten}, {type: dense, units: 2}]'
+row "train.epochs: 0" 3 "$TAB: bad-input table: size rows" -- fit tiny.yaml --no-out --set train.epochs=0
+row "--epochs 0" 2 "$TAB: bad-input table: flag rows" -- fit tiny.yaml --no-out --epochs 0
+row "--batch-size 99999999999" 2 "$TAB: bad-input table: flag rows" -- fit tiny.yaml --no-out --batch-size 99999999999
+
+# ---------------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------------
+section "Flags"
+row "unknown verb" 2 "$CLI: usage errors are one line pointing at the verb's --help, exit 2" -- frobnicate
+row "unknown flag" 2 "$CLI: usage errors are one line pointing at the verb's --help, exit 2" -- fit tiny.yaml --frobnicate
+row "--epochs not a number" 2 "$CLI: usage errors are one line pointing at the verb's --help, exit 2" -- fit tiny.yaml --epochs zero
+row "--out ''" 2 "$CLI: usage errors are one line pointing at the verb's --help, exit 2" -- fit tiny.yaml --out ''
+row "--resume ''" 2 "$CLI: usage errors are one line pointing at the verb's --help, exit 2" -- fit tiny.yaml --resume ''
+row "--device ''" 2 "$CLI: usage errors are one line pointing at the verb's --help, exit 2" -- fit tiny.yaml --device ''
+row "--device tpu" 2 "$CLI: usage errors are one line pointing at the verb's --help, exit 2" -- fit tiny.yaml --device tpu
+row "--device gpu:7 (no such GPU)" 5 "$TAB: bad-input table: flag rows" -- fit tiny.yaml --no-out --device gpu:7
+row "--set without =" 2 "$TAB: bad-input table: flag rows" -- fit tiny.yaml --no-out --set optimizer.lr
+row "--set ''" 2 "$CLI: usage errors are one line pointing at the verb's --help, exit 2" -- summary tiny.yaml --set ''
+row "--set empty key segment" 2 "$CLI: usage errors are one line pointing at the verb's --help, exit 2" -- fit tiny.yaml --set optimizer.lr.=1
+row "--set index 10^23" 3 "$CLI: config errors from --set and the data section exit 3 ..." -- fit tiny.yaml --set model.layers.99999999999999999999999.units=3
+row "--set value not YAML" 3 "$TAB: bad-input table: flag rows" -- fit tiny.yaml --no-out --set 'model.input_shape=[1,'
+row "--set unknown key" 3 "$TAB: bad-input table: flag rows" -- fit tiny.yaml --no-out --set optimizer.lrr=0.1
+row "escape bytes in an argument" 2 "$CLI: control and non-UTF-8 bytes ... are escaped in messages" -- fit $'\e[31mred\377'
+row "--out and --no-out" 2 "$TAB: bad-input table: flag rows" -- fit tiny.yaml --out x --no-out
+
+# ---------------------------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------------------------
+section "Data"
+row "missing data file" 4 "$TAB: bad-input table: data rows" -- fit idx.yaml --no-out --set data.train.images=missing.idx
+row "truncated IDX" 4 "$TAB: bad-input table: data rows" -- fit idx.yaml --no-out --set data.train.images=img-cut.idx
+row "IDX with a wrong magic" 4 "$TAB: bad-input table: data rows" -- fit idx.yaml --no-out --set data.train.images=img-magic.idx
+row "gzip bomb (64 MiB of zeros behind a valid header)" 4 "$UNT: a gzip IDX file must inflate to exactly the size its header gives ..." -- \
+  fit idx.yaml --no-out --set data.train.images=bomb.idx.gz
+row "gzip IDX header claiming 3.4 TB" 4 "$UNT: a gzip IDX header claiming more than the file can inflate to ..." -- \
+  fit idx.yaml --no-out --set data.train.images=lying.idx.gz
+row "truncated gzip stream" 4 "$TAB: bad-input table: data rows" -- fit idx.yaml --no-out --set data.train.images=cut.idx.gz
+row "corrupt gzip stream" 4 "$TAB: bad-input table: data rows" -- fit idx.yaml --no-out --set data.train.images=corrupt.idx.gz
+row "IDX label out of range" 4 "$TAB: bad-input table: data rows" -- fit idx.yaml --no-out --set data.train.labels=lab-range.idx
+row "IDX images and labels disagree in count" 4 "$TAB: bad-input table: data rows" -- fit idx.yaml --no-out --set data.train.labels=lab-short.idx
+row "IDX shape differs from the model" 4 "$TAB: bad-input table: data rows" -- fit idx.yaml --no-out --set 'model.input_shape=[1, 5, 5]'
+row "data file is a FIFO" 4 "$UNT: trainer fit exits 4 naming a data file that is a FIFO or a device, without blocking" -- \
+  fit idx.yaml --no-out --set data.train.images=data.fifo
+row "data file is /dev/zero" 4 "$UNT: trainer fit exits 4 naming a data file that is a FIFO or a device, without blocking" -- \
+  fit idx.yaml --no-out --set data.train.images=/dev/zero
+row "data file is a directory" 4 "$TAB: bad-input table: data rows" -- fit idx.yaml --no-out --set data.train.labels=data.dir
+row "CIFAR-10 record cut short" 4 "$TAB: bad-input table: data rows" -- fit cifar.yaml --no-out --set 'data.train.files=[cifar-cut.bin]'
+row "CIFAR-10 label 10" 4 "$TAB: bad-input table: data rows" -- fit cifar.yaml --no-out --set 'data.train.files=[cifar-label.bin]'
+row "CSV ragged row" 4 "$TAB: bad-input table: data rows" -- fit csv.yaml --no-out --set data.train.path=ragged.csv
+row "CSV text in a number column" 4 "$TAB: bad-input table: data rows" -- fit csv.yaml --no-out --set data.train.path=text.csv
+row "CSV label out of range" 4 "$TAB: bad-input table: data rows" -- fit csv.yaml --no-out --set data.train.path=label.csv
+row "CSV empty file" 4 "$TAB: bad-input table: data rows" -- fit csv.yaml --no-out --set data.train.path=empty.csv
+row "CSV columns differ from the model" 4 "$TAB: bad-input table: data rows" -- fit csv.yaml --no-out --set 'model.input_shape=[3]'
+row "NPY truncated" 4 "$TAB: bad-input table: data rows" -- fit npy.yaml --no-out --set data.train.x=x-cut.npy
+row "NPY Fortran order" 4 "$TAB: bad-input table: data rows" -- fit npy.yaml --no-out --set data.train.x=x-fortran.npy
+row "NPY object array" 4 "$TAB: bad-input table: data rows" -- fit npy.yaml --no-out --set data.train.x=x-object.npy
+row "NPY header claiming 1.6e19 elements" 4 "$TAB: bad-input table: data rows" -- fit npy.yaml --no-out --set data.train.x=x-lying.npy
+row "NPY not an NPY file" 4 "$TAB: bad-input table: data rows" -- fit npy.yaml --no-out --set data.train.x=x-garbage.npy
+row "NPY label out of range" 4 "$TAB: bad-input table: data rows" -- fit npy.yaml --no-out --set data.train.y=y-range.npy
+row "sequences: token not a number" 4 "$TAB: bad-input table: data rows" -- fit seq.yaml --no-out --set data.train.path=seq-token.txt
+row "sequences: negative token" 4 "$TAB: bad-input table: data rows" -- fit seq.yaml --no-out --set data.train.path=seq-neg.txt
+row "sequences: label out of range" 4 "$TAB: bad-input table: data rows" -- fit seq.yaml --no-out --set data.train.path=seq-label.txt
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints and weights
+# ---------------------------------------------------------------------------------------------
+section "Checkpoints and weights"
+row "--weights missing" 2 "$TAB: bad-input table: checkpoint rows" -- eval tiny.yaml --weights missing.safetensors
+row "--weights of 3 bytes" 4 "$TAB: bad-input table: checkpoint rows" -- eval tiny.yaml --weights short.safetensors
+row "--weights truncated" 4 "$TAB: bad-input table: checkpoint rows" -- eval tiny.yaml --weights cut.safetensors
+row "--weights header length 2^62" 4 "$TAB: bad-input table: checkpoint rows" -- eval tiny.yaml --weights huge-header.safetensors
+row "--weights header not JSON" 4 "$TAB: bad-input table: checkpoint rows" -- eval tiny.yaml --weights json.safetensors
+row "--weights is a directory" 4 "$CKP: directories, FIFOs and truncated reads are data errors, never a hang or garbage" -- \
+  eval tiny.yaml --weights weights.dir.safetensors
+row "--weights is a FIFO" 4 "$CKP: directories, FIFOs and truncated reads are data errors, never a hang or garbage" -- \
+  eval tiny.yaml --weights weights.fifo.safetensors
+row "--weights of another model" 3 "$TAB: bad-input table: checkpoint rows" -- eval tiny9.yaml --weights good
+row "--resume: corrupt state file" 4 "$CKP: resuming from a damaged or non-regular state file is a data error (exit 4) naming it" -- \
+  fit tiny.yaml --resume bad_state --epochs 3
+row "--resume: truncated checkpoint weights" 4 "$TAB: bad-input table: checkpoint rows" -- fit tiny.yaml --resume cut_ckpt --epochs 3
+row "--resume: checkpoint replaced by a FIFO" 4 "$TAB: bad-input table: checkpoint rows" -- fit tiny.yaml --resume fifo_ckpt --epochs 3
+row "--resume with a changed model" 3 "$CKP: resuming with a changed model or optimizer is a config error naming the difference" -- \
+  fit tiny9.yaml --resume good --epochs 3
+row "--resume: directory missing" 2 "$TAB: bad-input table: checkpoint rows" -- fit tiny.yaml --resume nowhere
+row "--resume: no checkpoint in it" 2 "$TAB: bad-input table: checkpoint rows" -- fit tiny.yaml --resume nockpt
+row "--out at a run with checkpoints" 2 "$TAB: bad-input table: checkpoint rows" -- fit tiny.yaml --out good
+
+# ---------------------------------------------------------------------------------------------
+# Outputs and disk
+# ---------------------------------------------------------------------------------------------
+section "Outputs and disk"
+row "--out at a file" 2 "$CLI: an existing file given as --out is a usage error before the run starts" -- fit tiny.yaml --out afile
+row "--out below a file (unwritable)" 2 "$TAB: bad-input table: output rows ..." -- fit tiny.yaml --out afile/sub
+row "--out in /proc (unwritable)" 2 "$TAB: bad-input table: output rows ..." -- fit tiny.yaml --out /proc/trainer-run
+row "predict --output below a file" 2 "$TAB: bad-input table: output rows ..." -- predict npy.yaml --weights good_npy --input x.npy --output afile/p.npy
+srow "closed stdout (\`\| head -1\`)" 0 "test_signals.cc: fit with a closed stdout goes on and completes its run directory" \
+  "trainer fit tiny.yaml --out piped --epochs 5 | head -1" \
+  '"$T" fit tiny.yaml --out piped --epochs 5 | head -1 >/dev/null; exit ${PIPESTATUS[0]}'
+# 67k parameters: each checkpoint (weights + Adam state) is 0.8 MB, and all are kept.
+wide='model.layers=[{type: dense, units: 256}, {type: relu}, {type: dense, units: 256}, {type: relu}, {type: dense, units: 2}]'
+cat >full_disk.sh <<'EOF'
+mkdir -p disk
+unshare --mount --propagation private true 2>/dev/null || { echo "skipped: no private mount namespace here" >&2; exit 77; }
+exec unshare --mount --propagation private bash -c '
+  mount -t tmpfs -o size=2m tmpfs disk 2>/dev/null || { echo "skipped: mount -t tmpfs is not permitted here" >&2; exit 77; }
+  "$T" fit tiny.yaml --out disk/run --epochs 30 --set checkpoint.keep_last=0 --set "$1"' - "$1"
+EOF
+MSG_PATTERN='^(error|warning|skipped)'
+srow "full disk (2 MiB tmpfs)" 5 "scripts/full_disk_test.sh $HARDEN_CI" \
+  "trainer fit tiny.yaml --out disk/run --epochs 30 --set checkpoint.keep_last=0 --set '$wide'  # disk: a 2 MiB tmpfs" \
+  "bash full_disk.sh '$wide'"
+MSG_PATTERN='^(error|warning):'
+
+# ---------------------------------------------------------------------------------------------
+# NaN
+# ---------------------------------------------------------------------------------------------
+section "NaN"
+row "diverges, train.on_nan: stop" 5 "test_divergence.cc: a diverging run stops with exit 5 naming epoch and step, ..." -- \
+  fit sgd.yaml --out nan_stop --set optimizer.lr=1e6
+MSG_PATTERN='^warning: epoch'
+row "diverges, train.on_nan: skip" 0 "test_divergence.cc: with train.on_nan: skip the non-finite batches are skipped, ..." -- \
+  fit sgd.yaml --out nan_skip --set optimizer.lr=1e6 --set train.on_nan=skip
+MSG_PATTERN='^(error|warning):'
+row "loss grows to 1e29 (finite)" 0 "test_divergence.cc: a loss that grows by orders of magnitude is warned about once, ..." -- \
+  fit sgd.yaml --out nan_grow --set 'optimizer={type: adam, lr: 1.0e6}' --epochs 2
+
+# ---------------------------------------------------------------------------------------------
+# Signals
+# ---------------------------------------------------------------------------------------------
+section "Signals"
+# Helpers for the snippets: wait_for GLOB waits (up to 30 s) until a file matching GLOB exists.
+helpers='
+p=""
+trap '"'"'[ -n "$p" ] && kill -9 $p 2>/dev/null; exit 124'"'"' TERM
+wait_for() { for _ in $(seq 3000); do compgen -G "$1" >/dev/null && return 0; sleep 0.01; done; echo "timed out waiting for $1" >&2; return 1; }
+'
+for sig in INT TERM; do
+  srow "SIG$sig during start-up" 130 "test_signals.cc: SIGTERM during start-up stops before the first step with one message and exit 130" \
+    "trainer fit configs/fashion_mnist_cnn.yaml --out start_$sig & kill -$sig \$!  # 0.2 s in: reading the data" \
+    "$helpers"'"$T" fit "'"$repo"'/configs/fashion_mnist_cnn.yaml" --out start_'$sig' & p=$!; sleep 0.2; kill -'$sig' $p; wait $p'
+  srow "SIG$sig during training" 130 "$TAB: bad-input table: signal rows (... during training ...) [!mayfail]" \
+    "trainer fit slow.yaml --out train_$sig & kill -$sig \$!  # in epoch 2" \
+    "$helpers"'"$T" fit slow.yaml --out train_'$sig' & p=$!; wait_for "train_'$sig'/checkpoints/epoch-0001.state.safetensors" && sleep 0.2; kill -'$sig' $p; wait $p'
+  srow "SIG$sig during a checkpoint write" 130 "$TAB: bad-input table: signal rows (... during a checkpoint write ...)" \
+    "trainer fit slow.yaml --out ckpt_$sig & kill -$sig \$!  # once checkpoints/*.tmp-PID exists" \
+    "$helpers"'"$T" fit slow.yaml --out ckpt_'$sig' & p=$!; wait_for "ckpt_'$sig'/checkpoints/*.tmp-*" && kill -'$sig' $p; wait $p'
+done
+MSG_PATTERN='^(error|warning|stopping)'
+srow "second SIGINT" 130 "$TAB: bad-input table: signal rows (... during training ...) [!mayfail]" \
+  "trainer fit slow.yaml --out twice & kill -INT \$!; kill -INT \$!" \
+  "$helpers"'"$T" fit slow.yaml --out twice & p=$!; wait_for "twice/checkpoints/epoch-0001.state.safetensors" && sleep 0.2; kill -INT $p; sleep 0.05; kill -INT $p; wait $p'
+MSG_PATTERN='^(error|warning|info: removed|info: resum)'
+srow "SIGKILL during training, then --resume" 0 "scripts/kill_loop.sh $HARDEN_CI; test_run_lock.cc: the run lock is released when its holder is killed with SIGKILL" \
+  "trainer fit slow.yaml --out kill9 --epochs 3 & kill -KILL \$!; trainer fit slow.yaml --resume kill9 --epochs 3" \
+  "$helpers"'"$T" fit slow.yaml --out kill9 --epochs 3 >/dev/null 2>&1 & p=$!; wait_for "kill9/checkpoints/epoch-0001.state.safetensors" && sleep 0.2; kill -KILL $p; wait $p; [ $? -eq 137 ] || exit 99; "$T" fit slow.yaml --resume kill9 --epochs 3'
+srow "SIGKILL during a checkpoint write, then --resume" 0 "scripts/kill_loop.sh $HARDEN_CI; test_run_lock.cc: temporary files of dead processes are removed ..." \
+  "trainer fit slow.yaml --out kill9w --epochs 3 & kill -KILL \$!  # once epoch 2's *.tmp-PID exists; trainer fit slow.yaml --resume kill9w --epochs 3" \
+  "$helpers"'"$T" fit slow.yaml --out kill9w --epochs 3 >/dev/null 2>&1 & p=$!; wait_for "kill9w/checkpoints/epoch-0001.state.safetensors" && wait_for "kill9w/checkpoints/epoch-0002*.tmp-*" && kill -KILL $p; wait $p; [ $? -eq 137 ] || exit 99; "$T" fit slow.yaml --resume kill9w --epochs 3'
+MSG_PATTERN='^(error|warning):'
+
+# ---------------------------------------------------------------------------------------------
+# Concurrency
+# ---------------------------------------------------------------------------------------------
+section "Concurrency"
+srow "two runs on one --out" 2 "test_run_lock.cc: a second fit or --resume on a run directory in use fails at once ...; scripts/concurrent_writers_test.sh $HARDEN_CI" \
+  "trainer fit slow.yaml --out shared & trainer fit slow.yaml --out shared" \
+  "$helpers"'"$T" fit slow.yaml --out shared >/dev/null 2>&1 & p=$!; wait_for shared/run.lock && sleep 0.1; "$T" fit slow.yaml --out shared; c=$?; kill -9 $p; exit $c'
+srow "two --resume of one directory" 2 "test_run_lock.cc: a second fit or --resume on a run directory in use fails at once ...; scripts/concurrent_writers_test.sh $HARDEN_CI" \
+  "trainer fit slow.yaml --resume shared2 & trainer fit slow.yaml --resume shared2" \
+  "$helpers"'"$T" fit slow.yaml --out shared2 --epochs 1 >/dev/null 2>&1 || exit 98; "$T" fit slow.yaml --resume shared2 >/dev/null 2>&1 & p=$!; wait_for "shared2/checkpoints/epoch-0002.*"; "$T" fit slow.yaml --resume shared2; c=$?; kill -9 $p; exit $c'
+
+# ---------------------------------------------------------------------------------------------
+echo "| case | command | message | exit | expected | test |"
+echo "|---|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"
+secs=$(( ($(date +%s%N) - t_start) / 1000000000 ))
+echo "bad_input_table: $n cases, $mismatches with an unexpected exit code, $secs s" >&2
+[ "$mismatches" -eq 0 ]

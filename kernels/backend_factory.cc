@@ -1,5 +1,7 @@
 #include "lib/backend/backend_registry.h"
 
+#include <spdlog/spdlog.h>
+
 #include <regex>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -36,9 +38,23 @@ std::string cuda_versions() {
 #endif
 }
 
+namespace {
+
+std::unique_ptr<Backend> make_cpu_backend(const DeviceRequest& req) {
+  int threads = req.threads;
+  if (threads <= 0) {
+    std::string busy;
+    threads = CpuBackend::default_threads(&busy);
+    if (!busy.empty()) spdlog::info("{}", busy);
+  }
+  return std::make_unique<CpuBackend>(req.mem_limit_bytes, threads);
+}
+
+}  // namespace
+
 std::unique_ptr<Backend> create_backend(const DeviceRequest& req, std::string* note) {
   std::string dev = req.device;
-  if (dev == "cpu") return std::make_unique<CpuBackend>(req.mem_limit_bytes, req.threads);
+  if (dev == "cpu") return make_cpu_backend(req);
   std::string why;
   std::vector<GpuInfo> gpus = list_gpus(&why);
   if (dev == "auto") {
@@ -51,7 +67,7 @@ std::unique_ptr<Backend> create_backend(const DeviceRequest& req, std::string* n
     if (dev == "auto") {
       if (!gpus.empty()) why = gpus.front().problem;
       if (note) *note = "device auto: no usable GPU (" + why + "); running on the CPU";
-      return std::make_unique<CpuBackend>(req.mem_limit_bytes, req.threads);
+      return make_cpu_backend(req);
     }
   }
   std::smatch m;

@@ -1,7 +1,6 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #include <sched.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,33 +40,37 @@ int other_runnable_threads() {
 
 // One OpenMP team size for the whole run, set on the thread that runs the step before any oneDNN
 // primitive is created: oneDNN sizes its scratchpads and work splits for omp_get_max_threads()
-// at creation.
-//
-// libgomp's default wait policy spins between parallel regions, which keeps barriers cheap: with
-// a short spin (GOMP_SPINCOUNT=3000), 16 threads ran 4x slower than 8. Spinning only hurts when
-// the threads it waits for are not running, i.e. when other work holds some of our cores: then
-// the step slows down by orders of magnitude (2 cores, 12 runnable threads: 3.3 s/step spinning
-// against 0.47 s on one thread). So by default we take the usable cores that are not busy with
-// other processes' runnable threads, and say so when that is fewer than all of them.
+// at creation. threads <= 0: OMP_NUM_THREADS if set, else every usable core.
 CpuBackend::CpuBackend(size_t cap, int threads) : alloc_(cap) {
 #ifdef _OPENMP
-  if (threads <= 0 && std::getenv("OMP_NUM_THREADS")) threads = omp_get_max_threads();
-  if (threads <= 0) {
-    const int cores = usable_cores();
-    const int online = std::max(1, int(std::thread::hardware_concurrency()));
-    // Other processes' threads spread over the whole machine; our share of them is what lands
-    // on the cores we may use.
-    const int busy = int(double(std::min(other_runnable_threads(), online)) * cores / online + 0.5);
-    threads = std::max(1, cores - busy);
-    if (threads < cores)
-      spdlog::info("CPU: {} of {} usable cores are busy with other work; using {} thread{} (--threads to choose)",
-                   cores - threads, cores, threads, threads == 1 ? "" : "s");
-  }
+  if (threads <= 0) threads = std::getenv("OMP_NUM_THREADS") ? omp_get_max_threads() : usable_cores();
   omp_set_num_threads(threads);
   threads_ = omp_get_max_threads();
 #else
   threads_ = 1;
 #endif
+}
+
+// libgomp's default wait policy spins between parallel regions, which keeps barriers cheap: with
+// a short spin (GOMP_SPINCOUNT=3000), 16 threads ran 4x slower than 8. Spinning only hurts when
+// the threads it waits for are not running, i.e. when other work holds some of our cores: then
+// the step slows down by orders of magnitude (2 cores, 12 runnable threads: 3.3 s/step spinning
+// against 0.47 s on one thread). So unless the user chose (a thread count or a wait policy), we
+// take the usable cores that are not busy with other processes' runnable threads.
+int CpuBackend::default_threads(std::string* note) {
+  const int cores = usable_cores();
+  if (std::getenv("OMP_NUM_THREADS") || std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT"))
+    return 0;  // the user's OpenMP settings decide
+  const int online = std::max(1, int(std::thread::hardware_concurrency()));
+  // Other processes' threads spread over the whole machine; our share of them is what lands on
+  // the cores we may use.
+  const int busy = int(double(std::min(other_runnable_threads(), online)) * cores / online + 0.5);
+  const int threads = std::max(1, cores - busy);
+  if (threads < cores && note)
+    *note = "CPU: " + std::to_string(cores - threads) + " of " + std::to_string(cores) +
+            " usable cores are busy with other work; using " + std::to_string(threads) + " thread" +
+            (threads == 1 ? "" : "s") + " (--threads to choose)";
+  return threads;
 }
 
 int CpuBackend::usable_cores() {

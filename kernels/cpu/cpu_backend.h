@@ -11,7 +11,7 @@ namespace trainer {
 
 class CpuBackend : public Backend {
  public:
-  // threads: 0 = OMP_NUM_THREADS when the user set it, else the cores this process may use.
+  // threads: 0 = OMP_NUM_THREADS when the user set it, else every core this process may use.
   explicit CpuBackend(size_t mem_cap_bytes = 0, int threads = 0);
   std::string name() const override { return "cpu"; }
   std::string description() const override;
@@ -44,6 +44,10 @@ class CpuBackend : public Backend {
   static std::string cpu_isa();
   // The cores this process may run on (its affinity mask, so taskset and cgroup cpusets count).
   static int usable_cores();
+  // The thread count for a run that names none: the usable cores not busy with other processes'
+  // runnable threads; 0 when OMP_NUM_THREADS, OMP_WAIT_POLICY or GOMP_SPINCOUNT is set (the
+  // user's OpenMP settings decide). *note gets a line to log when that is fewer than all cores.
+  static int default_threads(std::string* note);
   int threads() const { return threads_; }
 
  private:

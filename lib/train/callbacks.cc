@@ -1,12 +1,13 @@
 #include "lib/train/callbacks.h"
 
+#include "lib/train/progress.h"  // number_or_null
+
 #include <cmath>
 #include <limits>
 
 namespace trainer {
 namespace {
 
-nlohmann::json number_or_null(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
 double number_of(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::numeric_limits<double>::quiet_NaN();
 }

@@ -33,17 +33,7 @@ max_len_of() {
 # Debian 12 packages the fuzz build needs (clang-14 with its sanitizer and libFuzzer runtimes),
 # installed the way scripts/setup.sh installs its own.
 packages=(cmake ninja-build clang-14 libclang-rt-14-dev zlib1g-dev libyaml-cpp-dev nlohmann-json3-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "fuzz: installing ${missing[*]}"
-  sudo_cmd=""
-  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+scripts/install_missing.sh fuzz "${packages[@]}"
 cc=clang cxx=clang++
 command -v clang++ >/dev/null || { cc=clang-14; cxx=clang++-14; }
 

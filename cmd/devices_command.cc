@@ -12,14 +12,14 @@ void add_devices_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("devices", "List the GPUs and the CPU this build can use");
   sub->callback([]() {
     std::string why;
-    auto gpus = list_gpus(&why);
+    auto gpus = BackendRegistry::global().list_gpus(&why);
     std::cout << "cpu: " << CpuBackend::usable_cores() << " cores usable, oneDNN "
               << CpuBackend::onednn_version() << ", isa " << CpuBackend::cpu_isa() << "\n";
     if (gpus.empty()) {
       std::cout << "gpu: none usable (" << why << ")\n";
       return;
     }
-    std::cout << "cuda: " << cuda_versions() << "\n";
+    std::cout << "cuda: " << BackendRegistry::global().gpu_versions() << "\n";
     for (const auto& g : gpus) {
       std::cout << "gpu:" << g.index << "  " << g.name << "  compute capability " << g.cc_major << "."
                 << g.cc_minor << "  memory " << (g.total_bytes >> 20) << " MiB total, "

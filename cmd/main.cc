@@ -13,8 +13,11 @@
 
 #include "cmd/commands.h"
 #include "datasets/file_bytes.h"
+#include "kernels/register_backends.h"
+#include "lib/backend/backend_registry.h"
 #include "lib/core/error.h"
 #include "lib/core/printable.h"
+#include "lib/registry/registry.h"
 #include "lib/train/fit.h"
 #include "trainer_version.h"
 
@@ -87,6 +90,8 @@ int main(int argc, char** argv) {
   // Reads of data files check the stop request between chunks, so a signal interrupts loading.
   trainer::set_read_stop_check(trainer::stop_requested);
   sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  // Every backend of this build and its kernels: the one registration (lib names no backend).
+  trainer::register_backends(trainer::BackendRegistry::global(), trainer::Registry::global());
 
   CLI::App app{"trainer: train neural networks from YAML configs on CPUs (oneDNN) and NVIDIA GPUs (cuDNN/cuBLAS)",
                "trainer"};

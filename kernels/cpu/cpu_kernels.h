@@ -9,6 +9,11 @@
 
 namespace trainer {
 
+class Registry;
+
+// Adds every CPU kernel to `r` under the backend name "cpu" (called by register_backends()).
+void register_cpu_kernels(Registry& r);
+
 std::unique_ptr<LayerKernel> make_conv2d_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_dense_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_pool2d_cpu(const Layer& l, const KernelContext& ctx);

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <mutex>
 
 #include "kernels/cuda/adam_step.cuh"
 #include "kernels/cuda/arch_probe.cuh"
@@ -15,7 +14,6 @@
 #include "kernels/cuda/rmsprop_step.cuh"
 #include "kernels/cuda/sgd_step.cuh"
 #include "kernels/cuda/topk_correct.cuh"
-#include "lib/registry/registry.h"
 
 namespace trainer {
 
@@ -62,10 +60,6 @@ std::string CudaHeap::detail() const {
 
 CudaBackend::CudaBackend(int device, const DeviceRequest& req)
     : device_(device), math_(req.math), deterministic_(req.deterministic) {
-  // The CUDA kernels join the registry when the first CUDA backend exists (this library sits
-  // above trainer_lib, so the registry cannot call into it).
-  static std::once_flag registered;
-  std::call_once(registered, [] { register_cuda_kernels(Registry::global()); });
   try {
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));

@@ -107,7 +107,7 @@ class CudaBackend : public Backend {
 // The CUDA backend of a kernel's context (CUDA kernels are only created for a CudaBackend).
 CudaBackend& cuda_of(const KernelContext& ctx);
 
-// For kernels/backend_factory.cc. cuda_list_gpus never throws: without a driver or GPU it returns
+// For kernels/register_backends.cc. cuda_list_gpus never throws: without a driver or GPU it returns
 // an empty list and says why.
 std::vector<GpuInfo> cuda_list_gpus(std::string* why_none);
 std::string cuda_version_string();  // "driver 13.0, runtime 13.0, cuDNN 9.19.0, cuBLAS 13.1.0"

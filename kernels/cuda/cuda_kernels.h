@@ -9,6 +9,11 @@
 
 namespace trainer {
 
+class Registry;
+
+// Adds every CUDA kernel to `r` under the backend name "cuda" (called by register_backends()).
+void register_cuda_kernels(Registry& r);
+
 std::unique_ptr<LayerKernel> make_conv2d_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_dense_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_pool2d_cuda(const Layer& l, const KernelContext& ctx);

@@ -1,8 +1,13 @@
-// Creating a backend from a device string: "cpu", "auto" (first GPU if any, else the CPU, as
-// TensorFlow does), "gpu" (= gpu:0) or "gpu:N" (N indexes the GPUs this process can see, so
-// CUDA_VISIBLE_DEVICES is respected).
+// The backend registry: backend name -> factory, and which backend and device a device string
+// names: "cpu", "auto" (the first usable GPU, else the CPU, as TensorFlow does), "gpu" (= gpu:0)
+// or "gpu:N" (N indexes the GPUs this process can see, so CUDA_VISIBLE_DEVICES is respected).
+//
+// lib/ names no concrete backend. One explicit call, register_backends() in kernels/, fills the
+// registry with every backend of the build and their layer kernels; cmd/main.cc and the test
+// mains make it before anything creates a backend.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,14 +35,42 @@ struct GpuInfo {
   std::string problem;
 };
 
-// Throws RuntimeError for a GPU that does not exist (listing the GPUs present) or when no GPU is
-// usable. `note` receives a line to log when "auto" falls back to the CPU.
-std::unique_ptr<Backend> create_backend(const DeviceRequest& req, std::string* note);
+// How one backend is made. The CPU backend is registered as "cpu"; a GPU backend ("cuda") also
+// lists its devices and serves the device strings "gpu", "gpu:N" and "auto".
+struct BackendEntry {
+  std::string name;  // registry key, and Backend::name() of what make() returns
+  // gpu_index: the GPU to open (GPU backends; 0 for the CPU).
+  std::function<std::unique_ptr<Backend>(const DeviceRequest& req, int gpu_index)> make;
+  // GPU backends only (null for the CPU): the GPUs this process can see. Never throws: without a
+  // driver or GPU it returns an empty list and says why.
+  std::function<std::vector<GpuInfo>(std::string* why_none)> list_gpus;
+  // GPU backends only: "driver 13.0, runtime 13.0, cuDNN 9.19.0, cuBLAS 13.1.0".
+  std::function<std::string()> versions;
+};
 
-// Whether this build has the CUDA backend, and the GPUs it can see (empty without a driver).
-bool cuda_built();
-std::vector<GpuInfo> list_gpus(std::string* why_none);
-// "driver 13.0, runtime 13.0, cuDNN 9.19.0, cuBLAS 13.1.0" or "" without CUDA.
-std::string cuda_versions();
+class BackendRegistry {
+ public:
+  // The process-wide registry; empty until register_backends() (kernels/register_backends.h).
+  static BackendRegistry& global();
+
+  // Throws InternalError for a name registered twice or a second GPU backend.
+  void add(BackendEntry entry);
+  std::vector<std::string> names() const;
+
+  // A backend for req.device. Throws UsageError for a malformed device string, RuntimeError for
+  // a GPU that does not exist (listing the GPUs present) or when no GPU is usable. `note`
+  // receives a line to log when "auto" falls back to the CPU.
+  std::unique_ptr<Backend> create(const DeviceRequest& req, std::string* note) const;
+
+  // The GPU backend's GPUs; empty, saying why, without one (a CPU-only build) or without a GPU.
+  std::vector<GpuInfo> list_gpus(std::string* why_none) const;
+  // The GPU backend's library versions; "" without one.
+  std::string gpu_versions() const;
+
+ private:
+  const BackendEntry& cpu() const;
+  const BackendEntry* gpu() const;
+  std::vector<BackendEntry> entries_;
+};
 
 }  // namespace trainer

@@ -9,7 +9,6 @@ Registry& Registry::global() {
   static Registry* r = [] {
     auto* reg = new Registry;
     register_builtin_layers(*reg);
-    register_cpu_kernels(*reg);  // the CUDA backend adds its kernels when first created
     return reg;
   }();
   return *r;

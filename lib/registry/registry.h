@@ -1,7 +1,7 @@
 // The one registry: layer type name -> how to parse it, and per backend how to run it.
 //
-// Registration is explicit (register_builtin_layers(), register_cpu_kernels(), ...) rather than by
-// static registrars, which a static library would silently drop (Caffe's well-known trap).
+// Registration is explicit (register_builtin_layers(), and register_backends() in kernels/ for the
+// kernels) rather than by static registrars, which a static library would silently drop (Caffe's well-known trap).
 #pragma once
 
 #include <functional>
@@ -33,8 +33,8 @@ struct LayerEntry {
 
 class Registry {
  public:
-  // The process-wide registry, filled on first use with every built-in layer and every kernel
-  // this build has.
+  // The process-wide registry, filled on first use with every built-in layer; the kernels join
+  // it through register_backends() (kernels/register_backends.h).
   static Registry& global();
 
   void add_layer(const std::string& type, const std::string& summary, LayerFactory make);
@@ -53,10 +53,8 @@ class Registry {
   std::map<std::string, LayerEntry> layers_;
 };
 
-// Defined in lib/layers/register_layers.cc and kernels/*/register_*.cc. A GPU backend library
-// registers its kernels itself when its first backend is created (it sits above this library).
+// Defined in lib/layers/register_layers.cc. The kernels of each backend are added by
+// register_backends() (kernels/register_backends.h), which names the backends.
 void register_builtin_layers(Registry& r);
-void register_cpu_kernels(Registry& r);
-void register_cuda_kernels(Registry& r);
 
 }  // namespace trainer

@@ -29,7 +29,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   s->model = model ? std::move(model) : make_model(cfg);
   s->classes = cfg.data.num_classes;
   std::string note;
-  s->backend = create_backend(device, &note);
+  s->backend = BackendRegistry::global().create(device, &note);
   if (!note.empty()) spdlog::warn("{}", note);
   s->optimizer = std::make_unique<Optimizer>(cfg.optimizer);
   ExecutorOptions eo;

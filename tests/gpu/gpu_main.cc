@@ -6,11 +6,15 @@
 
 #include <cstdio>
 
+#include "kernels/register_backends.h"
 #include "lib/backend/backend_registry.h"
+#include "lib/registry/registry.h"
 
 int main(int argc, char** argv) {
+  // The same registration as cmd/main.cc: the CPU and CUDA backends and their kernels.
+  trainer::register_backends(trainer::BackendRegistry::global(), trainer::Registry::global());
   std::string why;
-  const std::vector<trainer::GpuInfo> gpus = trainer::list_gpus(&why);
+  const std::vector<trainer::GpuInfo> gpus = trainer::BackendRegistry::global().list_gpus(&why);
   if (gpus.empty()) {
     std::printf("SKIPPED: no usable GPU (%s)\n", why.c_str());
     return 77;
@@ -22,7 +26,7 @@ int main(int argc, char** argv) {
   }
   std::printf("GPU tests on gpu:%d %s (compute capability %d.%d, %zu MiB); %s\n", g.index,
               g.name.c_str(), g.cc_major, g.cc_minor, g.total_bytes >> 20,
-              trainer::cuda_versions().c_str());
+              trainer::BackendRegistry::global().gpu_versions().c_str());
   std::fflush(stdout);
   return Catch::Session().run(argc, argv);
 }

@@ -1,0 +1,84 @@
+#include "lib/backend/backend_registry.h"
+
+#include <regex>
+
+#include "lib/core/error.h"
+
+namespace trainer {
+
+BackendRegistry& BackendRegistry::global() {
+  static BackendRegistry* r = new BackendRegistry;  // never destroyed: used until exit
+  return *r;
+}
+
+void BackendRegistry::add(BackendEntry entry) {
+  for (const BackendEntry& e : entries_)
+    if (e.name == entry.name) throw InternalError("backend '" + entry.name + "' registered twice");
+  if (entry.list_gpus && gpu())
+    throw InternalError("a second GPU backend '" + entry.name + "' (already: " + gpu()->name + ")");
+  entries_.push_back(std::move(entry));
+}
+
+std::vector<std::string> BackendRegistry::names() const {
+  std::vector<std::string> v;
+  for (const BackendEntry& e : entries_) v.push_back(e.name);
+  return v;
+}
+
+const BackendEntry& BackendRegistry::cpu() const {
+  for (const BackendEntry& e : entries_)
+    if (e.name == "cpu") return e;
+  throw InternalError("no 'cpu' backend is registered; call register_backends() first");
+}
+
+const BackendEntry* BackendRegistry::gpu() const {
+  for (const BackendEntry& e : entries_)
+    if (e.list_gpus) return &e;
+  return nullptr;
+}
+
+std::vector<GpuInfo> BackendRegistry::list_gpus(std::string* why_none) const {
+  if (const BackendEntry* g = gpu()) return g->list_gpus(why_none);
+  if (why_none) *why_none = "this build has no CUDA backend (built without nvcc/cuDNN)";
+  return {};
+}
+
+std::string BackendRegistry::gpu_versions() const {
+  const BackendEntry* g = gpu();
+  return g && g->versions ? g->versions() : "";
+}
+
+std::unique_ptr<Backend> BackendRegistry::create(const DeviceRequest& req, std::string* note) const {
+  std::string dev = req.device;
+  if (dev == "cpu") return cpu().make(req, 0);
+  std::string why;
+  std::vector<GpuInfo> gpus = list_gpus(&why);
+  if (dev == "auto") {
+    // The first GPU this build can run on; else the CPU, saying why in one line.
+    for (const auto& g : gpus)
+      if (g.problem.empty()) {
+        dev = "gpu:" + std::to_string(g.index);
+        break;
+      }
+    if (dev == "auto") {
+      if (!gpus.empty()) why = gpus.front().problem;
+      if (note) *note = "device auto: no usable GPU (" + why + "); running on the CPU";
+      return cpu().make(req, 0);
+    }
+  }
+  std::smatch m;
+  static const std::regex re("gpu(?::([0-9]+))?");
+  if (!std::regex_match(dev, m, re))
+    throw UsageError("unknown device '" + req.device + "'; allowed: cpu, auto, gpu, gpu:N");
+  const int index = m[1].matched ? std::stoi(m[1].str()) : 0;
+  if (gpus.empty()) throw RuntimeError("device " + req.device + ": no usable GPU: " + why);
+  if (index >= int(gpus.size())) {
+    std::string list;
+    for (const auto& g : gpus) list += "\n  gpu:" + std::to_string(g.index) + "  " + g.name;
+    throw RuntimeError("device " + req.device + " does not exist; GPUs present:" + list);
+  }
+  if (!gpus[index].problem.empty()) throw RuntimeError(gpus[index].problem);
+  return gpu()->make(req, index);  // gpus is not empty, so there is a GPU backend
+}
+
+}  // namespace trainer

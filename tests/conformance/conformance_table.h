@@ -56,7 +56,9 @@ struct Inputs {
   static Inputs grid() { return {}; }
   static Inputs uniform(double lo, double hi) { return {Kind::uniform, lo, hi, 0}; }
   static Inputs integers(double lo, double hi) { return {Kind::integers, lo, hi, 0}; }
-  static Inputs tokens(int64_t vocab, double padding_share = 0) { return {Kind::tokens, padding_share, 0, vocab}; }
+  static Inputs tokens(int64_t vocab, double padding_share = 0) {
+    return {Kind::tokens, padding_share, 0, vocab};
+  }
 };
 
 // Per-tensor bounds of the cross-backend check (rel error; 0: bit-identical).
@@ -75,9 +77,9 @@ struct Case {
   bool training = true;
   int forwards = 1;  // forward passes before backward (running statistics move each time)
   std::vector<std::pair<size_t, float>> set_inputs;  // x[i] = v after drawing
-  std::string expect_warning;  // a warning this case must log ("" = none may be logged)
-  bool exact_cross = false;    // cross-backend y and dx bit-identical (max-pool ties)
-  std::string note;            // why the case exists, shown on failure
+  std::string expect_warning;                        // a warning this case must log ("" = none may be logged)
+  bool exact_cross = false;                          // cross-backend y and dx bit-identical (max-pool ties)
+  std::string note;                                  // why the case exists, shown on failure
   std::map<std::string, double> first_layer_margin;  // overrides the row's (Row::first_layer_margin)
 };
 

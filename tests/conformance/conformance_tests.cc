@@ -20,8 +20,8 @@ class RowTest : public Catch::ITestInvoker {
     }
     for (size_t i = 0; i < row.cases.size(); ++i) {
       const Case& c = row.cases[i];
-      DYNAMIC_SECTION("case " << i << ": " << c.yaml << " on " << c.input.batched_str() << " batch " << c.batch
-                              << (c.training ? "" : " eval")) {
+      DYNAMIC_SECTION("case " << i << ": " << c.yaml << " on " << c.input.batched_str() << " batch "
+                              << c.batch << (c.training ? "" : " eval")) {
         run_case(row, c, backend_(), cpu_ ? &cpu_() : nullptr);
       }
     }

@@ -48,7 +48,9 @@ std::vector<float> draw_inputs(const Inputs& in, size_t n, uint64_t seed) {
       for (size_t i = 0; i < n; ++i) x[i] = -1.f + 2.f * (float(perm[i]) + 0.5f) / float(n);
       break;
     }
-    case Inputs::Kind::uniform: x = uniform(n, seed, in.lo, in.hi); break;
+    case Inputs::Kind::uniform:
+      x = uniform(n, seed, in.lo, in.hi);
+      break;
     case Inputs::Kind::integers:
       x = uniform(n, seed, in.lo, in.hi);
       for (auto& v : x) v = std::floor(v);
@@ -61,8 +63,8 @@ std::vector<float> draw_inputs(const Inputs& in, size_t n, uint64_t seed) {
 }
 
 // Element-wise |got - want| <= abs + rel |want|; reports the count and the worst element.
-void expect_close(const char* what, const std::vector<float>& got, const std::vector<double>& want, double abs,
-                  double rel) {
+void expect_close(const char* what, const std::vector<float>& got, const std::vector<double>& want,
+                  double abs, double rel) {
   REQUIRE(got.size() == want.size());
   size_t bad = 0, worst = 0;
   double worst_excess = -1;
@@ -85,7 +87,8 @@ void expect_buffers_close(const std::vector<float>& got, const std::vector<doubl
       if (!bad) first = i;
       ++bad;
     }
-  INFO("buffers (running statistics): " << bad << " of " << got.size() << " outside max(1e-6, 1e-5 |reference|); "
+  INFO("buffers (running statistics): " << bad << " of " << got.size()
+                                        << " outside max(1e-6, 1e-5 |reference|); "
                                         << "first element " << first << ": got " << (bad ? got[first] : 0.f)
                                         << ", reference " << (bad ? want[first] : 0.0));
   CHECK(bad == 0);
@@ -138,7 +141,8 @@ void check_finite_differences(KernelRun& k, const char* what, const std::vector<
     (k.*set)(i, v[i]);
     const double numeric = (up - down) / (2.0 * double(h));
     if (!(std::abs(analytic[i] - numeric) <= 2e-3 + 2e-2 * std::abs(numeric))) {
-      if (bad++ < 3) first << " " << what << "[" << i << "] analytic " << analytic[i] << " numeric " << numeric << ";";
+      if (bad++ < 3)
+        first << " " << what << "[" << i << "] analytic " << analytic[i] << " numeric " << numeric << ";";
     }
   }
   INFO("backward " << what << " against central differences (h " << h << "): " << bad << " of " << at.size()
@@ -161,7 +165,8 @@ void check_cross(const char* what, const std::vector<float>& a, const std::vecto
 std::string describe(const Row& row, const Case& c, const std::string& backend) {
   std::ostringstream s;
   s << row.type << " " << dtype_name(row.dtype) << " on " << backend << ": " << c.yaml << " on input "
-    << c.input.batched_str() << ", batch " << c.batch << ", seed " << c.seed << (c.training ? ", training" : ", eval");
+    << c.input.batched_str() << ", batch " << c.batch << ", seed " << c.seed
+    << (c.training ? ", training" : ", eval");
   if (!c.note.empty()) s << " (" << c.note << ")";
   return s.str();
 }
@@ -170,7 +175,8 @@ std::string describe(const Row& row, const Case& c, const std::string& backend) 
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::fp32: return "fp32";
+    case DType::fp32:
+      return "fp32";
   }
   return "?";
 }
@@ -230,7 +236,8 @@ CaseData make_case_data(const Case& c) {
 // Backend memory freed with the object.
 class DeviceBuffer {
  public:
-  DeviceBuffer(Backend& be, size_t floats) : be_(be), p_(be.allocator().allocate(floats ? floats * 4 : 4, "conformance")) {}
+  DeviceBuffer(Backend& be, size_t floats)
+      : be_(be), p_(be.allocator().allocate(floats ? floats * 4 : 4, "conformance")) {}
   ~DeviceBuffer() { be_.allocator().deallocate(p_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -253,8 +260,14 @@ struct KernelRun::Tensors {
   DeviceBuffer x, y, dy, dx, params, grads, buffers, scalars;
   std::unique_ptr<DeviceBuffer> workspace;
   Tensors(Backend& be, size_t n_in, size_t n_out, size_t n_params, size_t n_buffers)
-      : x(be, n_in), y(be, n_out), dy(be, n_out), dx(be, n_in), params(be, n_params), grads(be, n_params),
-        buffers(be, n_buffers), scalars(be, (sizeof(StepScalars) + 3) / 4) {}
+      : x(be, n_in),
+        y(be, n_out),
+        dy(be, n_out),
+        dx(be, n_in),
+        params(be, n_params),
+        grads(be, n_params),
+        buffers(be, n_buffers),
+        scalars(be, (sizeof(StepScalars) + 3) / 4) {}
 };
 
 KernelRun::KernelRun(Backend& backend, const CaseData& data) : be_(backend), d_(data) {
@@ -348,11 +361,12 @@ void run_case(const Row& row, const Case& c, Backend& backend, Backend* cpu) {
     // A first layer (dx null): the same parameter gradients (see Row::first_layer_margin), y and
     // buffers, bit for bit; this is also the determinism check (a second run on fresh memory).
     const RunOutput b = k.run(false);
-    INFO("a second run without dx (first layer) differs from the first: y " << rel_error(b.y, a.y) << ", grads "
-                                                                            << rel_error(b.grads, a.grads));
+    INFO("a second run without dx (first layer) differs from the first: y "
+         << rel_error(b.y, a.y) << ", grads " << rel_error(b.grads, a.grads));
     CHECK(same_bits(b.y, a.y));
     CHECK(same_bits(b.buffers, a.buffers));
-    const auto& margins = c.first_layer_margin.count(backend.name()) ? c.first_layer_margin : row.first_layer_margin;
+    const auto& margins =
+        c.first_layer_margin.count(backend.name()) ? c.first_layer_margin : row.first_layer_margin;
     const auto margin = margins.find(backend.name());
     if (margin == margins.end()) {
       CHECK(same_bits(b.grads, a.grads));
@@ -361,8 +375,9 @@ void run_case(const Row& row, const Case& c, Backend& backend, Backend* cpu) {
       for (size_t i : d.live)
         if (!(std::abs(b.grads[i] - a.grads[i]) <= margin->second * std::max(1.f, std::abs(a.grads[i]))))
           first = bad++ ? first : i;
-      INFO(bad << " parameter gradients differ by more than " << margin->second << " max(1, |g|); first: element "
-               << first << " with dx " << a.grads[first] << ", without " << b.grads[first]);
+      INFO(bad << " parameter gradients differ by more than " << margin->second
+               << " max(1, |g|); first: element " << first << " with dx " << a.grads[first] << ", without "
+               << b.grads[first]);
       CHECK(bad == 0);
     }
   }
@@ -381,10 +396,11 @@ void run_case(const Row& row, const Case& c, Backend& backend, Backend* cpu) {
     check_cross("dx", a.dx, ref.dx, c.exact_cross ? 0 : row.cross.dx);
     if (!d.live.empty()) {
       check_cross("parameter gradients", a.grads, ref.grads, row.cross.grads, d.live);
-      check_cross("parameter gradients without dx (first layer)", a.grads, ck.run(false).grads, row.cross.grads,
-                  d.live);
+      check_cross("parameter gradients without dx (first layer)", a.grads, ck.run(false).grads,
+                  row.cross.grads, d.live);
     }
-    if (!d.buffers.empty()) check_cross("buffers (running statistics)", a.buffers, ref.buffers, row.cross.buffers);
+    if (!d.buffers.empty())
+      check_cross("buffers (running statistics)", a.buffers, ref.buffers, row.cross.buffers);
   }
   if (row.property) row.property(row, c, d, a);
 }

@@ -18,12 +18,12 @@ struct CaseData {
   int64_t batch = 0;
   bool training = true;
   int forwards = 1;
-  std::vector<float> x, dy;      // dy is also r in the finite differences' L = sum(y * r)
-  std::vector<float> params;     // the layer's slice of the arena, laid out as Model does (64-float
-                                 // slots); the slots' padding holds NaN, which no kernel may read
-  std::vector<size_t> live;      // the tensors' elements in `params` (padding excluded)
-  std::vector<float> buffers;    // the buffer specs' tensors, one after another
-  StepScalars scalars;           // seed and step of dropout's mask
+  std::vector<float> x, dy;    // dy is also r in the finite differences' L = sum(y * r)
+  std::vector<float> params;   // the layer's slice of the arena, laid out as Model does (64-float
+                               // slots); the slots' padding holds NaN, which no kernel may read
+  std::vector<size_t> live;    // the tensors' elements in `params` (padding excluded)
+  std::vector<float> buffers;  // the buffer specs' tensors, one after another
+  StepScalars scalars;         // seed and step of dropout's mask
   int layer_index = 3;
 };
 
@@ -73,7 +73,8 @@ Backend& cpu_backend();
 
 // Rel error ||a - ref|| / ||ref|| (||a|| when ref is all zeros), over the elements `at` (all if
 // empty).
-double rel_error(const std::vector<float>& a, const std::vector<float>& ref, const std::vector<size_t>& at = {});
+double rel_error(const std::vector<float>& a, const std::vector<float>& ref,
+                 const std::vector<size_t>& at = {});
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
 
 }  // namespace trainer::conformance

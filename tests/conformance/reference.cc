@@ -69,7 +69,8 @@ std::vector<double> reference_conv1d(ReferenceInput& in) {
         for (int64_t ch = 0; ch < C; ++ch)
           for (int64_t j = 0; j < c.k; ++j) {
             const int64_t i = o * c.stride - c.w.pad_begin + j;
-            if (i >= 0 && i < L) acc += in.x[size_t((b * C + ch) * L + i)] * w[size_t((f * C + ch) * c.k + j)];
+            if (i >= 0 && i < L)
+              acc += in.x[size_t((b * C + ch) * L + i)] * w[size_t((f * C + ch) * c.k + j)];
           }
         y.push_back(acc);
       }
@@ -79,8 +80,8 @@ std::vector<double> reference_conv1d(ReferenceInput& in) {
 namespace {
 
 // One pooling window over the in-bounds positions [begin, end) of each axis.
-double pool_window(const std::vector<double>& x, size_t base, int64_t h0, int64_t h1, int64_t w0,
-                   int64_t w1, int64_t W, bool max) {
+double pool_window(const std::vector<double>& x, size_t base, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                   int64_t W, bool max) {
   double mx = -std::numeric_limits<double>::infinity(), sum = 0;
   for (int64_t i = h0; i < h1; ++i)
     for (int64_t j = w0; j < w1; ++j) {
@@ -103,7 +104,8 @@ std::vector<double> reference_pool2d(ReferenceInput& in) {
       for (int64_t ow = 0; ow < OW; ++ow) {
         const int64_t h = oh * p.sh - p.wh.pad_begin, w = ow * p.sw - p.ww.pad_begin;
         y.push_back(pool_window(in.x, size_t(bc * H * W), std::max<int64_t>(h, 0), std::min(h + p.ph, H),
-                                std::max<int64_t>(w, 0), std::min(w + p.pw, W), W, p.kind == Pool2d::Kind::max));
+                                std::max<int64_t>(w, 0), std::min(w + p.pw, W), W,
+                                p.kind == Pool2d::Kind::max));
       }
   return y;
 }
@@ -144,19 +146,31 @@ std::vector<double> reference_activation(ReferenceInput& in) {
       for (int64_t i = 0; i < F; ++i) mx = std::max(mx, x[i]);
       for (int64_t i = 0; i < F; ++i) z += std::exp(x[i] - mx);
       for (int64_t i = 0; i < F; ++i)
-        y[size_t(b * F + i)] = a.kind == ActivationKind::softmax ? std::exp(x[i] - mx) / z : x[i] - mx - std::log(z);
+        y[size_t(b * F + i)] =
+            a.kind == ActivationKind::softmax ? std::exp(x[i] - mx) / z : x[i] - mx - std::log(z);
     }
     return y;
   }
   for (size_t i = 0; i < y.size(); ++i) {
     const double v = in.x[i];
     switch (a.kind) {
-      case ActivationKind::relu: y[i] = v > 0 ? v : 0.0; break;
-      case ActivationKind::leaky_relu: y[i] = v > 0 ? v : double(a.alpha) * v; break;
-      case ActivationKind::sigmoid: y[i] = 1 / (1 + std::exp(-v)); break;
-      case ActivationKind::tanh: y[i] = std::tanh(v); break;
-      case ActivationKind::gelu: y[i] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); break;
-      default: break;
+      case ActivationKind::relu:
+        y[i] = v > 0 ? v : 0.0;
+        break;
+      case ActivationKind::leaky_relu:
+        y[i] = v > 0 ? v : double(a.alpha) * v;
+        break;
+      case ActivationKind::sigmoid:
+        y[i] = 1 / (1 + std::exp(-v));
+        break;
+      case ActivationKind::tanh:
+        y[i] = std::tanh(v);
+        break;
+      case ActivationKind::gelu:
+        y[i] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+        break;
+      default:
+        break;
     }
   }
   return y;

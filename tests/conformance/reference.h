@@ -13,7 +13,7 @@ struct ReferenceInput {
   const Layer* layer = nullptr;
   int64_t batch = 0;
   bool training = true;
-  int forwards = 1;  // running statistics are updated once per forward
+  int forwards = 1;                          // running statistics are updated once per forward
   std::vector<double> x;                     // (batch, input shape...)
   std::vector<std::vector<double>> params;   // one per ParamSpec, without slot padding
   std::vector<std::vector<double>> buffers;  // one per BufferSpec; updated in place
@@ -27,7 +27,7 @@ using ReferenceForward = std::vector<double> (*)(ReferenceInput& in);
 std::vector<double> reference_dense(ReferenceInput& in);
 std::vector<double> reference_conv2d(ReferenceInput& in);
 std::vector<double> reference_conv1d(ReferenceInput& in);
-std::vector<double> reference_pool2d(ReferenceInput& in);   // max: padding never wins; avg: padding excluded
+std::vector<double> reference_pool2d(ReferenceInput& in);  // max: padding never wins; avg: padding excluded
 std::vector<double> reference_pool1d(ReferenceInput& in);
 std::vector<double> reference_global_avg_pool(ReferenceInput& in);
 std::vector<double> reference_activation(ReferenceInput& in);  // element-wise, softmax, log_softmax

@@ -2,7 +2,6 @@
 // dtype, so a new layer fails here until it has one; every row names a registered type; every
 // row with a reference has a CPU kernel and every kernelless row none.
 #include <catch2/catch.hpp>
-
 #include <set>
 
 #include "lib/registry/registry.h"

@@ -13,6 +13,7 @@
 #include "lib/train/divergence.h"
 #include "lib/train/fit.h"
 #include "tests/test_util.h"
+#include "tests/warning_sink.h"
 
 using namespace trainer;
 using Catch::Contains;
@@ -143,7 +144,11 @@ TEST_CASE("with train.on_nan: skip the non-finite batches are skipped, counted a
   FitOptions fo;
   fo.out_dir = run;
   std::ostringstream out;
-  FitResult r = fit(cfg, fo, out);
+  FitResult r = [&] {
+    test::ExpectWarning skipped("batch(es) with a non-finite");
+    test::ExpectWarning grew("probably diverged");
+    return fit(cfg, fo, out);
+  }();
   REQUIRE(r.epochs_run == 2);
   REQUIRE_THAT(out.str(), Contains("epoch 1/2 loss=") && Contains(" skipped="));
   auto summary = nlohmann::json::parse(test::slurp(run + "/summary.json"));
@@ -167,7 +172,10 @@ TEST_CASE("a loss that grows by orders of magnitude is warned about once, in the
   FitOptions fo;
   fo.out_dir = run;
   std::ostringstream out;
-  fit(cfg, fo, out);
+  {
+    test::ExpectWarning grew("probably diverged");  // logged, and kept in summary.json
+    fit(cfg, fo, out);
+  }
   auto summary = nlohmann::json::parse(test::slurp(run + "/summary.json"));
   REQUIRE(summary["warnings"].size() == 1);
   REQUIRE_THAT(summary["warnings"][0].get<std::string>(), Contains("probably diverged"));

@@ -15,6 +15,7 @@
 #include "lib/core/error.h"
 #include "lib/train/fit.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/warning_sink.h"
 
 using namespace trainer;
 using namespace trainer::gpu_test;
@@ -155,7 +156,13 @@ TEST_CASE("gpu fit with graph-replayed steps stops a diverging run at the CPU's 
   FitOptions fo;
   fo.device.device = "gpu:0";
   std::ostringstream out;
-  FitResult r = fit(skip, fo, out);
+  FitResult r = [&] {
+    test::ExpectWarning skipped("batch(es) with a non-finite");
+    // The CPU's run of this config warns that the loss grew (tests/test_divergence.cc); the GPU's
+    // skips may differ by a step, so that warning is allowed here, not required.
+    test::ExpectWarning grew("probably diverged", false);
+    return fit(skip, fo, out);
+  }();
   REQUIRE(r.epochs_run == 2);
   REQUIRE(std::isfinite(r.final_train_loss));
   REQUIRE(out.str().find("skipped=") != std::string::npos);

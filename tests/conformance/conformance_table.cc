@@ -1,0 +1,408 @@
+// The rows. Each case says where it came from when it replaced an older test ("was ..."), so the
+// history of a bound can be traced; tolerances are never looser than those tests'.
+#include "tests/conformance/conformance_table.h"
+
+#include <catch2/catch.hpp>
+#include <limits>
+
+#include "lib/layers/dropout.h"
+#include "lib/layers/embedding.h"
+#include "tests/conformance/harness.h"
+
+namespace trainer::conformance {
+namespace {
+
+// Every check, on a shuffled grid (finite differences need distinct inputs).
+Case fd(std::string yaml, Shape in, int64_t batch, uint64_t seed, float h = 1e-2f, std::string note = "") {
+  Case c;
+  c.yaml = std::move(yaml);
+  c.input = std::move(in);
+  c.batch = batch;
+  c.seed = seed;
+  c.h = h;
+  c.note = std::move(note);
+  return c;
+}
+
+// Reference and cross-backend only (shapes too large for finite differences, or random inputs).
+Case ref(std::string yaml, Shape in, int64_t batch, uint64_t seed, Inputs inputs, std::string note = "") {
+  Case c = fd(std::move(yaml), std::move(in), batch, seed, 1e-2f, std::move(note));
+  c.checks = kReference | kCross;
+  c.inputs = inputs;
+  return c;
+}
+
+Case eval(Case c) {
+  c.training = false;
+  return c;
+}
+
+const Inputs kWide = Inputs::uniform(-2, 2);  // the GPU comparisons' inputs
+
+// ---- Row-specific properties ----
+
+// Dropout in eval is the identity, bit for bit (y = x, dx = dy); in training some but not all
+// units are dropped.
+void dropout_property(const Row&, const Case& c, const CaseData& d, const RunOutput& out) {
+  if (!c.training) {
+    INFO("dropout in eval must be the identity, bit for bit");
+    CHECK(same_bits(out.y, d.x));
+    CHECK(same_bits(out.dx, d.dy));
+    return;
+  }
+  size_t dropped = 0;
+  for (float m : out.y) dropped += m == 0.f;
+  INFO("dropout dropped " << dropped << " of " << out.y.size() << " units");
+  CHECK(dropped > 0);
+  CHECK(dropped < out.y.size());
+  if (!static_cast<const Dropout&>(*d.layer).channelwise) return;
+  // dropout2d: each (sample, channel) plane is all kept or all dropped.
+  const size_t plane = size_t(d.layer->input_shape().numel() / d.layer->input_shape()[0]);
+  size_t mixed = 0;
+  for (size_t p = 0; p < out.y.size() / plane; ++p)
+    for (size_t i = 1; i < plane; ++i) mixed += (out.y[p * plane + i] == 0.f) != (out.y[p * plane] == 0.f);
+  INFO("dropout2d must drop whole channels");
+  CHECK(mixed == 0);
+}
+
+// The gradient rows of ids that do not occur are exactly zero (they held the sentinel).
+void embedding_property(const Row&, const Case&, const CaseData& d, const RunOutput& out) {
+  const auto& e = static_cast<const Embedding&>(*d.layer);
+  std::vector<bool> used(size_t(e.input_dim), false);
+  for (float v : d.x) used[size_t(reference_token(v, e.input_dim))] = true;
+  size_t wrong = 0;
+  for (int64_t id = 0; id < e.input_dim; ++id)
+    if (!used[size_t(id)])
+      for (int64_t k = 0; k < e.output_dim; ++k) wrong += out.grads[size_t(id * e.output_dim + k)] != 0.f;
+  INFO("embedding: " << wrong << " gradient elements of ids absent from the batch are not exactly 0");
+  CHECK(wrong == 0);
+}
+
+Row kernel_row(std::string type, ReferenceForward reference, CrossBounds cross, std::vector<Case> cases) {
+  Row r;
+  r.type = std::move(type);
+  r.reference = reference;
+  r.cross = cross;
+  r.cases = std::move(cases);
+  return r;
+}
+
+const CrossBounds kConv{1e-4, 1e-4, 1e-4, 1e-4};  // cuDNN / cuBLAS against oneDNN
+const CrossBounds kExact{0, 0, 1e-5, 1e-5};
+const CrossBounds kFine{};  // 1e-5: element-wise, softmax, pooling
+
+std::vector<Case> pool2d_cases(const std::string& t, float h) {
+  const bool max = t == "maxpool2d";
+  std::vector<Case> v;
+  if (max) {
+    v.push_back(fd("{type: maxpool2d, pool_size: 2}", {2, 6, 6}, 2, 31, h, "was test_layer_gradients"));
+    v.push_back(fd("{type: maxpool2d, pool_size: 3, strides: 2, padding: same}", {1, 7, 7}, 2, 33, h,
+                   "was test_layer_gradients"));
+    v.push_back(ref("{type: maxpool2d, pool_size: 2}", {2, 7, 7}, 2, 3, Inputs::uniform(-1, 1),
+                    "was test_kernels_reference"));
+  } else {
+    v.push_back(fd("{type: avgpool2d, pool_size: 2}", {2, 6, 6}, 2, 32, h, "was test_layer_gradients"));
+    v.push_back(ref("{type: avgpool2d, pool_size: 3, strides: 2}", {2, 7, 7}, 2, 3, Inputs::uniform(-1, 1),
+                    "was test_kernels_reference"));
+  }
+  v.push_back(fd("{type: " + t + ", pool_size: 3, strides: 1, padding: 1}", {1, 5, 4}, 1, 34, h,
+                 "batch 1, explicit padding"));
+  const char* gpu[] = {"", ", pool_size: 3, strides: 2, padding: same",
+                       ", pool_size: 3, strides: 1, padding: same", ", pool_size: 3, strides: 2, padding: 1",
+                       ", pool_size: [2, 3], strides: [1, 2]"};
+  const Shape shapes[] = {{3, 8, 8}, {3, 8, 8}, {2, 7, 7}, {2, 9, 6}, {2, 5, 7}};
+  const int64_t batches[] = {2, 2, 3, 2, 2};
+  for (int i = 0; i < 5; ++i)
+    v.push_back(ref("{type: " + t + gpu[i] + "}", shapes[i], batches[i], 1, kWide, "was test_gpu_layers"));
+  return v;
+}
+
+std::vector<Case> pool1d_cases(const std::string& t, float h) {
+  const bool max = t == "maxpool1d";
+  std::vector<Case> v;
+  if (max) {
+    v.push_back(fd("{type: maxpool1d}", {2, 8}, 2, 121, h, "was test_layers_more"));
+    v.push_back(fd("{type: maxpool1d, pool_size: 3, strides: 1}", {3, 7}, 2, 123, h, "was test_layers_more"));
+    v.push_back(
+        ref("{type: maxpool1d, pool_size: 2}", {2, 9}, 2, 181, Inputs::grid(), "was test_layers_more"));
+  } else {
+    v.push_back(fd("{type: avgpool1d, pool_size: 3, strides: 2, padding: same}", {2, 8}, 2, 122, h,
+                   "was test_layers_more"));
+    v.push_back(ref("{type: avgpool1d, pool_size: 3, strides: 2}", {2, 9}, 2, 181, Inputs::grid(),
+                    "was test_layers_more"));
+  }
+  v.push_back(fd("{type: " + t + ", pool_size: 2, strides: 1, padding: same}", {3, 5}, 1, 124, h,
+                 "batch 1, pads (0, 1)"));
+  const char* gpu[] = {"",
+                       ", pool_size: 3, strides: 2, padding: same",
+                       ", pool_size: 2, strides: 1, padding: same",
+                       ", pool_size: 3, strides: 1, padding: same",
+                       ", pool_size: 3, strides: 2, padding: 1",
+                       ", pool_size: 4, strides: 3"};
+  const Shape shapes[] = {{3, 16}, {3, 16}, {3, 9}, {2, 15}, {2, 13}, {4, 19}};
+  const int64_t batches[] = {2, 2, 3, 3, 2, 2};
+  for (int i = 0; i < 6; ++i)
+    v.push_back(
+        ref("{type: " + t + gpu[i] + "}", shapes[i], batches[i], 1, kWide, "was test_gpu_layers_more"));
+  if (max)
+    for (const char* yaml : {"{type: maxpool1d, pool_size: 3, strides: 1, padding: same}",
+                             "{type: maxpool1d, pool_size: 4, strides: 2, padding: same}"}) {
+      Case c = ref(yaml, {3, 20}, 3, 31, Inputs::integers(0, 3),
+                   "ties: the first maximum takes the gradient; was test_gpu_layers_more");
+      c.exact_cross = true;
+      v.push_back(c);
+    }
+  return v;
+}
+
+std::vector<Row> build_table() {
+  std::vector<Row> rows;
+  rows.push_back(kernel_row(
+      "dense", reference_dense, kConv,
+      {
+          fd("{type: dense, units: 5}", {7}, 3, 11, 1e-2f, "was test_layer_gradients"),
+          fd("{type: dense, units: 4, use_bias: false}", {6}, 2, 12, 1e-2f, "was test_layer_gradients"),
+          fd("{type: dense, units: 3}", {5}, 1, 13, 1e-2f, "batch 1"),
+          ref("{type: dense, units: 6}", {5}, 3, 4, Inputs::uniform(-1, 1), "was test_kernels_reference"),
+          ref("{type: dense, units: 16}", {32}, 5, 1, kWide, "was test_gpu_layers"),
+          ref("{type: dense, units: 10, use_bias: false}", {64}, 7, 1, kWide, "was test_gpu_layers"),
+          ref("{type: dense, units: 64}", {3}, 1, 1, kWide, "was test_gpu_layers"),
+      }));
+  rows.push_back(kernel_row(
+      "conv2d", reference_conv2d, kConv,
+      {
+          fd("{type: conv2d, filters: 3, kernel_size: 3}", {2, 6, 6}, 2, 21, 1e-2f,
+             "was test_layer_gradients"),
+          fd("{type: conv2d, filters: 2, kernel_size: 3, padding: same, strides: 2}", {2, 7, 7}, 2, 22, 1e-2f,
+             "was test_layer_gradients"),
+          fd("{type: conv2d, filters: 2, kernel_size: [2, 3], use_bias: false}", {1, 5, 6}, 2, 23, 1e-2f,
+             "was test_layer_gradients"),
+          fd("{type: conv2d, filters: 2, kernel_size: 3, padding: 1}", {2, 4, 5}, 1, 24, 1e-2f,
+             "batch 1, odd sizes"),
+          ref("{type: conv2d, filters: 4, kernel_size: 3}", {3, 9, 8}, 2, 1, Inputs::uniform(-1, 1),
+              "was test_kernels_reference"),
+          ref("{type: conv2d, filters: 3, kernel_size: 3, padding: same, strides: 2}", {3, 9, 8}, 2, 1,
+              Inputs::uniform(-1, 1), "was test_kernels_reference"),
+          ref("{type: conv2d, filters: 2, kernel_size: [3, 2], padding: 1}", {3, 9, 8}, 2, 1,
+              Inputs::uniform(-1, 1), "was test_kernels_reference"),
+          ref("{type: conv2d, filters: 16, kernel_size: 3, padding: same}", {4, 9, 9}, 3, 1, kWide,
+              "was test_gpu_layers"),
+          ref("{type: conv2d, filters: 16, kernel_size: 3}", {4, 9, 9}, 2, 1, kWide, "was test_gpu_layers"),
+          ref("{type: conv2d, filters: 8, kernel_size: 4, padding: same}", {2, 10, 10}, 3, 1, kWide,
+              "even kernel, same: pads (1, 2), which cuDNN cannot describe"),
+          ref("{type: conv2d, filters: 16, kernel_size: 3, strides: 2, padding: same}", {4, 10, 10}, 2, 1,
+              kWide, "stride 2, same, even size: pads (0, 1)"),
+          ref("{type: conv2d, filters: 8, kernel_size: 2, strides: [2, 1], use_bias: false}", {4, 7, 6}, 2, 1,
+              kWide, "was test_gpu_layers"),
+          ref("{type: conv2d, filters: 16, kernel_size: 2, padding: 1}", {1, 6, 5}, 4, 1, kWide,
+              "was test_gpu_layers"),
+      }));
+  rows.push_back(kernel_row("maxpool2d", reference_pool2d, kFine, pool2d_cases("maxpool2d", 1e-3f)));
+  rows.push_back(kernel_row("avgpool2d", reference_pool2d, kFine, pool2d_cases("avgpool2d", 1e-2f)));
+  rows.push_back(kernel_row(
+      "conv1d", reference_conv1d, kConv,
+      {
+          fd("{type: conv1d, filters: 3, kernel_size: 3}", {2, 9}, 2, 111, 1e-2f, "was test_layers_more"),
+          fd("{type: conv1d, filters: 2, kernel_size: 4, strides: 2, padding: same}", {3, 9}, 2, 112, 1e-2f,
+             "was test_layers_more"),
+          fd("{type: conv1d, filters: 2, kernel_size: [2], padding: 1, use_bias: false}", {2, 6}, 2, 113,
+             1e-2f, "was test_layers_more"),
+          fd("{type: conv1d, filters: 2, kernel_size: 3, padding: same}", {2, 5}, 1, 114, 1e-2f, "batch 1"),
+          ref("{type: conv1d, filters: 4, kernel_size: 3}", {3, 11}, 2, 171, Inputs::grid(),
+              "was test_layers_more"),
+          ref("{type: conv1d, filters: 3, kernel_size: 4, strides: 2, padding: same}", {3, 11}, 2, 171,
+              Inputs::grid(), "was test_layers_more"),
+          ref("{type: conv1d, filters: 2, kernel_size: 3, padding: 2, use_bias: false}", {3, 11}, 2, 171,
+              Inputs::grid(), "was test_layers_more"),
+          ref("{type: conv1d, filters: 16, kernel_size: 3, padding: same}", {4, 20}, 3, 1, kWide,
+              "was test_gpu_layers_more"),
+          ref("{type: conv1d, filters: 16, kernel_size: 5}", {4, 30}, 2, 1, kWide,
+              "was test_gpu_layers_more"),
+          ref("{type: conv1d, filters: 8, kernel_size: 4, padding: same}", {3, 17}, 3, 1, kWide,
+              "even kernel, same: pads (1, 2)"),
+          ref("{type: conv1d, filters: 16, kernel_size: 3, strides: 2, padding: same}", {4, 20}, 2, 1, kWide,
+              "stride 2, same, even length: pads (0, 1)"),
+          ref("{type: conv1d, filters: 8, kernel_size: 2, strides: 3, use_bias: false}", {5, 23}, 2, 1, kWide,
+              "was test_gpu_layers_more"),
+          ref("{type: conv1d, filters: 6, kernel_size: 3, padding: 2}", {7, 11}, 4, 1, kWide,
+              "W of 126 floats: the bias in the next 64-float slot"),
+          ref("{type: conv1d, filters: 64, kernel_size: 5}", {7, 300}, 4, 1, kWide, "reuters"),
+      }));
+  rows.push_back(kernel_row("maxpool1d", reference_pool1d, kFine, pool1d_cases("maxpool1d", 1e-3f)));
+  rows.push_back(kernel_row("avgpool1d", reference_pool1d, kFine, pool1d_cases("avgpool1d", 1e-2f)));
+  rows.push_back(kernel_row(
+      "global_avg_pool", reference_global_avg_pool, kFine,
+      {
+          fd("{type: global_avg_pool}", {3, 7}, 2, 131, 1e-2f, "was test_layers_more"),
+          fd("{type: global_avg_pool}", {2, 3, 4}, 3, 132, 1e-2f, "was test_layers_more"),
+          fd("{type: global_avg_pool}", {2, 5}, 1, 133, 1e-2f, "batch 1"),
+          ref("{type: global_avg_pool}", {3, 10}, 2, 182, Inputs::grid(), "was test_layers_more"),
+          ref("{type: global_avg_pool}", {2, 5, 6}, 2, 182, Inputs::grid(), "was test_layers_more"),
+          ref("{type: global_avg_pool}", {5, 17}, 3, 1, kWide, "was test_gpu_layers_more"),
+          ref("{type: global_avg_pool}", {3, 6, 7}, 4, 1, kWide, "was test_gpu_layers_more"),
+          ref("{type: global_avg_pool}", {2, 3, 4, 5}, 2, 1, kWide, "3-D input; was test_gpu_layers_more"),
+          ref("{type: global_avg_pool}", {64, 1}, 3, 1, kWide, "was test_gpu_layers_more"),
+          ref("{type: global_avg_pool}", {8, 56, 56}, 2, 1, kWide, "was test_gpu_layers_more"),
+      }));
+  {
+    std::vector<Case> bn = {
+        fd("{type: batchnorm}", {4}, 6, 141, 1e-2f, "was test_layers_more"),
+        fd("{type: batchnorm}", {3, 5}, 3, 142, 1e-2f, "was test_layers_more"),
+        fd("{type: batchnorm, epsilon: 0.001}", {2, 3, 3}, 2, 143, 1e-2f, "was test_layers_more"),
+        eval(fd("{type: batchnorm}", {4}, 3, 151, 1e-2f, "was test_layers_more")),
+        eval(fd("{type: batchnorm}", {2, 3, 3}, 3, 151, 1e-2f, "was test_layers_more")),
+        fd("{type: batchnorm}", {3, 4}, 3, 161, 1e-2f, "first layer; was test_layers_more"),
+        eval(fd("{type: batchnorm}", {3, 4}, 3, 161, 1e-2f, "first layer; was test_layers_more")),
+        ref("{type: batchnorm, momentum: 0.2}", {2, 3}, 4, 201, Inputs::grid(),
+            "running statistics; was test_layers_more"),
+        eval(ref("{type: batchnorm, momentum: 0.2}", {2, 3}, 4, 201, Inputs::grid(), "was test_layers_more")),
+    };
+    // Was test_gpu_layers_more: mean 1 (the variance must not lose it); training runs two
+    // forwards, so the running statistics move twice.
+    const char* yaml[] = {"{type: batchnorm}",
+                          "{type: batchnorm, momentum: 0.2}",
+                          "{type: batchnorm, epsilon: 0.001}",
+                          "{type: batchnorm, momentum: 0.01}",
+                          "{type: batchnorm}",
+                          "{type: batchnorm}",
+                          "{type: batchnorm}"};
+    const Shape shapes[] = {{12}, {3, 15}, {4, 5, 6}, {2, 3, 4, 5}, {70}, {8, 4000}, {300}};
+    const int64_t batches[] = {6, 4, 3, 2, 1, 16, 64};
+    const char* notes[] = {"",
+                           "",
+                           "",
+                           "",
+                           "n = 1: variance 0, no unbiasing",
+                           "64,000 values per channel",
+                           "many channels, few values"};
+    for (int i = 0; i < 7; ++i) {
+      Case c = ref(yaml[i], shapes[i], batches[i], uint64_t(301 + i), Inputs::uniform(-1, 3), notes[i]);
+      // Without diff_src oneDNN sums the 64,000 values in another order (no older test compared
+      // the two on the CPU for this shape; the GPU stays bit-identical).
+      if (i == 5) c.first_layer_margin = {{"cpu", 1e-4}};
+      c.forwards = 2;
+      bn.push_back(c);
+      c.forwards = 1;
+      bn.push_back(eval(c));
+    }
+    Row r = kernel_row("batchnorm", reference_batchnorm, {1e-5, 1e-4, 1e-4, 1e-5}, bn);
+    // oneDNN's backward without diff_src is another primitive (was test_layers_more:
+    // Approx(g).margin(1e-5), i.e. max(1e-5, 1.19e-5 |g|)).
+    r.first_layer_margin = {{"cpu", 1e-5}};
+    rows.push_back(r);
+  }
+  for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"}) {
+    const std::string type = t;
+    std::vector<Case> v = {
+        fd("{type: " + type + "}", {3, 4}, 2, 41, 1e-3f, "was test_layer_gradients"),
+        fd("{type: " + type + "}", {6}, 1, 44, 1e-3f,
+           "batch 1 (an even size: an odd grid holds 0, the kink)"),
+        ref("{type: " + type + "}", {4}, 3, 6, Inputs::uniform(-3, 3), "was test_kernels_reference"),
+        ref(type == "leaky_relu" ? "{type: leaky_relu, alpha: 0.2}" : "{type: " + type + "}", {3, 4, 5}, 4, 1,
+            kWide, "was test_gpu_layers"),
+    };
+    if (type == "leaky_relu") v.push_back(fd("{type: leaky_relu, alpha: 0.3}", {7}, 2, 45, 1e-3f, "alpha"));
+    rows.push_back(kernel_row(type, reference_activation, kFine, v));
+  }
+  for (const char* t : {"softmax", "log_softmax"}) {
+    const std::string type = t;
+    std::vector<Case> v = {
+        fd("{type: " + type + "}", {6}, 3, type == "softmax" ? 42 : 43, 1e-2f, "was test_layer_gradients"),
+        fd("{type: " + type + "}", {5}, 1, 46, 1e-2f, "batch 1"),
+        ref("{type: " + type + "}", {4}, 3, 6, Inputs::uniform(-3, 3), "was test_kernels_reference"),
+        ref("{type: " + type + "}", {10}, 8, 1, kWide, "was test_gpu_layers"),
+    };
+    if (type == "log_softmax")
+      v.push_back(ref("{type: log_softmax}", {1000}, 3, 1, kWide, "was test_gpu_layers"));
+    rows.push_back(kernel_row(type, reference_activation, kFine, v));
+  }
+  {
+    Row r = kernel_row("dropout", reference_dropout, kExact,
+                       {
+                           fd("{type: dropout, rate: 0.4}", {10}, 3, 51, 1e-2f, "was test_layer_gradients"),
+                           ref("{type: dropout, rate: 0.3}", {6, 5, 4}, 4, 11, Inputs::uniform(-1, 1),
+                               "the same mask on every backend; was test_gpu_layers"),
+                           eval(ref("{type: dropout, rate: 0.3}", {6, 5, 4}, 4, 11, Inputs::uniform(-1, 1),
+                                    "was test_gpu_layers")),
+                           fd("{type: dropout, rate: 0.5}", {9}, 1, 53, 1e-2f, "batch 1"),
+                       });
+    r.property = dropout_property;
+    rows.push_back(r);
+    r = kernel_row(
+        "dropout2d", reference_dropout, kExact,
+        {
+            fd("{type: dropout2d, rate: 0.5}", {4, 3, 3}, 2, 52, 1e-2f, "was test_layer_gradients"),
+            ref("{type: dropout2d, rate: 0.5}", {6, 5, 4}, 4, 11, Inputs::uniform(-1, 1),
+                "the same mask on every backend; was test_gpu_layers"),
+            eval(ref("{type: dropout2d, rate: 0.5}", {6, 5, 4}, 4, 11, Inputs::uniform(-1, 1),
+                     "was test_gpu_layers")),
+            ref("{type: dropout2d, rate: 0.5}", {8, 3, 3}, 4, 62, Inputs::uniform(1, 1),
+                "whole channels; was test_gpu_layers"),
+            ref("{type: dropout2d, rate: 0.5}", {8, 4, 4}, 4, 62, Inputs::grid(),
+                "whole channels; was test_layer_gradients"),
+        });
+    r.property = dropout_property;
+    rows.push_back(r);
+  }
+  {
+    const std::string clamped = "were clamped";
+    Case repeated = fd("{type: embedding, input_dim: 9, output_dim: 3}", {5}, 3, 101, 1e-2f,
+                       "a repeated id: its rows add up; was test_layers_more");
+    repeated.inputs = Inputs::tokens(9);
+    repeated.set_inputs = {{0, 4.f}, {1, 4.f}};
+    Case batch1 = fd("{type: embedding, input_dim: 4, output_dim: 2}", {3}, 1, 102, 1e-2f, "batch 1");
+    batch1.inputs = Inputs::tokens(4);
+    Case clamp = ref("{type: embedding, input_dim: 6, output_dim: 4}", {5}, 2, 191, Inputs::tokens(6),
+                     "out-of-range ids clamp; was test_layers_more");
+    clamp.set_inputs = {{0, 0}, {1, 5}, {2, 2}, {3, 2}, {4, 3}, {5, 1}, {6, 4}, {7, -3}, {8, 6}, {9, 1e9f}};
+    clamp.expect_warning = clamped;
+    Case text = ref("{type: embedding, input_dim: 50, output_dim: 8}", {300}, 8, 5, Inputs::tokens(50, 0.6),
+                    "padding-heavy text, ids to clamp: negative, fractional, too large, NaN, -0; was "
+                    "test_gpu_layers_more");
+    text.set_inputs = {
+        {3, -3.f},   {10, 2.5f},   {11, 50.f}, {400, 1e9f}, {401, std::numeric_limits<float>::quiet_NaN()},
+        {999, -0.f}, {2399, 49.5f}};
+    text.expect_warning = clamped;
+    Case one_id = ref("{type: embedding, input_dim: 30, output_dim: 33}", {64}, 5, 9, Inputs::tokens(30),
+                      "one id everywhere");
+    for (size_t i = 0; i < 320; ++i) one_id.set_inputs.push_back({i, 12.f});
+    Row r = kernel_row("embedding", reference_embedding, {0, 0, 1e-5, 1e-5},
+                       {
+                           repeated,
+                           batch1,
+                           clamp,
+                           text,
+                           ref("{type: embedding, input_dim: 6, output_dim: 4}", {5}, 2, 6,
+                               Inputs::tokens(6, 0.2), "was test_gpu_layers_more"),
+                           ref("{type: embedding, input_dim: 1000, output_dim: 7}", {40}, 3, 7,
+                               Inputs::tokens(1000), "D = 7: odd thread layout"),
+                           one_id,
+                           ref("{type: embedding, input_dim: 1, output_dim: 3}", {9}, 2, 8,
+                               Inputs::tokens(1, 0.5), "a vocabulary of one"),
+                       });
+    r.input_differentiable = false;
+    r.property = embedding_property;
+    rows.push_back(r);
+  }
+  {
+    Row flatten;
+    flatten.type = "flatten";
+    flatten.no_kernel = "a view: the output is the input reinterpreted, no kernel runs";
+    flatten.cases = {fd("{type: flatten}", {2, 3, 4}, 1, 1), fd("{type: flatten}", {5, 7}, 1, 1)};
+    rows.push_back(flatten);
+    Row mlp;
+    mlp.type = "mlp";
+    mlp.no_kernel = "a macro: the model expands it into dense and activation layers, whose rows cover it";
+    rows.push_back(mlp);
+  }
+  return rows;
+}
+
+}  // namespace
+
+const std::vector<Row>& conformance_table() {
+  static const std::vector<Row> rows = build_table();
+  return rows;
+}
+
+}  // namespace trainer::conformance

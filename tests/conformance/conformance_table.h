@@ -1,0 +1,111 @@
+// The conformance table (after ggml's test-backend-ops): one row per (layer type, dtype), each
+// with a float64 reference and a grid of cases. tests/conformance/harness.h runs every case of a
+// row on a backend through the same checks:
+//   reference  forward (and running statistics) against the row's float64 reference:
+//              |y - ref| <= 1e-4 (1 + |ref|) per element; buffers max(1e-6, 1e-5 |ref|)
+//   gradients  backward against central finite differences of L = sum(y * dy), step h:
+//              |analytic - numeric| <= 2e-3 + 2e-2 |numeric| for every input and parameter element
+//   cross      (GPU binary) the backend against the CPU on the same data, per tensor
+//              rel = ||a - cpu|| / ||cpu|| < bound (bound 0: bit-identical)
+// and, on every case: backward without dx (a first layer) gives bit-identical parameter
+// gradients, y and buffers; eval forward leaves the buffers untouched; parameter padding is never
+// read (it holds NaN) nor written (it keeps its sentinel); gradients are overwritten, never added.
+//
+// Adding a layer type adds a row here (tests/test_conformance_coverage.cc fails until it has
+// one); adding a dtype adds rows with that dtype. Types without a kernel (a view, a macro) have a
+// row saying why.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/core/shape.h"
+#include "tests/conformance/reference.h"
+
+namespace trainer::conformance {
+
+// The element type of activations and parameters. Only fp32 exists today; bf16/fp16 add values
+// here and rows below.
+enum class DType { fp32 };
+constexpr DType kDTypes[] = {DType::fp32};  // every dtype: each layer type needs a row per entry
+const char* dtype_name(DType t);
+
+// Which checks a case runs (bits).
+enum Check : unsigned {
+  kReference = 1u,
+  kGradients = 2u,
+  kCross = 4u,
+  kAll = kReference | kGradients | kCross,
+};
+
+// How a case's input x is drawn (all from the case's seed).
+struct Inputs {
+  enum class Kind {
+    grid,      // a shuffled grid of distinct values in (-1, 1), spaced 2/n: no max-pool ties, no
+               // relu input within h of its kink (the finite-difference cases)
+    uniform,   // U(lo, hi)
+    integers,  // floor(U(lo, hi)): ties in most pooling windows
+    tokens,    // token ids in [0, vocab): a share `lo` of them 0 (padding), the rest uniform
+  };
+  Kind kind = Kind::grid;
+  double lo = -1, hi = 1;
+  int64_t vocab = 0;
+  static Inputs grid() { return {}; }
+  static Inputs uniform(double lo, double hi) { return {Kind::uniform, lo, hi, 0}; }
+  static Inputs integers(double lo, double hi) { return {Kind::integers, lo, hi, 0}; }
+  static Inputs tokens(int64_t vocab, double padding_share = 0) {
+    return {Kind::tokens, padding_share, 0, vocab};
+  }
+};
+
+// Per-tensor bounds of the cross-backend check (rel error; 0: bit-identical).
+struct CrossBounds {
+  double y = 1e-5, dx = 1e-5, grads = 1e-5, buffers = 1e-5;
+};
+
+struct Case {
+  std::string yaml;  // the layer, as in a config: "{type: conv2d, filters: 3, kernel_size: 3}"
+  Shape input;       // per sample
+  int64_t batch = 1;
+  uint64_t seed = 1;
+  unsigned checks = kAll;
+  float h = 1e-2f;  // finite-difference step (1e-3 at kinks: relu, max pooling)
+  Inputs inputs;
+  bool training = true;
+  int forwards = 1;  // forward passes before backward (running statistics move each time)
+  std::vector<std::pair<size_t, float>> set_inputs;  // x[i] = v after drawing
+  std::string expect_warning;                        // a warning this case must log ("" = none may be logged)
+  bool exact_cross = false;                          // cross-backend y and dx bit-identical (max-pool ties)
+  std::string note;                                  // why the case exists, shown on failure
+  std::map<std::string, double> first_layer_margin;  // overrides the row's (Row::first_layer_margin)
+};
+
+struct Row;
+struct CaseData;
+struct RunOutput;
+// Row-specific properties checked after each run, on every backend (e.g. dropout2d drops whole
+// channels). Null: none.
+using PropertyCheck = void (*)(const Row& row, const Case& c, const CaseData& data, const RunOutput& out);
+
+struct Row {
+  std::string type;
+  DType dtype = DType::fp32;
+  ReferenceForward reference = nullptr;  // null: the type runs no kernel (see no_kernel)
+  std::string no_kernel;                 // why there is no kernel: a view, a macro
+  bool input_differentiable = true;      // false (token ids): dx must be exactly 0
+  CrossBounds cross;
+  // Backends whose parameter gradients without dx may differ from those with dx (a first layer
+  // takes another path), by at most margin * max(1, |g|) per element; every other backend:
+  // bit-identical.
+  std::map<std::string, double> first_layer_margin;
+  PropertyCheck property = nullptr;
+  std::vector<Case> cases;
+};
+
+// Every row, in a fixed order.
+const std::vector<Row>& conformance_table();
+
+}  // namespace trainer::conformance

@@ -1,0 +1,420 @@
+#include "tests/conformance/harness.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "lib/config/node_reader.h"
+#include "lib/core/counter_rng.h"
+#include "lib/model/param_layout.h"
+#include "lib/registry/registry.h"
+#include "tests/warning_sink.h"
+
+namespace trainer::conformance {
+namespace {
+
+std::unique_ptr<Layer> build_layer(const std::string& yaml, const Shape& input) {
+  YAML::Node node = YAML::Load(yaml);
+  NodeReader r(node, "layer", "conformance");
+  const std::string type = r.string("type", "");
+  auto layer = Registry::global().layer(type, "conformance").make_layer(r);
+  r.finish();  // a misspelt key in the table fails here
+  layer->set_identity(type, type + "_test");
+  layer->build(input, 0);
+  return layer;
+}
+
+std::vector<float> uniform(size_t n, uint64_t seed, double lo, double hi) {
+  SplitMix rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(lo + (hi - lo) * rng.uniform());
+  return v;
+}
+
+std::vector<float> draw_inputs(const Inputs& in, size_t n, uint64_t seed) {
+  SplitMix rng(seed);
+  std::vector<float> x(n);
+  switch (in.kind) {
+    case Inputs::Kind::grid: {
+      std::vector<size_t> perm(n);
+      for (size_t i = 0; i < n; ++i) perm[i] = i;
+      for (size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.next() % i]);
+      for (size_t i = 0; i < n; ++i) x[i] = -1.f + 2.f * (float(perm[i]) + 0.5f) / float(n);
+      break;
+    }
+    case Inputs::Kind::uniform:
+      x = uniform(n, seed, in.lo, in.hi);
+      break;
+    case Inputs::Kind::integers:
+      x = uniform(n, seed, in.lo, in.hi);
+      for (auto& v : x) v = std::floor(v);
+      break;
+    case Inputs::Kind::tokens:
+      for (auto& v : x) v = rng.uniform() < in.lo ? 0.f : float(int64_t(rng.next() % uint64_t(in.vocab)));
+      break;
+  }
+  return x;
+}
+
+// Element-wise |got - want| <= abs + rel |want|; reports the count and the worst element.
+void expect_close(const char* what, const std::vector<float>& got, const std::vector<double>& want,
+                  double abs, double rel) {
+  REQUIRE(got.size() == want.size());
+  size_t bad = 0, worst = 0;
+  double worst_excess = -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(double(got[i]) - want[i]), bound = abs + rel * std::abs(want[i]);
+    if (!(err <= bound)) ++bad;
+    if (!(err - bound <= worst_excess)) worst_excess = err - bound, worst = i;
+  }
+  INFO(what << ": " << bad << " of " << got.size() << " elements outside " << abs << " + " << rel
+            << " |reference|; worst element " << worst << ": got " << (got.empty() ? 0.f : got[worst])
+            << ", reference " << (want.empty() ? 0.0 : want[worst]));
+  CHECK(bad == 0);
+}
+
+// Bounds of the buffers (running statistics) against the reference: max(1e-6, 1e-5 |ref|).
+void expect_buffers_close(const std::vector<float>& got, const std::vector<double>& want) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::abs(double(got[i]) - want[i]) <= std::max(1e-6, 1e-5 * std::abs(want[i])))) {
+      if (!bad) first = i;
+      ++bad;
+    }
+  INFO("buffers (running statistics): " << bad << " of " << got.size()
+                                        << " outside max(1e-6, 1e-5 |reference|); "
+                                        << "first element " << first << ": got " << (bad ? got[first] : 0.f)
+                                        << ", reference " << (bad ? want[first] : 0.0));
+  CHECK(bad == 0);
+}
+
+// The parameter tensors without slot padding, and the buffers, one vector per spec.
+ReferenceInput reference_input(const CaseData& d) {
+  ReferenceInput ri;
+  ri.layer = d.layer.get();
+  ri.batch = d.batch;
+  ri.training = d.training;
+  ri.forwards = d.forwards;
+  ri.x.assign(d.x.begin(), d.x.end());
+  int64_t at = 0;
+  for (const ParamSpec& p : d.layer->param_specs()) {
+    ri.params.emplace_back(d.params.begin() + at, d.params.begin() + at + p.shape.numel());
+    at += param_slot_floats(p.shape.numel());
+  }
+  at = 0;
+  for (const BufferSpec& b : d.layer->buffer_specs()) {
+    ri.buffers.emplace_back(d.buffers.begin() + at, d.buffers.begin() + at + b.shape.numel());
+    at += b.shape.numel();
+  }
+  ri.seed = d.scalars.seed;
+  ri.step = d.scalars.step;
+  ri.layer_index = d.layer_index;
+  return ri;
+}
+
+void check_reference(const Row& row, const CaseData& d, const RunOutput& out) {
+  ReferenceInput ri = reference_input(d);
+  const std::vector<double> y = row.reference(ri);
+  expect_close("forward y against the float64 reference", out.y, y, 1e-4, 1e-4);
+  std::vector<double> buffers;
+  for (const auto& b : ri.buffers) buffers.insert(buffers.end(), b.begin(), b.end());
+  expect_buffers_close(out.buffers, buffers);
+}
+
+// Central differences of L = sum(y * dy) at each element of `v` (inputs or parameters) in `at`.
+void check_finite_differences(KernelRun& k, const char* what, const std::vector<float>& v,
+                              const std::vector<float>& analytic, const std::vector<size_t>& at, float h,
+                              void (KernelRun::*set)(size_t, float)) {
+  size_t bad = 0;
+  std::ostringstream first;
+  for (size_t i : at) {
+    (k.*set)(i, v[i] + h);
+    const double up = k.objective();
+    (k.*set)(i, v[i] - h);
+    const double down = k.objective();
+    (k.*set)(i, v[i]);
+    const double numeric = (up - down) / (2.0 * double(h));
+    if (!(std::abs(analytic[i] - numeric) <= 2e-3 + 2e-2 * std::abs(numeric))) {
+      if (bad++ < 3)
+        first << " " << what << "[" << i << "] analytic " << analytic[i] << " numeric " << numeric << ";";
+    }
+  }
+  INFO("backward " << what << " against central differences (h " << h << "): " << bad << " of " << at.size()
+                   << " elements outside 2e-3 + 2e-2 |numeric|:" << first.str());
+  CHECK(bad == 0);
+}
+
+void check_cross(const char* what, const std::vector<float>& a, const std::vector<float>& cpu, double bound,
+                 const std::vector<size_t>& at = {}) {
+  if (bound == 0) {
+    INFO(what << ": not bit-identical to the CPU's (rel error " << rel_error(a, cpu, at) << ")");
+    CHECK(same_bits(a, cpu));
+    return;
+  }
+  const double e = rel_error(a, cpu, at);
+  INFO(what << ": rel error against the CPU " << e << ", bound " << bound);
+  CHECK(e < bound);
+}
+
+std::string describe(const Row& row, const Case& c, const std::string& backend) {
+  std::ostringstream s;
+  s << row.type << " " << dtype_name(row.dtype) << " on " << backend << ": " << c.yaml << " on input "
+    << c.input.batched_str() << ", batch " << c.batch << ", seed " << c.seed
+    << (c.training ? ", training" : ", eval");
+  if (!c.note.empty()) s << " (" << c.note << ")";
+  return s.str();
+}
+
+}  // namespace
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::fp32:
+      return "fp32";
+  }
+  return "?";
+}
+
+Backend& cpu_backend() {
+  static CpuBackend* b = new CpuBackend();
+  return *b;
+}
+
+double rel_error(const std::vector<float>& a, const std::vector<float>& ref, const std::vector<size_t>& at) {
+  REQUIRE(a.size() == ref.size());
+  double diff = 0, norm = 0;
+  auto add = [&](size_t i) {
+    diff += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
+    norm += double(ref[i]) * ref[i];
+  };
+  if (at.empty())
+    for (size_t i = 0; i < a.size(); ++i) add(i);
+  else
+    for (size_t i : at) add(i);
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+CaseData make_case_data(const Case& c) {
+  CaseData d;
+  d.layer = build_layer(c.yaml, c.input);
+  d.batch = c.batch;
+  d.training = c.training;
+  d.forwards = c.forwards;
+  d.x = draw_inputs(c.inputs, size_t(c.batch * c.input.numel()), c.seed);
+  for (const auto& [i, v] : c.set_inputs) d.x.at(i) = v;
+  d.dy = uniform(size_t(c.batch * d.layer->output_shape().numel()), c.seed + 2, -1, 1);
+  SplitMix rng(c.seed + 1);
+  for (const ParamSpec& p : d.layer->param_specs()) {
+    const size_t at = d.params.size(), n = size_t(p.shape.numel());
+    d.params.resize(at + size_t(param_slot_floats(p.shape.numel())), std::numeric_limits<float>::quiet_NaN());
+    const double shift = p.role == ParamRole::gamma ? 1.0 : 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      d.params[at + i] = float(shift - 0.5 + rng.uniform());
+      d.live.push_back(at + i);
+    }
+  }
+  SplitMix brng(c.seed + 3);
+  for (const BufferSpec& b : d.layer->buffer_specs())
+    for (int64_t i = 0; i < b.shape.numel(); ++i) d.buffers.push_back(float(b.init - 0.5 + brng.uniform()));
+  d.scalars.seed = 1234;
+  d.scalars.step = 5;
+  return d;
+}
+
+// ---- KernelRun ----
+
+// Backend memory freed with the object.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(Backend& be, size_t floats)
+      : be_(be), p_(be.allocator().allocate(floats ? floats * 4 : 4, "conformance")) {}
+  ~DeviceBuffer() { be_.allocator().deallocate(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  float* get() const { return static_cast<float*>(p_); }
+  void upload(const std::vector<float>& v) {
+    if (!v.empty()) be_.copy_to_device(p_, v.data(), v.size() * 4);
+  }
+  std::vector<float> download(size_t n) const {
+    std::vector<float> v(n);
+    if (n) be_.copy_to_host(v.data(), p_, n * 4);
+    return v;
+  }
+
+ private:
+  Backend& be_;
+  void* p_;
+};
+
+struct KernelRun::Tensors {
+  DeviceBuffer x, y, dy, dx, params, grads, buffers, scalars;
+  std::unique_ptr<DeviceBuffer> workspace;
+  Tensors(Backend& be, size_t n_in, size_t n_out, size_t n_params, size_t n_buffers)
+      : x(be, n_in),
+        y(be, n_out),
+        dy(be, n_out),
+        dx(be, n_in),
+        params(be, n_params),
+        grads(be, n_params),
+        buffers(be, n_buffers),
+        scalars(be, (sizeof(StepScalars) + 3) / 4) {}
+};
+
+KernelRun::KernelRun(Backend& backend, const CaseData& data) : be_(backend), d_(data) {
+  const Layer& l = *d_.layer;
+  t_ = std::make_unique<Tensors>(be_, d_.x.size(), d_.dy.size(), d_.params.size(), d_.buffers.size());
+  be_.copy_to_device(t_->scalars.get(), &d_.scalars, sizeof(StepScalars));
+  KernelContext ctx;
+  ctx.backend = &be_;
+  ctx.batch = d_.batch;
+  ctx.scalars = reinterpret_cast<const StepScalars*>(t_->scalars.get());
+  ctx.layer_index = d_.layer_index;
+  ctx.math = MathMode::strict_fp32;
+  ctx.deterministic = true;
+  kernel_ = Registry::global().make_kernel(be_.name(), l, ctx);
+  t_->workspace = std::make_unique<DeviceBuffer>(be_, (kernel_->workspace_bytes() + 3) / 4);
+  kernel_->bind(d_.params.empty() ? nullptr : t_->params.get(), d_.params.empty() ? nullptr : t_->grads.get(),
+                d_.buffers.empty() ? nullptr : t_->buffers.get(), t_->workspace->get());
+}
+
+KernelRun::~KernelRun() {
+  kernel_.reset();  // before the memory it was bound to
+}
+
+RunOutput KernelRun::run(bool with_dx) {
+  t_->x.upload(d_.x);
+  t_->dy.upload(d_.dy);
+  t_->params.upload(d_.params);
+  t_->grads.upload(std::vector<float>(d_.params.size(), kGradientSentinel));
+  t_->buffers.upload(d_.buffers);
+  t_->dx.upload(std::vector<float>(d_.x.size(), kGradientSentinel));
+  for (int i = 0; i < d_.forwards; ++i) kernel_->forward(t_->x.get(), t_->y.get(), d_.training);
+  RunOutput out;
+  out.y = t_->y.download(d_.dy.size());
+  out.buffers = t_->buffers.download(d_.buffers.size());
+  kernel_->backward(t_->x.get(), t_->y.get(), t_->dy.get(), with_dx ? t_->dx.get() : nullptr);
+  if (with_dx) out.dx = t_->dx.download(d_.x.size());
+  out.grads = t_->grads.download(d_.params.size());
+  return out;
+}
+
+double KernelRun::objective() {
+  kernel_->forward(t_->x.get(), t_->y.get(), d_.training);
+  const std::vector<float> y = t_->y.download(d_.dy.size());
+  double L = 0;
+  for (size_t i = 0; i < y.size(); ++i) L += double(y[i]) * double(d_.dy[i]);
+  return L;
+}
+
+void KernelRun::set_input(size_t i, float v) { be_.copy_to_device(t_->x.get() + i, &v, 4); }
+void KernelRun::set_param(size_t i, float v) { be_.copy_to_device(t_->params.get() + i, &v, 4); }
+
+// ---- The checks ----
+
+void run_case(const Row& row, const Case& c, Backend& backend, Backend* cpu) {
+  INFO(describe(row, c, backend.name()));
+  REQUIRE(row.dtype == DType::fp32);  // the kernel contract carries no dtype yet (issue 9, item 2)
+  const CaseData d = make_case_data(c);
+  std::optional<test::ExpectWarning> expected;
+  if (!c.expect_warning.empty()) expected.emplace(c.expect_warning);
+
+  KernelRun k(backend, d);
+  const RunOutput a = k.run(true);
+  if (c.checks & kReference) check_reference(row, d, a);
+  {
+    INFO("y holds NaN or infinity");
+    size_t bad = 0;
+    for (float v : a.y) bad += !std::isfinite(v);
+    CHECK(bad == 0);
+  }
+  if (!d.training) {
+    INFO("an eval forward changed the buffers (running statistics)");
+    CHECK(same_bits(a.buffers, d.buffers));
+  }
+  {
+    size_t wrote = 0;  // padding between parameter tensors keeps the sentinel
+    for (size_t i = 0, j = 0; i < a.grads.size(); ++i) {
+      if (j < d.live.size() && d.live[j] == i) {
+        ++j;
+        continue;
+      }
+      wrote += a.grads[i] != kGradientSentinel;
+    }
+    INFO("backward wrote " << wrote << " floats of the padding between parameter gradient tensors");
+    CHECK(wrote == 0);
+  }
+  if (!row.input_differentiable) {
+    INFO("the input is not differentiable: dx must be exactly 0");
+    CHECK(a.dx == std::vector<float>(a.dx.size(), 0.f));
+  }
+  {
+    // A first layer (dx null): the same parameter gradients (see Row::first_layer_margin), y and
+    // buffers, bit for bit; this is also the determinism check (a second run on fresh memory).
+    const RunOutput b = k.run(false);
+    INFO("a second run without dx (first layer) differs from the first: y "
+         << rel_error(b.y, a.y) << ", grads " << rel_error(b.grads, a.grads));
+    CHECK(same_bits(b.y, a.y));
+    CHECK(same_bits(b.buffers, a.buffers));
+    const auto& margins =
+        c.first_layer_margin.count(backend.name()) ? c.first_layer_margin : row.first_layer_margin;
+    const auto margin = margins.find(backend.name());
+    if (margin == margins.end()) {
+      CHECK(same_bits(b.grads, a.grads));
+    } else {
+      size_t bad = 0, first = 0;
+      for (size_t i : d.live)
+        if (!(std::abs(b.grads[i] - a.grads[i]) <= margin->second * std::max(1.f, std::abs(a.grads[i]))))
+          first = bad++ ? first : i;
+      INFO(bad << " parameter gradients differ by more than " << margin->second
+               << " max(1, |g|); first: element " << first << " with dx " << a.grads[first] << ", without "
+               << b.grads[first]);
+      CHECK(bad == 0);
+    }
+  }
+  if (c.checks & kGradients) {
+    if (row.input_differentiable) {
+      std::vector<size_t> all(d.x.size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+      check_finite_differences(k, "dx", d.x, a.dx, all, c.h, &KernelRun::set_input);
+    }
+    check_finite_differences(k, "dparam", d.params, a.grads, d.live, c.h, &KernelRun::set_param);
+  }
+  if (cpu && (c.checks & kCross)) {
+    KernelRun ck(*cpu, d);
+    const RunOutput ref = ck.run(true);
+    check_cross("y", a.y, ref.y, c.exact_cross ? 0 : row.cross.y);
+    check_cross("dx", a.dx, ref.dx, c.exact_cross ? 0 : row.cross.dx);
+    if (!d.live.empty()) {
+      check_cross("parameter gradients", a.grads, ref.grads, row.cross.grads, d.live);
+      check_cross("parameter gradients without dx (first layer)", a.grads, ck.run(false).grads,
+                  row.cross.grads, d.live);
+    }
+    if (!d.buffers.empty())
+      check_cross("buffers (running statistics)", a.buffers, ref.buffers, row.cross.buffers);
+  }
+  if (row.property) row.property(row, c, d, a);
+}
+
+void run_kernelless_row(const Row& row, const std::string& backend) {
+  INFO(row.type << " on " << backend << ": " << row.no_kernel);
+  const LayerEntry& e = Registry::global().layer(row.type, "conformance");
+  CHECK(e.kernels.count(backend) == 0);
+  for (const Case& c : row.cases) {
+    INFO(c.yaml << " on input " << c.input.batched_str());
+    auto l = build_layer(c.yaml, c.input);
+    CHECK(l->aliases_input());
+    CHECK(l->output_shape().numel() == c.input.numel());
+  }
+}
+
+}  // namespace trainer::conformance

@@ -1,0 +1,243 @@
+#include "tests/conformance/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "lib/core/counter_rng.h"
+#include "lib/layers/activation.h"
+#include "lib/layers/batchnorm.h"
+#include "lib/layers/conv1d.h"
+#include "lib/layers/conv2d.h"
+#include "lib/layers/dense.h"
+#include "lib/layers/dropout.h"
+#include "lib/layers/embedding.h"
+#include "lib/layers/pool1d.h"
+#include "lib/layers/pool2d.h"
+
+namespace trainer::conformance {
+
+std::vector<double> reference_dense(ReferenceInput& in) {
+  const auto& l = static_cast<const Dense&>(*in.layer);
+  const int64_t I = l.in_features(), U = l.units;
+  const std::vector<double>& w = in.params[0];  // (U, I)
+  std::vector<double> y;
+  for (int64_t b = 0; b < in.batch; ++b)
+    for (int64_t u = 0; u < U; ++u) {
+      double acc = l.use_bias ? in.params[1][size_t(u)] : 0.0;
+      for (int64_t i = 0; i < I; ++i) acc += in.x[size_t(b * I + i)] * w[size_t(u * I + i)];
+      y.push_back(acc);
+    }
+  return y;
+}
+
+std::vector<double> reference_conv2d(ReferenceInput& in) {
+  const auto& c = static_cast<const Conv2d&>(*in.layer);
+  const Shape& s = c.input_shape();
+  const int64_t C = s[0], H = s[1], W = s[2], F = c.filters;
+  const int64_t OH = c.output_shape()[1], OW = c.output_shape()[2];
+  const std::vector<double>& w = in.params[0];  // (F, C, kh, kw)
+  std::vector<double> y;
+  for (int64_t b = 0; b < in.batch; ++b)
+    for (int64_t f = 0; f < F; ++f)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double acc = c.use_bias ? in.params[1][size_t(f)] : 0.0;
+          for (int64_t ch = 0; ch < C; ++ch)
+            for (int64_t i = 0; i < c.kh; ++i)
+              for (int64_t j = 0; j < c.kw; ++j) {
+                const int64_t ih = oh * c.sh - c.wh.pad_begin + i, iw = ow * c.sw - c.ww.pad_begin + j;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                acc += in.x[size_t(((b * C + ch) * H + ih) * W + iw)] *
+                       w[size_t(((f * C + ch) * c.kh + i) * c.kw + j)];
+              }
+          y.push_back(acc);
+        }
+  return y;
+}
+
+std::vector<double> reference_conv1d(ReferenceInput& in) {
+  const auto& c = static_cast<const Conv1d&>(*in.layer);
+  const int64_t C = c.input_shape()[0], L = c.input_shape()[1], F = c.filters;
+  const int64_t OL = c.output_shape()[1];
+  const std::vector<double>& w = in.params[0];  // (F, C, k)
+  std::vector<double> y;
+  for (int64_t b = 0; b < in.batch; ++b)
+    for (int64_t f = 0; f < F; ++f)
+      for (int64_t o = 0; o < OL; ++o) {
+        double acc = c.use_bias ? in.params[1][size_t(f)] : 0.0;
+        for (int64_t ch = 0; ch < C; ++ch)
+          for (int64_t j = 0; j < c.k; ++j) {
+            const int64_t i = o * c.stride - c.w.pad_begin + j;
+            if (i >= 0 && i < L)
+              acc += in.x[size_t((b * C + ch) * L + i)] * w[size_t((f * C + ch) * c.k + j)];
+          }
+        y.push_back(acc);
+      }
+  return y;
+}
+
+namespace {
+
+// One pooling window over the in-bounds positions [begin, end) of each axis.
+double pool_window(const std::vector<double>& x, size_t base, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                   int64_t W, bool max) {
+  double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+  for (int64_t i = h0; i < h1; ++i)
+    for (int64_t j = w0; j < w1; ++j) {
+      const double v = x[base + size_t(i * W + j)];
+      mx = std::max(mx, v);
+      sum += v;
+    }
+  return max ? mx : sum / double((h1 - h0) * (w1 - w0));
+}
+
+}  // namespace
+
+std::vector<double> reference_pool2d(ReferenceInput& in) {
+  const auto& p = static_cast<const Pool2d&>(*in.layer);
+  const int64_t C = p.input_shape()[0], H = p.input_shape()[1], W = p.input_shape()[2];
+  const int64_t OH = p.output_shape()[1], OW = p.output_shape()[2];
+  std::vector<double> y;
+  for (int64_t bc = 0; bc < in.batch * C; ++bc)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t h = oh * p.sh - p.wh.pad_begin, w = ow * p.sw - p.ww.pad_begin;
+        y.push_back(pool_window(in.x, size_t(bc * H * W), std::max<int64_t>(h, 0), std::min(h + p.ph, H),
+                                std::max<int64_t>(w, 0), std::min(w + p.pw, W), W,
+                                p.kind == Pool2d::Kind::max));
+      }
+  return y;
+}
+
+std::vector<double> reference_pool1d(ReferenceInput& in) {
+  const auto& p = static_cast<const Pool1d&>(*in.layer);
+  const int64_t C = p.input_shape()[0], L = p.input_shape()[1], OL = p.output_shape()[1];
+  std::vector<double> y;
+  for (int64_t bc = 0; bc < in.batch * C; ++bc)
+    for (int64_t o = 0; o < OL; ++o) {
+      const int64_t i = o * p.stride - p.w.pad_begin;
+      y.push_back(pool_window(in.x, size_t(bc * L), 0, 1, std::max<int64_t>(i, 0), std::min(i + p.size, L), L,
+                              p.kind == Pool1d::Kind::max));
+    }
+  return y;
+}
+
+std::vector<double> reference_global_avg_pool(ReferenceInput& in) {
+  const Shape& s = in.layer->input_shape();
+  const int64_t C = s[0], S = s.numel() / C;
+  std::vector<double> y;
+  for (int64_t bc = 0; bc < in.batch * C; ++bc) {
+    double sum = 0;
+    for (int64_t i = 0; i < S; ++i) sum += in.x[size_t(bc * S + i)];
+    y.push_back(sum / double(S));
+  }
+  return y;
+}
+
+std::vector<double> reference_activation(ReferenceInput& in) {
+  const auto& a = static_cast<const Activation&>(*in.layer);
+  std::vector<double> y(in.x.size());
+  if (a.kind == ActivationKind::softmax || a.kind == ActivationKind::log_softmax) {
+    const int64_t F = a.input_shape().numel();
+    for (int64_t b = 0; b < in.batch; ++b) {
+      const double* x = in.x.data() + b * F;
+      double mx = x[0], z = 0;
+      for (int64_t i = 0; i < F; ++i) mx = std::max(mx, x[i]);
+      for (int64_t i = 0; i < F; ++i) z += std::exp(x[i] - mx);
+      for (int64_t i = 0; i < F; ++i)
+        y[size_t(b * F + i)] =
+            a.kind == ActivationKind::softmax ? std::exp(x[i] - mx) / z : x[i] - mx - std::log(z);
+    }
+    return y;
+  }
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double v = in.x[i];
+    switch (a.kind) {
+      case ActivationKind::relu:
+        y[i] = v > 0 ? v : 0.0;
+        break;
+      case ActivationKind::leaky_relu:
+        y[i] = v > 0 ? v : double(a.alpha) * v;
+        break;
+      case ActivationKind::sigmoid:
+        y[i] = 1 / (1 + std::exp(-v));
+        break;
+      case ActivationKind::tanh:
+        y[i] = std::tanh(v);
+        break;
+      case ActivationKind::gelu:
+        y[i] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+        break;
+      default:
+        break;
+    }
+  }
+  return y;
+}
+
+std::vector<double> reference_dropout(ReferenceInput& in) {
+  const auto& d = static_cast<const Dropout&>(*in.layer);
+  if (!in.training || d.rate == 0.f) return in.x;
+  const Shape& s = d.input_shape();
+  const int64_t unit_size = d.channelwise ? s.numel() / s[0] : 1;
+  const uint64_t stream = dropout_stream(in.step, in.layer_index);
+  std::vector<double> y(in.x.size());
+  for (size_t i = 0; i < y.size(); ++i) {
+    const bool keep = counter_uniform(in.seed, stream, uint64_t(int64_t(i) / unit_size)) >= d.rate;
+    y[i] = keep ? in.x[i] / (1.0 - double(d.rate)) : 0.0;
+  }
+  return y;
+}
+
+int64_t reference_token(float v, int64_t vocab) {
+  if (std::isnan(v) || v <= 0.f) return 0;
+  if (v >= float(vocab - 1)) return vocab - 1;
+  return int64_t(std::floor(v));
+}
+
+std::vector<double> reference_embedding(ReferenceInput& in) {
+  const auto& e = static_cast<const Embedding&>(*in.layer);
+  const int64_t L = e.length(), D = e.output_dim;
+  const std::vector<double>& w = in.params[0];  // (V, D)
+  std::vector<double> y(size_t(in.batch * D * L));
+  for (int64_t b = 0; b < in.batch; ++b)
+    for (int64_t l = 0; l < L; ++l) {
+      const int64_t id = reference_token(float(in.x[size_t(b * L + l)]), e.input_dim);
+      for (int64_t d = 0; d < D; ++d) y[size_t((b * D + d) * L + l)] = w[size_t(id * D + d)];
+    }
+  return y;
+}
+
+std::vector<double> reference_batchnorm(ReferenceInput& in) {
+  const auto& bn = static_cast<const BatchNorm&>(*in.layer);
+  const int64_t C = bn.channels(), S = bn.spatial(), B = in.batch, n = B * S;
+  const std::vector<double>&gamma = in.params[0], &beta = in.params[1];
+  std::vector<double>&running_mean = in.buffers[0], &running_var = in.buffers[1];
+  std::vector<double> y(in.x.size());
+  for (int64_t c = 0; c < C; ++c) {
+    double mean = running_mean[size_t(c)], var = running_var[size_t(c)];
+    if (in.training) {
+      mean = 0, var = 0;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) mean += in.x[size_t((b * C + c) * S + s)];
+      mean /= double(n);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) var += std::pow(in.x[size_t((b * C + c) * S + s)] - mean, 2);
+      var /= double(n);
+      const double m = bn.momentum, unbiased = n > 1 ? var * double(n) / double(n - 1) : var;
+      for (int f = 0; f < in.forwards; ++f) {
+        running_mean[size_t(c)] = (1 - m) * running_mean[size_t(c)] + m * mean;
+        running_var[size_t(c)] = (1 - m) * running_var[size_t(c)] + m * unbiased;
+      }
+    }
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s) {
+        const size_t i = size_t((b * C + c) * S + s);
+        y[i] = gamma[size_t(c)] * (in.x[i] - mean) / std::sqrt(var + double(bn.epsilon)) + beta[size_t(c)];
+      }
+  }
+  return y;
+}
+
+}  // namespace trainer::conformance

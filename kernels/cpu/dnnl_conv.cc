@@ -40,6 +40,7 @@ class ConvCpu : public LayerKernel {
       dnnl::convolution_forward::primitive_desc fwd_pd(fd, e);
       fwd_ = dnnl::convolution_forward(fwd_pd);
       y_md_ = ctx.output_layout_free ? fwd_pd.dst_desc() : plain_md(y_d);
+      y_layout_ = layout_of(y_md_);
       const auto& y_md = y_md_;
       dnnl::convolution_backward_data::desc bdd(algo, any(x_d), any(w_d), any(y_d), strides, pad_l, pad_r);
       dnnl::convolution_backward_data::primitive_desc bd_pd(bdd, e, fwd_pd);
@@ -66,7 +67,7 @@ class ConvCpu : public LayerKernel {
     for (auto d : w_d) w_numel_ *= d;
   }
 
-  const void* output_layout() const override { return layout_of(y_md_); }
+  std::shared_ptr<const Layout> output_layout() const override { return y_layout_; }
   size_t output_bytes() const override { return y_md_.get_size(); }
 
   size_t workspace_bytes() const override {
@@ -138,6 +139,7 @@ class ConvCpu : public LayerKernel {
   Edge f_x_, f_w_, f_y_, d_dy_, d_w_, d_dx_, w_x_, w_dy_, w_dw_;
   memory b_, db_;
   memory::desc y_md_;  // y and dy
+  std::shared_ptr<const Layout> y_layout_;  // y_md_ when not plain
 };
 
 }  // namespace

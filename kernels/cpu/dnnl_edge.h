@@ -44,17 +44,26 @@ struct Edge {
   }
 };
 
+// The CPU backend's layout handle (lib/backend/layer_kernel.h): a oneDNN memory descriptor.
+struct DnnlLayout final : Layout {
+  explicit DnnlLayout(const dnnl::memory::desc& d) : md(d) {}
+  dnnl::memory::desc md;
+};
+
 // The layout of this kernel's input: the previous kernel's descriptor, or plain for dims.
 inline dnnl::memory::desc input_md(const KernelContext& ctx, const dnnl::memory::dims& dims) {
   if (!ctx.input_layout) return plain_md(dims);
-  const auto& md = *static_cast<const dnnl::memory::desc*>(ctx.input_layout);
-  if (md.dims() != dims) throw InternalError("input layout with other dims than the layer's input");
-  return md;
+  const auto* layout = dynamic_cast<const DnnlLayout*>(ctx.input_layout.get());
+  if (!layout) throw InternalError("a CPU kernel was given another backend's input layout");
+  if (layout->md.dims() != dims) throw InternalError("input layout with other dims than the layer's input");
+  return layout->md;
 }
 
-// What output_layout() reports for a chosen output descriptor: null when it is plain.
-inline const void* layout_of(const dnnl::memory::desc& md) {
-  return md == plain_md(md.dims()) ? nullptr : &md;
+// What output_layout() reports for a chosen output descriptor: null when it is plain. Made once,
+// when the kernel is created.
+inline std::shared_ptr<const Layout> layout_of(const dnnl::memory::desc& md) {
+  if (md == plain_md(md.dims())) return nullptr;
+  return std::make_shared<const DnnlLayout>(md);
 }
 
 }  // namespace trainer

@@ -30,6 +30,7 @@ class PoolCpu : public LayerKernel {
       bwd_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(bd, dc_.engine, fwd_pd));
       ws_md_ = fwd_pd.workspace_desc();
       y_md_ = ctx.output_layout_free ? y_inner : plain_md(g.y);
+      y_layout_ = layout_of(y_md_);
       x_ = memory(x_md, dc_.engine, DNNL_MEMORY_NONE);
       dx_ = memory(x_md, dc_.engine, DNNL_MEMORY_NONE);
       y_.init(y_md_, y_inner, dc_.engine, false, true);
@@ -38,7 +39,7 @@ class PoolCpu : public LayerKernel {
     });
   }
 
-  const void* output_layout() const override { return layout_of(y_md_); }
+  std::shared_ptr<const Layout> output_layout() const override { return y_layout_; }
   size_t output_bytes() const override { return y_md_.get_size(); }
   size_t workspace_bytes() const override {
     return align_up(ws_md_.get_size()) + y_.scratch_bytes + dy_.scratch_bytes;
@@ -77,6 +78,7 @@ class PoolCpu : public LayerKernel {
   DnnlContext& dc_;
   dnnl::primitive fwd_, bwd_;
   memory::desc ws_md_, y_md_;
+  std::shared_ptr<const Layout> y_layout_;  // y_md_ when not plain
   memory x_, dx_, ws_;
   Edge y_, dy_;
 };

@@ -30,6 +30,7 @@ class EltwiseCpu : public LayerKernel {
     const bool blocked = ctx.input_layout != nullptr;
     auto md = blocked ? input_md(ctx, dims) : plain_md({ctx.batch * l.input_shape().numel()});
     y_md_ = blocked && !ctx.output_layout_free ? plain_md(dims) : md;
+    y_layout_ = layout_of(y_md_);
     const auto algo = eltwise_algorithm(l.kind);
     const float alpha = l.kind == ActivationKind::leaky_relu ? l.alpha : 0.f;
     DNNL_CHECK({
@@ -45,7 +46,7 @@ class EltwiseCpu : public LayerKernel {
     });
   }
 
-  const void* output_layout() const override { return layout_of(y_md_); }
+  std::shared_ptr<const Layout> output_layout() const override { return y_layout_; }
   size_t output_bytes() const override { return y_md_.get_size(); }
   size_t workspace_bytes() const override { return y_.scratch_bytes + dy_.scratch_bytes; }
   void bind(float*, float*, float*, void* ws) override {
@@ -77,6 +78,7 @@ class EltwiseCpu : public LayerKernel {
   DnnlContext& dc_;
   dnnl::primitive fwd_, bwd_;
   memory::desc y_md_;  // y and dy
+  std::shared_ptr<const Layout> y_layout_;  // y_md_ when not plain
   memory x_, dx_;
   Edge y_, dy_;
 };

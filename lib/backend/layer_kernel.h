@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "lib/core/shape.h"
 
@@ -35,6 +36,14 @@ struct StepScalars {
 
 enum class MathMode { strict_fp32, tf32 };
 
+// How a tensor between two layers is laid out when it is not plain row-major (oneDNN's blocked
+// nChw16c...). Opaque to lib: only the backend that made it looks inside (the CPU backend's
+// DnnlLayout, kernels/cpu/dnnl_edge.h, holds a dnnl::memory::desc). A kernel makes its output's
+// layout once, when it is created; the next kernel may keep the handle.
+struct Layout {
+  virtual ~Layout() = default;
+};
+
 struct KernelContext {
   Backend* backend = nullptr;
   int64_t batch = 0;
@@ -43,12 +52,11 @@ struct KernelContext {
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
   // Layouts between layers. input_layout: the layout the previous computing layer chose for
-  // this layer's input (and for the gradient of that input), opaque to everything but the
-  // backend's kernels (oneDNN: a dnnl::memory::desc owned by the producing kernel, which lives
-  // as long as the plan); null = plain row-major. output_layout_free: the consumer of this
-  // layer's output accepts any layout, so the kernel may keep its preferred one (and report it
-  // through output_layout()); false = the output and its gradient must be plain.
-  const void* input_layout = nullptr;
+  // this layer's input (and for the gradient of that input); null = plain row-major.
+  // output_layout_free: the consumer of this layer's output accepts any layout, so the kernel
+  // may keep its preferred one (and report it through output_layout()); false = the output and
+  // its gradient must be plain.
+  std::shared_ptr<const Layout> input_layout;
   bool output_layout_free = false;
 };
 
@@ -59,7 +67,7 @@ class LayerKernel {
   // dropout masks) plus library scratch (cuDNN workspace). Aligned slices of one arena.
   virtual size_t workspace_bytes() const { return 0; }
   // The layout of y and dy when not plain (see KernelContext::output_layout_free); null = plain.
-  virtual const void* output_layout() const { return nullptr; }
+  virtual std::shared_ptr<const Layout> output_layout() const { return nullptr; }
   // Bytes of y (and of dy) in that layout (blocked layouts may pad channels); 0 = plain size,
   // batch * output numel floats.
   virtual size_t output_bytes() const { return 0; }

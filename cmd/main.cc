@@ -9,6 +9,10 @@
 #include <cstdio>
 #include <iostream>
 #include <new>
+#include <system_error>
+#include <thread>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "cmd/commands.h"
@@ -23,15 +27,45 @@
 
 namespace {
 
-// First SIGINT/SIGTERM: ask fit to stop after the current step (it saves a checkpoint); the
-// second one leaves at once (checkpoint files are replaced atomically, so none is left torn).
-void on_signal(int) {
-  static volatile std::sig_atomic_t count = 0;
+// SIGINT and SIGTERM are never delivered to a handler: every thread blocks them and one thread,
+// "trainer-signals", takes them with sigwait(). A handler runs on whatever thread the signal
+// interrupts, and the kernel writes its signal frame (the registers and their xsave state, 3 KB
+// with AVX-512) just below that thread's rsp. oneDNN's JIT f32 GEMM kernels point rsp into a
+// heap workspace while they run (their packing buffer), so a signal that landed in one wrote that
+// frame over malloc's chunk headers below the workspace, and the run aborted in a later free()
+// (exit 134, "corrupted size vs. prev_size"; tests/test_bad_input_table.cc).
+//
+// First signal: ask fit to stop after the current step (it saves a checkpoint); the second one
+// leaves at once (checkpoint files are replaced atomically, so none is left torn). Runs on the
+// signal thread only (or on main before that thread starts), so it may do anything; it does no
+// more than a handler could.
+void on_stop_signal() {
+  static int count = 0;
   if (++count > 1) _exit(int(trainer::ExitCode::interrupted));
   static const char msg[] = "\nstopping after the current step and saving a checkpoint (again to quit now)\n";
   ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)ignored;
   trainer::request_stop();
+}
+
+// Called with `signals` blocked, before any other thread exists (threads inherit the mask): handles
+// the ones already pending (sent before the trainer started, or during its start-up), then starts
+// the thread that waits for the others.
+void start_signal_thread(const sigset_t& signals) {
+  const timespec now{0, 0};
+  while (sigtimedwait(&signals, nullptr, &now) > 0) on_stop_signal();
+  try {
+    std::thread([signals] {
+      pthread_setname_np(pthread_self(), "trainer-signals");
+      for (;;) {
+        int sig = 0;
+        if (sigwait(&signals, &sig) == 0) on_stop_signal();
+      }
+    }).detach();
+  } catch (const std::system_error&) {
+    // No thread: the signals end the process as they do by default (no checkpoint is saved).
+    pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+  }
 }
 
 // Messages quote what the user gave (paths, keys, values, arguments): printable() escapes control
@@ -72,24 +106,22 @@ void refuse_empty_values(CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // SIGINT/SIGTERM stay blocked (and pending) until the handlers are in place, so a signal
-  // during start-up is handled like any other.
+  // SIGINT/SIGTERM are blocked first thing, before any thread exists, and stay blocked in every
+  // thread for the whole run (see on_stop_signal); a signal during start-up is handled like any other.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
-  sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   auto logger = spdlog::stderr_color_mt("trainer");
   logger->set_pattern("[%Y-%m-%d %H:%M:%S] %^%l%$: %v");
   spdlog::set_default_logger(logger);
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
   // A closed stdout (fit ... | head -1) must not end a run: writes fail with EPIPE instead, and
   // fit stops writing there but completes its run directory (lib/train/progress.h).
   std::signal(SIGPIPE, SIG_IGN);
   // Reads of data files check the stop request between chunks, so a signal interrupts loading.
   trainer::set_read_stop_check(trainer::stop_requested);
-  sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  start_signal_thread(stop_signals);
   // Every backend of this build and its kernels: the one registration (lib names no backend).
   trainer::register_backends(trainer::BackendRegistry::global(), trainer::Registry::global());
 

@@ -95,7 +95,8 @@ TEST_CASE("a config that is not a regular file, too big, too deep or empty gets 
 
 TEST_CASE("control and non-UTF-8 bytes from a config or an argument are escaped in messages", "[cli]") {
   const std::string dir = test::temp_dir("bytes");
-  auto nul = test::run_trainer("fit " + test::write_file(dir, "nul.yaml", std::string("model:\0\x1b[2J\n", 14)));
+  static const char kNul[] = "model:\0\x1b[2J\n";  // 12 bytes and the terminator
+  auto nul = test::run_trainer("fit " + test::write_file(dir, "nul.yaml", std::string(kNul, sizeof kNul - 1)));
   REQUIRE(nul.exit_code == 3);
   require_one_error_line(nul);
   REQUIRE_THAT(nul.err, Contains("nul.yaml:1:7: the config is not UTF-8 text (byte \\x00)"));

@@ -19,15 +19,20 @@ void ConfigFlags::add_to(CLI::App* sub, FlagSet set) {
                   "--set model.layers.3.units=64")
       ->take_all();
   if (set == FlagSet::config_only) return;
-  sub->add_option("--device", device, "cpu | gpu:N | gpu | auto (first GPU, else the CPU) [default: config's device, cpu]");
+  sub->add_option("--device", device,
+                  "cpu | gpu:N | gpu | auto (first GPU, else the CPU) [default: config's device, cpu]");
   sub->add_option("--threads", threads,
                   "CPU threads for oneDNN and our loops [default: config's threads, else OMP_NUM_THREADS, "
                   "else the cores this process may use]")
       ->check(CLI::Range(int64_t(1), int64_t(4096)));
-  sub->add_option("--batch-size", batch_size, "Batch size [default: config's data.batch_size, 32]")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  sub->add_option("--batch-size", batch_size, "Batch size [default: config's data.batch_size, 32]")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   if (set != FlagSet::training) return;
-  sub->add_option("--epochs", epochs, "Number of epochs [default: config's train.epochs, 10]")->check(CLI::Range(int64_t(1), int64_t(1000000)));
-  sub->add_option("--seed", seed, "Random seed for init, shuffling and dropout [default: config's train.seed, 0]")->check(CLI::Range(int64_t(0), int64_t(1) << 62));
+  sub->add_option("--epochs", epochs, "Number of epochs [default: config's train.epochs, 10]")
+      ->check(CLI::Range(int64_t(1), int64_t(1000000)));
+  sub->add_option("--seed", seed,
+                  "Random seed for init, shuffling and dropout [default: config's train.seed, 0]")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 62));
 }
 
 Config ConfigFlags::load() const {
@@ -73,9 +78,10 @@ void OutputFlags::add_to(CLI::App* sub, bool progress) {
       ->check(CLI::IsMember({"text", "json"}));
   sub->add_flag("--quiet,-q", quiet, "Print only the final summary line (or JSON object); log warnings only");
   if (!progress) return;
-  sub->add_option("--log-every", log_every,
-                  "On a terminal, refresh the live progress line every N steps (each refresh syncs the device) "
-                  "[default: about every 0.5 s]")
+  sub->add_option(
+         "--log-every", log_every,
+         "On a terminal, refresh the live progress line every N steps (each refresh syncs the device) "
+         "[default: about every 0.5 s]")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
 }
 

@@ -18,9 +18,10 @@ void add_eval_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("eval", "Evaluate saved weights on the config's validation data");
   st->cf.add_to(sub, FlagSet::inference);
   st->of.add_to(sub, false);
-  sub->add_option("--weights", st->eo.weights,
-                  "A .safetensors file (model.safetensors, a checkpoint, best.safetensors) or a run directory "
-                  "(its model.safetensors)")
+  sub->add_option(
+         "--weights", st->eo.weights,
+         "A .safetensors file (model.safetensors, a checkpoint, best.safetensors) or a run directory "
+         "(its model.safetensors)")
       ->required();
   sub->add_option("--split", st->eo.split, "validation | train [default: validation]")
       ->check(CLI::IsMember({"validation", "train"}));

@@ -30,18 +30,22 @@ void add_fit_command(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_flag("--mem-growth", st->mem_growth,
                 "GPU: start small and grow on demand up to --mem-limit, instead of reserving up front");
-  sub->add_option("--math", st->math, "fp32 (strict, the default) | tf32 (GPU tensor cores) [default: config's math]")
+  sub->add_option("--math", st->math,
+                  "fp32 (strict, the default) | tf32 (GPU tensor cores) [default: config's math]")
       ->check(CLI::IsMember({"fp32", "tf32"}));
   sub->add_flag("--deterministic", st->deterministic, "GPU: deterministic cuDNN algorithms only");
   sub->add_flag("--print-config", st->print_config, "Print the resolved config (defaults filled) and exit");
-  auto* out = sub->add_option("--out", st->out,
-                              "Run directory: config.yaml, metrics.csv, events.jsonl, checkpoints/, model.safetensors, "
-                              "summary.json [default: runs/<config name>-<YYYYmmdd-HHMMSS>]")
-                  ->check(run_directory_path());
+  auto* out =
+      sub->add_option(
+             "--out", st->out,
+             "Run directory: config.yaml, metrics.csv, events.jsonl, checkpoints/, model.safetensors, "
+             "summary.json [default: runs/<config name>-<YYYYmmdd-HHMMSS>]")
+          ->check(run_directory_path());
   auto* no_out = sub->add_flag("--no-out", st->no_out, "Write no run directory (and so no checkpoints)");
-  auto* resume = sub->add_option("--resume", st->resume,
-                                 "Continue the run in this directory from its newest checkpoint, up to the config's "
-                                 "(or --epochs') last epoch; new records are appended to it");
+  auto* resume =
+      sub->add_option("--resume", st->resume,
+                      "Continue the run in this directory from its newest checkpoint, up to the config's "
+                      "(or --epochs') last epoch; new records are appended to it");
   out->excludes(no_out);
   resume->excludes(out);
   resume->excludes(no_out);
@@ -64,7 +68,8 @@ void add_fit_command(CLI::App& app) {
     fo.device = device_request(cfg, st->mem_limit, st->mem_growth);
     fo.report = st->of.options();
     fo.resume_dir = st->resume;
-    if (st->resume.empty() && !st->no_out) fo.out_dir = st->out.empty() ? RunDir::default_path(cfg.file) : st->out;
+    if (st->resume.empty() && !st->no_out)
+      fo.out_dir = st->out.empty() ? RunDir::default_path(cfg.file) : st->out;
     fit(cfg, fo, std::cout);
   });
 }

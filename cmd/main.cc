@@ -1,19 +1,19 @@
 // trainer: train neural networks from YAML. Verbs: fit, eval, predict, summary, devices (see README).
 // Every failure ends here as a one-line message on stderr and a documented exit code.
+#include <pthread.h>
+#include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 #include <yaml-cpp/exceptions.h>
 
 #include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <new>
 #include <system_error>
 #include <thread>
-#include <pthread.h>
-#include <signal.h>
-#include <unistd.h>
 
 #include "cmd/commands.h"
 #include "datasets/file_bytes.h"
@@ -73,7 +73,8 @@ void start_signal_thread(const sigset_t& signals) {
 int fail(trainer::ExitCode code, const std::string& message) {
   std::cout.flush();
   std::fflush(stdout);
-  std::cerr << (code == trainer::ExitCode::interrupted ? "" : "error: ") << trainer::printable(message) << std::endl;
+  std::cerr << (code == trainer::ExitCode::interrupted ? "" : "error: ") << trainer::printable(message)
+            << std::endl;
   return int(code);
 }
 
@@ -97,7 +98,8 @@ int usage_error(const CLI::App& app, std::string message) {
 // --out would silently mean the default run directory).
 void refuse_empty_values(CLI::App& app) {
   const CLI::Validator non_empty(
-      [](std::string& value) { return value.empty() ? std::string("must not be empty") : std::string(); }, "");
+      [](std::string& value) { return value.empty() ? std::string("must not be empty") : std::string(); },
+      "");
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     for (CLI::Option* opt : sub->get_options([](CLI::Option* o) { return o->get_type_size_min() > 0; }))
       opt->check(non_empty);
@@ -125,8 +127,9 @@ int main(int argc, char** argv) {
   // Every backend of this build and its kernels: the one registration (lib names no backend).
   trainer::register_backends(trainer::BackendRegistry::global(), trainer::Registry::global());
 
-  CLI::App app{"trainer: train neural networks from YAML configs on CPUs (oneDNN) and NVIDIA GPUs (cuDNN/cuBLAS)",
-               "trainer"};
+  CLI::App app{
+      "trainer: train neural networks from YAML configs on CPUs (oneDNN) and NVIDIA GPUs (cuDNN/cuBLAS)",
+      "trainer"};
   app.set_version_flag("--version", std::string("trainer ") + TRAINER_VERSION);
   app.require_subcommand(1);
   app.fallthrough(false);
@@ -150,8 +153,9 @@ int main(int argc, char** argv) {
       std::string verbs;
       for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
         verbs += (verbs.empty() ? "" : ", ") + sub->get_name();
-      return usage_error(app, (argc == 1 ? "a verb is required" : "unknown verb '" + std::string(argv[1]) + "'") +
-                                  "; verbs: " + verbs);
+      return usage_error(app,
+                         (argc == 1 ? "a verb is required" : "unknown verb '" + std::string(argv[1]) + "'") +
+                             "; verbs: " + verbs);
     }
     return usage_error(app, e.what());
   } catch (const trainer::UsageError& e) {

@@ -14,9 +14,11 @@ void add_predict_command(CLI::App& app) {
     PredictOptions po;
   };
   auto st = std::make_shared<State>();
-  CLI::App* sub = app.add_subcommand("predict", "Write class probabilities for the samples of an .npy or .csv file");
+  CLI::App* sub =
+      app.add_subcommand("predict", "Write class probabilities for the samples of an .npy or .csv file");
   st->cf.add_to(sub, FlagSet::inference);
-  sub->add_option("--weights", st->po.weights, "A .safetensors file or a run directory (its model.safetensors)")
+  sub->add_option("--weights", st->po.weights,
+                  "A .safetensors file or a run directory (its model.safetensors)")
       ->required();
   sub->add_option("--input", st->po.input,
                   ".npy of shape (N, *model.input_shape) or (N, features); or .csv with one sample per row "

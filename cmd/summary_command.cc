@@ -14,7 +14,8 @@ namespace trainer::cmd {
 
 void add_summary_command(CLI::App& app) {
   auto cf = std::make_shared<ConfigFlags>();
-  CLI::App* sub = app.add_subcommand("summary", "Print the model's layers, output shapes and parameter counts");
+  CLI::App* sub =
+      app.add_subcommand("summary", "Print the model's layers, output shapes and parameter counts");
   cf->add_to(sub, FlagSet::config_only);
   sub->callback([cf]() {
     Config cfg = cf->load();

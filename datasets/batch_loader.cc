@@ -23,27 +23,29 @@ std::string fmt_float(double v) {
 }
 
 // Expands a mean/std list of 0, 1 or `channels` values to one per channel.
-std::vector<float> per_channel(const std::vector<float>& v, float fallback, int64_t channels, const char* what,
-                               const Dataset& d) {
+std::vector<float> per_channel(const std::vector<float>& v, float fallback, int64_t channels,
+                               const char* what, const Dataset& d) {
   if (v.empty()) return std::vector<float>(channels, fallback);
   if (v.size() == 1) return std::vector<float>(channels, v[0]);
   if (static_cast<int64_t>(v.size()) != channels)
-    throw DataError(std::string("normalization ") + what + " has " + std::to_string(v.size()) + " values; expected 1 or " +
-                    std::to_string(channels) + " (one per channel of sample shape " + d.sample_shape.str() + ")");
+    throw DataError(std::string("normalization ") + what + " has " + std::to_string(v.size()) +
+                    " values; expected 1 or " + std::to_string(channels) +
+                    " (one per channel of sample shape " + d.sample_shape.str() + ")");
   return v;
 }
 
 }  // namespace
 
-BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, bool drop_last, Normalization norm,
-                         uint64_t seed)
+BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, bool drop_last,
+                         Normalization norm, uint64_t seed)
     : data_(data), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
   const int64_t n = data.size();
   if (n == 0) throw DataError("dataset '" + data.name + "' has no samples");
   if (batch_size < 1) throw DataError("batch size must be >= 1, got " + std::to_string(batch_size));
   if (drop_last && n < batch_size)
-    throw DataError("dataset '" + data.name + "' has " + std::to_string(n) + " samples, fewer than one batch of " +
-                    std::to_string(batch_size) + ", and drop_last is set: no batch would remain");
+    throw DataError("dataset '" + data.name + "' has " + std::to_string(n) +
+                    " samples, fewer than one batch of " + std::to_string(batch_size) +
+                    ", and drop_last is set: no batch would remain");
   numel_ = data.sample_numel();
   const size_t stored = data.dtype == SampleDtype::u8 ? data.u8.size() : data.f32.size();
   if (numel_ < 1 || stored != static_cast<size_t>(n * numel_))
@@ -57,10 +59,11 @@ BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, 
   const std::vector<float> mean = per_channel(norm.mean, 0.f, channels_, "mean", data);
   const std::vector<float> stdv = per_channel(norm.std, 1.f, channels_, "std", data);
   for (int64_t c = 0; c < channels_; ++c) {
-    if (!std::isfinite(mean[c])) throw DataError("normalization mean must be finite, got " + fmt_float(mean[c]));
+    if (!std::isfinite(mean[c]))
+      throw DataError("normalization mean must be finite, got " + fmt_float(mean[c]));
     if (!(stdv[c] > 0.f) || !std::isfinite(stdv[c]))
-      throw DataError("normalization std must be finite and > 0, got " + fmt_float(stdv[c]) + " for channel " +
-                      std::to_string(c));
+      throw DataError("normalization std must be finite and > 0, got " + fmt_float(stdv[c]) +
+                      " for channel " + std::to_string(c));
     mul_.push_back(norm.scale / stdv[c]);
     add_.push_back(-mean[c] / stdv[c]);
   }

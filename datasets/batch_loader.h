@@ -71,14 +71,14 @@ class BatchLoader {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;      // destructor asked the worker to exit
-  bool active_ = false;    // start_epoch has been called
-  bool filling_ = false;   // the worker is writing a buffer (and reading perm_)
-  int64_t produced_ = 0;   // batches of this epoch published so far
-  int held_ = -1;          // buffer the caller holds (returned by the last next()), or -1
-  int ready_ = -1;         // buffer holding a finished, not yet returned batch, or -1
+  bool stop_ = false;     // destructor asked the worker to exit
+  bool active_ = false;   // start_epoch has been called
+  bool filling_ = false;  // the worker is writing a buffer (and reading perm_)
+  int64_t produced_ = 0;  // batches of this epoch published so far
+  int held_ = -1;         // buffer the caller holds (returned by the last next()), or -1
+  int ready_ = -1;        // buffer holding a finished, not yet returned batch, or -1
   std::exception_ptr error_;
-  std::thread worker_;     // last: starts after everything above is initialised
+  std::thread worker_;  // last: starts after everything above is initialised
 };
 
 }  // namespace trainer

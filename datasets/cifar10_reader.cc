@@ -11,8 +11,8 @@ namespace trainer {
 namespace {
 
 constexpr int kClasses = 10;
-constexpr size_t kPixels = 3 * 32 * 32;    // CHW
-constexpr size_t kRecord = 1 + kPixels;    // label byte + pixels
+constexpr size_t kPixels = 3 * 32 * 32;  // CHW
+constexpr size_t kRecord = 1 + kPixels;  // label byte + pixels
 
 }  // namespace
 
@@ -28,8 +28,9 @@ Dataset read_cifar10(const std::vector<std::string>& files) {
     DataFile f(path);
     const std::string where = "CIFAR-10 file '" + path + "'";
     const auto not_whole = [&](uint64_t size) {
-      return DataError(where + " has " + std::to_string(size) + " bytes" + (f.gzipped() ? " decompressed" : "") +
-                       ", not a multiple of the " + std::to_string(kRecord) +
+      return DataError(where + " has " + std::to_string(size) + " bytes" +
+                       (f.gzipped() ? " decompressed" : "") + ", not a multiple of the " +
+                       std::to_string(kRecord) +
                        "-byte record (1 label + 3x32x32 pixels): " + std::to_string(size / kRecord) +
                        " whole records and " + std::to_string(size % kRecord) + " bytes left over");
     };
@@ -48,8 +49,9 @@ Dataset read_cifar10(const std::vector<std::string>& files) {
       if (got == 0) break;
       if (got < kRecord) throw not_whole(f.position());
       if (record[0] >= kClasses)
-        throw DataError(where + ": record " + std::to_string(r) + " (byte offset " + std::to_string(r * kRecord) +
-                        ") has label " + std::to_string(record[0]) + ", expected 0..9");
+        throw DataError(where + ": record " + std::to_string(r) + " (byte offset " +
+                        std::to_string(r * kRecord) + ") has label " + std::to_string(record[0]) +
+                        ", expected 0..9");
       ds.labels.push_back(record[0]);
       ds.u8.insert(ds.u8.end(), record.begin() + 1, record.end());
     }

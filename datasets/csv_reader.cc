@@ -101,8 +101,10 @@ Dataset read_csv(const std::string& path, const CsvOptions& o) {
       ncols = cells.size();
       first_line = line_no;
       if (ncols < 2)
-        throw DataError(where() + "found 1 column; a CSV dataset needs at least one feature column and a label "
-                        "column (is the delimiter '" + std::string(1, o.delimiter) + "' right?)");
+        throw DataError(where() +
+                        "found 1 column; a CSV dataset needs at least one feature column and a label "
+                        "column (is the delimiter '" +
+                        std::string(1, o.delimiter) + "' right?)");
       label_col = resolve_label_column(path, o, cells, ncols);
       ds.sample_shape = Shape{static_cast<int64_t>(ncols - 1)};
       if (o.has_header) {
@@ -123,8 +125,9 @@ Dataset read_csv(const std::string& path, const CsvOptions& o) {
         ds.labels.push_back(static_cast<int32_t>(v));
       } else {
         if (!ok || std::fabs(v) > std::numeric_limits<float>::max())
-          throw DataError(where() + column(c) + ": expected a finite float32 number, found " +
-                          (cells[c].empty() ? std::string("an empty cell") : "'" + std::string(cells[c]) + "'"));
+          throw DataError(
+              where() + column(c) + ": expected a finite float32 number, found " +
+              (cells[c].empty() ? std::string("an empty cell") : "'" + std::string(cells[c]) + "'"));
         ds.f32.push_back(static_cast<float>(v));
       }
     }

@@ -14,11 +14,11 @@ namespace trainer {
 enum class SampleDtype { u8, f32 };
 
 struct Dataset {
-  std::string name;      // for messages: "train", "test", or the file it came from
-  Shape sample_shape;    // per sample, e.g. (1, 28, 28) for IDX images, (3, 32, 32) for CIFAR
+  std::string name;    // for messages: "train", "test", or the file it came from
+  Shape sample_shape;  // per sample, e.g. (1, 28, 28) for IDX images, (3, 32, 32) for CIFAR
   SampleDtype dtype = SampleDtype::u8;
-  std::vector<uint8_t> u8;   // N * sample_shape.numel() when dtype == u8
-  std::vector<float> f32;    // N * sample_shape.numel() when dtype == f32
+  std::vector<uint8_t> u8;      // N * sample_shape.numel() when dtype == u8
+  std::vector<float> f32;       // N * sample_shape.numel() when dtype == f32
   std::vector<int32_t> labels;  // N, each in [0, num_classes)
   int num_classes = 0;
 

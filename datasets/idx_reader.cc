@@ -31,13 +31,20 @@ std::string hex32(uint32_t v) {
 
 const char* idx_type_name(uint8_t code) {
   switch (code) {
-    case 0x08: return "uint8";
-    case 0x09: return "int8";
-    case 0x0B: return "int16";
-    case 0x0C: return "int32";
-    case 0x0D: return "float32";
-    case 0x0E: return "float64";
-    default: return "unknown type";
+    case 0x08:
+      return "uint8";
+    case 0x09:
+      return "int8";
+    case 0x0B:
+      return "int16";
+    case 0x0C:
+      return "int32";
+    case 0x0D:
+      return "float32";
+    case 0x0E:
+      return "float64";
+    default:
+      return "unknown type";
   }
 }
 
@@ -62,20 +69,21 @@ IdxHeader read_idx_header(DataFile& f, uint32_t magic, const char* what,
   const size_t got = f.read(bytes, header);
   if (got == 0) throw DataError(h.where + " is empty");
   const auto too_short = [&] {
-    return DataError(h.where + " is too short for its header: " + std::to_string(got) + " bytes, need at least " +
-                     std::to_string(header));
+    return DataError(h.where + " is too short for its header: " + std::to_string(got) +
+                     " bytes, need at least " + std::to_string(header));
   };
   if (got < 4) throw too_short();
   const uint32_t found = load_be32(bytes);
   if (found != magic) {
-    std::string msg = h.where + ": magic number " + hex32(found) + ", expected " + hex32(magic) + " (uint8, " +
-                      std::to_string(ndims) + " dimension" + (ndims > 1 ? "s" : "") + ")";
+    std::string msg = h.where + ": magic number " + hex32(found) + ", expected " + hex32(magic) +
+                      " (uint8, " + std::to_string(ndims) + " dimension" + (ndims > 1 ? "s" : "") + ")";
     const uint32_t other = magic == kImagesMagic ? kLabelsMagic : kImagesMagic;
     if (found == other) {
       msg += "; this is an IDX " + std::string(magic == kImagesMagic ? "labels" : "images") +
              " file: are the images and labels paths swapped?";
     } else if ((found >> 16) == 0 && (found & 0xFF) == ndims) {
-      msg += "; it stores " + std::string(idx_type_name((found >> 8) & 0xFF)) + " values, only uint8 is supported";
+      msg += "; it stores " + std::string(idx_type_name((found >> 8) & 0xFF)) +
+             " values, only uint8 is supported";
     } else if ((found >> 16) != 0) {
       msg += "; this is not an IDX file";
     }
@@ -131,7 +139,8 @@ void expect_end(DataFile& f, const IdxHeader& h) {
 Dataset read_idx(const std::string& images_path, const std::string& labels_path, int num_classes,
                  int64_t limit) {
   if (num_classes < 1 || num_classes > 256)
-    throw DataError("IDX labels are uint8: num_classes must be in 1..256, got " + std::to_string(num_classes));
+    throw DataError("IDX labels are uint8: num_classes must be in 1..256, got " +
+                    std::to_string(num_classes));
   if (limit < 0) throw DataError("sample limit must be >= 0 (0 = all), got " + std::to_string(limit));
 
   // Both headers first: a mismatch or a lying size is reported before any payload is inflated.
@@ -149,9 +158,9 @@ Dataset read_idx(const std::string& images_path, const std::string& labels_path,
   expect_end(lab, lh);
   for (uint64_t i = 0; i < count; ++i) {
     if (labels[i] >= num_classes)
-      throw DataError("IDX labels file '" + labels_path + "': label " + std::to_string(labels[i]) + " at index " +
-                      std::to_string(i) + " is out of range for num_classes=" + std::to_string(num_classes) +
-                      " (allowed 0.." + std::to_string(num_classes - 1) + ")");
+      throw DataError("IDX labels file '" + labels_path + "': label " + std::to_string(labels[i]) +
+                      " at index " + std::to_string(i) + " is out of range for num_classes=" +
+                      std::to_string(num_classes) + " (allowed 0.." + std::to_string(num_classes - 1) + ")");
   }
 
   const uint64_t n = limit > 0 ? std::min<uint64_t>(count, static_cast<uint64_t>(limit)) : count;

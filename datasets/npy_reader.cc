@@ -26,7 +26,8 @@ namespace {
 
 const char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
-constexpr size_t kMaxHeader = 1 << 20;  // numpy writes a few hundred bytes; its reader's default limit is 10000
+constexpr size_t kMaxHeader =
+    1 << 20;  // numpy writes a few hundred bytes; its reader's default limit is 10000
 
 // Parses the header dict; `where` prefixes every message.
 class HeaderParser {
@@ -67,13 +68,15 @@ class HeaderParser {
     return pos_ < s_.size() && s_[pos_] == c;
   }
   void expect(char c) {
-    if (!peek(c)) fail(std::string("malformed header: expected '") + c + "' at offset " + std::to_string(pos_));
+    if (!peek(c))
+      fail(std::string("malformed header: expected '") + c + "' at offset " + std::to_string(pos_));
     ++pos_;
   }
   std::string string_literal() {
     skip_ws();
     const char quote = pos_ < s_.size() ? s_[pos_] : '\0';
-    if (quote != '\'' && quote != '"') fail("malformed header: expected a string at offset " + std::to_string(pos_));
+    if (quote != '\'' && quote != '"')
+      fail("malformed header: expected a string at offset " + std::to_string(pos_));
     const size_t end = s_.find(quote, pos_ + 1);
     if (end == std::string::npos) fail("malformed header: unterminated string");
     std::string out = s_.substr(pos_ + 1, end - pos_ - 1);
@@ -175,7 +178,8 @@ NpyArray read_npy(const std::string& path) {
   HeaderParser(header, where).parse(&a.descr, &fortran, &a.shape);
   const size_t item = item_size(a.descr, where);
   if (fortran)
-    throw DataError(where + " is stored in Fortran (column-major) order; re-save it with "
+    throw DataError(where +
+                    " is stored in Fortran (column-major) order; re-save it with "
                     "np.save(path, np.ascontiguousarray(a))");
 
   uint64_t numel = 1;
@@ -190,8 +194,8 @@ NpyArray read_npy(const std::string& path) {
   const std::string needs = "descr '" + a.descr + "' with " + std::to_string(numel) + " elements needs " +
                             std::to_string(expected) + " bytes";
   if (!f.gzipped() && f.file_size() != expected)
-    throw DataError(where + (f.file_size() < expected ? " is truncated" : " has trailing bytes") + ": " + needs +
-                    ", file has " + std::to_string(f.file_size()));
+    throw DataError(where + (f.file_size() < expected ? " is truncated" : " has trailing bytes") + ": " +
+                    needs + ", file has " + std::to_string(f.file_size()));
   if (expected > f.max_content_size())
     throw DataError(where + " is truncated: " + needs + ", more than its " + std::to_string(f.file_size()) +
                     " gzip bytes can hold");
@@ -200,7 +204,8 @@ NpyArray read_npy(const std::string& path) {
   const auto read_exact = [&](void* dst, size_t n) {
     if (f.read(dst, n) != n)
       throw DataError(where + " is truncated: " + needs + ", " +
-                      (f.gzipped() ? "the decompressed data has " : "file has ") + std::to_string(f.position()));
+                      (f.gzipped() ? "the decompressed data has " : "file has ") +
+                      std::to_string(f.position()));
   };
   // Narrowing or widening conversions go through a small buffer of stored elements.
   const auto convert = [&](auto stored, auto* out) {
@@ -244,8 +249,9 @@ Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, i
   const int64_t n = x.shape[0];
   const bool y_shape_ok = (y.shape.size() == 1 || (y.shape.size() == 2 && y.shape[1] == 1));
   if (!y_shape_ok || y.shape[0] != n)
-    throw DataError(yw + " has shape " + Shape(y.shape).str() + "; expected (" + std::to_string(n) + ",) or (" +
-                    std::to_string(n) + ", 1) to match the " + std::to_string(n) + " samples in '" + x_path + "'");
+    throw DataError(yw + " has shape " + Shape(y.shape).str() + "; expected (" + std::to_string(n) +
+                    ",) or (" + std::to_string(n) + ", 1) to match the " + std::to_string(n) +
+                    " samples in '" + x_path + "'");
   if (y.descr[1] == 'f')
     throw DataError(yw + " holds floating-point values (descr '" + y.descr +
                     "'); labels must be integers: re-save with y.astype('int64')");
@@ -253,7 +259,8 @@ Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, i
   Dataset ds;
   ds.name = x_path;
   ds.num_classes = num_classes;
-  ds.sample_shape = x.shape.size() == 1 ? Shape{1} : Shape(std::vector<int64_t>(x.shape.begin() + 1, x.shape.end()));
+  ds.sample_shape =
+      x.shape.size() == 1 ? Shape{1} : Shape(std::vector<int64_t>(x.shape.begin() + 1, x.shape.end()));
   if (ds.sample_shape.numel() == 0)
     throw DataError(xw + " has shape " + Shape(x.shape).str() + ": samples must not have a zero dimension");
   ds.labels.resize(n);
@@ -293,8 +300,10 @@ void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, c
     dims += std::to_string(d) + ", ";
     numel *= d;
   }
-  if (shape.size() > 1) dims.resize(dims.size() - 2);  // numpy: (3,) for 1-D, (2, 3) otherwise
-  else if (shape.size() == 1) dims.pop_back();
+  if (shape.size() > 1)
+    dims.resize(dims.size() - 2);  // numpy: (3,) for 1-D, (2, 3) otherwise
+  else if (shape.size() == 1)
+    dims.pop_back();
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
   // Pad with spaces so magic + version + length + header (ending in '\n') is a multiple of 64.
   const size_t prefix = kMagicLen + 2 + 2;

@@ -11,8 +11,10 @@ namespace trainer {
 Dataset make_random(int64_t n, const Shape& sample_shape, int num_classes, uint64_t seed) {
   if (n < 1) throw DataError("random generator: number of samples must be >= 1, got " + std::to_string(n));
   if (sample_shape.rank() == 0 || sample_shape.numel() < 1)
-    throw DataError("random generator: sample shape " + sample_shape.str() + " must have positive dimensions");
-  if (num_classes < 1) throw DataError("random generator: num_classes must be >= 1, got " + std::to_string(num_classes));
+    throw DataError("random generator: sample shape " + sample_shape.str() +
+                    " must have positive dimensions");
+  if (num_classes < 1)
+    throw DataError("random generator: num_classes must be >= 1, got " + std::to_string(num_classes));
   Dataset ds;
   ds.name = "random";
   ds.sample_shape = sample_shape;
@@ -30,7 +32,8 @@ Dataset make_random(int64_t n, const Shape& sample_shape, int num_classes, uint6
     ds.f32[i] = static_cast<float>(r * std::cos(kTwoPi * u2));
     if (i + 1 < ds.f32.size()) ds.f32[i + 1] = static_cast<float>(r * std::sin(kTwoPi * u2));
   }
-  for (int32_t& label : ds.labels) label = static_cast<int32_t>(rng.next_below(static_cast<uint64_t>(num_classes)));
+  for (int32_t& label : ds.labels)
+    label = static_cast<int32_t>(rng.next_below(static_cast<uint64_t>(num_classes)));
   return ds;
 }
 

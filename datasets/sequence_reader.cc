@@ -29,7 +29,8 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' |
 
 }  // namespace
 
-std::vector<float> pad_sequence(const std::vector<int64_t>& seq, int64_t maxlen, bool pad_pre, bool trunc_pre) {
+std::vector<float> pad_sequence(const std::vector<int64_t>& seq, int64_t maxlen, bool pad_pre,
+                                bool trunc_pre) {
   if (maxlen < 0) throw DataError("pad_sequence: maxlen must be >= 0, got " + std::to_string(maxlen));
   std::vector<float> out(static_cast<size_t>(maxlen));
   pad_into(seq.data(), static_cast<int64_t>(seq.size()), maxlen, pad_pre, trunc_pre, out.data());
@@ -39,7 +40,8 @@ std::vector<float> pad_sequence(const std::vector<int64_t>& seq, int64_t maxlen,
 Dataset read_sequences(const std::string& path, const SequenceOptions& o) {
   const std::string file = "sequence file '" + path + "'";
   if (o.num_classes < 1) throw DataError(file + ": num_classes must be >= 1");
-  if (o.maxlen < 0) throw DataError(file + ": maxlen must be >= 0 (0 = longest sequence), got " + std::to_string(o.maxlen));
+  if (o.maxlen < 0)
+    throw DataError(file + ": maxlen must be >= 0 (0 = longest sequence), got " + std::to_string(o.maxlen));
   const std::vector<uint8_t> bytes = read_file_bytes(path);
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 
@@ -85,7 +87,8 @@ Dataset read_sequences(const std::string& path, const SequenceOptions& o) {
   }
   if (ds.labels.empty()) throw DataError(file + " has no samples (expected lines of 'label tok tok ...')");
   const int64_t maxlen = o.maxlen > 0 ? o.maxlen : longest;
-  if (maxlen == 0) throw DataError(file + ": every sequence is empty, so maxlen=0 (longest) gives no features");
+  if (maxlen == 0)
+    throw DataError(file + ": every sequence is empty, so maxlen=0 (longest) gives no features");
 
   // maxlen x samples can be far more than the file (one long line pads every short one).
   const uint64_t samples = ds.labels.size();

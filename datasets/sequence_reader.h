@@ -27,6 +27,7 @@ Dataset read_sequences(const std::string& path, const SequenceOptions& options);
 // One sequence padded/truncated to maxlen (>= 0) as Keras pad_sequences does, pad value 0.
 // Example, seq {1,2,3}, maxlen 5: pre -> {0,0,1,2,3}, post -> {1,2,3,0,0};
 //          maxlen 2: trunc_pre -> {2,3}, trunc post -> {1,2}.
-std::vector<float> pad_sequence(const std::vector<int64_t>& seq, int64_t maxlen, bool pad_pre, bool trunc_pre);
+std::vector<float> pad_sequence(const std::vector<int64_t>& seq, int64_t maxlen, bool pad_pre,
+                                bool trunc_pre);
 
 }  // namespace trainer

@@ -34,7 +34,8 @@ std::string format_fraction(double f) {
 
 std::pair<Dataset, Dataset> split_validation(const Dataset& data, double fraction) {
   if (!(fraction > 0.0 && fraction < 1.0))
-    throw DataError("validation split must be a fraction strictly between 0 and 1, got " + format_fraction(fraction));
+    throw DataError("validation split must be a fraction strictly between 0 and 1, got " +
+                    format_fraction(fraction));
   const int64_t n = data.size();
   const int64_t split_at = static_cast<int64_t>(static_cast<double>(n) * (1.0 - fraction));
   if (split_at <= 0 || split_at >= n)

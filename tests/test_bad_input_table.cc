@@ -69,7 +69,8 @@ void check_rows(const std::string& dir, const std::vector<Row>& rows) {
     REQUIRE_THAT(err, Contains(row.message));
     if (row.exit_code >= 2 && row.exit_code <= 4) {  // one error line after any info lines
       std::string rest = err;
-      while (rest.rfind("[", 0) == 0 && rest.find("] info: ") < rest.find('\n')) rest = rest.substr(rest.find('\n') + 1);
+      while (rest.rfind("[", 0) == 0 && rest.find("] info: ") < rest.find('\n'))
+        rest = rest.substr(rest.find('\n') + 1);
       REQUIRE(rest.rfind("error: ", 0) == 0);
       REQUIRE(lines(rest) == 1);
     }
@@ -94,8 +95,8 @@ std::vector<uint8_t> idx(uint32_t magic, std::vector<uint32_t> dims, size_t payl
   return b;
 }
 
-void npy(const std::string& path, const std::string& descr, const std::string& shape, const std::string& payload,
-         const char* fortran = "False") {
+void npy(const std::string& path, const std::string& descr, const std::string& shape,
+         const std::string& payload, const char* fortran = "False") {
   std::string h = "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': (" + shape + "), }";
   h.resize(118, ' ');
   h += '\n';
@@ -132,10 +133,12 @@ Exit signal_when(const std::string& dir, const std::vector<std::string>& args, c
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   bool seen = false;
   while (!seen && std::chrono::steady_clock::now() < until) {
-    for (const auto& e : fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied)) {
+    for (const auto& e :
+         fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied)) {
       const std::string rel = fs::relative(e.path(), dir).string();
-      if (rel == wait_for || (wait_for.back() == '*' && rel.rfind(wait_for.substr(0, wait_for.size() - 1), 0) == 0 &&
-                              rel.find(".tmp-") != std::string::npos)) {
+      if (rel == wait_for ||
+          (wait_for.back() == '*' && rel.rfind(wait_for.substr(0, wait_for.size() - 1), 0) == 0 &&
+           rel.find(".tmp-") != std::string::npos)) {
         seen = true;
         break;
       }
@@ -179,16 +182,20 @@ TEST_CASE("bad-input table: config rows", "[bad_input]") {
   const std::string huge = test::write_file(dir, "huge.yaml", kTiny);
   REQUIRE(::truncate(huge.c_str(), 40 << 20) == 0);
   fs::create_directories(dir + "/adir");
-  check_rows(dir, {
-                      {"fit malformed.yaml --no-out", 3, "malformed.yaml:4:5: invalid YAML"},
-                      {"fit binary.yaml", 3, "binary.yaml:1:1: the config is not UTF-8 text (byte \\xff)"},
-                      {"fit huge.yaml", 3, "huge.yaml: the config file is 41,943,040 bytes; at most 16,777,216"},
-                      {"fit aliases.yaml", 3, "through its aliases (*name) the config expands to more than 100,000 nodes"},
-                      {"fit unknown_key.yaml", 3, "unknown_key.yaml:16:1: unknown key 'trian' (did you mean 'train'?)"},
-                      {"fit unknown_layer.yaml", 3, "unknown layer type 'rleu' (did you mean 'relu'?); registered types:"},
-                      {"fit missing.yaml", 2, "File does not exist: missing.yaml"},
-                      {"fit adir", 2, "File is actually a directory: adir"},
-                  });
+  check_rows(
+      dir,
+      {
+          {"fit malformed.yaml --no-out", 3, "malformed.yaml:4:5: invalid YAML"},
+          {"fit binary.yaml", 3, "binary.yaml:1:1: the config is not UTF-8 text (byte \\xff)"},
+          {"fit huge.yaml", 3, "huge.yaml: the config file is 41,943,040 bytes; at most 16,777,216"},
+          {"fit aliases.yaml", 3,
+           "through its aliases (*name) the config expands to more than 100,000 nodes"},
+          {"fit unknown_key.yaml", 3, "unknown_key.yaml:16:1: unknown key 'trian' (did you mean 'train'?)"},
+          {"fit unknown_layer.yaml", 3,
+           "unknown layer type 'rleu' (did you mean 'relu'?); registered types:"},
+          {"fit missing.yaml", 2, "File does not exist: missing.yaml"},
+          {"fit adir", 2, "File is actually a directory: adir"},
+      });
 }
 
 TEST_CASE("bad-input table: size rows", "[bad_input]") {
@@ -199,19 +206,23 @@ TEST_CASE("bad-input table: size rows", "[bad_input]") {
   test::write_file(dir, "units_neg.yaml", replace(kTiny, "units: 8", "units: -3"));
   test::write_file(dir, "units0.yaml", replace(kTiny, "units: 8", "units: 0"));
   test::write_file(dir, "classes0.yaml", replace(kTiny, "num_classes: 2", "num_classes: 0"));
-  check_rows(dir, {
-                      {"fit batch0.yaml --no-out", 3, "batch0.yaml:15:15: data.batch_size: value 0 is out of range; allowed: 1 to"},
-                      {"fit batchneg.yaml --no-out", 3, "data.batch_size: value -5 is out of range"},
-                      {"fit units_neg.yaml --no-out", 3, "units_neg.yaml:4:28: model.layers.0.units: value -3 is out of range"},
-                      {"fit units0.yaml --no-out", 3, "model.layers.0.units: value 0 is out of range"},
-                      {"fit classes0.yaml --no-out", 3, "data.num_classes: value 0 is out of range; allowed: 2 to"},
-                      {"fit tiny.yaml --no-out --set 'model.input_shape=[100000]' --set model.layers.0.units=100000", 3,
-                       "parameter 'weight' (100000, 100000) has 10,000,000,000 elements"},
-                      {"fit tiny.yaml --no-out --set 'model.input_shape=[1, 4, 4]' --set 'model.layers=[{type: conv2d, "
-                       "filters: 2, kernel_size: 9}, {type: flatten}, {type: dense, units: 2}]'",
-                       3, "kernel 9x9 does not fit input (None, 1, 4, 4)"},
-                      {"fit tiny.yaml --no-out --set train.epochs=0", 3, "train.epochs: value 0 is out of range"},
-                  });
+  check_rows(
+      dir,
+      {
+          {"fit batch0.yaml --no-out", 3,
+           "batch0.yaml:15:15: data.batch_size: value 0 is out of range; allowed: 1 to"},
+          {"fit batchneg.yaml --no-out", 3, "data.batch_size: value -5 is out of range"},
+          {"fit units_neg.yaml --no-out", 3,
+           "units_neg.yaml:4:28: model.layers.0.units: value -3 is out of range"},
+          {"fit units0.yaml --no-out", 3, "model.layers.0.units: value 0 is out of range"},
+          {"fit classes0.yaml --no-out", 3, "data.num_classes: value 0 is out of range; allowed: 2 to"},
+          {"fit tiny.yaml --no-out --set 'model.input_shape=[100000]' --set model.layers.0.units=100000", 3,
+           "parameter 'weight' (100000, 100000) has 10,000,000,000 elements"},
+          {"fit tiny.yaml --no-out --set 'model.input_shape=[1, 4, 4]' --set 'model.layers=[{type: conv2d, "
+           "filters: 2, kernel_size: 9}, {type: flatten}, {type: dense, units: 2}]'",
+           3, "kernel 9x9 does not fit input (None, 1, 4, 4)"},
+          {"fit tiny.yaml --no-out --set train.epochs=0", 3, "train.epochs: value 0 is out of range"},
+      });
 }
 
 TEST_CASE("bad-input table: flag rows", "[bad_input]") {
@@ -219,11 +230,15 @@ TEST_CASE("bad-input table: flag rows", "[bad_input]") {
   test::write_file(dir, "tiny.yaml", kTiny);
   check_rows(dir, {
                       {"fit tiny.yaml --no-out --epochs 0", 2, "--epochs: Value 0 not in range 1 to 1000000"},
-                      {"fit tiny.yaml --no-out --batch-size 99999999999", 2, "--batch-size: Value 99999999999 not in range"},
+                      {"fit tiny.yaml --no-out --batch-size 99999999999", 2,
+                       "--batch-size: Value 99999999999 not in range"},
                       {"fit tiny.yaml --no-out --device gpu:7", 5, "device gpu:7: no usable GPU"},
-                      {"fit tiny.yaml --no-out --set optimizer.lr", 2, "--set optimizer.lr: expected dotted.key=value"},
-                      {"fit tiny.yaml --no-out --set 'model.input_shape=[1,'", 3, "--set model.input_shape:1:1: invalid YAML"},
-                      {"fit tiny.yaml --no-out --set optimizer.lrr=0.1", 3, "--set: unknown key 'optimizer.lrr' (did you mean 'lr'?)"},
+                      {"fit tiny.yaml --no-out --set optimizer.lr", 2,
+                       "--set optimizer.lr: expected dotted.key=value"},
+                      {"fit tiny.yaml --no-out --set 'model.input_shape=[1,'", 3,
+                       "--set model.input_shape:1:1: invalid YAML"},
+                      {"fit tiny.yaml --no-out --set optimizer.lrr=0.1", 3,
+                       "--set: unknown key 'optimizer.lrr' (did you mean 'lr'?)"},
                       {"fit tiny.yaml --out x --no-out", 2, "--out excludes --no-out"},
                   });
 }
@@ -248,10 +263,11 @@ TEST_CASE("bad-input table: data rows", "[bad_input]") {
   for (size_t i = gz.size() / 2; i < gz.size() / 2 + 8; ++i) corrupt[i] ^= 0x5a;
   write_bytes(at("corrupt.idx.gz"), corrupt);
   fs::create_directories(at("data.dir"));
-  test::write_file(dir, "idx.yaml",
-                   "model:\n  input_shape: [1, 4, 4]\n  layers: [{type: flatten}, {type: dense, units: 10}]\n"
-                   "loss: cross_entropy\noptimizer: {type: sgd, lr: 0.1}\n"
-                   "data: {train: {format: idx, images: img.idx, labels: lab.idx}, num_classes: 10, batch_size: 20}\n");
+  test::write_file(
+      dir, "idx.yaml",
+      "model:\n  input_shape: [1, 4, 4]\n  layers: [{type: flatten}, {type: dense, units: 10}]\n"
+      "loss: cross_entropy\noptimizer: {type: sgd, lr: 0.1}\n"
+      "data: {train: {format: idx, images: img.idx, labels: lab.idx}, num_classes: 10, batch_size: 20}\n");
   std::vector<uint8_t> cut(3073 + 101, 7);
   cut[0] = cut[3073] = 1;
   write_bytes(at("cifar-cut.bin"), cut);
@@ -259,10 +275,11 @@ TEST_CASE("bad-input table: data rows", "[bad_input]") {
   label10[0] = 1;
   label10[3073] = 10;
   write_bytes(at("cifar-label.bin"), label10);
-  test::write_file(dir, "cifar.yaml",
-                   "model:\n  input_shape: [3, 32, 32]\n  layers: [{type: global_avg_pool}, {type: dense, units: 10}]\n"
-                   "loss: cross_entropy\noptimizer: {type: sgd, lr: 0.1}\n"
-                   "data: {train: {format: cifar10, files: [x.bin]}, num_classes: 10, batch_size: 2}\n");
+  test::write_file(
+      dir, "cifar.yaml",
+      "model:\n  input_shape: [3, 32, 32]\n  layers: [{type: global_avg_pool}, {type: dense, units: 10}]\n"
+      "loss: cross_entropy\noptimizer: {type: sgd, lr: 0.1}\n"
+      "data: {train: {format: cifar10, files: [x.bin]}, num_classes: 10, batch_size: 2}\n");
   std::string csv;
   for (int i = 0; i < 10; ++i) csv += "0.5,0.25," + std::to_string(i % 2) + "\n";
   test::write_file(dir, "good.csv", csv);
@@ -272,7 +289,8 @@ TEST_CASE("bad-input table: data rows", "[bad_input]") {
   test::write_file(dir, "empty.csv", "");
   const std::string csv_yaml =
       "model:\n  input_shape: [2]\n  layers: [{type: dense, units: 2}]\nloss: cross_entropy\n"
-      "optimizer: {type: sgd, lr: 0.1}\ndata: {train: {format: csv, path: good.csv}, num_classes: 2, batch_size: 10}\n";
+      "optimizer: {type: sgd, lr: 0.1}\ndata: {train: {format: csv, path: good.csv}, num_classes: 2, "
+      "batch_size: 10}\n";
   test::write_file(dir, "csv.yaml", csv_yaml);
   const std::string xs(80 * 4, '\0'), ys(40 * 8, '\0');
   npy(at("x.npy"), "<f4", "40, 2,", xs);
@@ -285,45 +303,63 @@ TEST_CASE("bad-input table: data rows", "[bad_input]") {
   yr[39 * 8] = 9;
   npy(at("y-range.npy"), "<i8", "40,", yr);
   test::write_file(dir, "x-garbage.npy", "PK\x03\x04 this is a zip file\n");
-  test::write_file(dir, "npy.yaml", replace(csv_yaml, "{format: csv, path: good.csv}", "{format: npy, x: x.npy, y: y.npy}"));
+  test::write_file(dir, "npy.yaml",
+                   replace(csv_yaml, "{format: csv, path: good.csv}", "{format: npy, x: x.npy, y: y.npy}"));
   test::write_file(dir, "seq-token.txt", "0 1 2 3\n1 4 x 5\n");
   test::write_file(dir, "seq-neg.txt", "0 1 2 3\n1 4 -7 5\n");
   test::write_file(dir, "seq-label.txt", "0 1 2 3\n9 4 5\n");
-  test::write_file(dir, "seq.yaml",
-                   "model:\n  input_shape: [8]\n  layers: [{type: embedding, input_dim: 64, output_dim: 4}, {type: flatten}, "
-                   "{type: dense, units: 3}]\nloss: cross_entropy\noptimizer: {type: sgd, lr: 0.1}\n"
-                   "data: {train: {format: sequences, path: x.txt, maxlen: 8}, num_classes: 3, batch_size: 10}\n");
+  test::write_file(
+      dir, "seq.yaml",
+      "model:\n  input_shape: [8]\n  layers: [{type: embedding, input_dim: 64, output_dim: 4}, {type: "
+      "flatten}, "
+      "{type: dense, units: 3}]\nloss: cross_entropy\noptimizer: {type: sgd, lr: 0.1}\n"
+      "data: {train: {format: sequences, path: x.txt, maxlen: 8}, num_classes: 3, batch_size: 10}\n");
   const std::string fit_idx = "fit idx.yaml --no-out --set data.train.";
-  check_rows(dir, {
-                      {fit_idx + "images=missing.idx", 4, "cannot open 'missing.idx': No such file or directory"},
-                      {fit_idx + "images=img-cut.idx", 4, "'img-cut.idx' is truncated: header says 100 x 4 x 4 images = 1616 bytes, file has 1611"},
-                      {fit_idx + "images=img-magic.idx", 4, "magic number 0x47494638, expected 0x00000803"},
-                      {fit_idx + "images=cut.idx.gz", 4, "'cut.idx.gz' is truncated: its"},
-                      {fit_idx + "images=corrupt.idx.gz", 4, "'corrupt.idx.gz' is not valid gzip data"},
-                      {fit_idx + "labels=lab-range.idx", 4, "label 10 at index 99 is out of range for num_classes=10 (allowed 0..9)"},
-                      {fit_idx + "labels=lab-short.idx", 4, "'img.idx' holds 100 images but 'lab-short.idx' holds 99 labels"},
-                      {"fit idx.yaml --no-out --set 'model.input_shape=[1, 5, 5]'", 4,
-                       "data.train: samples have shape (1, 4, 4) but model.input_shape is (1, 5, 5)"},
-                      {fit_idx + "labels=data.dir", 4, "'data.dir' is a directory, not a regular file"},
-                      {"fit cifar.yaml --no-out --set 'data.train.files=[cifar-cut.bin]'", 4,
-                       "'cifar-cut.bin' has 3174 bytes, not a multiple of the 3073-byte record"},
-                      {"fit cifar.yaml --no-out --set 'data.train.files=[cifar-label.bin]'", 4,
-                       "record 1 (byte offset 3073) has label 10, expected 0..9"},
-                      {"fit csv.yaml --no-out --set data.train.path=ragged.csv", 4, "ragged.csv:2: expected 3 columns (as on line 1), found 2"},
-                      {"fit csv.yaml --no-out --set data.train.path=text.csv", 4, "text.csv:2: column 2: expected a finite float32 number, found 'abc'"},
-                      {"fit csv.yaml --no-out --set data.train.path=label.csv", 4, "label.csv:2: column 3 (label): expected an integer in 0..1, found '7'"},
-                      {"fit csv.yaml --no-out --set data.train.path=empty.csv", 4, "CSV file 'empty.csv' has no data rows"},
-                      {"fit csv.yaml --no-out --set 'model.input_shape=[3]'", 4, "samples have shape (2,) but model.input_shape is (3,)"},
-                      {"fit npy.yaml --no-out --set data.train.x=x-cut.npy", 4, "NPY file 'x-cut.npy' is truncated"},
-                      {"fit npy.yaml --no-out --set data.train.x=x-fortran.npy", 4, "is stored in Fortran (column-major) order"},
-                      {"fit npy.yaml --no-out --set data.train.x=x-object.npy", 4, "holds an object array (descr '|O')"},
-                      {"fit npy.yaml --no-out --set data.train.x=x-lying.npy", 4, "shape describes more data than any file can hold"},
-                      {"fit npy.yaml --no-out --set data.train.x=x-garbage.npy", 4, "does not start with the NPY magic"},
-                      {"fit npy.yaml --no-out --set data.train.y=y-range.npy", 4, "label 9 at index 39 is out of range for num_classes=2"},
-                      {"fit seq.yaml --no-out --set data.train.path=seq-token.txt", 4, "seq-token.txt:2: token 2 must be an integer id in 0..16777216, found 'x'"},
-                      {"fit seq.yaml --no-out --set data.train.path=seq-neg.txt", 4, "found '-7'"},
-                      {"fit seq.yaml --no-out --set data.train.path=seq-label.txt", 4, "seq-label.txt:2: label must be an integer in 0..2, found '9'"},
-                  });
+  check_rows(
+      dir,
+      {
+          {fit_idx + "images=missing.idx", 4, "cannot open 'missing.idx': No such file or directory"},
+          {fit_idx + "images=img-cut.idx", 4,
+           "'img-cut.idx' is truncated: header says 100 x 4 x 4 images = 1616 bytes, file has 1611"},
+          {fit_idx + "images=img-magic.idx", 4, "magic number 0x47494638, expected 0x00000803"},
+          {fit_idx + "images=cut.idx.gz", 4, "'cut.idx.gz' is truncated: its"},
+          {fit_idx + "images=corrupt.idx.gz", 4, "'corrupt.idx.gz' is not valid gzip data"},
+          {fit_idx + "labels=lab-range.idx", 4,
+           "label 10 at index 99 is out of range for num_classes=10 (allowed 0..9)"},
+          {fit_idx + "labels=lab-short.idx", 4,
+           "'img.idx' holds 100 images but 'lab-short.idx' holds 99 labels"},
+          {"fit idx.yaml --no-out --set 'model.input_shape=[1, 5, 5]'", 4,
+           "data.train: samples have shape (1, 4, 4) but model.input_shape is (1, 5, 5)"},
+          {fit_idx + "labels=data.dir", 4, "'data.dir' is a directory, not a regular file"},
+          {"fit cifar.yaml --no-out --set 'data.train.files=[cifar-cut.bin]'", 4,
+           "'cifar-cut.bin' has 3174 bytes, not a multiple of the 3073-byte record"},
+          {"fit cifar.yaml --no-out --set 'data.train.files=[cifar-label.bin]'", 4,
+           "record 1 (byte offset 3073) has label 10, expected 0..9"},
+          {"fit csv.yaml --no-out --set data.train.path=ragged.csv", 4,
+           "ragged.csv:2: expected 3 columns (as on line 1), found 2"},
+          {"fit csv.yaml --no-out --set data.train.path=text.csv", 4,
+           "text.csv:2: column 2: expected a finite float32 number, found 'abc'"},
+          {"fit csv.yaml --no-out --set data.train.path=label.csv", 4,
+           "label.csv:2: column 3 (label): expected an integer in 0..1, found '7'"},
+          {"fit csv.yaml --no-out --set data.train.path=empty.csv", 4,
+           "CSV file 'empty.csv' has no data rows"},
+          {"fit csv.yaml --no-out --set 'model.input_shape=[3]'", 4,
+           "samples have shape (2,) but model.input_shape is (3,)"},
+          {"fit npy.yaml --no-out --set data.train.x=x-cut.npy", 4, "NPY file 'x-cut.npy' is truncated"},
+          {"fit npy.yaml --no-out --set data.train.x=x-fortran.npy", 4,
+           "is stored in Fortran (column-major) order"},
+          {"fit npy.yaml --no-out --set data.train.x=x-object.npy", 4, "holds an object array (descr '|O')"},
+          {"fit npy.yaml --no-out --set data.train.x=x-lying.npy", 4,
+           "shape describes more data than any file can hold"},
+          {"fit npy.yaml --no-out --set data.train.x=x-garbage.npy", 4, "does not start with the NPY magic"},
+          {"fit npy.yaml --no-out --set data.train.y=y-range.npy", 4,
+           "label 9 at index 39 is out of range for num_classes=2"},
+          {"fit seq.yaml --no-out --set data.train.path=seq-token.txt", 4,
+           "seq-token.txt:2: token 2 must be an integer id in 0..16777216, found 'x'"},
+          {"fit seq.yaml --no-out --set data.train.path=seq-neg.txt", 4, "found '-7'"},
+          {"fit seq.yaml --no-out --set data.train.path=seq-label.txt", 4,
+           "seq-label.txt:2: label must be an integer in 0..2, found '9'"},
+      });
 }
 
 TEST_CASE("bad-input table: checkpoint rows", "[bad_input]") {
@@ -336,7 +372,8 @@ TEST_CASE("bad-input table: checkpoint rows", "[bad_input]") {
   test::write_file(dir, "short.safetensors", w.substr(0, 3));
   test::write_file(dir, "cut.safetensors", w.substr(0, w.size() - 10));
   test::write_file(dir, "huge-header.safetensors", std::string("\0\0\0\0\0\0\0\x40{}", 10));
-  test::write_file(dir, "json.safetensors", std::string("\x1b\0\0\0\0\0\0\0", 8) + "{\"dense_1.weight\": not json");
+  test::write_file(dir, "json.safetensors",
+                   std::string("\x1b\0\0\0\0\0\0\0", 8) + "{\"dense_1.weight\": not json");
   fs::copy(at("good"), at("cut_ckpt"), fs::copy_options::recursive);
   const std::string ck = test::slurp(at("good/checkpoints/epoch-0002.safetensors"));
   test::write_file(dir, "cut_ckpt/checkpoints/epoch-0002.safetensors", ck.substr(0, ck.size() / 2));
@@ -344,23 +381,31 @@ TEST_CASE("bad-input table: checkpoint rows", "[bad_input]") {
   fs::remove(at("fifo_ckpt/checkpoints/epoch-0002.safetensors"));
   REQUIRE(::mkfifo(at("fifo_ckpt/checkpoints/epoch-0002.safetensors").c_str(), 0600) == 0);
   fs::create_directories(at("nockpt/checkpoints"));
-  check_rows(dir, {
-                      {"eval tiny.yaml --weights missing.safetensors", 2, "--weights missing.safetensors: no such file or directory"},
-                      {"eval tiny.yaml --weights short.safetensors", 4, "the file has 3 bytes, fewer than the 8-byte header length"},
-                      {"eval tiny.yaml --weights cut.safetensors", 4, "cut.safetensors: not a valid safetensors file"},
-                      {"eval tiny.yaml --weights huge-header.safetensors", 4, "header length 4611686018427387904 does not fit the file size 10"},
-                      {"eval tiny.yaml --weights json.safetensors", 4, "json.safetensors: not a valid safetensors file: the header is not JSON"},
-                      {"eval tiny9.yaml --weights good", 3,
-                       "--weights good/model.safetensors: the weights do not fit the model of the config (was the model changed?): "
-                       "dense_1.weight is [9, 2] in the model but [8, 2] in the file"},
-                      {"fit tiny.yaml --resume cut_ckpt --epochs 3", 4,
-                       "cut_ckpt/checkpoints/epoch-0002.safetensors: not a valid safetensors file"},
-                      {"fit tiny.yaml --resume fifo_ckpt --epochs 3", 4,
-                       "'fifo_ckpt/checkpoints/epoch-0002.safetensors' is a FIFO (named pipe), not a regular file"},
-                      {"fit tiny.yaml --resume nowhere", 2, "--resume nowhere: no such run directory"},
-                      {"fit tiny.yaml --resume nockpt", 2, "--resume nockpt: no checkpoint in nockpt/checkpoints"},
-                      {"fit tiny.yaml --out good", 2, "--out good already holds a run with checkpoints: continue it with --resume good"},
-                  });
+  check_rows(
+      dir,
+      {
+          {"eval tiny.yaml --weights missing.safetensors", 2,
+           "--weights missing.safetensors: no such file or directory"},
+          {"eval tiny.yaml --weights short.safetensors", 4,
+           "the file has 3 bytes, fewer than the 8-byte header length"},
+          {"eval tiny.yaml --weights cut.safetensors", 4, "cut.safetensors: not a valid safetensors file"},
+          {"eval tiny.yaml --weights huge-header.safetensors", 4,
+           "header length 4611686018427387904 does not fit the file size 10"},
+          {"eval tiny.yaml --weights json.safetensors", 4,
+           "json.safetensors: not a valid safetensors file: the header is not JSON"},
+          {"eval tiny9.yaml --weights good", 3,
+           "--weights good/model.safetensors: the weights do not fit the model of the config (was the model "
+           "changed?): "
+           "dense_1.weight is [9, 2] in the model but [8, 2] in the file"},
+          {"fit tiny.yaml --resume cut_ckpt --epochs 3", 4,
+           "cut_ckpt/checkpoints/epoch-0002.safetensors: not a valid safetensors file"},
+          {"fit tiny.yaml --resume fifo_ckpt --epochs 3", 4,
+           "'fifo_ckpt/checkpoints/epoch-0002.safetensors' is a FIFO (named pipe), not a regular file"},
+          {"fit tiny.yaml --resume nowhere", 2, "--resume nowhere: no such run directory"},
+          {"fit tiny.yaml --resume nockpt", 2, "--resume nockpt: no checkpoint in nockpt/checkpoints"},
+          {"fit tiny.yaml --out good", 2,
+           "--out good already holds a run with checkpoints: continue it with --resume good"},
+      });
 }
 
 TEST_CASE("bad-input table: output rows (an --out or --output that cannot be created is a usage error)",
@@ -371,8 +416,10 @@ TEST_CASE("bad-input table: output rows (an --out or --output that cannot be cre
   REQUIRE(test::run_trainer("fit " + dir + "/tiny.yaml --out " + dir + "/good --epochs 1").exit_code == 0);
   npy(dir + "/x.npy", "<f4", "4, 2,", std::string(8 * 4, '\0'));
   check_rows(dir, {
-                      {"fit tiny.yaml --out afile/sub", 2, "--out afile/sub: cannot create the directory: Not a directory"},
-                      {"fit tiny.yaml --out /proc/trainer-run", 2, "--out /proc/trainer-run: cannot create the directory"},
+                      {"fit tiny.yaml --out afile/sub", 2,
+                       "--out afile/sub: cannot create the directory: Not a directory"},
+                      {"fit tiny.yaml --out /proc/trainer-run", 2,
+                       "--out /proc/trainer-run: cannot create the directory"},
                       {"predict tiny.yaml --weights good --input x.npy --output afile/p.npy", 2,
                        "--output afile/p.npy: afile is not a directory"},
                       {"predict tiny.yaml --weights good --input x.npy --output nodir/p.npy", 2,
@@ -395,7 +442,8 @@ void check_interrupted(const Exit& e) {
   INFO(e.err);
   REQUIRE(e.signal == 0);
   REQUIRE(e.code == 130);
-  REQUIRE_THAT(e.err, Contains("\ninterrupted at epoch ") && Contains("; checkpoint saved: run/checkpoints/epoch-") &&
+  REQUIRE_THAT(e.err, Contains("\ninterrupted at epoch ") &&
+                          Contains("; checkpoint saved: run/checkpoints/epoch-") &&
                           Contains("; continue with: trainer fit slow.yaml --resume run"));
   // Listing the checkpoints while saving is not interrupted by the same signal.
   REQUIRE(e.err.find("skipping checkpoint") == std::string::npos);
@@ -411,7 +459,8 @@ TEST_CASE("bad-input table: signal rows (SIGINT or SIGTERM during a checkpoint w
     check_interrupted(signal_when(dir, {"fit", "slow.yaml", "--out", "run"}, "run/checkpoints/*", sig));
     for (const auto& f : fs::directory_iterator(dir + "/run/checkpoints"))
       REQUIRE(f.path().string().find(".tmp-") == std::string::npos);
-    REQUIRE(test::run_trainer("fit " + dir + "/slow.yaml --resume " + dir + "/run --epochs 2").exit_code == 0);
+    REQUIRE(test::run_trainer("fit " + dir + "/slow.yaml --resume " + dir + "/run --epochs 2").exit_code ==
+            0);
   }
 }
 
@@ -487,8 +536,9 @@ TEST_CASE("bad-input table: signal rows (SIGINT or SIGTERM during training saves
     int delay_ms, sig;
     const char* threads;
   };
-  for (const Case& c : {Case{0, SIGINT, "2"}, Case{50, SIGTERM, "1"}, Case{100, SIGINT, "2"}, Case{150, SIGTERM, "2"},
-                        Case{200, SIGINT, "1"}, Case{250, SIGTERM, "2"}, Case{300, SIGINT, "2"}}) {
+  for (const Case& c :
+       {Case{0, SIGINT, "2"}, Case{50, SIGTERM, "1"}, Case{100, SIGINT, "2"}, Case{150, SIGTERM, "2"},
+        Case{200, SIGINT, "1"}, Case{250, SIGTERM, "2"}, Case{300, SIGINT, "2"}}) {
     CAPTURE(c.delay_ms, c.sig, c.threads);
     const std::string dir = test::temp_dir("table_sig_train");
     test::write_file(dir, "slow.yaml", kSlowWide);
@@ -498,11 +548,12 @@ TEST_CASE("bad-input table: signal rows (SIGINT or SIGTERM during training saves
   // A second signal leaves at once (checkpoint files are replaced atomically: none is torn).
   const std::string dir = test::temp_dir("table_sig_twice");
   test::write_file(dir, "slow.yaml", kSlow);
-  Exit e = signal_when(dir, {"fit", "slow.yaml", "--out", "run"}, "run/checkpoints/epoch-0001.state.safetensors", SIGINT,
-                       300, true);
+  Exit e = signal_when(dir, {"fit", "slow.yaml", "--out", "run"},
+                       "run/checkpoints/epoch-0001.state.safetensors", SIGINT, 300, true);
   INFO(e.err);
   REQUIRE(e.signal == 0);
   REQUIRE(e.code == 130);
-  REQUIRE_THAT(e.err, Contains("stopping after the current step and saving a checkpoint (again to quit now)"));
+  REQUIRE_THAT(e.err,
+               Contains("stopping after the current step and saving a checkpoint (again to quit now)"));
   REQUIRE(test::run_trainer("fit " + dir + "/slow.yaml --resume " + dir + "/run --epochs 2").exit_code == 0);
 }

@@ -80,7 +80,8 @@ FitResult run_fit(const std::string& yaml, const std::vector<std::string>& sets,
 TEST_CASE("safetensors files have the documented layout, read by an independent parser", "[checkpoint]") {
   std::string dir = test::temp_dir("st_layout");
   std::vector<float> a{1.5f, -2.f, 3.25f, 0.f, 7.f, 8.f}, b{42.f};
-  write_safetensors(dir + "/t.safetensors", {{"layer.weight", {2, 3}, a.data()}, {"layer.bias", {1}, b.data()}},
+  write_safetensors(dir + "/t.safetensors",
+                    {{"layer.weight", {2, 3}, a.data()}, {"layer.bias", {1}, b.data()}},
                     {{"epoch", "3"}, {"note", "hello"}});
   const std::string bytes = test::slurp(dir + "/t.safetensors");
   REQUIRE(bytes.size() >= 8);
@@ -119,17 +120,22 @@ TEST_CASE("malformed safetensors files are data errors naming the problem", "[ch
   std::ofstream(dir + "/tiny", std::ios::binary) << "abc";
   REQUIRE_THROWS_AS(read_safetensors(dir + "/tiny"), DataError);
   REQUIRE_THROWS_WITH(read_safetensors(write("json", "{not json", 0)), Contains("not JSON"));
-  REQUIRE_THROWS_WITH(read_safetensors(write("f16", R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", 4)),
-                      Contains("dtype F16"));
-  REQUIRE_THROWS_WITH(read_safetensors(write("hole", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8)),
-                      Contains("hole"));
-  REQUIRE_THROWS_WITH(read_safetensors(write("shape", R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)),
-                      Contains("needs 12 bytes"));
-  REQUIRE_THROWS_WITH(read_safetensors(write("trail", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8)),
-                      Contains("cover 4 of the 8"));
+  REQUIRE_THROWS_WITH(
+      read_safetensors(write("f16", R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", 4)),
+      Contains("dtype F16"));
+  REQUIRE_THROWS_WITH(
+      read_safetensors(write("hole", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8)),
+      Contains("hole"));
+  REQUIRE_THROWS_WITH(
+      read_safetensors(write("shape", R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)),
+      Contains("needs 12 bytes"));
+  REQUIRE_THROWS_WITH(
+      read_safetensors(write("trail", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8)),
+      Contains("cover 4 of the 8"));
 }
 
-TEST_CASE("a write that fails midway leaves the previous checkpoint loadable and no temporary file", "[checkpoint]") {
+TEST_CASE("a write that fails midway leaves the previous checkpoint loadable and no temporary file",
+          "[checkpoint]") {
   std::string dir = test::temp_dir("atomic");
   std::vector<float> v1(100000, 1.f);
   const std::string path = dir + "/w.safetensors";
@@ -151,7 +157,8 @@ TEST_CASE("a write that fails midway leaves the previous checkpoint loadable and
   run_fit(kDisc, {"train.epochs=1"}, run);
   REQUIRE(list_checkpoints(run + "/checkpoints").size() == 1);
   set_atomic_write_hook([](const std::string& p, size_t written) {
-    if (p.find("epoch-0002.state") != std::string::npos && written > 100) throw RuntimeError("simulated crash");
+    if (p.find("epoch-0002.state") != std::string::npos && written > 100)
+      throw RuntimeError("simulated crash");
   });
   REQUIRE_THROWS_WITH(run_fit(kDisc, {"train.epochs=2"}, "", run), Contains("simulated crash"));
   set_atomic_write_hook({});
@@ -162,13 +169,16 @@ TEST_CASE("a write that fails midway leaves the previous checkpoint loadable and
   REQUIRE(r.epochs_run == 2);
 }
 
-TEST_CASE("2 epochs plus --resume to 4 give bit-identical weights to 4 epochs straight on the CPU", "[checkpoint][resume]") {
+TEST_CASE("2 epochs plus --resume to 4 give bit-identical weights to 4 epochs straight on the CPU",
+          "[checkpoint][resume]") {
   // adam + dropout; nadam (host momentum product) with clipping and a step schedule; rmsprop;
   // sgd with nesterov momentum; then a conv net with odd tensor sizes.
   const std::vector<std::vector<std::string>> variants{
       {},
-      {"optimizer.type=nadam", "optimizer.lr=0.005", "clip_grad_norm=0.5", "schedule={type: step, step_size: 1, gamma: 0.7}"},
-      {"optimizer={type: rmsprop, lr: 0.003, momentum: 0.5, centered: true}", "schedule={type: exponential, gamma: 0.8}"},
+      {"optimizer.type=nadam", "optimizer.lr=0.005", "clip_grad_norm=0.5",
+       "schedule={type: step, step_size: 1, gamma: 0.7}"},
+      {"optimizer={type: rmsprop, lr: 0.003, momentum: 0.5, centered: true}",
+       "schedule={type: exponential, gamma: 0.8}"},
       {"optimizer={type: sgd, lr: 0.1, momentum: 0.9, nesterov: true}"}};
   for (size_t i = 0; i <= variants.size(); ++i) {
     INFO("variant " << i);
@@ -182,13 +192,15 @@ TEST_CASE("2 epochs plus --resume to 4 give bit-identical weights to 4 epochs st
     FitResult resumed = run_fit(yaml, sets, "", dir + "/resumed");
     REQUIRE(resumed.epochs_run == 4);
     REQUIRE(resumed.steps == straight.steps);
-    REQUIRE(tensor_bytes(dir + "/resumed/model.safetensors") == tensor_bytes(dir + "/straight/model.safetensors"));
+    REQUIRE(tensor_bytes(dir + "/resumed/model.safetensors") ==
+            tensor_bytes(dir + "/straight/model.safetensors"));
     REQUIRE(losses(dir + "/resumed/metrics.csv") == losses(dir + "/straight/metrics.csv"));
   }
 }
 
 TEST_CASE("an interrupt mid-epoch saves a checkpoint that resumes bit-identically", "[checkpoint][resume]") {
-  const std::vector<std::string> sets{"schedule={type: cosine, warmup_steps: 5, min_lr: 0.001}", "optimizer.type=nadam"};
+  const std::vector<std::string> sets{"schedule={type: cosine, warmup_steps: 5, min_lr: 0.001}",
+                                      "optimizer.type=nadam"};
   std::string dir = test::temp_dir("interrupt");
   run_fit(kDisc, sets, dir + "/straight");
   // Step 17 is mid-epoch 2; step 30 ends epoch 3 (the interrupt comes before its validation).
@@ -216,10 +228,12 @@ TEST_CASE("an interrupt mid-epoch saves a checkpoint that resumes bit-identicall
 TEST_CASE("directories, FIFOs and truncated reads are data errors, never a hang or garbage", "[checkpoint]") {
   std::string dir = test::temp_dir("st_special");
   fs::create_directories(dir + "/x.safetensors");
-  REQUIRE_THROWS_WITH(read_safetensors(dir + "/x.safetensors"), Contains("is a directory, not a regular file"));
+  REQUIRE_THROWS_WITH(read_safetensors(dir + "/x.safetensors"),
+                      Contains("is a directory, not a regular file"));
   REQUIRE_THROWS_AS(read_safetensors_metadata(dir + "/x.safetensors"), DataError);
   REQUIRE(mkfifo((dir + "/fifo.safetensors").c_str(), 0644) == 0);
-  REQUIRE_THROWS_WITH(read_safetensors(dir + "/fifo.safetensors"), Contains("is a FIFO (named pipe), not a regular file"));
+  REQUIRE_THROWS_WITH(read_safetensors(dir + "/fifo.safetensors"),
+                      Contains("is a FIFO (named pipe), not a regular file"));
   REQUIRE_THROWS_AS(resolve_weights(dir + "/fifo.safetensors"), DataError);
 
   std::string cfg = test::write_file(dir, "disc.yaml", kDisc);
@@ -254,21 +268,24 @@ TEST_CASE("resuming from a damaged or non-regular state file is a data error (ex
   REQUIRE_THAT(fifo.err, Contains("is a FIFO (named pipe), not a regular file"));
 }
 
-TEST_CASE("resuming with a changed model or optimizer is a config error naming the difference", "[checkpoint][resume]") {
+TEST_CASE("resuming with a changed model or optimizer is a config error naming the difference",
+          "[checkpoint][resume]") {
   std::string run = test::temp_dir("changed") + "/run";
   run_fit(kDisc, {"train.epochs=1"}, run);
-  REQUIRE_THROWS_MATCHES(run_fit(kDisc, {"model.layers.0.units=64"}, "", run), ConfigError,
-                         Catch::Matchers::Predicate<ConfigError>([](const ConfigError& e) {
-                           return std::string(e.what()).find("dense_1.weight is [64, 2] in the model but [32, 2]") !=
-                                  std::string::npos;
-                         }));
+  REQUIRE_THROWS_MATCHES(
+      run_fit(kDisc, {"model.layers.0.units=64"}, "", run), ConfigError,
+      Catch::Matchers::Predicate<ConfigError>([](const ConfigError& e) {
+        return std::string(e.what()).find("dense_1.weight is [64, 2] in the model but [32, 2]") !=
+               std::string::npos;
+      }));
   REQUIRE_THROWS_WITH(run_fit(kDisc, {"optimizer.type=sgd"}, "", run), Contains("optimizer.type adam"));
   auto cli = test::run_trainer("fit " + test::write_file(test::temp_dir("changed_cli"), "disc.yaml", kDisc) +
                                " --set model.layers.3.units=3 --set data.num_classes=3 --resume " + run);
   REQUIRE(cli.exit_code == 3);
   REQUIRE_THAT(cli.err, Contains("do not fit the model") && Contains("dense_2.weight"));
   REQUIRE(test::run_trainer("fit " + test::write_file(test::temp_dir("changed_cli"), "disc.yaml", kDisc) +
-                            " --resume /nonexistent/run").exit_code == 2);
+                            " --resume /nonexistent/run")
+              .exit_code == 2);
 }
 
 TEST_CASE("eval and predict read trained weights back and agree with each other", "[checkpoint][cli]") {
@@ -301,7 +318,8 @@ TEST_CASE("eval and predict read trained weights back and agree with each other"
     csv += row;
   }
   test::write_file(dir, "x.csv", csv);
-  auto pn = test::run_trainer("predict " + cfg + " --weights " + dir + "/run --input " + dir + "/x.npy --output " + dir + "/p.npy");
+  auto pn = test::run_trainer("predict " + cfg + " --weights " + dir + "/run --input " + dir +
+                              "/x.npy --output " + dir + "/p.npy");
   REQUIRE(pn.exit_code == 0);
   NpyArray p = read_npy(dir + "/p.npy");
   REQUIRE(p.shape == std::vector<int64_t>{80, 2});
@@ -311,8 +329,8 @@ TEST_CASE("eval and predict read trained weights back and agree with each other"
     correct += (p.f32[size_t(2 * i + 1)] > p.f32[size_t(2 * i)]) == (d.labels[size_t(320 + i)] == 1);
   }
   REQUIRE(double(correct) / 80 == Approx(accuracy));
-  auto pc = test::run_trainer("predict " + cfg + " --weights " + dir + "/run/model.safetensors --input " + dir +
-                              "/x.csv --output " + dir + "/p.csv");
+  auto pc = test::run_trainer("predict " + cfg + " --weights " + dir + "/run/model.safetensors --input " +
+                              dir + "/x.csv --output " + dir + "/p.csv");
   REQUIRE(pc.exit_code == 0);
   std::istringstream rows(test::slurp(dir + "/p.csv"));
   std::string header, first;

@@ -61,8 +61,9 @@ TEST_CASE("a wrong type or out-of-range value names the key, the value and what 
                           Contains("'fast'"));
   REQUIRE_THROWS_WITH(parse(replace(kGood, "batch_size: 10", "batch_size: 0")),
                       Contains("data.batch_size") && Contains("out of range") && Contains("allowed: 1 to"));
-  REQUIRE_THROWS_WITH(parse(replace(kGood, "type: sgd", "type: sgdd")),
-                      Contains("optimizer.type") && Contains("did you mean 'sgd'") && Contains("allowed: sgd, adam"));
+  REQUIRE_THROWS_WITH(parse(replace(kGood, "type: sgd", "type: sgdd")), Contains("optimizer.type") &&
+                                                                            Contains("did you mean 'sgd'") &&
+                                                                            Contains("allowed: sgd, adam"));
   REQUIRE_THROWS_AS(parse(replace(kGood, "type: sgd", "type: sgdd")), ConfigError);
 }
 
@@ -92,8 +93,9 @@ TEST_CASE("an unknown layer type lists the registered types", "[config][registry
 
 TEST_CASE("a shape error names the layer index, type and shapes", "[config][shapes]") {
   Config c = parse(replace(kGood, "    - {type: flatten}\n", ""));
-  REQUIRE_THROWS_WITH(Model(c.input_shape, c.layers, c.init, c.file),
-                      Contains("model.layers.1 (dense") && Contains("(None, 2, 6, 6)") && Contains("flatten"));
+  REQUIRE_THROWS_WITH(Model(c.input_shape, c.layers, c.init, c.file), Contains("model.layers.1 (dense") &&
+                                                                          Contains("(None, 2, 6, 6)") &&
+                                                                          Contains("flatten"));
   Config big = parse(replace(kGood, "kernel_size: 3", "kernel_size: 9"));
   REQUIRE_THROWS_WITH(Model(big.input_shape, big.layers, big.init, big.file),
                       Contains("model.layers.0 (conv2d") && Contains("does not fit input (None, 1, 8, 8)"));
@@ -104,7 +106,8 @@ TEST_CASE("layer hyper-parameters are validated like any other key", "[config]")
   REQUIRE_THROWS_WITH(Model(c.input_shape, c.layers, c.init, c.file),
                       Contains("model.layers.2") && (Contains("units") || Contains("unit")));
   Config d = parse(replace(kGood, "{type: flatten}", "{type: dropout, rate: 1.5}"));
-  REQUIRE_THROWS_WITH(Model(d.input_shape, d.layers, d.init, d.file), Contains("model.layers.1.rate") && Contains("out of range"));
+  REQUIRE_THROWS_WITH(Model(d.input_shape, d.layers, d.init, d.file),
+                      Contains("model.layers.1.rate") && Contains("out of range"));
 }
 
 TEST_CASE("the model infers shapes and counts parameters like Keras", "[model]") {

@@ -1,7 +1,6 @@
 // CappedDeviceAllocator on a fake heap (host memory, optional device capacity): the cap and its
 // message, growth in chunks, reuse after free, accounting, and a device that runs out. No GPU.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <cstdlib>
 #include <map>

@@ -32,7 +32,8 @@ ExecutorOptions options(int64_t batch) {
 
 }  // namespace
 
-TEST_CASE("the executor reserves parameters, gradients, state and activations up front", "[executor][memory]") {
+TEST_CASE("the executor reserves parameters, gradients, state and activations up front",
+          "[executor][memory]") {
   Config c = parse_config(kYaml, "mem.yaml", {});
   Model model(c.input_shape, c.layers, c.init, c.file);
   CpuBackend backend;
@@ -40,15 +41,16 @@ TEST_CASE("the executor reserves parameters, gradients, state and activations up
   Optimizer opt(oc);
   Executor ex(model, backend, opt, options(64));
   const size_t params = size_t(model.param_arena_floats()) * 4;
-  REQUIRE(ex.planned_bytes() >= 4 * params);                            // params, grads, m, v
-  REQUIRE(ex.planned_bytes() >= size_t(64) * 16 * 28 * 28 * 4 * 2);     // conv output and its gradient
+  REQUIRE(ex.planned_bytes() >= 4 * params);                         // params, grads, m, v
+  REQUIRE(ex.planned_bytes() >= size_t(64) * 16 * 28 * 28 * 4 * 2);  // conv output and its gradient
   REQUIRE(backend.allocator().bytes_in_use() == ex.planned_bytes());
   bool named = false;
   for (const auto& m : ex.memory_plan()) named = named || m.what.find("activations") != std::string::npos;
   REQUIRE(named);
 }
 
-TEST_CASE("a memory cap too small for the batch fails before training and names the batch that fits", "[executor][memory]") {
+TEST_CASE("a memory cap too small for the batch fails before training and names the batch that fits",
+          "[executor][memory]") {
   Config c = parse_config(kYaml, "mem.yaml", {});
   Model model(c.input_shape, c.layers, c.init, c.file);
   OptimizerConfig oc;
@@ -62,7 +64,8 @@ TEST_CASE("a memory cap too small for the batch fails before training and names 
     message = e.what();
   }
   REQUIRE_THAT(message, Contains("activations") && Contains("requested") && Contains("in use") &&
-                            Contains("cap 4.00 MiB") && Contains("largest batch size that would fit is about"));
+                            Contains("cap 4.00 MiB") &&
+                            Contains("largest batch size that would fit is about"));
   const int64_t fit = std::stoll(message.substr(message.rfind("about ") + 6));
   REQUIRE(fit >= 1);
   REQUIRE(fit < 256);

@@ -1,7 +1,6 @@
 // End to end: fit on real Fashion-MNIST (a 2,000-sample subset) clearly beats chance; the same
 // seed gives identical losses; the run directory holds the config and the metrics.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,9 +15,10 @@ static const std::string kCfg = std::string(TRAINER_SOURCE_DIR) + "/configs/fash
 static const char* kImages = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
 
 TEST_CASE("fit on a 2,000-sample Fashion-MNIST subset beats chance by far", "[fit][e2e]") {
-  if (!std::filesystem::exists(kImages)) FAIL("Fashion-MNIST is missing: install dataset-fashion-mnist (scripts/setup.sh does)");
-  Config cfg = load_config(kCfg, {"train.epochs=3", "data.train.limit=2000", "data.validation.limit=1000",
-                                  "data.batch_size=50"});
+  if (!std::filesystem::exists(kImages))
+    FAIL("Fashion-MNIST is missing: install dataset-fashion-mnist (scripts/setup.sh does)");
+  Config cfg = load_config(
+      kCfg, {"train.epochs=3", "data.train.limit=2000", "data.validation.limit=1000", "data.batch_size=50"});
   FitOptions fo;
   std::string dir = test::temp_dir("fit");
   fo.out_dir = dir + "/run";

@@ -4,7 +4,6 @@
 // layer's forward against a float64 reference and its backward against finite differences are
 // rows of that table.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -73,12 +72,16 @@ TEST_CASE("the new layers validate their shapes and keys", "[config][shapes]") {
                       Contains("does not fit input (None, 1, 4)"));
   REQUIRE_THROWS_WITH(test::make_layer("{type: conv1d, filters: 2, kernel_size: [3, 3]}", Shape{1, 8}),
                       Contains("layer.kernel_size") && Contains("1-D layers take one size"));
-  REQUIRE_THROWS_WITH(test::make_layer("{type: embedding, output_dim: 4}", Shape{5}), Contains("input_dim") && Contains("is required"));
+  REQUIRE_THROWS_WITH(test::make_layer("{type: embedding, output_dim: 4}", Shape{5}),
+                      Contains("input_dim") && Contains("is required"));
   REQUIRE_THROWS_WITH(test::make_layer("{type: embedding, input_dim: 9, output_dim: 4}", Shape{2, 5}),
                       Contains("sequence of token ids"));
-  REQUIRE_THROWS_WITH(test::make_layer("{type: global_avg_pool}", Shape{8}), Contains("expects (channels, length)"));
-  REQUIRE_THROWS_WITH(test::make_layer("{type: maxpool1d, pool_size: 4}", Shape{2, 3}), Contains("does not fit"));
-  REQUIRE_THROWS_WITH(test::make_layer("{type: batchnorm, momentum: 2}", Shape{3}), Contains("layer.momentum") && Contains("out of range"));
+  REQUIRE_THROWS_WITH(test::make_layer("{type: global_avg_pool}", Shape{8}),
+                      Contains("expects (channels, length)"));
+  REQUIRE_THROWS_WITH(test::make_layer("{type: maxpool1d, pool_size: 4}", Shape{2, 3}),
+                      Contains("does not fit"));
+  REQUIRE_THROWS_WITH(test::make_layer("{type: batchnorm, momentum: 2}", Shape{3}),
+                      Contains("layer.momentum") && Contains("out of range"));
   auto emb = test::make_layer("{type: embedding, input_dim: 6, output_dim: 4}", Shape{5});
   REQUIRE(emb->output_shape() == Shape{4, 5});  // channels first
   REQUIRE(emb->num_params() == 24);
@@ -105,17 +108,20 @@ TEST_CASE("the mlp macro expands to dense layers with the sweep's parameter coun
   REQUIRE(named.layers()[2]->name() == "body_dense_2");
   REQUIRE(named.layers()[3]->name() == "body_tanh_2");
   REQUIRE(named.layers()[2]->output_shape() == Shape{4});
-  REQUIRE_THROWS_WITH(model("{type: mlp, final_units: 2}"), Contains("model.layers.0.depth") && Contains("is required"));
+  REQUIRE_THROWS_WITH(model("{type: mlp, final_units: 2}"),
+                      Contains("model.layers.0.depth") && Contains("is required"));
   REQUIRE_THROWS_WITH(model("{type: mlp, depth: 3, final_units: 2, widht: 8}"),
                       Contains("model.layers.0") && Contains("did you mean 'width'"));
-  REQUIRE_THROWS_WITH(model("{type: mlp, depth: 3, final_units: 2, activation: softmax}"), Contains("activation"));
+  REQUIRE_THROWS_WITH(model("{type: mlp, depth: 3, final_units: 2, activation: softmax}"),
+                      Contains("activation"));
 }
 
-TEST_CASE("the kernels read the Model's parameter slots and update its buffers through the Executor", "[model][layout]") {
+TEST_CASE("the kernels read the Model's parameter slots and update its buffers through the Executor",
+          "[model][layout]") {
   // conv1d (bias in the slot after the weight) -> batchnorm (beta after gamma; running stats)
   // -> global_avg_pool: (2, 9) -> (3).
-  const YAML::Node layers = YAML::Load(
-      "[{type: conv1d, filters: 3, kernel_size: 3}, {type: batchnorm}, {type: global_avg_pool}]");
+  const YAML::Node layers =
+      YAML::Load("[{type: conv1d, filters: 3, kernel_size: 3}, {type: batchnorm}, {type: global_avg_pool}]");
   Model model(Shape{2, 9}, layers, InitScheme::torch, "test");
   REQUIRE(model.params().size() == 4);
   for (size_t k = 0; k + 1 < model.params().size(); ++k)
@@ -133,7 +139,8 @@ TEST_CASE("the kernels read the Model's parameter slots and update its buffers t
   std::vector<float> p(size_t(model.param_arena_floats())), buf(size_t(model.buffer_arena_floats()));
   model.initialize(p.data(), buf.data(), 3);
   for (const TensorSlot& s : model.params())  // distinct values everywhere, padding included
-    for (int64_t i = 0; i < s.shape.numel(); ++i) p[size_t(s.offset + i)] = 0.1f * float(i % 7) - 0.2f + 0.05f * float(s.layer);
+    for (int64_t i = 0; i < s.shape.numel(); ++i)
+      p[size_t(s.offset + i)] = 0.1f * float(i % 7) - 0.2f + 0.05f * float(s.layer);
   for (size_t c = 0; c < 3; ++c) buf[c] = 0.1f * float(c), buf[3 + c] = 1.f + 0.5f * float(c);
   ex.upload_params(p.data(), buf.data());
   auto x = test::random_vector(36, 211);
@@ -154,7 +161,8 @@ TEST_CASE("the kernels read the Model's parameter slots and update its buffers t
       for (int o = 0; o < 7; ++o) {
         double acc = b[f];
         for (int c = 0; c < 2; ++c)
-          for (int j = 0; j < 3; ++j) acc += double(x[size_t((n * 2 + c) * 9 + o + j)]) * w[(f * 2 + c) * 3 + j];
+          for (int j = 0; j < 3; ++j)
+            acc += double(x[size_t((n * 2 + c) * 9 + o + j)]) * w[(f * 2 + c) * 3 + j];
         mean += acc / 7.0;
       }
       ref.push_back(gamma[f] * (mean - buf[size_t(f)]) / std::sqrt(buf[size_t(3 + f)] + 1e-5) + beta[f]);

@@ -1,8 +1,7 @@
 // Blocked layouts between CPU kernels (oneDNN nChw16c/nChw8c, channels padded: 10 -> 16, 20 ->
 // 24/32) give the same forward and backward results as plain layouts everywhere.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 
@@ -61,7 +60,8 @@ void require_close(const std::vector<float>& a, const std::vector<float>& b, dou
 // The model's first layer is a convolution with 10 filters (padded in blocked layouts); classes: 10.
 void check_blocked_equals_plain(const Model& model) {
   const int64_t batch = 4;
-  std::vector<float> p0(size_t(model.param_arena_floats())), buf(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1)));
+  std::vector<float> p0(size_t(model.param_arena_floats())),
+      buf(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1)));
   model.initialize(p0.data(), buf.data(), 7);
   auto x = test::random_vector(size_t(batch * model.input_shape().numel()), 5);
   std::vector<int32_t> y{0, 3, 7, 9};
@@ -99,7 +99,8 @@ void check_blocked_equals_plain(const Model& model) {
 
 }  // namespace
 
-TEST_CASE("blocked layouts between conv, relu and pooling equal plain layouts, forward and backward", "[executor][layout]") {
+TEST_CASE("blocked layouts between conv, relu and pooling equal plain layouts, forward and backward",
+          "[executor][layout]") {
   // sigmoid and gelu do not map 0 to 0: the channels' padding must still hold zeros.
   const std::string act = GENERATE(as<std::string>(), "relu", "sigmoid", "gelu", "leaky_relu");
   INFO("activation " << act);
@@ -115,7 +116,8 @@ TEST_CASE("blocked layouts between conv, relu and pooling equal plain layouts, f
   check_blocked_equals_plain(Model(Shape{3, 14, 14}, layers, InitScheme::torch, "test"));
 }
 
-TEST_CASE("blocked layouts between conv1d, relu and 1-D pooling equal plain layouts, forward and backward", "[executor][layout]") {
+TEST_CASE("blocked layouts between conv1d, relu and 1-D pooling equal plain layouts, forward and backward",
+          "[executor][layout]") {
   const YAML::Node layers = YAML::Load(R"([
     {type: conv1d, filters: 10, kernel_size: 3},
     {type: relu},

@@ -1,7 +1,6 @@
 // Loss gradients against finite differences; metric accumulators against hand-counted values.
 // Loss tolerance: |analytic - numeric| <= 1e-4 + 1e-3 |numeric| with h = 1e-3, in double.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -9,7 +8,8 @@
 
 using namespace trainer;
 
-static double loss_of(LossKind kind, std::vector<float> out, const std::vector<int32_t>& y, int64_t B, int64_t C) {
+static double loss_of(LossKind kind, std::vector<float> out, const std::vector<int32_t>& y, int64_t B,
+                      int64_t C) {
   std::vector<float> d(out.size());
   float sum = 0;
   cpu::classification_loss(kind, out.data(), y.data(), B, C, d.data(), &sum);

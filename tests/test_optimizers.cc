@@ -1,7 +1,6 @@
 // Optimizer updates against values computed by hand from the published formulas
 // (torch.optim.SGD / Adam / AdamW / RMSprop, Keras Nadam), three steps each, in double.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -76,7 +75,10 @@ TEST_CASE("adam and adamw follow torch.optim.Adam / AdamW", "[optim]") {
     std::vector<double> want;
     for (size_t t = 1; t <= kGrads.size(); ++t) {
       double g = kGrads[t - 1];
-      if (decoupled) w *= 1 - 0.01 * 0.1; else g += 0.1 * w;
+      if (decoupled)
+        w *= 1 - 0.01 * 0.1;
+      else
+        g += 0.1 * w;
       m = 0.9 * m + 0.1 * g;
       v = 0.999 * v + 0.001 * g * g;
       double bc1 = 1 - std::pow(0.9, double(t)), bc2 = 1 - std::pow(0.999, double(t));

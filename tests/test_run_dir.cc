@@ -1,7 +1,6 @@
 // The run directory (config.yaml, metrics.csv, events.jsonl, checkpoints, summary.json), the
 // JSON log format, --quiet, the live progress line, and plain output when stdout is no terminal.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -43,10 +42,12 @@ bool plain_text(const std::string& s) {
 
 }  // namespace
 
-TEST_CASE("fit --out writes the config, metrics, events, checkpoints, final weights and summary", "[run_dir]") {
+TEST_CASE("fit --out writes the config, metrics, events, checkpoints, final weights and summary",
+          "[run_dir]") {
   std::string dir = test::temp_dir("rundir");
   std::string cfg = test::write_file(dir, "disc.yaml", kDisc);
-  auto r = test::run_trainer("fit " + cfg + " --out " + dir + "/run --set checkpoint.keep_last=2 --set schedule=cosine");
+  auto r = test::run_trainer("fit " + cfg + " --out " + dir +
+                             "/run --set checkpoint.keep_last=2 --set schedule=cosine");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const std::string run = dir + "/run";
@@ -72,10 +73,12 @@ TEST_CASE("fit --out writes the config, metrics, events, checkpoints, final weig
   REQUIRE(std::count(events.begin(), events.end(), "checkpoint") == 4);
 
   std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(run + "/checkpoints")) files.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(run + "/checkpoints"))
+    files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  REQUIRE(files == std::vector<std::string>{"best.safetensors", "epoch-0003.safetensors", "epoch-0003.state.safetensors",
-                                            "epoch-0004.safetensors", "epoch-0004.state.safetensors"});
+  REQUIRE(files == std::vector<std::string>{"best.safetensors", "epoch-0003.safetensors",
+                                            "epoch-0003.state.safetensors", "epoch-0004.safetensors",
+                                            "epoch-0004.state.safetensors"});
   REQUIRE(fs::exists(run + "/model.safetensors"));
 
   nlohmann::json s = nlohmann::json::parse(test::slurp(run + "/summary.json"));
@@ -95,7 +98,8 @@ TEST_CASE("fit --out writes the config, metrics, events, checkpoints, final weig
   REQUIRE(test::run_trainer("fit " + cfg + " --out " + run + " --resume " + run).exit_code == 2);
 }
 
-TEST_CASE("the json log format prints one JSON object per epoch and a summary, text goes to stderr", "[run_dir][cli]") {
+TEST_CASE("the json log format prints one JSON object per epoch and a summary, text goes to stderr",
+          "[run_dir][cli]") {
   std::string dir = test::temp_dir("json");
   std::string cfg = test::write_file(dir, "disc.yaml", kDisc);
   auto r = test::run_trainer("fit " + cfg + " --no-out --log-format json --set optimizer.lr=0.02");
@@ -121,7 +125,8 @@ TEST_CASE("the json log format prints one JSON object per epoch and a summary, t
   REQUIRE(quiet.err.empty());
 }
 
-TEST_CASE("without a terminal stdout holds only plain lines, and --quiet only the summary line", "[run_dir][cli]") {
+TEST_CASE("without a terminal stdout holds only plain lines, and --quiet only the summary line",
+          "[run_dir][cli]") {
   std::string dir = test::temp_dir("plain");
   std::string cfg = test::write_file(dir, "disc.yaml", kDisc);
   auto r = test::run_trainer("fit " + cfg + " --no-out --log-every 1");

@@ -1,7 +1,6 @@
 // Training controls: learning-rate schedules at given steps, the config keys that set them,
 // early stopping (the stopping epoch and the restored weights) and gradient clipping.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <sstream>
 
@@ -45,7 +44,8 @@ std::vector<float> weights_of(const std::string& path) {
   return all;
 }
 
-FitResult run(const std::vector<std::string>& sets, const std::string& out_dir, std::string* printed = nullptr) {
+FitResult run(const std::vector<std::string>& sets, const std::string& out_dir,
+              std::string* printed = nullptr) {
   Config cfg = parse_config(kDisc, "disc.yaml", sets);
   FitOptions fo;
   fo.out_dir = out_dir;
@@ -89,8 +89,9 @@ TEST_CASE("learning-rate schedules give the documented values at given steps", "
     REQUIRE(s.lr_at(60) == Approx(0.01));
   }
   SECTION("reduce_on_plateau: factor after patience bad epochs, floored at min_lr, state survives a resume") {
-    auto s = schedule("{type: reduce_on_plateau, monitor: val_loss, patience: 1, factor: 0.5, min_delta: 0, min_lr: 0.03}",
-                      0.1, 10, 20);
+    auto s = schedule(
+        "{type: reduce_on_plateau, monitor: val_loss, patience: 1, factor: 0.5, min_delta: 0, min_lr: 0.03}",
+        0.1, 10, 20);
     const std::vector<double> seq{1.0, 0.9, 0.95, 0.95, 0.96, 0.97, 0.98, 0.99};
     const std::vector<double> lr_after{0.1, 0.1, 0.1, 0.05, 0.05, 0.03, 0.03, 0.03};
     for (size_t e = 0; e < seq.size(); ++e) {
@@ -98,8 +99,10 @@ TEST_CASE("learning-rate schedules give the documented values at given steps", "
       s.on_epoch_end({}, val_loss(seq[e]));
       REQUIRE(s.lr_at(int64_t(e + 1) * 10 + 1) == Approx(lr_after[e]));
       if (e == 3) {  // a resumed run continues from the saved state
-        auto copy = schedule("{type: reduce_on_plateau, monitor: val_loss, patience: 1, factor: 0.5, min_delta: 0, min_lr: 0.03}",
-                             0.1, 10, 20);
+        auto copy = schedule(
+            "{type: reduce_on_plateau, monitor: val_loss, patience: 1, factor: 0.5, min_delta: 0, min_lr: "
+            "0.03}",
+            0.1, 10, 20);
         copy.restore(nlohmann::json::parse(s.state().dump()));
         REQUIRE(copy.lr_at(41) == Approx(0.05));
         copy.on_epoch_end({}, val_loss(0.96));
@@ -110,10 +113,12 @@ TEST_CASE("learning-rate schedules give the documented values at given steps", "
   }
 }
 
-TEST_CASE("schedule, early_stopping, checkpoint and clip_grad_norm keys are validated", "[schedule][config]") {
+TEST_CASE("schedule, early_stopping, checkpoint and clip_grad_norm keys are validated",
+          "[schedule][config]") {
   REQUIRE_THROWS_WITH(parse_config(kDisc, "s.yaml", {"schedule={type: cosine, gamma: 0.5}"}),
                       Contains("unknown key 'schedule.gamma'"));
-  REQUIRE_THROWS_WITH(parse_config(kDisc, "s.yaml", {"schedule={type: cosin}"}), Contains("did you mean 'cosine'"));
+  REQUIRE_THROWS_WITH(parse_config(kDisc, "s.yaml", {"schedule={type: cosin}"}),
+                      Contains("did you mean 'cosine'"));
   REQUIRE_THROWS_WITH(parse_config(kDisc, "s.yaml", {"early_stopping={monitor: val_acuracy}"}),
                       Contains("early_stopping.monitor") && Contains("did you mean 'val_accuracy'"));
   REQUIRE_THROWS_WITH(parse_config(kDisc, "s.yaml", {"data.validation_split=0", "checkpoint.best=val_loss"}),
@@ -133,7 +138,8 @@ TEST_CASE("schedule, early_stopping, checkpoint and clip_grad_norm keys are vali
   REQUIRE(d.resolved["checkpoint"]["keep_last"].as<int>() == 3);
 }
 
-TEST_CASE("early stopping waits patience epochs without improvement, then stops", "[schedule][early_stopping]") {
+TEST_CASE("early stopping waits patience epochs without improvement, then stops",
+          "[schedule][early_stopping]") {
   EarlyStoppingConfig c;
   c.enabled = true;
   c.monitor = "val_accuracy";
@@ -152,7 +158,8 @@ TEST_CASE("early stopping waits patience epochs without improvement, then stops"
   REQUIRE(es.best() == Approx(0.70));
 }
 
-TEST_CASE("early stopping stops fit at the right epoch and restores the best weights", "[schedule][early_stopping]") {
+TEST_CASE("early stopping stops fit at the right epoch and restores the best weights",
+          "[schedule][early_stopping]") {
   std::string dir = test::temp_dir("early");
   // min_delta so large that only the first epoch counts as an improvement: stop after 1 + patience.
   std::string printed;
@@ -165,8 +172,11 @@ TEST_CASE("early stopping stops fit at the right epoch and restores the best wei
   REQUIRE(one.epochs_run == 1);
   REQUIRE(weights_of(dir + "/stopped/model.safetensors") == weights_of(dir + "/one/model.safetensors"));
   // The resumable checkpoint keeps the last epoch's weights; resuming has nothing left to do.
-  REQUIRE(weights_of(dir + "/stopped/checkpoints/epoch-0003.safetensors") != weights_of(dir + "/one/model.safetensors"));
-  Config cfg = parse_config(kDisc, "disc.yaml", {"train.epochs=10", "early_stopping={monitor: val_loss, patience: 2, min_delta: 1000}"});
+  REQUIRE(weights_of(dir + "/stopped/checkpoints/epoch-0003.safetensors") !=
+          weights_of(dir + "/one/model.safetensors"));
+  Config cfg =
+      parse_config(kDisc, "disc.yaml",
+                   {"train.epochs=10", "early_stopping={monitor: val_loss, patience: 2, min_delta: 1000}"});
   FitOptions fo;
   fo.resume_dir = dir + "/stopped";
   std::ostringstream out;
@@ -178,7 +188,8 @@ TEST_CASE("early stopping stops fit at the right epoch and restores the best wei
 
 TEST_CASE("clip_grad_norm scales the gradient to the maximum global norm", "[schedule][clip]") {
   // One SGD step (32 samples, batch 32, no validation): w1 - w0 = -lr * clipped gradient.
-  const std::vector<std::string> one_step{"data.train.samples=32", "data.validation_split=0", "train.epochs=1"};
+  const std::vector<std::string> one_step{"data.train.samples=32", "data.validation_split=0",
+                                          "train.epochs=1"};
   std::string dir = test::temp_dir("clip");
   auto sets = one_step;
   sets.push_back("clip_grad_norm=0.001");

@@ -18,8 +18,8 @@ std::string slurp(const std::string& path) {
 }
 
 std::string temp_dir(const std::string& tag) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("trainer_test_" + tag + "_" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("trainer_test_" + tag + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

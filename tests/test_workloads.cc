@@ -3,14 +3,14 @@
 // token-sequence text), its data paths overridden as a user would with --set. The disc MLP runs
 // its full 100 epochs and must reach <= 5% training error; a small embedding + conv1d +
 // batchnorm + pooling model must learn a token-presence task through the same fit loop.
-#include <catch2/catch.hpp>
 #include <omp.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <sstream>
 
-#include "lib/core/counter_rng.h"
 #include "lib/config/config.h"
+#include "lib/core/counter_rng.h"
 #include "lib/model/model.h"
 #include "lib/train/fit.h"
 #include "tests/datasets/temp_files.h"
@@ -114,8 +114,8 @@ TEST_CASE("reuters_conv1d trains an epoch on generated token sequences", "[workl
   write_sequences(dir + "/test.txt", 40, 30982, 46, 2);
   std::string log;
   FitResult r = fit_one_epoch("reuters_conv1d.yaml",
-                              {"data.train.path=" + dir + "/train.txt", "data.validation.path=" + dir + "/test.txt",
-                               "data.train.limit=80"},
+                              {"data.train.path=" + dir + "/train.txt",
+                               "data.validation.path=" + dir + "/test.txt", "data.train.limit=80"},
                               log);
   INFO(log);
   REQUIRE(r.epochs_run == 1);
@@ -132,11 +132,11 @@ TEST_CASE("cifar10_cnn trains an epoch on generated CIFAR-10 binary batches", "[
   write_cifar(dir + "/data_batch_2.bin", 48, 4);
   write_cifar(dir + "/test_batch.bin", 32, 5);
   std::string log;
-  FitResult r = fit_one_epoch(
-      "cifar10_cnn.yaml",
-      {"data.train.files=[" + dir + "/data_batch_1.bin, " + dir + "/data_batch_2.bin]",
-       "data.validation.files=[" + dir + "/test_batch.bin]"},
-      log);
+  FitResult r =
+      fit_one_epoch("cifar10_cnn.yaml",
+                    {"data.train.files=[" + dir + "/data_batch_1.bin, " + dir + "/data_batch_2.bin]",
+                     "data.validation.files=[" + dir + "/test_batch.bin]"},
+                    log);
   INFO(log);
   REQUIRE(r.epochs_run == 1);
   REQUIRE(r.params == 122570);
@@ -144,20 +144,21 @@ TEST_CASE("cifar10_cnn trains an epoch on generated CIFAR-10 binary batches", "[
   REQUIRE(std::isfinite(r.final_val_loss));
 }
 
-TEST_CASE("mnist_cnn and the fashion_mnist configs train an epoch on generated IDX files", "[workloads][fit]") {
+TEST_CASE("mnist_cnn and the fashion_mnist configs train an epoch on generated IDX files",
+          "[workloads][fit]") {
   dataset_tests::TempDir tmp;
   const std::string dir = tmp.path("");
   write_idx_pair(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", 120, 6);
   write_idx_pair(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", 40, 7);
   for (const char* name : {"mnist_cnn.yaml", "fashion_mnist_cnn.yaml", "fashion_mnist_sgd.yaml"}) {
     std::string log;
-    FitResult r = fit_one_epoch(name,
-                                {"data.train.images=" + dir + "/train-images-idx3-ubyte.gz",
-                                 "data.train.labels=" + dir + "/train-labels-idx1-ubyte.gz",
-                                 "data.validation.images=" + dir + "/t10k-images-idx3-ubyte.gz",
-                                 "data.validation.labels=" + dir + "/t10k-labels-idx1-ubyte.gz",
-                                 "data.batch_size=50"},
-                                log);
+    FitResult r =
+        fit_one_epoch(name,
+                      {"data.train.images=" + dir + "/train-images-idx3-ubyte.gz",
+                       "data.train.labels=" + dir + "/train-labels-idx1-ubyte.gz",
+                       "data.validation.images=" + dir + "/t10k-images-idx3-ubyte.gz",
+                       "data.validation.labels=" + dir + "/t10k-labels-idx1-ubyte.gz", "data.batch_size=50"},
+                      log);
     INFO(name << "\n" << log);
     REQUIRE(r.epochs_run == 1);
     REQUIRE(r.params == 21840);
@@ -177,7 +178,8 @@ TEST_CASE("mlp_disc (depth 8) reaches at most 5% training error in its 100 epoch
   REQUIRE(r.final_train_accuracy >= 0.95);
 }
 
-TEST_CASE("embedding, conv1d, batchnorm and pooling learn a token-presence task through fit", "[workloads][fit]") {
+TEST_CASE("embedding, conv1d, batchnorm and pooling learn a token-presence task through fit",
+          "[workloads][fit]") {
   // Label 1 when token 7 occurs in the sequence (half the samples get it at a random position).
   dataset_tests::TempDir tmp;
   SplitMix rng(11);
@@ -185,7 +187,9 @@ TEST_CASE("embedding, conv1d, batchnorm and pooling learn a token-presence task 
   for (int i = 0; i < 400; ++i) {
     const int label = i % 2;
     std::vector<uint64_t> seq(12 + rng.next() % 9);
-    for (auto& t : seq) do t = 1 + rng.next() % 49; while (t == 7);
+    for (auto& t : seq) do
+        t = 1 + rng.next() % 49;
+      while (t == 7);
     if (label) seq[rng.next() % seq.size()] = 7;
     s << label;
     for (uint64_t t : seq) s << ' ' << t;
@@ -204,7 +208,9 @@ TEST_CASE("embedding, conv1d, batchnorm and pooling learn a token-presence task 
     - {type: dense, units: 2}
 loss: {type: sparse_categorical_crossentropy, from_logits: true}
 optimizer: {type: adam, lr: 0.01}
-data: {train: {format: sequences, path: )" + tmp.path("seq.txt") + R"(, maxlen: 20}, num_classes: 2, batch_size: 32, validation_split: 0.25}
+data: {train: {format: sequences, path: )" +
+                           tmp.path("seq.txt") +
+                           R"(, maxlen: 20}, num_classes: 2, batch_size: 32, validation_split: 0.25}
 train: {epochs: 15, seed: 2}
 )";
   Config cfg = parse_config(yaml, "presence.yaml", {});

@@ -21,8 +21,12 @@ using flags = dnnl::normalization_flags;
 class BatchNormCpu : public LayerKernel {
  public:
   BatchNormCpu(const BatchNorm& l, const KernelContext& ctx)
-      : dc_(dnnl_of(ctx)), C_(l.channels()), S_(l.spatial()), n_(ctx.batch * l.spatial()),
-        momentum_(l.momentum), eps_(l.epsilon) {
+      : dc_(dnnl_of(ctx)),
+        C_(l.channels()),
+        S_(l.spatial()),
+        n_(ctx.batch * l.spatial()),
+        momentum_(l.momentum),
+        eps_(l.epsilon) {
     memory::dims dims{ctx.batch};
     for (int64_t d : l.input_shape().dims) dims.push_back(d);
     auto x_md = plain_md(dims), c_md = plain_md({C_});
@@ -69,8 +73,8 @@ class BatchNormCpu : public LayerKernel {
     trained_ = training;
     x_.set_data_handle(const_cast<float*>(x));
     y_.set_data_handle(y);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_},
-                                         {DNNL_ARG_SCALE, gamma_}, {DNNL_ARG_SHIFT, beta_}};
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_}, {DNNL_ARG_SCALE, gamma_}, {DNNL_ARG_SHIFT, beta_}};
     args[DNNL_ARG_MEAN] = training ? mean_ : rmean_;
     args[DNNL_ARG_VARIANCE] = training ? var_ : rvar_;
     DNNL_CHECK((training ? fwd_ : fwd_global_).execute(dc_.stream, args));
@@ -96,9 +100,14 @@ class BatchNormCpu : public LayerKernel {
     dy_.set_data_handle(const_cast<float*>(dy));
     dx_.set_data_handle(dx);
     DNNL_CHECK((trained_ ? bwd_ : bwd_global_)
-                   .execute(dc_.stream, {{DNNL_ARG_SRC, x_}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var},
-                                         {DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_SCALE, gamma_}, {DNNL_ARG_SHIFT, beta_},
-                                         {DNNL_ARG_DIFF_SRC, dx_}, {DNNL_ARG_DIFF_SCALE, dgamma_},
+                   .execute(dc_.stream, {{DNNL_ARG_SRC, x_},
+                                         {DNNL_ARG_MEAN, mean},
+                                         {DNNL_ARG_VARIANCE, var},
+                                         {DNNL_ARG_DIFF_DST, dy_},
+                                         {DNNL_ARG_SCALE, gamma_},
+                                         {DNNL_ARG_SHIFT, beta_},
+                                         {DNNL_ARG_DIFF_SRC, dx_},
+                                         {DNNL_ARG_DIFF_SCALE, dgamma_},
                                          {DNNL_ARG_DIFF_SHIFT, dbeta_}}));
   }
 

@@ -26,8 +26,7 @@ void classification_loss(LossKind kind, const float* out, const int32_t* labels,
         double sum = 0;
         for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(o[c] - mx));
         double log_z = mx + std::log(sum);
-        for (int64_t c = 0; c < classes; ++c)
-          d[c] = float(std::exp(double(o[c]) - log_z)) * inv_b;
+        for (int64_t c = 0; c < classes; ++c) d[c] = float(std::exp(double(o[c]) - log_z)) * inv_b;
         d[y] -= inv_b;
         total += log_z - o[y];
         break;

@@ -11,7 +11,8 @@ void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipR
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int i = 0; i < kClipPartials; ++i) {
     double sq = 0;
-    for (int64_t j = clip_chunk_begin(n, i, kClipPartials), e = clip_chunk_begin(n, i + 1, kClipPartials); j < e; ++j)
+    for (int64_t j = clip_chunk_begin(n, i, kClipPartials), e = clip_chunk_begin(n, i + 1, kClipPartials);
+         j < e; ++j)
       sq += double(g[j]) * double(g[j]);
     partials[i] = sq;
   }

@@ -27,8 +27,8 @@ class CpuBackend : public Backend {
             float* dout, float* loss_sum) override;
   void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                  float* confusion) override;
-  void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                    int64_t k, float* correct) override;
+  void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,
+                    float* correct) override;
   void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) override;
   void commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) override;
   void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
@@ -36,8 +36,8 @@ class CpuBackend : public Backend {
   void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
                  const StepScalars* s) override;
   void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) override;
-  void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
-                    float* avg, int64_t n, const StepScalars* s) override;
+  void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf, float* avg,
+                    int64_t n, const StepScalars* s) override;
 
   // "oneDNN 2.6.3 (cpu isa: avx2)", for `trainer devices`.
   static std::string onednn_version();

@@ -12,23 +12,22 @@ void classification_loss(LossKind kind, const float* out, const int32_t* labels,
                          int64_t classes, float* dout, float* loss_sum);
 void confusion_accumulate(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                           float* confusion);
-void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                  int64_t k, float* correct);
+void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,
+                  float* correct);
 // The non-finite guard (lib/backend/backend.h).
 void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars& s);
 void commit_step(const StepScalars& s, int64_t batch, float* loss_sum, NonfiniteRecord& r);
-void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
-              const StepScalars& s);
+void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n, const StepScalars& s);
 void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
                const StepScalars& s);
 // g: (n) scaled in place to the global norm max_norm; partials: kClipPartials doubles.
 void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record);
-void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
-                  float* avg, int64_t n, const StepScalars& s);
+void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf, float* avg,
+                  int64_t n, const StepScalars& s);
 // Dropout: y = x * mask / (1 - rate); mask kept (as 0/scale floats) for backward.
 // channel_size = 1 for element-wise, H*W for dropout2d.
-void dropout_forward(const float* x, float* y, float* mask, int64_t n, int64_t channel_size,
-                     float rate, uint64_t seed, uint64_t stream);
+void dropout_forward(const float* x, float* y, float* mask, int64_t n, int64_t channel_size, float rate,
+                     uint64_t seed, uint64_t stream);
 void dropout_backward(const float* dy, const float* mask, float* dx, int64_t n);
 
 }  // namespace trainer::cpu

@@ -27,8 +27,8 @@ class DenseCpu : public LayerKernel {
       dnnl::inner_product_forward::primitive_desc fwd_pd(fd, e);
       fwd_ = dnnl::inner_product_forward(fwd_pd);
       dnnl::inner_product_backward_data::desc bdd(x, w, y);
-      bwd_data_ =
-          dnnl::inner_product_backward_data(dnnl::inner_product_backward_data::primitive_desc(bdd, e, fwd_pd));
+      bwd_data_ = dnnl::inner_product_backward_data(
+          dnnl::inner_product_backward_data::primitive_desc(bdd, e, fwd_pd));
       auto bwd = bias_ ? dnnl::inner_product_backward_weights::desc(x, w, b, y)
                        : dnnl::inner_product_backward_weights::desc(x, w, y);
       bwd_weights_ = dnnl::inner_product_backward_weights(

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
-
 #include <string>
 
 #include "lib/core/error.h"
@@ -23,15 +22,14 @@ inline dnnl::memory wrap(const dnnl::memory::desc& md, const dnnl::engine& e, vo
 
 // Runs a oneDNN call and turns dnnl::error into a RuntimeError naming the call and file:line.
 // Variadic so that a braced block with commas can be passed.
-#define DNNL_CHECK(...)                                                                    \
-  do {                                                                                     \
-    try {                                                                                  \
-      __VA_ARGS__;                                                                         \
-    } catch (const dnnl::error& e_) {                                                      \
-      throw ::trainer::RuntimeError(std::string("oneDNN: ") + #__VA_ARGS__ + " failed at " + \
-                                    __FILE__ + ":" + std::to_string(__LINE__) + ": " +     \
-                                    e_.what());                                            \
-    }                                                                                      \
+#define DNNL_CHECK(...)                                                                                 \
+  do {                                                                                                  \
+    try {                                                                                               \
+      __VA_ARGS__;                                                                                      \
+    } catch (const dnnl::error& e_) {                                                                   \
+      throw ::trainer::RuntimeError(std::string("oneDNN: ") + #__VA_ARGS__ + " failed at " + __FILE__ + \
+                                    ":" + std::to_string(__LINE__) + ": " + e_.what());                 \
+    }                                                                                                   \
   } while (0)
 
 }  // namespace trainer

@@ -28,7 +28,9 @@ class ConvCpu : public LayerKernel {
     const memory::dims &x_d = g.x, &y_d = g.y, &w_d = g.w;
     const memory::dims b_d{g.w[0]};
     const memory::dims &strides = g.strides, &pad_l = g.pad_l, &pad_r = g.pad_r;
-    auto any = [](const memory::dims& d) { return memory::desc(d, memory::data_type::f32, memory::format_tag::any); };
+    auto any = [](const memory::dims& d) {
+      return memory::desc(d, memory::data_type::f32, memory::format_tag::any);
+    };
     auto x_md = input_md(ctx, x_d), w_md = plain_md(w_d), b_md = plain_md(b_d);
     const auto algo = dnnl::algorithm::convolution_direct;
     const auto& e = dc_.engine;
@@ -47,8 +49,8 @@ class ConvCpu : public LayerKernel {
       bwd_data_ = dnnl::convolution_backward_data(bd_pd);
       auto bwd = bias_ ? dnnl::convolution_backward_weights::desc(algo, any(x_d), any(w_d), b_md, any(y_d),
                                                                   strides, pad_l, pad_r)
-                       : dnnl::convolution_backward_weights::desc(algo, any(x_d), any(w_d), any(y_d),
-                                                                  strides, pad_l, pad_r);
+                       : dnnl::convolution_backward_weights::desc(algo, any(x_d), any(w_d), any(y_d), strides,
+                                                                  pad_l, pad_r);
       dnnl::convolution_backward_weights::primitive_desc bw_pd(bwd, e, fwd_pd);
       bwd_weights_ = dnnl::convolution_backward_weights(bw_pd);
       f_x_.init(x_md, fwd_pd.src_desc(), e, true, false);
@@ -93,8 +95,8 @@ class ConvCpu : public LayerKernel {
       f_x_.in(s, x);
       f_w_.in(s, params_);
       f_y_.set_out(y);
-      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, f_x_.inner}, {DNNL_ARG_WEIGHTS, f_w_.inner},
-                                           {DNNL_ARG_DST, f_y_.inner}};
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, f_x_.inner}, {DNNL_ARG_WEIGHTS, f_w_.inner}, {DNNL_ARG_DST, f_y_.inner}};
       if (bias_) args[DNNL_ARG_BIAS] = b_;
       fwd_.execute(s, args);
       f_y_.out(s);
@@ -107,8 +109,8 @@ class ConvCpu : public LayerKernel {
       w_x_.in(s, x);
       w_dy_.in(s, dy);
       w_dw_.set_out(grads_);
-      std::unordered_map<int, memory> wargs{{DNNL_ARG_SRC, w_x_.inner}, {DNNL_ARG_DIFF_DST, w_dy_.inner},
-                                            {DNNL_ARG_DIFF_WEIGHTS, w_dw_.inner}};
+      std::unordered_map<int, memory> wargs{
+          {DNNL_ARG_SRC, w_x_.inner}, {DNNL_ARG_DIFF_DST, w_dy_.inner}, {DNNL_ARG_DIFF_WEIGHTS, w_dw_.inner}};
       if (bias_) wargs[DNNL_ARG_DIFF_BIAS] = db_;
       bwd_weights_.execute(s, wargs);
       w_dw_.out(s);
@@ -116,7 +118,8 @@ class ConvCpu : public LayerKernel {
         d_dy_.in(s, dy);
         d_w_.in(s, params_);
         d_dx_.set_out(dx);
-        bwd_data_.execute(s, {{DNNL_ARG_DIFF_DST, d_dy_.inner}, {DNNL_ARG_WEIGHTS, d_w_.inner},
+        bwd_data_.execute(s, {{DNNL_ARG_DIFF_DST, d_dy_.inner},
+                              {DNNL_ARG_WEIGHTS, d_w_.inner},
                               {DNNL_ARG_DIFF_SRC, d_dx_.inner}});
         d_dx_.out(s);
       }
@@ -126,7 +129,7 @@ class ConvCpu : public LayerKernel {
  private:
   std::vector<Edge*> edges() const {
     auto* self = const_cast<ConvCpu*>(this);
-    return {&self->f_x_, &self->f_w_, &self->f_y_, &self->d_dy_, &self->d_w_,
+    return {&self->f_x_,  &self->f_w_, &self->f_y_,  &self->d_dy_, &self->d_w_,
             &self->d_dx_, &self->w_x_, &self->w_dy_, &self->w_dw_};
   }
 
@@ -138,7 +141,7 @@ class ConvCpu : public LayerKernel {
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
   Edge f_x_, f_w_, f_y_, d_dy_, d_w_, d_dx_, w_x_, w_dy_, w_dw_;
   memory b_, db_;
-  memory::desc y_md_;  // y and dy
+  memory::desc y_md_;                       // y and dy
   std::shared_ptr<const Layout> y_layout_;  // y_md_ when not plain
 };
 

@@ -19,7 +19,8 @@ class PoolCpu : public LayerKernel {
   PoolCpu(const PoolGeometry& g, const KernelContext& ctx) : dc_(dnnl_of(ctx)) {
     auto x_md = input_md(ctx, g.x);
     const bool blocked = ctx.input_layout != nullptr;
-    auto y_want = blocked ? memory::desc(g.y, memory::data_type::f32, memory::format_tag::any) : plain_md(g.y);
+    auto y_want =
+        blocked ? memory::desc(g.y, memory::data_type::f32, memory::format_tag::any) : plain_md(g.y);
     DNNL_CHECK({
       dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, g.algo, x_md, y_want, g.strides,
                                      g.kernel, g.pad_l, g.pad_r);

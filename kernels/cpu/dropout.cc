@@ -6,8 +6,8 @@
 
 namespace trainer::cpu {
 
-void dropout_forward(const float* x, float* y, float* mask, int64_t n, int64_t channel_size,
-                     float rate, uint64_t seed, uint64_t stream) {
+void dropout_forward(const float* x, float* y, float* mask, int64_t n, int64_t channel_size, float rate,
+                     uint64_t seed, uint64_t stream) {
   const float keep_scale = 1.f / (1.f - rate);
   for (int64_t i = 0; i < n; ++i) {
     uint64_t unit = uint64_t(i / channel_size);

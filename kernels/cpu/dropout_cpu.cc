@@ -14,7 +14,9 @@ namespace {
 class DropoutCpu : public LayerKernel {
  public:
   DropoutCpu(const Dropout& l, const KernelContext& ctx)
-      : rate_(l.rate), n_(ctx.batch * l.input_shape().numel()), scalars_(ctx.scalars),
+      : rate_(l.rate),
+        n_(ctx.batch * l.input_shape().numel()),
+        scalars_(ctx.scalars),
         layer_(ctx.layer_index) {
     const Shape& s = l.input_shape();
     channel_size_ = l.channelwise ? s.numel() / s[0] : 1;

@@ -14,11 +14,16 @@ using dnnl::memory;
 dnnl::algorithm eltwise_algorithm(ActivationKind k) {
   switch (k) {
     case ActivationKind::relu:
-    case ActivationKind::leaky_relu: return dnnl::algorithm::eltwise_relu;
-    case ActivationKind::sigmoid: return dnnl::algorithm::eltwise_logistic;
-    case ActivationKind::tanh: return dnnl::algorithm::eltwise_tanh;
-    case ActivationKind::gelu: return dnnl::algorithm::eltwise_gelu_erf;
-    default: throw InternalError("not an eltwise activation");
+    case ActivationKind::leaky_relu:
+      return dnnl::algorithm::eltwise_relu;
+    case ActivationKind::sigmoid:
+      return dnnl::algorithm::eltwise_logistic;
+    case ActivationKind::tanh:
+      return dnnl::algorithm::eltwise_tanh;
+    case ActivationKind::gelu:
+      return dnnl::algorithm::eltwise_gelu_erf;
+    default:
+      throw InternalError("not an eltwise activation");
   }
 }
 
@@ -70,14 +75,15 @@ class EltwiseCpu : public LayerKernel {
     dx_.set_data_handle(dx);
     DNNL_CHECK({
       dy_.in(dc_.stream, dy);
-      bwd_.execute(dc_.stream, {{DNNL_ARG_SRC, x_}, {DNNL_ARG_DIFF_DST, dy_.inner}, {DNNL_ARG_DIFF_SRC, dx_}});
+      bwd_.execute(dc_.stream,
+                   {{DNNL_ARG_SRC, x_}, {DNNL_ARG_DIFF_DST, dy_.inner}, {DNNL_ARG_DIFF_SRC, dx_}});
     });
   }
 
  private:
   DnnlContext& dc_;
   dnnl::primitive fwd_, bwd_;
-  memory::desc y_md_;  // y and dy
+  memory::desc y_md_;                       // y and dy
   std::shared_ptr<const Layout> y_layout_;  // y_md_ when not plain
   memory x_, dx_;
   Edge y_, dy_;

@@ -48,9 +48,10 @@ class EmbeddingCpu : public LayerKernel {
           first = x[i];
           break;
         }
-      spdlog::warn("embedding '{}': {} token id(s) in this batch are not integers in [0, {}) (first: {}) "
-                   "and were clamped; input_dim must exceed the largest id in the data",
-                   name_, bad, V_, first);
+      spdlog::warn(
+          "embedding '{}': {} token id(s) in this batch are not integers in [0, {}) (first: {}) "
+          "and were clamped; input_dim must exceed the largest id in the data",
+          name_, bad, V_, first);
     }
   }
 

@@ -7,8 +7,8 @@
 
 namespace trainer::cpu {
 
-void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
-                  float* avg, int64_t n, const StepScalars& s) {
+void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf, float* avg,
+                  int64_t n, const StepScalars& s) {
   const float lr = s.lr, a = h.alpha;
 #pragma omp parallel for simd if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {

@@ -5,8 +5,7 @@
 
 namespace trainer::cpu {
 
-void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
-              const StepScalars& s) {
+void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n, const StepScalars& s) {
   const float lr = s.lr, mu = h.momentum, wd = h.weight_decay, damp = 1.f - h.dampening;
   const bool first = s.step == 0;
 #pragma omp parallel for simd if (n > 65536)

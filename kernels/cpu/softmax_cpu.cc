@@ -19,8 +19,7 @@ class SoftmaxCpu : public LayerKernel {
       dnnl::softmax_v2_forward::primitive_desc fwd_pd(fd, dc_.engine);
       fwd_ = dnnl::softmax_v2_forward(fwd_pd);
       dnnl::softmax_v2_backward::desc bd(algo, md, md, md, 1);
-      bwd_ = dnnl::softmax_v2_backward(
-          dnnl::softmax_v2_backward::primitive_desc(bd, dc_.engine, fwd_pd));
+      bwd_ = dnnl::softmax_v2_backward(dnnl::softmax_v2_backward::primitive_desc(bd, dc_.engine, fwd_pd));
       x_ = memory(md, dc_.engine, DNNL_MEMORY_NONE);
       y_ = memory(md, dc_.engine, DNNL_MEMORY_NONE);
       dx_ = memory(md, dc_.engine, DNNL_MEMORY_NONE);
@@ -39,8 +38,8 @@ class SoftmaxCpu : public LayerKernel {
     y_.set_data_handle(const_cast<float*>(y));
     dy_.set_data_handle(const_cast<float*>(dy));
     dx_.set_data_handle(dx);
-    DNNL_CHECK(bwd_.execute(dc_.stream,
-                            {{DNNL_ARG_DST, y_}, {DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_DIFF_SRC, dx_}}));
+    DNNL_CHECK(
+        bwd_.execute(dc_.stream, {{DNNL_ARG_DST, y_}, {DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_DIFF_SRC, dx_}}));
   }
 
  private:

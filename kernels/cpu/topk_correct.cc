@@ -4,8 +4,8 @@
 
 namespace trainer::cpu {
 
-void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                  int64_t k, float* correct) {
+void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,
+                  float* correct) {
   float hits = 0;
   for (int64_t i = 0; i < batch; ++i) {
     const float* o = out + i * classes;

@@ -1,8 +1,8 @@
-#include "kernels/cuda/arch_probe.cuh"
-
 #include <cuda_runtime.h>
 
 #include <sstream>
+
+#include "kernels/cuda/arch_probe.cuh"
 
 #ifndef TRAINER_CUDA_ARCHS
 #define TRAINER_CUDA_ARCHS "unknown"
@@ -24,8 +24,10 @@ std::string readable(const std::string& archs) {
   while (std::getline(in, item, ';')) {
     std::string digits;
     for (char c : item)
-      if (c >= '0' && c <= '9') digits += c;
-      else break;
+      if (c >= '0' && c <= '9')
+        digits += c;
+      else
+        break;
     if (digits.size() < 2) continue;
     const std::string cc = digits.substr(0, digits.size() - 1) + "." + digits.back();
     const bool is_virtual = item.find("-virtual") != std::string::npos;

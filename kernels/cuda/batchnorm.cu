@@ -56,8 +56,8 @@ struct GradTerm {  // dy, dy (x - mean)
 };
 
 // The pieces of channel c, added in order.
-__device__ __forceinline__ void channel_sums(const BatchNormGeometry& g, const double* partial,
-                                             int64_t c, double& a, double& b) {
+__device__ __forceinline__ void channel_sums(const BatchNormGeometry& g, const double* partial, int64_t c,
+                                             double& a, double& b) {
   a = 0;
   b = 0;
   for (int64_t p = 0; p < g.parts; ++p) {
@@ -66,9 +66,9 @@ __device__ __forceinline__ void channel_sums(const BatchNormGeometry& g, const d
   }
 }
 
-__global__ void batchnorm_batch_stats_kernel(BatchNormGeometry g, const double* partial,
-                                             float momentum, float unbias, float eps, float* mean,
-                                             float* inv, float* running_mean, float* running_var) {
+__global__ void batchnorm_batch_stats_kernel(BatchNormGeometry g, const double* partial, float momentum,
+                                             float unbias, float eps, float* mean, float* inv,
+                                             float* running_mean, float* running_var) {
   for (int64_t c = global_index(); c < g.channels; c += grid_stride()) {
     double sum, sq;
     channel_sums(g, partial, c, sum, sq);
@@ -84,8 +84,7 @@ __global__ void batchnorm_batch_stats_kernel(BatchNormGeometry g, const double* 
 }
 
 __global__ void batchnorm_running_stats_kernel(int64_t channels, const float* running_mean,
-                                               const float* running_var, float eps, float* mean,
-                                               float* inv) {
+                                               const float* running_var, float eps, float* mean, float* inv) {
   for (int64_t c = global_index(); c < channels; c += grid_stride()) {
     mean[c] = running_mean[c];
     inv[c] = 1.f / sqrtf(running_var[c] + eps);
@@ -103,9 +102,9 @@ __global__ void batchnorm_normalize_kernel(BatchNormGeometry g, const float* x, 
 }
 
 // Per channel: dgamma, dbeta and the coefficients of dx = k (dy - shift - (x - mean) slope).
-__global__ void batchnorm_grad_kernel(BatchNormGeometry g, const double* partial,
-                                      const float* inv, const float* gamma, bool batch_stats,
-                                      float* dgamma, float* dbeta, float* coef) {
+__global__ void batchnorm_grad_kernel(BatchNormGeometry g, const double* partial, const float* inv,
+                                      const float* gamma, bool batch_stats, float* dgamma, float* dbeta,
+                                      float* coef) {
   for (int64_t c = global_index(); c < g.channels; c += grid_stride()) {
     double sum_dy, sum_dy_xc;
     channel_sums(g, partial, c, sum_dy, sum_dy_xc);
@@ -120,8 +119,8 @@ __global__ void batchnorm_grad_kernel(BatchNormGeometry g, const double* partial
   }
 }
 
-__global__ void batchnorm_dx_kernel(BatchNormGeometry g, const float* x, const float* dy,
-                                    const float* mean, const float* coef, float* dx) {
+__global__ void batchnorm_dx_kernel(BatchNormGeometry g, const float* x, const float* dy, const float* mean,
+                                    const float* coef, float* dx) {
   const int64_t n = g.batch * g.channels * g.spatial, C = g.channels;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const int64_t c = (i / g.spatial) % C;
@@ -145,12 +144,11 @@ BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t sp
   return g;
 }
 
-void launch_batchnorm_batch_stats(const BatchNormGeometry& g, const float* x, float momentum,
-                                  float eps, double* partial, float* mean, float* inv,
-                                  float* running_mean, float* running_var, cudaStream_t stream) {
+void launch_batchnorm_batch_stats(const BatchNormGeometry& g, const float* x, float momentum, float eps,
+                                  double* partial, float* mean, float* inv, float* running_mean,
+                                  float* running_var, cudaStream_t stream) {
   if (g.channels <= 0 || g.count() <= 0) return;
-  batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(
-      g, StatsTerm{x}, partial);
+  batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(g, StatsTerm{x}, partial);
   CUDA_CHECK_LAUNCH();
   const int64_t n = g.count();
   const float unbias = n > 1 ? float(n) / float(n - 1) : 1.f;  // as the CPU computes it
@@ -163,8 +161,8 @@ void launch_batchnorm_running_stats(const BatchNormGeometry& g, const float* run
                                     const float* running_var, float eps, float* mean, float* inv,
                                     cudaStream_t stream) {
   if (g.channels <= 0) return;
-  batchnorm_running_stats_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(
-      g.channels, running_mean, running_var, eps, mean, inv);
+  batchnorm_running_stats_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(g.channels, running_mean,
+                                                                                running_var, eps, mean, inv);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -173,21 +171,19 @@ void launch_batchnorm_normalize(const BatchNormGeometry& g, const float* x, cons
                                 cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.spatial;
   if (n <= 0) return;
-  batchnorm_normalize_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, x, mean, inv, gamma, beta,
-                                                                   y);
+  batchnorm_normalize_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, x, mean, inv, gamma, beta, y);
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_batchnorm_backward(const BatchNormGeometry& g, const float* x, const float* dy,
-                               const float* mean, const float* inv, const float* gamma,
-                               bool batch_stats, double* partial, float* coef, float* dgamma,
-                               float* dbeta, float* dx, cudaStream_t stream) {
+void launch_batchnorm_backward(const BatchNormGeometry& g, const float* x, const float* dy, const float* mean,
+                               const float* inv, const float* gamma, bool batch_stats, double* partial,
+                               float* coef, float* dgamma, float* dbeta, float* dx, cudaStream_t stream) {
   if (g.channels <= 0 || g.count() <= 0) return;
-  batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(
-      g, GradTerm{x, dy, mean}, partial);
+  batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(g, GradTerm{x, dy, mean},
+                                                                                    partial);
   CUDA_CHECK_LAUNCH();
-  batchnorm_grad_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(
-      g, partial, inv, gamma, batch_stats, dgamma, dbeta, coef);
+  batchnorm_grad_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(g, partial, inv, gamma, batch_stats,
+                                                                       dgamma, dbeta, coef);
   CUDA_CHECK_LAUNCH();
   if (!dx) return;
   const int64_t n = g.batch * g.channels * g.spatial;

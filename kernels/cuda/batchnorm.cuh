@@ -36,9 +36,9 @@ inline size_t batchnorm_partial_bytes(const BatchNormGeometry& g) {
 }
 
 // Training: batch statistics into mean / inv (= 1 / sqrt(var + eps)) and the running update.
-void launch_batchnorm_batch_stats(const BatchNormGeometry& g, const float* x, float momentum,
-                                  float eps, double* partial, float* mean, float* inv,
-                                  float* running_mean, float* running_var, cudaStream_t stream);
+void launch_batchnorm_batch_stats(const BatchNormGeometry& g, const float* x, float momentum, float eps,
+                                  double* partial, float* mean, float* inv, float* running_mean,
+                                  float* running_var, cudaStream_t stream);
 // Eval: mean / inv from the running statistics.
 void launch_batchnorm_running_stats(const BatchNormGeometry& g, const float* running_mean,
                                     const float* running_var, float eps, float* mean, float* inv,
@@ -50,9 +50,8 @@ void launch_batchnorm_normalize(const BatchNormGeometry& g, const float* x, cons
 // dgamma, dbeta (overwritten) and, when dx is not null, dx (overwritten). batch_stats: mean / inv
 // came from this batch (training forward), so dx includes their gradient. coef: 3 * channels
 // floats of scratch.
-void launch_batchnorm_backward(const BatchNormGeometry& g, const float* x, const float* dy,
-                               const float* mean, const float* inv, const float* gamma,
-                               bool batch_stats, double* partial, float* coef, float* dgamma,
-                               float* dbeta, float* dx, cudaStream_t stream);
+void launch_batchnorm_backward(const BatchNormGeometry& g, const float* x, const float* dy, const float* mean,
+                               const float* inv, const float* gamma, bool batch_stats, double* partial,
+                               float* coef, float* dgamma, float* dbeta, float* dx, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -21,13 +21,14 @@ namespace {
 class BatchNormCuda : public LayerKernel {
  public:
   BatchNormCuda(const BatchNorm& l, const KernelContext& ctx)
-      : be_(cuda_of(ctx)), name_(l.name()),
+      : be_(cuda_of(ctx)),
+        name_(l.name()),
         g_(cuda::batchnorm_geometry(ctx.batch, l.channels(), l.spatial())),
-        momentum_(l.momentum), eps_(l.epsilon) {}
+        momentum_(l.momentum),
+        eps_(l.epsilon) {}
 
   size_t workspace_bytes() const override {
-    return align_up(cuda::batchnorm_partial_bytes(g_)) +
-           align_up(size_t(5 * g_.channels) * sizeof(float));
+    return align_up(cuda::batchnorm_partial_bytes(g_)) + align_up(size_t(5 * g_.channels) * sizeof(float));
   }
 
   void bind(float* params, float* grads, float* buffers, void* ws) override {
@@ -46,21 +47,19 @@ class BatchNormCuda : public LayerKernel {
   }
 
   void forward(const float* x, float* y, bool training) override {
-    if (!running_mean_)
-      throw InternalError("batchnorm '" + name_ + "': no running statistics bound");
+    if (!running_mean_) throw InternalError("batchnorm '" + name_ + "': no running statistics bound");
     trained_ = training;
     if (training)
-      cuda::launch_batchnorm_batch_stats(g_, x, momentum_, eps_, partial_, mean_, inv_,
-                                         running_mean_, running_var_, be_.stream());
+      cuda::launch_batchnorm_batch_stats(g_, x, momentum_, eps_, partial_, mean_, inv_, running_mean_,
+                                         running_var_, be_.stream());
     else
-      cuda::launch_batchnorm_running_stats(g_, running_mean_, running_var_, eps_, mean_, inv_,
-                                           be_.stream());
+      cuda::launch_batchnorm_running_stats(g_, running_mean_, running_var_, eps_, mean_, inv_, be_.stream());
     cuda::launch_batchnorm_normalize(g_, x, mean_, inv_, gamma_, beta_, y, be_.stream());
   }
 
   void backward(const float* x, const float*, const float* dy, float* dx) override {
-    cuda::launch_batchnorm_backward(g_, x, dy, mean_, inv_, gamma_, trained_, partial_, coef_,
-                                    dgamma_, dbeta_, dx, be_.stream());
+    cuda::launch_batchnorm_backward(g_, x, dy, mean_, inv_, gamma_, trained_, partial_, coef_, dgamma_,
+                                    dbeta_, dx, be_.stream());
   }
 
  private:

@@ -9,10 +9,8 @@
 namespace trainer::cuda {
 namespace {
 
-__global__ void bias_add_kernel(float* y, const float* bias, int64_t n, int64_t channels,
-                                int64_t spatial) {
-  for (int64_t i = global_index(); i < n; i += grid_stride())
-    y[i] += bias[(i / spatial) % channels];
+__global__ void bias_add_kernel(float* y, const float* bias, int64_t n, int64_t channels, int64_t spatial) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] += bias[(i / spatial) % channels];
 }
 
 __global__ void bias_grad_kernel(const float* dy, float* dbias, int64_t batch, int64_t channels,
@@ -44,11 +42,10 @@ void launch_bias_add(float* y, const float* bias, int64_t batch, int64_t channel
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_bias_grad(const float* dy, float* dbias, int64_t batch, int64_t channels,
-                      int64_t spatial, cudaStream_t stream) {
+void launch_bias_grad(const float* dy, float* dbias, int64_t batch, int64_t channels, int64_t spatial,
+                      cudaStream_t stream) {
   if (channels <= 0) return;
-  bias_grad_kernel<<<unsigned(channels), kThreads, 0, stream>>>(dy, dbias, batch, channels,
-                                                                spatial);
+  bias_grad_kernel<<<unsigned(channels), kThreads, 0, stream>>>(dy, dbias, batch, channels, spatial);
   CUDA_CHECK_LAUNCH();
 }
 

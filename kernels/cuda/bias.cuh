@@ -12,7 +12,7 @@ namespace trainer::cuda {
 void launch_bias_add(float* y, const float* bias, int64_t batch, int64_t channels, int64_t spatial,
                      cudaStream_t stream);
 // dbias = sum over batch and spatial of dy (overwrites). Deterministic: fixed reduction order.
-void launch_bias_grad(const float* dy, float* dbias, int64_t batch, int64_t channels,
-                      int64_t spatial, cudaStream_t stream);
+void launch_bias_grad(const float* dy, float* dbias, int64_t batch, int64_t channels, int64_t spatial,
+                      cudaStream_t stream);
 
 }  // namespace trainer::cuda

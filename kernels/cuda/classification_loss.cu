@@ -14,8 +14,7 @@ namespace {
 constexpr int kWarps = 32;
 
 __global__ void classification_loss_kernel(LossKind kind, const float* out, const int32_t* labels,
-                                           int64_t batch, int64_t classes, float* dout,
-                                           float* loss_sum) {
+                                           int64_t batch, int64_t classes, float* dout, float* loss_sum) {
   __shared__ double warp_totals[kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float inv_b = 1.f / float(batch);
@@ -49,8 +48,7 @@ __global__ void classification_loss_kernel(LossKind kind, const float* out, cons
         const float eps = 1e-7f;
         const float p = o[y];
         const float pc = fminf(fmaxf(p, eps), 1.f - eps);
-        for (int64_t c = lane; c < classes; c += 32)
-          d[c] = c == y ? ((p == pc) ? -inv_b / pc : 0.f) : 0.f;
+        for (int64_t c = lane; c < classes; c += 32) d[c] = c == y ? ((p == pc) ? -inv_b / pc : 0.f) : 0.f;
         if (lane == 0) total -= log(double(pc));
         break;
       }
@@ -67,12 +65,11 @@ __global__ void classification_loss_kernel(LossKind kind, const float* out, cons
 
 }  // namespace
 
-void launch_classification_loss(LossKind kind, const float* out, const int32_t* labels,
-                                int64_t batch, int64_t classes, float* dout, float* loss_sum,
-                                cudaStream_t stream) {
+void launch_classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
+                                int64_t classes, float* dout, float* loss_sum, cudaStream_t stream) {
   if (batch <= 0) return;
-  classification_loss_kernel<<<1, kWarps * 32, 0, stream>>>(kind, out, labels, batch, classes,
-                                                            dout, loss_sum);
+  classification_loss_kernel<<<1, kWarps * 32, 0, stream>>>(kind, out, labels, batch, classes, dout,
+                                                            loss_sum);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -9,8 +9,8 @@
 namespace trainer::cuda {
 namespace {
 
-__global__ void confusion_kernel(const float* out, const int32_t* labels, int64_t batch,
-                                 int64_t classes, float* confusion) {
+__global__ void confusion_kernel(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                                 float* confusion) {
   for (int64_t i = global_index(); i < batch; i += grid_stride()) {
     const float* o = out + i * classes;
     int64_t best = 0;
@@ -22,11 +22,10 @@ __global__ void confusion_kernel(const float* out, const int32_t* labels, int64_
 
 }  // namespace
 
-void launch_confusion_accumulate(const float* out, const int32_t* labels, int64_t batch,
-                                 int64_t classes, float* confusion, cudaStream_t stream) {
+void launch_confusion_accumulate(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                                 float* confusion, cudaStream_t stream) {
   if (batch <= 0) return;
-  confusion_kernel<<<grid_for(batch), kThreads, 0, stream>>>(out, labels, batch, classes,
-                                                             confusion);
+  confusion_kernel<<<grid_for(batch), kThreads, 0, stream>>>(out, labels, batch, classes, confusion);
   CUDA_CHECK_LAUNCH();
 }
 

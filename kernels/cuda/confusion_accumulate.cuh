@@ -7,7 +7,7 @@
 
 namespace trainer::cuda {
 
-void launch_confusion_accumulate(const float* out, const int32_t* labels, int64_t batch,
-                                 int64_t classes, float* confusion, cudaStream_t stream);
+void launch_confusion_accumulate(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                                 float* confusion, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -69,8 +69,8 @@ CudaBackend::CudaBackend(int device, const DeviceRequest& req)
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     CUBLAS_CHECK(cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
-    CUBLAS_CHECK(cublasSetMathMode(cublas_, math_ == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                     : CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(cublasSetMathMode(
+        cublas_, math_ == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     heap_ = std::make_unique<CudaHeap>(device_);
     alloc_ = std::make_unique<CappedDeviceAllocator>(*heap_, req.mem_limit_bytes, req.mem_growth);
     cublas_workspace_bytes_ = cublas_workspace_size(req.mem_limit_bytes);
@@ -107,9 +107,8 @@ std::string CudaBackend::description() const {
   char gib[32];
   std::snprintf(gib, sizeof gib, "%.1f GiB", double(prop_.totalGlobalMem) / double(1 << 30));
   std::string s = "GPU " + std::to_string(device_) + ": " + prop_.name + " (compute capability " +
-                  std::to_string(prop_.major) + "." + std::to_string(prop_.minor) + ", " + gib +
-                  "; " + cuda_version_string() + "; " +
-                  (math_ == MathMode::tf32 ? "tf32" : "strict fp32");
+                  std::to_string(prop_.major) + "." + std::to_string(prop_.minor) + ", " + gib + "; " +
+                  cuda_version_string() + "; " + (math_ == MathMode::tf32 ? "tf32" : "strict fp32");
   if (deterministic_) s += ", deterministic";
   if (alloc_->cap_bytes()) s += ", cap " + format_bytes(alloc_->cap_bytes());
   if (alloc_->growth()) s += ", memory growth";
@@ -165,16 +164,16 @@ void CudaBackend::replay(int graph) {
   CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(graph)], stream_));
 }
 
-void CudaBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
-                       int64_t classes, float* dout, float* loss_sum) {
+void CudaBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                       float* dout, float* loss_sum) {
   cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, stream_);
 }
-void CudaBackend::confusion(const float* out, const int32_t* labels, int64_t batch,
-                            int64_t classes, float* m) {
+void CudaBackend::confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                            float* m) {
   cuda::launch_confusion_accumulate(out, labels, batch, classes, m, stream_);
 }
-void CudaBackend::topk_correct(const float* out, const int32_t* labels, int64_t batch,
-                               int64_t classes, int64_t k, float* correct) {
+void CudaBackend::topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                               int64_t k, float* correct) {
   cuda::launch_topk_correct(out, labels, batch, classes, k, correct, stream_);
 }
 void CudaBackend::check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) {
@@ -187,15 +186,15 @@ void CudaBackend::sgd_step(const SgdHyper& h, float* w, const float* g, float* v
                            const StepScalars* s) {
   cuda::launch_sgd_step(h, w, g, vel, n, s, stream_);
 }
-void CudaBackend::adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v,
-                            int64_t n, const StepScalars* s) {
+void CudaBackend::adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
+                            const StepScalars* s) {
   cuda::launch_adam_step(h, w, g, m, v, n, s, stream_);
 }
 void CudaBackend::clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
   cuda::launch_clip_grad_norm(g, n, max_norm, partials, record, stream_);
 }
-void CudaBackend::rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq,
-                               float* buf, float* avg, int64_t n, const StepScalars* s) {
+void CudaBackend::rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
+                               float* avg, int64_t n, const StepScalars* s) {
   cuda::launch_rmsprop_step(h, w, g, sq, buf, avg, n, s, stream_);
 }
 
@@ -222,8 +221,8 @@ std::vector<GpuInfo> cuda_list_gpus(std::string* why_none) {
                       ", older than this build's CUDA runtime " + version_pair(runtime) +
                       "; update the driver, or use --device cpu";
         else if (e == cudaErrorInsufficientDriver)
-          *why_none = "no NVIDIA driver was found (this build's CUDA runtime is " +
-                      version_pair(runtime) + "); install one, or use --device cpu";
+          *why_none = "no NVIDIA driver was found (this build's CUDA runtime is " + version_pair(runtime) +
+                      "); install one, or use --device cpu";
         else if (e == cudaErrorNoDevice)
           *why_none = "the NVIDIA driver sees no GPU (" + cuda::cuda_error_text(e) + ")";
         else

@@ -28,8 +28,8 @@ inline std::string current_device_name() {
   return "gpu:" + std::to_string(dev);
 }
 
-[[noreturn]] inline void throw_call_error(const char* lib, const char* call, const char* file,
-                                          int line, const std::string& err) {
+[[noreturn]] inline void throw_call_error(const char* lib, const char* call, const char* file, int line,
+                                          const std::string& err) {
   throw RuntimeError(std::string(lib) + " error: " + call + " failed at " + file + ":" +
                      std::to_string(line) + " on " + current_device_name() + ": " + err);
 }
@@ -40,30 +40,30 @@ inline std::string cuda_error_text(cudaError_t e) {
 
 }  // namespace trainer::cuda
 
-#define CUDA_CHECK(call)                                                                   \
-  do {                                                                                     \
-    const cudaError_t trainer_e_ = (call);                                                 \
-    if (trainer_e_ != cudaSuccess) {                                                       \
-      (void)cudaGetLastError(); /* clear a non-sticky error */                             \
-      ::trainer::cuda::throw_call_error("CUDA", #call, __FILE__, __LINE__,                 \
-                                        ::trainer::cuda::cuda_error_text(trainer_e_));     \
-    }                                                                                      \
+#define CUDA_CHECK(call)                                                               \
+  do {                                                                                 \
+    const cudaError_t trainer_e_ = (call);                                             \
+    if (trainer_e_ != cudaSuccess) {                                                   \
+      (void)cudaGetLastError(); /* clear a non-sticky error */                         \
+      ::trainer::cuda::throw_call_error("CUDA", #call, __FILE__, __LINE__,             \
+                                        ::trainer::cuda::cuda_error_text(trainer_e_)); \
+    }                                                                                  \
   } while (0)
 
-#define CUDNN_CHECK(call)                                                                  \
-  do {                                                                                     \
-    const cudnnStatus_t trainer_s_ = (call);                                               \
-    if (trainer_s_ != CUDNN_STATUS_SUCCESS)                                                \
-      ::trainer::cuda::throw_call_error("cuDNN", #call, __FILE__, __LINE__,                \
-                                        cudnnGetErrorString(trainer_s_));                  \
+#define CUDNN_CHECK(call)                                                   \
+  do {                                                                      \
+    const cudnnStatus_t trainer_s_ = (call);                                \
+    if (trainer_s_ != CUDNN_STATUS_SUCCESS)                                 \
+      ::trainer::cuda::throw_call_error("cuDNN", #call, __FILE__, __LINE__, \
+                                        cudnnGetErrorString(trainer_s_));   \
   } while (0)
 
-#define CUBLAS_CHECK(call)                                                                 \
-  do {                                                                                     \
-    const cublasStatus_t trainer_s_ = (call);                                              \
-    if (trainer_s_ != CUBLAS_STATUS_SUCCESS)                                               \
-      ::trainer::cuda::throw_call_error("cuBLAS", #call, __FILE__, __LINE__,               \
-                                        cublasGetStatusString(trainer_s_));                \
+#define CUBLAS_CHECK(call)                                                   \
+  do {                                                                       \
+    const cublasStatus_t trainer_s_ = (call);                                \
+    if (trainer_s_ != CUBLAS_STATUS_SUCCESS)                                 \
+      ::trainer::cuda::throw_call_error("cuBLAS", #call, __FILE__, __LINE__, \
+                                        cublasGetStatusString(trainer_s_));  \
   } while (0)
 
 // After every kernel launch: reports a bad launch configuration without synchronizing.

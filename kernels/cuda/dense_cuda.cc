@@ -20,7 +20,10 @@ namespace {
 class DenseCuda : public LayerKernel {
  public:
   DenseCuda(const Dense& l, const KernelContext& ctx)
-      : be_(cuda_of(ctx)), bias_(l.use_bias), batch_(int(ctx.batch)), in_(int(l.in_features())),
+      : be_(cuda_of(ctx)),
+        bias_(l.use_bias),
+        batch_(int(ctx.batch)),
+        in_(int(l.in_features())),
         units_(int(l.units)),
         math_(ctx.math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) {}
 
@@ -37,20 +40,20 @@ class DenseCuda : public LayerKernel {
   void forward(const float* x, float* y, bool) override {
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
-    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, units_, batch_, in_, &kOne, w_, in_, x,
-                             in_, &kZero, y, units_));
+    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, units_, batch_, in_, &kOne, w_, in_, x, in_, &kZero,
+                             y, units_));
     if (bias_) cuda::launch_bias_add(y, b_, batch_, units_, 1, be_.stream());
   }
 
   void backward(const float* x, const float*, const float* dy, float* dx) override {
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
-    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, batch_, &kOne, x, in_, dy,
-                             units_, &kZero, dw_, in_));
+    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, batch_, &kOne, x, in_, dy, units_,
+                             &kZero, dw_, in_));
     if (bias_) cuda::launch_bias_grad(dy, db_, batch_, units_, 1, be_.stream());
     if (dx)
-      CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in_, batch_, units_, &kOne, w_, in_,
-                               dy, units_, &kZero, dx, in_));
+      CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in_, batch_, units_, &kOne, w_, in_, dy, units_,
+                               &kZero, dx, in_));
   }
 
  private:

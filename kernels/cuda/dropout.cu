@@ -10,9 +10,8 @@
 namespace trainer::cuda {
 namespace {
 
-__global__ void dropout_forward_kernel(const float* x, float* y, float* mask, int64_t n,
-                                       int64_t channel_size, float rate, const StepScalars* s,
-                                       int layer_index) {
+__global__ void dropout_forward_kernel(const float* x, float* y, float* mask, int64_t n, int64_t channel_size,
+                                       float rate, const StepScalars* s, int layer_index) {
   const uint64_t seed = s->seed, stream = dropout_stream(s->step, layer_index);
   const float keep_scale = 1.f / (1.f - rate);
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
@@ -32,13 +31,12 @@ __global__ void dropout_backward_kernel(const float* dy, const float* mask, floa
 void launch_dropout_forward(const float* x, float* y, float* mask, int64_t n, int64_t channel_size,
                             float rate, const StepScalars* s, int layer_index, cudaStream_t stream) {
   if (n <= 0) return;
-  dropout_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, mask, n, channel_size, rate,
-                                                               s, layer_index);
+  dropout_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, mask, n, channel_size, rate, s,
+                                                               layer_index);
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_dropout_backward(const float* dy, const float* mask, float* dx, int64_t n,
-                             cudaStream_t stream) {
+void launch_dropout_backward(const float* dy, const float* mask, float* dx, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   dropout_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(dy, mask, dx, n);
   CUDA_CHECK_LAUNCH();

@@ -12,7 +12,6 @@ namespace trainer::cuda {
 // seed and step are read from `s` in device memory, so a captured step replays with new masks.
 void launch_dropout_forward(const float* x, float* y, float* mask, int64_t n, int64_t channel_size,
                             float rate, const StepScalars* s, int layer_index, cudaStream_t stream);
-void launch_dropout_backward(const float* dy, const float* mask, float* dx, int64_t n,
-                             cudaStream_t stream);
+void launch_dropout_backward(const float* dy, const float* mask, float* dx, int64_t n, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -15,8 +15,11 @@ namespace {
 class DropoutCuda : public LayerKernel {
  public:
   DropoutCuda(const Dropout& l, const KernelContext& ctx)
-      : be_(cuda_of(ctx)), rate_(l.rate), n_(ctx.batch * l.input_shape().numel()),
-        scalars_(ctx.scalars), layer_(ctx.layer_index) {
+      : be_(cuda_of(ctx)),
+        rate_(l.rate),
+        n_(ctx.batch * l.input_shape().numel()),
+        scalars_(ctx.scalars),
+        layer_(ctx.layer_index) {
     const Shape& s = l.input_shape();
     channel_size_ = l.channelwise ? s.numel() / s[0] : 1;
   }
@@ -31,8 +34,7 @@ class DropoutCuda : public LayerKernel {
       return;
     }
     if (!scalars_) throw InternalError("dropout: no step scalars in the kernel context");
-    cuda::launch_dropout_forward(x, y, mask_, n_, channel_size_, rate_, scalars_, layer_,
-                                 be_.stream());
+    cuda::launch_dropout_forward(x, y, mask_, n_, channel_size_, rate_, scalars_, layer_, be_.stream());
   }
 
   void backward(const float*, const float*, const float* dy, float* dx) override {
@@ -46,8 +48,8 @@ class DropoutCuda : public LayerKernel {
  private:
   void copy(const float* from, float* to) {
     if (from != to)
-      CUDA_CHECK(cudaMemcpyAsync(to, from, size_t(n_) * sizeof(float), cudaMemcpyDeviceToDevice,
-                                 be_.stream()));
+      CUDA_CHECK(
+          cudaMemcpyAsync(to, from, size_t(n_) * sizeof(float), cudaMemcpyDeviceToDevice, be_.stream()));
   }
 
   CudaBackend& be_;

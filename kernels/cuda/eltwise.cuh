@@ -14,7 +14,7 @@ enum class Eltwise { relu, leaky_relu, sigmoid, tanh, gelu };
 // alpha: leaky_relu's negative slope (relu: 0).
 void launch_eltwise_forward(Eltwise kind, float alpha, const float* x, float* y, int64_t n,
                             cudaStream_t stream);
-void launch_eltwise_backward(Eltwise kind, float alpha, const float* x, const float* dy, float* dx,
-                             int64_t n, cudaStream_t stream);
+void launch_eltwise_backward(Eltwise kind, float alpha, const float* x, const float* dy, float* dx, int64_t n,
+                             cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -12,19 +12,26 @@ namespace {
 
 cuda::Eltwise eltwise_kind(ActivationKind k) {
   switch (k) {
-    case ActivationKind::relu: return cuda::Eltwise::relu;
-    case ActivationKind::leaky_relu: return cuda::Eltwise::leaky_relu;
-    case ActivationKind::sigmoid: return cuda::Eltwise::sigmoid;
-    case ActivationKind::tanh: return cuda::Eltwise::tanh;
-    case ActivationKind::gelu: return cuda::Eltwise::gelu;
-    default: throw InternalError("not an element-wise activation");
+    case ActivationKind::relu:
+      return cuda::Eltwise::relu;
+    case ActivationKind::leaky_relu:
+      return cuda::Eltwise::leaky_relu;
+    case ActivationKind::sigmoid:
+      return cuda::Eltwise::sigmoid;
+    case ActivationKind::tanh:
+      return cuda::Eltwise::tanh;
+    case ActivationKind::gelu:
+      return cuda::Eltwise::gelu;
+    default:
+      throw InternalError("not an element-wise activation");
   }
 }
 
 class EltwiseCuda : public LayerKernel {
  public:
   EltwiseCuda(const Activation& l, const KernelContext& ctx)
-      : be_(cuda_of(ctx)), kind_(eltwise_kind(l.kind)),
+      : be_(cuda_of(ctx)),
+        kind_(eltwise_kind(l.kind)),
         alpha_(l.kind == ActivationKind::leaky_relu ? l.alpha : 0.f),
         n_(ctx.batch * l.input_shape().numel()) {}
 

@@ -6,8 +6,9 @@
 // Clamped ids: the forward kernel flags them (with one example) in a small host-mapped
 // EmbeddingReport, so no step ever waits for the device. The host reads it (a plain memory read,
 // no CUDA call) at the start of every forward it issues and when the kernel is destroyed, and
-// warns once per kernel like the CPU (without the CPU's per-batch count). Steps replayed from a CUDA graph run no host code, so there the warning comes at the next
-// eagerly issued forward (predict, a recapture) or at the end of the run.
+// warns once per kernel like the CPU (without the CPU's per-batch count). Steps replayed from a CUDA graph
+// run no host code, so there the warning comes at the next eagerly issued forward (predict, a recapture) or
+// at the end of the run.
 #include <spdlog/spdlog.h>
 
 #include <new>
@@ -24,8 +25,10 @@ namespace {
 class EmbeddingCuda : public LayerKernel {
  public:
   EmbeddingCuda(const Embedding& l, const KernelContext& ctx)
-      : be_(cuda_of(ctx)), name_(l.name()),
-        g_{ctx.batch, l.length(), l.input_dim, l.output_dim}, backward_(g_) {
+      : be_(cuda_of(ctx)),
+        name_(l.name()),
+        g_{ctx.batch, l.length(), l.input_dim, l.output_dim},
+        backward_(g_) {
     void* host = nullptr;
     CUDA_CHECK(cudaHostAlloc(&host, sizeof(cuda::EmbeddingReport), cudaHostAllocMapped));
     report_ = new (host) cuda::EmbeddingReport();
@@ -59,8 +62,7 @@ class EmbeddingCuda : public LayerKernel {
 
   void backward(const float* x, const float*, const float* dy, float* dx) override {
     backward_.run(x, dy, dw_, be_.stream());
-    if (dx)
-      CUDA_CHECK(cudaMemsetAsync(dx, 0, size_t(g_.positions()) * sizeof(float), be_.stream()));
+    if (dx) CUDA_CHECK(cudaMemsetAsync(dx, 0, size_t(g_.positions()) * sizeof(float), be_.stream()));
   }
 
  private:
@@ -70,9 +72,10 @@ class EmbeddingCuda : public LayerKernel {
     const volatile cuda::EmbeddingReport* r = report_;
     if (!r->clamped) return;
     warned_ = true;
-    spdlog::warn("embedding '{}': token ids that are not integers in [0, {}) (e.g. {}) were "
-                 "clamped; input_dim must exceed the largest id in the data",
-                 name_, g_.vocab, double(r->example));
+    spdlog::warn(
+        "embedding '{}': token ids that are not integers in [0, {}) (e.g. {}) were "
+        "clamped; input_dim must exceed the largest id in the data",
+        name_, g_.vocab, double(r->example));
   }
 
   CudaBackend& be_;

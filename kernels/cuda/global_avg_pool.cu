@@ -11,8 +11,7 @@ namespace {
 
 constexpr int kWarp = 32;
 
-__global__ void global_avg_pool_forward_kernel(const float* x, float* y, int64_t planes,
-                                               int64_t spatial) {
+__global__ void global_avg_pool_forward_kernel(const float* x, float* y, int64_t planes, int64_t spatial) {
   const int lane = int(threadIdx.x) % kWarp;
   const int64_t warps = grid_stride() / kWarp;
   // Every lane of a warp takes the same planes, so the shuffles see the whole warp.
@@ -25,8 +24,7 @@ __global__ void global_avg_pool_forward_kernel(const float* x, float* y, int64_t
   }
 }
 
-__global__ void global_avg_pool_backward_kernel(const float* dy, float* dx, int64_t planes,
-                                                int64_t spatial) {
+__global__ void global_avg_pool_backward_kernel(const float* dy, float* dx, int64_t planes, int64_t spatial) {
   const int64_t n = planes * spatial;
   for (int64_t i = global_index(); i < n; i += grid_stride()) dx[i] = dy[i / spatial] / float(spatial);
 }
@@ -36,8 +34,7 @@ __global__ void global_avg_pool_backward_kernel(const float* dy, float* dx, int6
 void launch_global_avg_pool_forward(const float* x, float* y, int64_t planes, int64_t spatial,
                                     cudaStream_t stream) {
   if (planes <= 0 || spatial <= 0) return;
-  global_avg_pool_forward_kernel<<<grid_for(planes * kWarp), kThreads, 0, stream>>>(x, y, planes,
-                                                                                    spatial);
+  global_avg_pool_forward_kernel<<<grid_for(planes * kWarp), kThreads, 0, stream>>>(x, y, planes, spatial);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -18,9 +18,7 @@ inline unsigned grid_for(int64_t n, int threads = kThreads) {
   return unsigned(blocks < 1 ? 1 : (blocks > max_blocks ? max_blocks : blocks));
 }
 
-__device__ __forceinline__ int64_t global_index() {
-  return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-}
+__device__ __forceinline__ int64_t global_index() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int64_t grid_stride() { return int64_t(gridDim.x) * blockDim.x; }
 
 __device__ __forceinline__ float warp_max(float v) {

@@ -16,8 +16,8 @@ namespace trainer::cuda {
 namespace {
 
 // The in-bounds extent [begin, end) of output position o's window along one dimension.
-__device__ __forceinline__ void window(int64_t o, int64_t stride, int64_t pad, int64_t k,
-                                       int64_t in, int64_t& begin, int64_t& end) {
+__device__ __forceinline__ void window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t in,
+                                       int64_t& begin, int64_t& end) {
   const int64_t start = o * stride - pad;
   begin = start < 0 ? 0 : start;
   end = start + k < in ? start + k : in;
@@ -55,16 +55,15 @@ __global__ void pool_forward_kernel(PoolGeometry g, const float* x, float* y, in
 }
 
 // Output positions along one dimension whose window covers input position `at`.
-__device__ __forceinline__ void covering(int64_t at, int64_t stride, int64_t pad, int64_t k,
-                                         int64_t out, int64_t& first, int64_t& last) {
+__device__ __forceinline__ void covering(int64_t at, int64_t stride, int64_t pad, int64_t k, int64_t out,
+                                         int64_t& first, int64_t& last) {
   const int64_t lo = at + pad - k + 1;
   first = lo <= 0 ? 0 : (lo + stride - 1) / stride;
   const int64_t hi = (at + pad) / stride;
   last = hi < out - 1 ? hi : out - 1;
 }
 
-__global__ void pool_backward_kernel(PoolGeometry g, const float* dy, const int32_t* argmax,
-                                     float* dx) {
+__global__ void pool_backward_kernel(PoolGeometry g, const float* dy, const int32_t* argmax, float* dx) {
   const int64_t n = g.batch * g.channels * g.h * g.w;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const int64_t w = i % g.w, h = (i / g.w) % g.h, plane = i / (g.w * g.h);
@@ -100,8 +99,8 @@ void launch_pool2d_forward(const PoolGeometry& g, const float* x, float* y, int3
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_pool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax,
-                            float* dx, cudaStream_t stream) {
+void launch_pool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax, float* dx,
+                            cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.h * g.w;
   if (n <= 0) return;
   pool_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, dy, argmax, dx);

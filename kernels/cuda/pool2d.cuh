@@ -18,7 +18,7 @@ struct PoolGeometry {
 void launch_pool2d_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax,
                            cudaStream_t stream);
 // Overwrites dx; every input gathers from the windows that contain it (no atomics).
-void launch_pool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax,
-                            float* dx, cudaStream_t stream);
+void launch_pool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax, float* dx,
+                            cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -9,8 +9,8 @@
 namespace trainer::cuda {
 namespace {
 
-__global__ void rmsprop_kernel(RmspropHyper h, float* w, const float* g, float* sq, float* buf,
-                               float* avg, int64_t n, const StepScalars* s) {
+__global__ void rmsprop_kernel(RmspropHyper h, float* w, const float* g, float* sq, float* buf, float* avg,
+                               int64_t n, const StepScalars* s) {
   if (s->nonfinite & kNonfiniteSkipsUpdate) return;  // non-finite loss or gradient: no update
   const float lr = s->lr, a = h.alpha, one_a = 1.f - h.alpha;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
@@ -37,8 +37,8 @@ __global__ void rmsprop_kernel(RmspropHyper h, float* w, const float* g, float* 
 
 }  // namespace
 
-void launch_rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
-                         float* avg, int64_t n, const StepScalars* s, cudaStream_t stream) {
+void launch_rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf, float* avg,
+                         int64_t n, const StepScalars* s, cudaStream_t stream) {
   if (n <= 0) return;
   rmsprop_kernel<<<grid_for(n), kThreads, 0, stream>>>(h, w, g, sq, buf, avg, n, s);
   CUDA_CHECK_LAUNCH();

@@ -8,7 +8,7 @@
 
 namespace trainer::cuda {
 
-void launch_rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
-                         float* avg, int64_t n, const StepScalars* s, cudaStream_t stream);
+void launch_rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf, float* avg,
+                         int64_t n, const StepScalars* s, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -18,14 +18,14 @@ class SoftmaxCuda : public LayerKernel {
   }
 
   void forward(const float* x, float* y, bool) override {
-    CUDNN_CHECK(cudnnSoftmaxForward(be_.cudnn(), algo_, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, desc_,
-                                    x, &kZero, desc_, y));
+    CUDNN_CHECK(cudnnSoftmaxForward(be_.cudnn(), algo_, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, desc_, x, &kZero,
+                                    desc_, y));
   }
 
   void backward(const float*, const float* y, const float* dy, float* dx) override {
     if (!dx) return;
-    CUDNN_CHECK(cudnnSoftmaxBackward(be_.cudnn(), algo_, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, desc_,
-                                     y, desc_, dy, &kZero, desc_, dx));
+    CUDNN_CHECK(cudnnSoftmaxBackward(be_.cudnn(), algo_, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, desc_, y, desc_,
+                                     dy, &kZero, desc_, dx));
   }
 
  private:

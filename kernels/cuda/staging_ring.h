@@ -37,8 +37,8 @@ class StagingRing {
     size_t begin, end;
     cudaEvent_t done;
   };
-  void retire_oldest();          // waits for the oldest copy's event
-  void retire_completed();       // drops copies that already finished (no wait)
+  void retire_oldest();     // waits for the oldest copy's event
+  void retire_completed();  // drops copies that already finished (no wait)
 
   cudaStream_t stream_;
   size_t bytes_;

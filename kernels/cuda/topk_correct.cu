@@ -9,8 +9,8 @@
 namespace trainer::cuda {
 namespace {
 
-__global__ void topk_kernel(const float* out, const int32_t* labels, int64_t batch,
-                            int64_t classes, int64_t k, float* correct) {
+__global__ void topk_kernel(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                            int64_t k, float* correct) {
   __shared__ float block_hits[kThreads / 32];
   float hits = 0;
   for (int64_t i = global_index(); i < batch; i += grid_stride()) {
@@ -33,8 +33,8 @@ __global__ void topk_kernel(const float* out, const int32_t* labels, int64_t bat
 
 }  // namespace
 
-void launch_topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                         int64_t k, float* correct, cudaStream_t stream) {
+void launch_topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,
+                         float* correct, cudaStream_t stream) {
   if (batch <= 0) return;
   topk_kernel<<<grid_for(batch), kThreads, 0, stream>>>(out, labels, batch, classes, k, correct);
   CUDA_CHECK_LAUNCH();

@@ -82,14 +82,14 @@ class Backend {
   virtual void synchronize() = 0;
 
   // out: (B, C). Writes dout = d(mean loss)/d(out) and adds the batch's summed loss to *loss_sum.
-  virtual void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
-                    int64_t classes, float* dout, float* loss_sum) = 0;
+  virtual void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                    float* dout, float* loss_sum) = 0;
   // confusion: (C, C) row = true label, column = argmax(out); adds one per sample.
   virtual void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                          float* confusion) = 0;
   // Adds the number of samples whose label is among the k largest outputs.
-  virtual void topk_correct(const float* out, const int32_t* labels, int64_t batch,
-                            int64_t classes, int64_t k, float* correct) = 0;
+  virtual void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
+                            int64_t k, float* correct) = 0;
 
   // The non-finite guard; everything comes from backend memory, so a captured step replays it.
   // ORs `bit` into s->nonfinite when any of x[0, n) is NaN or infinite.
@@ -102,15 +102,14 @@ class Backend {
   // Each returns at once, on the device, when s->nonfinite & kNonfiniteSkipsUpdate.
   virtual void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
                         const StepScalars* s) = 0;
-  virtual void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v,
-                         int64_t n, const StepScalars* s) = 0;
-  virtual void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq,
-                            float* buf, float* avg, int64_t n, const StepScalars* s) = 0;
+  virtual void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
+                         const StepScalars* s) = 0;
+  virtual void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
+                            float* avg, int64_t n, const StepScalars* s) = 0;
 
   // g: n floats (the gradient arena; padding between tensors is zero). partials: kClipPartials
   // doubles of backend memory. Deterministic for a given n.
-  virtual void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials,
-                              ClipRecord* record) = 0;
+  virtual void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) = 0;
 
   // Step capture (CUDA graphs): work enqueued between begin_capture() and end_capture() is
   // recorded rather than run; replay() enqueues the whole recording again with one launch.

@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -39,7 +39,8 @@ struct TempFile {
 };
 
 [[noreturn]] void fail(const std::string& path, const std::string& what, int err) {
-  throw RuntimeError("cannot write " + path + ": " + what + (err ? std::string(": ") + std::strerror(err) : ""));
+  throw RuntimeError("cannot write " + path + ": " + what +
+                     (err ? std::string(": ") + std::strerror(err) : ""));
 }
 
 }  // namespace

@@ -46,7 +46,8 @@ struct Header {
 Header read_header(DataFile& in, const std::string& path) {
   Header h;
   h.file_size = in.file_size();
-  if (h.file_size < 8) bad(path, "the file has " + std::to_string(h.file_size) + " bytes, fewer than the 8-byte header length");
+  if (h.file_size < 8)
+    bad(path, "the file has " + std::to_string(h.file_size) + " bytes, fewer than the 8-byte header length");
   uint8_t len[8];
   if (in.read(len, 8) != 8) bad(path, "the file ends inside the 8-byte header length");
   for (int i = 7; i >= 0; --i) h.header_len = (h.header_len << 8) | len[i];
@@ -144,7 +145,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
     constexpr uint64_t kMaxElements = uint64_t(1) << 61;
     uint64_t numel = 1;
     for (const auto& d : t["shape"]) {
-      if (!d.is_number_unsigned()) bad(path, "tensor '" + name + "': shape has a non-integer or negative size");
+      if (!d.is_number_unsigned())
+        bad(path, "tensor '" + name + "': shape has a non-integer or negative size");
       const uint64_t size = d.get<uint64_t>();
       if (size != 0 && (size > kMaxElements || numel > kMaxElements / size))
         bad(path, "tensor '" + name + "': shape " + t["shape"].dump() + " has more than 2^61 elements");
@@ -165,16 +167,19 @@ SafetensorsFile read_safetensors(const std::string& path) {
     entries.push_back(e);
     f.tensors[name] = std::move(st);
   }
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
   uint64_t at = 0;
   for (const Entry& e : entries) {
-    if (e.begin != at) bad(path, "tensor '" + e.name + "' starts at byte " + std::to_string(e.begin) +
-                                     " of the data; expected " + std::to_string(at) + " (a hole or an overlap)");
+    if (e.begin != at)
+      bad(path, "tensor '" + e.name + "' starts at byte " + std::to_string(e.begin) +
+                    " of the data; expected " + std::to_string(at) + " (a hole or an overlap)");
     at = e.end;
   }
   if (at != data_len)
-    bad(path, "the tensors cover " + std::to_string(at) + " of the " + std::to_string(data_len) + " data bytes");
+    bad(path,
+        "the tensors cover " + std::to_string(at) + " of the " + std::to_string(data_len) + " data bytes");
   // The entries now tile the data in order, so it is read front to back.
   check_fits_in_memory(path, data_len, "its tensors");
   for (const Entry& e : entries) {

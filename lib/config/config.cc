@@ -53,8 +53,9 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
     const size_t dot = key.find('.', begin);
     parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
     if (parts.back().empty())
-      throw UsageError(flag + ": empty key segment in '" + key + "'; keys are separated by single dots, "
-                              "e.g. optimizer.lr or model.layers.0.units");
+      throw UsageError(flag + ": empty key segment in '" + key +
+                       "'; keys are separated by single dots, "
+                       "e.g. optimizer.lr or model.layers.0.units");
     if (dot == std::string::npos) break;
     begin = dot + 1;
   }
@@ -82,8 +83,7 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
       YAML::Node next = cur[idx];
       cur.reset(next);
     } else {
-      if (cur.IsScalar())
-        throw ConfigError(flag + ": '" + walked + "' is a value, not a section");
+      if (cur.IsScalar()) throw ConfigError(flag + ": '" + walked + "' is a value, not a section");
       if (last) {
         cur[p] = value;
         return;
@@ -146,7 +146,8 @@ static void read_metrics(Config& c, NodeReader& r) {
     c.metrics = {{"accuracy", 1}};
     out.push_back("accuracy");
   } else {
-    if (!n.IsSequence()) r.fail("metrics", "expected a list, e.g. metrics: [accuracy, {type: top_k_accuracy, k: 5}]");
+    if (!n.IsSequence())
+      r.fail("metrics", "expected a list, e.g. metrics: [accuracy, {type: top_k_accuracy, k: 5}]");
     for (size_t i = 0; i < n.size(); ++i) {
       YAML::Node item;
       item.reset(n[i]);
@@ -173,7 +174,9 @@ static void read_data(Config& c, NodeReader& r) {
   NodeReader dr(d, "data", c.file);
   DataConfig& dc = c.data;
   dc.train = dr.child("train");
-  if (!present(dc.train)) dr.fail("train", "is required: the training data source, e.g. train: {format: idx, images: ..., labels: ...}");
+  if (!present(dc.train))
+    dr.fail("train",
+            "is required: the training data source, e.g. train: {format: idx, images: ..., labels: ...}");
   dc.validation = dr.child("validation");
   dc.num_classes = dr.integer("num_classes", 0, 2, 1 << 20);
   if (dc.num_classes == 0) dr.fail("num_classes", "is required: the number of classes, e.g. num_classes: 10");
@@ -202,8 +205,8 @@ static void read_data(Config& c, NodeReader& r) {
 
 MonitorMode default_mode(const std::string& monitor) {
   const std::string tail = "loss";
-  const bool is_loss = monitor.size() >= tail.size() &&
-                       monitor.compare(monitor.size() - tail.size(), tail.size(), tail) == 0;
+  const bool is_loss =
+      monitor.size() >= tail.size() && monitor.compare(monitor.size() - tail.size(), tail.size(), tail) == 0;
   return is_loss ? MonitorMode::min : MonitorMode::max;
 }
 
@@ -238,8 +241,8 @@ static std::string read_monitor(const Config& c, NodeReader& r, const std::strin
                            : "";
     std::string near = closest_match(v, names);
     r.fail(key, "'" + v + "' is not a metric of this run" + hint +
-                    (near.empty() ? "" : "; did you mean '" + near + "'?") + "; allowed: " +
-                    join_names(names) + (allow_none ? ", none" : "") + ", auto");
+                    (near.empty() ? "" : "; did you mean '" + near + "'?") +
+                    "; allowed: " + join_names(names) + (allow_none ? ", none" : "") + ", auto");
   }
   r.resolved()[key] = v;
   return v;
@@ -290,7 +293,8 @@ static void read_training_controls(Config& c, NodeReader& r) {
     }
     NodeReader s(section, "schedule", c.file);
     ScheduleConfig& sc = c.schedule;
-    sc.type = s.choice("type", "constant", {"constant", "step", "exponential", "cosine", "reduce_on_plateau"});
+    sc.type =
+        s.choice("type", "constant", {"constant", "step", "exponential", "cosine", "reduce_on_plateau"});
     sc.warmup_steps = s.integer("warmup_steps", 0, 0, int64_t(1) << 40);
     sc.warmup_epochs = s.integer("warmup_epochs", 0, 0, 1000000);
     if (sc.warmup_steps > 0 && sc.warmup_epochs > 0)
@@ -321,8 +325,9 @@ static void read_training_controls(Config& c, NodeReader& r) {
 static Config parse_document(YAML::Node root, const std::string& file,
                              const std::vector<std::string>& overrides) {
   if (!root.IsMap())
-    throw ConfigError(node_location(file, root) + ": the config must be a mapping of sections "
-                                                  "(model:, data:, optimizer:, ...), got " +
+    throw ConfigError(node_location(file, root) +
+                      ": the config must be a mapping of sections "
+                      "(model:, data:, optimizer:, ...), got " +
                       (root.IsSequence() ? "a list" : "a single value"));
   for (const auto& o : overrides) apply_override(root, o);
   Config c;
@@ -366,8 +371,9 @@ Config parse_config(const std::string& text, const std::string& name,
                     const std::vector<std::string>& overrides) {
   YAML::Node root = load_yaml_document(text, name);
   if (!root || root.IsNull())
-    throw ConfigError(name + ": the config file is empty; it needs at least model: and data: sections "
-                             "(see README \"Config\")");
+    throw ConfigError(name +
+                      ": the config file is empty; it needs at least model: and data: sections "
+                      "(see README \"Config\")");
   return parse_document(root, name, overrides);
 }
 

@@ -40,8 +40,8 @@ struct DataConfig {
 
 // checkpoint: {every: N, keep_last: K, best: METRIC}  (lib/train/checkpointing.h)
 struct CheckpointConfig {
-  int64_t every = 1;         // a resumable checkpoint every N epochs (0: only the last epoch)
-  int64_t keep_last = 3;     // resumable checkpoints kept (0: all)
+  int64_t every = 1;          // a resumable checkpoint every N epochs (0: only the last epoch)
+  int64_t keep_last = 3;      // resumable checkpoints kept (0: all)
   std::string best = "auto";  // monitor for best.safetensors; "none": off (see Monitor)
 };
 
@@ -51,13 +51,13 @@ enum class MonitorMode { min, max };
 // schedule: {type: constant|step|exponential|cosine|reduce_on_plateau, ...}  (lib/train/schedules.h)
 struct ScheduleConfig {
   std::string type = "constant";
-  int64_t warmup_steps = 0;  // linear warmup over the first N updates (any type)
-  int64_t warmup_epochs = 0; // the same in epochs (converted with the steps per epoch)
-  int64_t step_size = 1;     // step: decay every N epochs
-  double gamma = 0.1;        // step, exponential: factor per decay
-  double min_lr = 0;         // cosine, reduce_on_plateau: the floor
+  int64_t warmup_steps = 0;   // linear warmup over the first N updates (any type)
+  int64_t warmup_epochs = 0;  // the same in epochs (converted with the steps per epoch)
+  int64_t step_size = 1;      // step: decay every N epochs
+  double gamma = 0.1;         // step, exponential: factor per decay
+  double min_lr = 0;          // cosine, reduce_on_plateau: the floor
   // reduce_on_plateau
-  std::string monitor;       // resolved: never "auto"
+  std::string monitor;  // resolved: never "auto"
   MonitorMode mode = MonitorMode::min;
   double factor = 0.1;
   int64_t patience = 10;
@@ -68,7 +68,7 @@ struct ScheduleConfig {
 // early_stopping: {monitor, patience, min_delta, restore_best, mode}  (present: enabled)
 struct EarlyStoppingConfig {
   bool enabled = false;
-  std::string monitor;       // resolved: never "auto"
+  std::string monitor;  // resolved: never "auto"
   MonitorMode mode = MonitorMode::min;
   int64_t patience = 5;
   double min_delta = 0;
@@ -92,7 +92,7 @@ struct Config {
   std::string device = "cpu";
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
-  int threads = 0;  // CPU threads; 0: the cores this process may use (OMP_NUM_THREADS if set)
+  int threads = 0;           // CPU threads; 0: the cores this process may use (OMP_NUM_THREADS if set)
   bool on_nan_skip = false;  // train.on_nan: stop (false) | skip (true)
   CheckpointConfig checkpoint;
   ScheduleConfig schedule;

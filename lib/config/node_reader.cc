@@ -9,8 +9,7 @@ namespace trainer {
 
 std::string node_location(const std::string& file, const YAML::Node& node) {
   if (!node.IsDefined() || node.Mark().is_null()) return "--set";
-  return file + ":" + std::to_string(node.Mark().line + 1) + ":" +
-         std::to_string(node.Mark().column + 1);
+  return file + ":" + std::to_string(node.Mark().line + 1) + ":" + std::to_string(node.Mark().column + 1);
 }
 
 static size_t edit_distance(const std::string& a, const std::string& b) {
@@ -62,8 +61,7 @@ void NodeReader::fail(const std::string& key, const std::string& what) const {
 }
 
 void NodeReader::fail_here(const std::string& what) const {
-  throw ConfigError(node_location(file_, node_) + ": " + (path_.empty() ? "config" : path_) +
-                    ": " + what);
+  throw ConfigError(node_location(file_, node_) + ": " + (path_.empty() ? "config" : path_) + ": " + what);
 }
 
 bool NodeReader::has(const std::string& key) const {
@@ -92,8 +90,8 @@ double NodeReader::number(const std::string& key, double def, double lo, double 
   if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v))
     fail(key, "expected a number, got " + scalar_text(n));
   if (v < lo || v > hi)
-    fail(key, "value " + n.Scalar() + " is out of range; allowed: [" + YAML::Node(lo).Scalar() +
-                  ", " + YAML::Node(hi).Scalar() + "]");
+    fail(key, "value " + n.Scalar() + " is out of range; allowed: [" + YAML::Node(lo).Scalar() + ", " +
+                  YAML::Node(hi).Scalar() + "]");
   resolved_[key] = v;
   return v;
 }
@@ -105,8 +103,8 @@ int64_t NodeReader::integer(const std::string& key, int64_t def, int64_t lo, int
   if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
     fail(key, "expected an integer, got " + scalar_text(n));
   if (v < lo || v > hi)
-    fail(key, "value " + n.Scalar() + " is out of range; allowed: " + std::to_string(lo) +
-                  " to " + std::to_string(hi));
+    fail(key, "value " + n.Scalar() + " is out of range; allowed: " + std::to_string(lo) + " to " +
+                  std::to_string(hi));
   resolved_[key] = v;
   return v;
 }
@@ -141,9 +139,8 @@ std::string NodeReader::choice(const std::string& key, const std::string& def,
                 "; allowed: " + join(allowed));
 }
 
-std::vector<int64_t> NodeReader::integer_list(const std::string& key,
-                                              const std::vector<int64_t>& def, int64_t lo,
-                                              int64_t hi) {
+std::vector<int64_t> NodeReader::integer_list(const std::string& key, const std::vector<int64_t>& def,
+                                              int64_t lo, int64_t hi) {
   YAML::Node n = get(key);
   if (!n || n.IsNull()) return resolved_[key] = def, def;
   std::vector<int64_t> out;
@@ -158,16 +155,15 @@ std::vector<int64_t> NodeReader::integer_list(const std::string& key,
       fail(key, "item " + std::to_string(i) + ": expected an integer, got " + scalar_text(n[i]));
     if (v < lo || v > hi)
       fail(key, "item " + std::to_string(i) + " = " + n[i].Scalar() +
-                    " is out of range; allowed: " + std::to_string(lo) + " to " +
-                    std::to_string(hi));
+                    " is out of range; allowed: " + std::to_string(lo) + " to " + std::to_string(hi));
     out.push_back(v);
   }
   resolved_[key] = out;
   return out;
 }
 
-std::vector<double> NodeReader::number_list(const std::string& key, const std::vector<double>& def,
-                                            double lo, double hi) {
+std::vector<double> NodeReader::number_list(const std::string& key, const std::vector<double>& def, double lo,
+                                            double hi) {
   YAML::Node n = get(key);
   if (!n || n.IsNull()) return resolved_[key] = def, def;
   if (n.IsScalar()) return {number(key, 0, lo, hi)};
@@ -177,8 +173,7 @@ std::vector<double> NodeReader::number_list(const std::string& key, const std::v
     double v;
     if (!n[i].IsScalar() || !YAML::convert<double>::decode(n[i], v) || !std::isfinite(v))
       fail(key, "item " + std::to_string(i) + ": expected a number, got " + scalar_text(n[i]));
-    if (v < lo || v > hi)
-      fail(key, "item " + std::to_string(i) + " = " + n[i].Scalar() + " is out of range");
+    if (v < lo || v > hi) fail(key, "item " + std::to_string(i) + " = " + n[i].Scalar() + " is out of range");
     out.push_back(v);
   }
   resolved_[key] = out;
@@ -189,7 +184,8 @@ std::vector<std::string> NodeReader::string_list(const std::string& key,
                                                  const std::vector<std::string>& def) {
   YAML::Node n = get(key);
   if (!n || n.IsNull()) return resolved_[key] = def, def;
-  if (n.IsScalar()) return resolved_[key] = std::vector<std::string>{n.Scalar()}, std::vector<std::string>{n.Scalar()};
+  if (n.IsScalar())
+    return resolved_[key] = std::vector<std::string>{n.Scalar()}, std::vector<std::string>{n.Scalar()};
   if (!n.IsSequence()) fail(key, "expected a list of strings, got " + scalar_text(n));
   std::vector<std::string> out;
   for (size_t i = 0; i < n.size(); ++i) {
@@ -202,9 +198,7 @@ std::vector<std::string> NodeReader::string_list(const std::string& key,
 
 YAML::Node NodeReader::child(const std::string& key) { return get(key); }
 
-void NodeReader::accept(const std::vector<std::string>& keys) {
-  known_.insert(keys.begin(), keys.end());
-}
+void NodeReader::accept(const std::vector<std::string>& keys) { known_.insert(keys.begin(), keys.end()); }
 
 void NodeReader::finish() const {
   if (!node_.IsMap()) return;
@@ -214,9 +208,8 @@ void NodeReader::finish() const {
     if (known_.count(key)) continue;
     std::string near = closest_match(key, allowed);
     throw ConfigError(node_location(file_, it->first) + ": unknown key '" + key_path(key) + "'" +
-                      (near.empty() ? "" : " (did you mean '" + near + "'?)") +
-                      "; allowed keys" + (path_.empty() ? "" : " in '" + path_ + "'") + ": " +
-                      join(allowed));
+                      (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; allowed keys" +
+                      (path_.empty() ? "" : " in '" + path_ + "'") + ": " + join(allowed));
   }
 }
 

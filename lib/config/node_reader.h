@@ -34,12 +34,11 @@ class NodeReader {
   int64_t integer(const std::string& key, int64_t def, int64_t lo, int64_t hi);
   bool boolean(const std::string& key, bool def);
   std::string string(const std::string& key, const std::string& def);
-  std::string choice(const std::string& key, const std::string& def,
-                     const std::vector<std::string>& allowed);
-  std::vector<int64_t> integer_list(const std::string& key, const std::vector<int64_t>& def,
-                                    int64_t lo, int64_t hi);
-  std::vector<double> number_list(const std::string& key, const std::vector<double>& def,
-                                  double lo, double hi);
+  std::string choice(const std::string& key, const std::string& def, const std::vector<std::string>& allowed);
+  std::vector<int64_t> integer_list(const std::string& key, const std::vector<int64_t>& def, int64_t lo,
+                                    int64_t hi);
+  std::vector<double> number_list(const std::string& key, const std::vector<double>& def, double lo,
+                                  double hi);
   std::vector<std::string> string_list(const std::string& key, const std::vector<std::string>& def);
   // A nested node (map or list) that the caller validates itself; marks the key as known.
   YAML::Node child(const std::string& key);

@@ -1,9 +1,9 @@
 #include "lib/config/yaml_loader.h"
 
 #include <fcntl.h>
-#include <yaml-cpp/eventhandler.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include <cerrno>
 #include <cstring>
@@ -48,11 +48,13 @@ class BoundedScan : public YAML::EventHandler {
   void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override {
     node(m);
   }
-  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
     open(m);
   }
   void OnSequenceEnd() override { --depth_; }
-  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
     open(m);
   }
   void OnMapEnd() override { --depth_; }
@@ -60,8 +62,9 @@ class BoundedScan : public YAML::EventHandler {
  private:
   void node(const YAML::Mark& m) {
     if (++nodes_ > kMaxConfigNodes)
-      throw ConfigError(position(name_, m) + ": the config has more than " + with_thousands(kMaxConfigNodes) +
-                        " YAML nodes (values, lists and mappings); a config is far smaller: is this the right file?");
+      throw ConfigError(
+          position(name_, m) + ": the config has more than " + with_thousands(kMaxConfigNodes) +
+          " YAML nodes (values, lists and mappings); a config is far smaller: is this the right file?");
   }
   void open(const YAML::Mark& m) {
     node(m);
@@ -81,22 +84,27 @@ void check_encoding(const std::string& text, const std::string& name) {
   if (bad == std::string::npos) return;
   YAML::Mark m;
   for (size_t i = 0; i < bad; ++i) {
-    if (text[i] == '\n') ++m.line, m.column = 0;
-    else ++m.column;
+    if (text[i] == '\n')
+      ++m.line, m.column = 0;
+    else
+      ++m.column;
   }
   throw ConfigError(position(name, m) + ": the config is not UTF-8 text (byte " +
                     printable(std::string(1, text[bad])) + "); a config is a YAML text file");
 }
 
-void walk(const YAML::Node& node, const std::string& name, const std::string& path, int depth, int64_t& visited) {
+void walk(const YAML::Node& node, const std::string& name, const std::string& path, int depth,
+          int64_t& visited) {
   // Aliases make the tree a graph that the readers walk as a tree: bound that walk too.
   if (++visited > kMaxConfigNodes || depth > kMaxConfigDepth)
-    throw ConfigError(position(name, node.Mark()) + ": through its aliases (*name) the config expands to more than " +
+    throw ConfigError(position(name, node.Mark()) +
+                      ": through its aliases (*name) the config expands to more than " +
                       with_thousands(kMaxConfigNodes) + " nodes or " + std::to_string(kMaxConfigDepth) +
                       " levels; write the repeated parts out or use fewer aliases");
   const auto child_path = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
   if (node.IsSequence()) {
-    for (size_t i = 0; i < node.size(); ++i) walk(node[i], name, child_path(std::to_string(i)), depth + 1, visited);
+    for (size_t i = 0; i < node.size(); ++i)
+      walk(node[i], name, child_path(std::to_string(i)), depth + 1, visited);
   } else if (node.IsMap()) {
     std::unordered_map<std::string, YAML::Mark> seen;
     for (auto it = node.begin(); it != node.end(); ++it) {
@@ -124,12 +132,15 @@ std::string read_config_file(const std::string& path) {
   if (fd < 0) throw UsageError(path + ": cannot open the config file: " + std::strerror(errno));
   Fd guard{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw UsageError(path + ": cannot read the config file: " + std::strerror(errno));
+  if (::fstat(fd, &st) != 0)
+    throw UsageError(path + ": cannot read the config file: " + std::strerror(errno));
   if (!S_ISREG(st.st_mode))
-    throw UsageError(path + ": the config is " + file_kind(st.st_mode) + ", not a regular file; give a YAML file");
+    throw UsageError(path + ": the config is " + file_kind(st.st_mode) +
+                     ", not a regular file; give a YAML file");
   const auto too_big = [&](const std::string& size) {
     return ConfigError(path + ": the config file is " + size + " bytes; at most " +
-                       with_thousands(int64_t(kMaxConfigBytes)) + " (16 MiB) are allowed: is this the right file?");
+                       with_thousands(int64_t(kMaxConfigBytes)) +
+                       " (16 MiB) are allowed: is this the right file?");
   };
   if (size_t(st.st_size) > kMaxConfigBytes) throw too_big(with_thousands(int64_t(st.st_size)));
   std::string text;
@@ -156,8 +167,9 @@ YAML::Node load_yaml_document(const std::string& text, const std::string& name) 
     YAML::Parser parser(in);
     BoundedScan first(name), second(name);
     if (parser.HandleNextDocument(first) && parser.HandleNextDocument(second))
-      throw ConfigError(name + ": the config holds more than one YAML document (separated by '---'); "
-                               "yaml-cpp would read only the first: give one document");
+      throw ConfigError(name +
+                        ": the config holds more than one YAML document (separated by '---'); "
+                        "yaml-cpp would read only the first: give one document");
     root = YAML::Load(text);  // within the bounds checked above
   } catch (const YAML::ParserException& e) {
     throw ConfigError(position(name, e.mark) + ": invalid YAML: " + e.msg);

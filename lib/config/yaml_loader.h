@@ -21,8 +21,8 @@
 namespace trainer {
 
 constexpr size_t kMaxConfigBytes = size_t(16) << 20;  // 16 MiB
-constexpr int64_t kMaxConfigNodes = 100000;          // scalars, lists and mappings
-constexpr int kMaxConfigDepth = 64;                  // nested lists and mappings
+constexpr int64_t kMaxConfigNodes = 100000;           // scalars, lists and mappings
+constexpr int kMaxConfigDepth = 64;                   // nested lists and mappings
 
 // The whole file, read without blocking on anything that is not a regular file.
 std::string read_config_file(const std::string& path);

@@ -10,7 +10,9 @@
 namespace trainer {
 
 // Partial `i` of `parts` sums the squares of g[clip_chunk_begin(n, i, parts) .. begin(n, i+1, parts)).
-TRAINER_HD int64_t clip_chunk_begin(int64_t n, int i, int parts) { return n / parts * i + (n % parts) * i / parts; }
+TRAINER_HD int64_t clip_chunk_begin(int64_t n, int i, int parts) {
+  return n / parts * i + (n % parts) * i / parts;
+}
 
 // min(1, max_norm / (norm + 1e-6)), PyTorch's clip_coef clamped. A non-finite norm leaves the
 // gradients as they are (the non-finite guard then skips the step).

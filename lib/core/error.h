@@ -10,12 +10,12 @@ namespace trainer {
 
 enum class ExitCode : int {
   ok = 0,
-  internal = 1,     // a bug: an invariant of ours failed
-  usage = 2,        // bad command line
-  config = 3,       // bad YAML config or --set override
-  data = 4,         // unreadable or malformed dataset / weights file
-  runtime = 5,      // device, out-of-memory, numerical failure during a run
-  interrupted = 130 // SIGINT/SIGTERM
+  internal = 1,      // a bug: an invariant of ours failed
+  usage = 2,         // bad command line
+  config = 3,        // bad YAML config or --set override
+  data = 4,          // unreadable or malformed dataset / weights file
+  runtime = 5,       // device, out-of-memory, numerical failure during a run
+  interrupted = 130  // SIGINT/SIGTERM
 };
 
 class Error : public std::runtime_error {

@@ -18,16 +18,21 @@ inline size_t utf8_sequence_length(std::string_view s, size_t i) {
   if (b < 0x80) return 1;
   size_t n;
   uint32_t cp;
-  if (b >= 0xC2 && b <= 0xDF) n = 2, cp = b & 0x1F;
-  else if (b >= 0xE0 && b <= 0xEF) n = 3, cp = b & 0x0F;
-  else if (b >= 0xF0 && b <= 0xF4) n = 4, cp = b & 0x07;
-  else return 0;
+  if (b >= 0xC2 && b <= 0xDF)
+    n = 2, cp = b & 0x1F;
+  else if (b >= 0xE0 && b <= 0xEF)
+    n = 3, cp = b & 0x0F;
+  else if (b >= 0xF0 && b <= 0xF4)
+    n = 4, cp = b & 0x07;
+  else
+    return 0;
   if (i + n > s.size()) return 0;
   for (size_t k = 1; k < n; ++k) {
     if ((byte(i + k) & 0xC0) != 0x80) return 0;
     cp = (cp << 6) | (byte(i + k) & 0x3F);
   }
-  if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+  if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+      (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
     return 0;
   return n;
 }
@@ -56,10 +61,13 @@ inline std::string printable(std::string_view s) {
       continue;
     }
     // C0 controls and DEL; C1 controls (U+0080..U+009F) are the two bytes C2 80..C2 9F.
-    const bool control = (n == 1 && (b < 0x20 || b == 0x7F)) || (n == 2 && b == 0xC2 && uint8_t(s[i + 1]) < 0xA0);
+    const bool control =
+        (n == 1 && (b < 0x20 || b == 0x7F)) || (n == 2 && b == 0xC2 && uint8_t(s[i + 1]) < 0xA0);
     for (size_t k = 0; k < n; ++k)
-      if (control) escape(uint8_t(s[i + k]));
-      else out += s[i + k];
+      if (control)
+        escape(uint8_t(s[i + k]));
+      else
+        out += s[i + k];
     i += n;
   }
   return out;

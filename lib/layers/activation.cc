@@ -20,7 +20,7 @@ void Activation::describe(YAML::Node& out) const {
 }
 
 const std::vector<std::string>& activation_names() {
-  static const std::vector<std::string> names{"relu", "sigmoid", "tanh", "gelu",
+  static const std::vector<std::string> names{"relu",       "sigmoid", "tanh",       "gelu",
                                               "leaky_relu", "softmax", "log_softmax"};
   return names;
 }

@@ -11,8 +11,10 @@ BatchNorm::BatchNorm(NodeReader& r) {
 
 Shape BatchNorm::infer(const Shape& in) {
   if (in.rank() < 1 || in.rank() > 4)
-    shape_error("expects (features), (channels, length), (channels, height, width) or "
-                "(channels, depth, height, width), got " + in.batched_str());
+    shape_error(
+        "expects (features), (channels, length), (channels, height, width) or "
+        "(channels, depth, height, width), got " +
+        in.batched_str());
   return in;
 }
 

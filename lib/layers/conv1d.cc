@@ -39,7 +39,10 @@ void Conv1d::describe(YAML::Node& out) const {
   out["filters"] = filters;
   out["kernel_size"] = k;
   out["strides"] = stride;
-  if (padding == "explicit") out["padding"] = pad; else out["padding"] = padding;
+  if (padding == "explicit")
+    out["padding"] = pad;
+  else
+    out["padding"] = padding;
   out["use_bias"] = use_bias;
 }
 

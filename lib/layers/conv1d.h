@@ -17,7 +17,7 @@ class Conv1d : public Layer {
   std::string padding = "valid";
   int64_t pad = 0;  // when padding is an integer
   bool use_bias = true;
-  Window w;         // resolved in infer()
+  Window w;  // resolved in infer()
 
   int64_t in_channels() const { return input_shape()[0]; }
   std::vector<ParamSpec> param_specs() const override;

@@ -31,8 +31,7 @@ void read_padding(NodeReader& r, std::string& mode, int64_t& pad) {
   r.accept({"padding"});
 }
 
-void read_pair(NodeReader& r, const std::string& key, int64_t def_h, int64_t def_w, int64_t& h,
-               int64_t& w) {
+void read_pair(NodeReader& r, const std::string& key, int64_t def_h, int64_t def_w, int64_t& h, int64_t& w) {
   std::vector<int64_t> v = r.integer_list(key, {def_h, def_w}, 1, 1 << 16);
   if (v.size() == 1) v.push_back(v[0]);
   if (v.size() != 2) r.fail(key, "expected an integer or a [height, width] pair");
@@ -65,7 +64,8 @@ Shape Conv2d::infer(const Shape& in) {
 
 std::vector<ParamSpec> Conv2d::param_specs() const {
   int64_t fan_in = in_channels() * kh * kw, fan_out = filters * kh * kw;
-  std::vector<ParamSpec> p{{"weight", Shape{filters, in_channels(), kh, kw}, ParamRole::weight, fan_in, fan_out}};
+  std::vector<ParamSpec> p{
+      {"weight", Shape{filters, in_channels(), kh, kw}, ParamRole::weight, fan_in, fan_out}};
   if (use_bias) p.push_back({"bias", Shape{filters}, ParamRole::bias, fan_in, fan_out});
   return p;
 }
@@ -74,7 +74,10 @@ void Conv2d::describe(YAML::Node& out) const {
   out["filters"] = filters;
   out["kernel_size"] = std::vector<int64_t>{kh, kw};
   out["strides"] = std::vector<int64_t>{sh, sw};
-  if (padding == "explicit") out["padding"] = pad; else out["padding"] = padding;
+  if (padding == "explicit")
+    out["padding"] = pad;
+  else
+    out["padding"] = padding;
   out["use_bias"] = use_bias;
 }
 

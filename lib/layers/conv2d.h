@@ -24,7 +24,7 @@ class Conv2d : public Layer {
   std::string padding = "valid";
   int64_t pad = 0;  // when padding is an integer
   bool use_bias = true;
-  Window wh, ww;    // resolved in infer()
+  Window wh, ww;  // resolved in infer()
 
   int64_t in_channels() const { return input_shape()[0]; }
   std::vector<ParamSpec> param_specs() const override;
@@ -37,7 +37,6 @@ class Conv2d : public Layer {
 // Reads "padding: valid|same|<int>" into (mode, pad).
 void read_padding(NodeReader& r, std::string& mode, int64_t& pad);
 // Reads a size that may be an int or a [h, w] pair.
-void read_pair(NodeReader& r, const std::string& key, int64_t def_h, int64_t def_w, int64_t& h,
-               int64_t& w);
+void read_pair(NodeReader& r, const std::string& key, int64_t def_h, int64_t def_w, int64_t& h, int64_t& w);
 
 }  // namespace trainer

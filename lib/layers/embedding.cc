@@ -6,7 +6,8 @@ namespace trainer {
 
 Embedding::Embedding(NodeReader& r) {
   input_dim = r.integer("input_dim", 0, 1, int64_t(1) << 31);
-  if (input_dim == 0) r.fail("input_dim", "is required: the vocabulary size (largest token id + 1), e.g. input_dim: 10000");
+  if (input_dim == 0)
+    r.fail("input_dim", "is required: the vocabulary size (largest token id + 1), e.g. input_dim: 10000");
   output_dim = r.integer("output_dim", 0, 1, int64_t(1) << 20);
   if (output_dim == 0) r.fail("output_dim", "is required: the length of each vector, e.g. output_dim: 64");
 }

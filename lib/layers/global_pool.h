@@ -15,8 +15,9 @@ class GlobalAvgPool : public Layer {
  protected:
   Shape infer(const Shape& in) override {
     if (in.rank() < 2 || in.rank() > 4)
-      shape_error("expects (channels, length), (channels, height, width) or (channels, depth, height, width), got " +
-                  in.batched_str());
+      shape_error(
+          "expects (channels, length), (channels, height, width) or (channels, depth, height, width), got " +
+          in.batched_str());
     return Shape{in[0]};
   }
 };

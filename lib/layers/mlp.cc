@@ -6,11 +6,13 @@
 namespace trainer {
 
 std::vector<YAML::Node> expand_mlp(NodeReader& r) {
-  if (!r.has("depth")) r.fail("depth", "is required: the number of dense layers, output layer included, e.g. depth: 8");
+  if (!r.has("depth"))
+    r.fail("depth", "is required: the number of dense layers, output layer included, e.g. depth: 8");
   const int64_t depth = r.integer("depth", 1, 1, 64);
   const int64_t width = r.integer("width", 4, 1, int64_t(1) << 24);
   const int64_t growth = r.integer("growth", 2, 1, 16);
-  if (!r.has("final_units")) r.fail("final_units", "is required: the outputs of the last layer (classes), e.g. final_units: 2");
+  if (!r.has("final_units"))
+    r.fail("final_units", "is required: the outputs of the last layer (classes), e.g. final_units: 2");
   const int64_t final_units = r.integer("final_units", 1, 1, int64_t(1) << 24);
   std::vector<std::string> allowed;
   for (const auto& a : activation_names())

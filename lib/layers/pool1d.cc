@@ -21,7 +21,10 @@ Shape Pool1d::infer(const Shape& in) {
 void Pool1d::describe(YAML::Node& out) const {
   out["pool_size"] = size;
   out["strides"] = stride;
-  if (padding == "explicit") out["padding"] = pad; else out["padding"] = padding;
+  if (padding == "explicit")
+    out["padding"] = pad;
+  else
+    out["padding"] = padding;
 }
 
 }  // namespace trainer

@@ -25,7 +25,10 @@ Shape Pool2d::infer(const Shape& in) {
 void Pool2d::describe(YAML::Node& out) const {
   out["pool_size"] = std::vector<int64_t>{ph, pw};
   out["strides"] = std::vector<int64_t>{sh, sw};
-  if (padding == "explicit") out["padding"] = pad; else out["padding"] = padding;
+  if (padding == "explicit")
+    out["padding"] = pad;
+  else
+    out["padding"] = padding;
 }
 
 }  // namespace trainer

@@ -43,16 +43,18 @@ void register_builtin_layers(Registry& r) {
               [](NodeReader&) -> std::unique_ptr<Layer> {
                 throw InternalError("mlp is expanded by the model, not built as one layer");
               });
-  r.add_layer("flatten", "reshape to (features)",
-              [](NodeReader&) { return std::make_unique<Flatten>(); });
+  r.add_layer("flatten", "reshape to (features)", [](NodeReader&) { return std::make_unique<Flatten>(); });
   r.add_layer("dropout", "element-wise dropout: rate",
               [](NodeReader& n) { return std::make_unique<Dropout>(n, false); });
   r.add_layer("dropout2d", "channel-wise dropout: rate",
               [](NodeReader& n) { return std::make_unique<Dropout>(n, true); });
   const std::vector<std::pair<const char*, ActivationKind>> acts{
-      {"relu", ActivationKind::relu},       {"sigmoid", ActivationKind::sigmoid},
-      {"tanh", ActivationKind::tanh},       {"gelu", ActivationKind::gelu},
-      {"leaky_relu", ActivationKind::leaky_relu}, {"softmax", ActivationKind::softmax},
+      {"relu", ActivationKind::relu},
+      {"sigmoid", ActivationKind::sigmoid},
+      {"tanh", ActivationKind::tanh},
+      {"gelu", ActivationKind::gelu},
+      {"leaky_relu", ActivationKind::leaky_relu},
+      {"softmax", ActivationKind::softmax},
       {"log_softmax", ActivationKind::log_softmax}};
   for (const auto& a : acts) {
     ActivationKind kind = a.second;

@@ -57,7 +57,7 @@ class CappedDeviceAllocator : public Allocator {
   size_t cap_bytes() const override { return cap_; }
 
   bool growth() const { return growth_; }
-  size_t reserved_bytes() const;       // obtained from the heap and not yet returned
+  size_t reserved_bytes() const;  // obtained from the heap and not yet returned
   size_t peak_reserved_bytes() const;
   size_t chunk_count() const;
   // Returns chunks with nothing handed out to the heap; the number of bytes returned.

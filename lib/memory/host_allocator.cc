@@ -27,8 +27,7 @@ void* HostAllocator::allocate(size_t bytes, const std::string& what) {
     throw OutOfMemoryError("out of memory allocating " + what + ": requested " + format_bytes(n) +
                            ", in use " + format_bytes(in_use_) + ", cap " + format_bytes(cap_));
   void* p = std::aligned_alloc(kArenaAlign, n);
-  if (!p)
-    throw OutOfMemoryError("out of host memory allocating " + what + " (" + format_bytes(n) + ")");
+  if (!p) throw OutOfMemoryError("out of host memory allocating " + what + " (" + format_bytes(n) + ")");
   sizes_[p] = n;
   in_use_ += n;
   if (in_use_ > peak_) peak_ = in_use_;

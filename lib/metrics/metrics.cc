@@ -43,8 +43,7 @@ std::vector<int64_t> topk_needed(const std::vector<MetricSpec>& specs) {
 }
 
 std::vector<std::pair<std::string, double>> compute_metrics(const MetricSums& s,
-                                                            const std::vector<MetricSpec>& specs,
-                                                            int64_t C) {
+                                                            const std::vector<MetricSpec>& specs, int64_t C) {
   std::vector<std::pair<std::string, double>> out;
   const double n = std::max<double>(double(s.samples), 1.0);
   out.emplace_back("loss", s.loss_sum / n);
@@ -73,7 +72,8 @@ std::string format_class_report(const MetricSums& s, int64_t C) {
   ClassStats st = class_stats(s, C);
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%8s %10s %10s %10s %10s\n", "class", "precision", "recall", "f1", "support");
+  std::snprintf(line, sizeof line, "%8s %10s %10s %10s %10s\n", "class", "precision", "recall", "f1",
+                "support");
   out += line;
   for (int64_t c = 0; c < C; ++c) {
     std::snprintf(line, sizeof line, "%8lld %10.4f %10.4f %10.4f %10.0f\n", (long long)c,

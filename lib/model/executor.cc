@@ -1,8 +1,8 @@
 #include "lib/model/executor.h"
 
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "lib/core/error.h"
 #include "lib/registry/registry.h"
@@ -17,7 +17,7 @@ struct Executor::Plan {
   std::vector<size_t> act, grad;
   std::vector<size_t> workspace;  // per layer
   size_t labels = 0, bytes = 0;
-  size_t first_kernel = 0;        // index of the first layer that runs a kernel
+  size_t first_kernel = 0;                        // index of the first layer that runs a kernel
   int train_graph = -1, eval_graph = -1;          // recorded steps (backends with capture)
   int train_eager_runs = 0, eval_eager_runs = 0;  // steps run before recording
 };
@@ -26,8 +26,7 @@ static size_t floats_bytes(int64_t n) { return align_up(size_t(n) * sizeof(float
 // Model::check_batch_size() bounds each tensor; this bounds their sum (kernel workspaces included).
 constexpr size_t kMaxArenaBytes = size_t(kMaxArenaElements) * sizeof(float);
 
-Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimizer,
-                   ExecutorOptions opt)
+Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimizer, ExecutorOptions opt)
     : model_(model), be_(backend), opt_(optimizer), o_(std::move(opt)) {
   if (o_.batch_sizes.empty()) throw InternalError("executor: no batch sizes");
   const auto& layers = model_.layers();
@@ -40,7 +39,8 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   nonfinite_ = static_cast<NonfiniteRecord*>(allocate(sizeof(NonfiniteRecord), "non-finite step record"));
   if (o_.clip_grad_norm > 0) {
     clip_ = static_cast<ClipRecord*>(allocate(sizeof(ClipRecord), "gradient clipping record"));
-    clip_partials_ = static_cast<double*>(allocate(kClipPartials * sizeof(double), "gradient norm partial sums"));
+    clip_partials_ =
+        static_cast<double*>(allocate(kClipPartials * sizeof(double), "gradient norm partial sums"));
     const ClipRecord none;
     be_.copy_to_device(clip_, &none, sizeof none);
   }
@@ -55,7 +55,8 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     size_t off = 0;
     auto take = [&](size_t bytes) {
       size_t at = off;
-      if (bytes > kMaxArenaBytes || __builtin_add_overflow(off, align_up(bytes), &off) || off > kMaxArenaBytes)
+      if (bytes > kMaxArenaBytes || __builtin_add_overflow(off, align_up(bytes), &off) ||
+          off > kMaxArenaBytes)
         throw ConfigError("the activations and workspaces of batch size " + std::to_string(b) +
                           " need more than 2^42 bytes (4 TiB): lower data.batch_size or use smaller layers");
       return at;
@@ -121,16 +122,17 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     // Activations scale with the batch; everything else is fixed. Say what would fit.
     const int64_t max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
     const size_t cap = be_.allocator().cap_bytes();
-    const size_t fixed = floats_bytes(n_param_floats_) * slots + align_up(sizeof(StepScalars)) +
-                         align_up(sizeof(NonfiniteRecord)) + align_up(n_metrics * sizeof(float)) +
-                         (clip_ ? align_up(sizeof(ClipRecord)) + align_up(kClipPartials * sizeof(double)) : 0) +
-                         floats_bytes(std::max<int64_t>(model_.buffer_arena_floats(), 1)) +
-                         be_.allocator().bytes_in_use();
+    const size_t fixed =
+        floats_bytes(n_param_floats_) * slots + align_up(sizeof(StepScalars)) +
+        align_up(sizeof(NonfiniteRecord)) + align_up(n_metrics * sizeof(float)) +
+        (clip_ ? align_up(sizeof(ClipRecord)) + align_up(kClipPartials * sizeof(double)) : 0) +
+        floats_bytes(std::max<int64_t>(model_.buffer_arena_floats(), 1)) + be_.allocator().bytes_in_use();
     const double per_sample = double(act_bytes) / double(max_batch);
     std::string advice;
     if (cap) {
       int64_t fit = cap > fixed ? int64_t(double(cap - fixed) / per_sample) : 0;
-      advice = fit >= 1 ? "; the largest batch size that would fit is about " + std::to_string(std::min(fit, max_batch))
+      advice = fit >= 1 ? "; the largest batch size that would fit is about " +
+                              std::to_string(std::min(fit, max_batch))
                         : "; not even batch size 1 fits: raise --mem-limit or use a smaller model";
     }
     throw OutOfMemoryError(std::string(e.what()) + advice);
@@ -172,7 +174,8 @@ size_t Executor::planned_bytes() const {
 Executor::Plan& Executor::plan_for(int64_t batch) {
   auto it = plans_.find(batch);
   if (it == plans_.end())
-    throw InternalError("no plan for batch size " + std::to_string(batch) + " (plans are made before the first step)");
+    throw InternalError("no plan for batch size " + std::to_string(batch) +
+                        " (plans are made before the first step)");
   return *it->second;
 }
 
@@ -188,9 +191,7 @@ void Executor::download_params(float* params, float* buffers) {
     be_.copy_to_host(buffers, buffers_, size_t(model_.buffer_arena_floats()) * sizeof(float));
 }
 
-int64_t Executor::optimizer_state_floats() const {
-  return int64_t(opt_.state_slots()) * n_param_floats_;
-}
+int64_t Executor::optimizer_state_floats() const { return int64_t(opt_.state_slots()) * n_param_floats_; }
 
 // The state arrays sit back to back with aligned strides; host copies are packed.
 void Executor::upload_optimizer_state(const float* state) {
@@ -208,7 +209,8 @@ void Executor::download_optimizer_state(float* state) {
 }
 
 void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y) {
-  be_.copy_to_device(activations_ + p.act[0], x, size_t(batch * model_.input_shape().numel()) * sizeof(float));
+  be_.copy_to_device(activations_ + p.act[0], x,
+                     size_t(batch * model_.input_shape().numel()) * sizeof(float));
   if (y) be_.copy_to_device(activations_ + p.labels, y, size_t(batch) * sizeof(int32_t));
 }
 

@@ -26,7 +26,7 @@ struct ExecutorOptions {
   std::vector<int64_t> batch_sizes;  // every batch size a step may use
   int64_t num_classes = 0;
   LossKind loss = LossKind::nll;
-  std::vector<int64_t> top_k;        // top-k accuracies to accumulate (besides the confusion matrix)
+  std::vector<int64_t> top_k;  // top-k accuracies to accumulate (besides the confusion matrix)
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
   uint64_t seed = 0;
@@ -112,13 +112,13 @@ class Executor {
   std::vector<void*> allocations_;
   std::vector<MemoryItem> memory_plan_;
   int64_t n_param_floats_ = 0;
-  float* params_ = nullptr;   // arena: params | grads | state
+  float* params_ = nullptr;  // arena: params | grads | state
   float* grads_ = nullptr;
   float* state_ = nullptr;
   float* buffers_ = nullptr;
   char* activations_ = nullptr;
-  StepScalars* scalars_ = nullptr;  // backend memory
-  float* metrics_ = nullptr;        // backend memory: loss_sum, samples, topk..., confusion
+  StepScalars* scalars_ = nullptr;        // backend memory
+  float* metrics_ = nullptr;              // backend memory: loss_sum, samples, topk..., confusion
   NonfiniteRecord* nonfinite_ = nullptr;  // backend memory, zeroed with the metrics
   ClipRecord* clip_ = nullptr;            // backend memory, with clip_grad_norm only
   double* clip_partials_ = nullptr;       // backend memory: kClipPartials partial sums

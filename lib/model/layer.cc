@@ -29,8 +29,7 @@ int64_t Layer::num_params() const {
 }
 
 void Layer::shape_error(const std::string& what) const {
-  throw ConfigError("model.layers." + std::to_string(index_) + " (" + type_ + " '" + name_ +
-                    "'): " + what);
+  throw ConfigError("model.layers." + std::to_string(index_) + " (" + type_ + " '" + name_ + "'): " + what);
 }
 
 }  // namespace trainer

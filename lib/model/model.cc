@@ -8,19 +8,16 @@
 #include "lib/core/counter_rng.h"
 #include "lib/core/error.h"
 #include "lib/layers/activation.h"
-#include "lib/model/param_layout.h"
 #include "lib/layers/mlp.h"
+#include "lib/model/param_layout.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
 
-
-Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init,
-             const std::string& file)
+Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init, const std::string& file)
     : input_(input_shape), init_(init) {
   if (!present(layers) || !layers.IsSequence() || layers.size() == 0)
-    throw ConfigError(node_location(file, layers) +
-                      ": model.layers: expected a non-empty list of layers");
+    throw ConfigError(node_location(file, layers) + ": model.layers: expected a non-empty list of layers");
   const Registry& reg = Registry::global();
   std::map<std::string, int> type_count;
   std::vector<std::string> names;
@@ -124,8 +121,12 @@ void Model::initialize(float* params, float* buffers, uint64_t seed) const {
     const ParamSpec& p = s.spec;
     double bound = 0;
     switch (p.role) {
-      case ParamRole::gamma: std::fill(w, w + n, 1.f); continue;
-      case ParamRole::beta: std::fill(w, w + n, 0.f); continue;
+      case ParamRole::gamma:
+        std::fill(w, w + n, 1.f);
+        continue;
+      case ParamRole::beta:
+        std::fill(w, w + n, 0.f);
+        continue;
       case ParamRole::embedding:
         // PyTorch: N(0, 1); Keras: U(-0.05, 0.05). Both via uniform draws for determinism.
         if (init_ == InitScheme::keras) {
@@ -165,13 +166,12 @@ std::string Model::summary() const {
   out += rule;
   out += line;
   out += "================================================================================\n";
-  std::snprintf(line, sizeof line, "%-28s %-14s %-24s %12s\n", "input", "input",
-                input_.batched_str().c_str(), "0");
+  std::snprintf(line, sizeof line, "%-28s %-14s %-24s %12s\n", "input", "input", input_.batched_str().c_str(),
+                "0");
   out += line;
   for (const auto& l : layers_) {
-    std::snprintf(line, sizeof line, "%-28s %-14s %-24s %12s\n", l->name().c_str(),
-                  l->type().c_str(), l->output_shape().batched_str().c_str(),
-                  with_thousands(l->num_params()).c_str());
+    std::snprintf(line, sizeof line, "%-28s %-14s %-24s %12s\n", l->name().c_str(), l->type().c_str(),
+                  l->output_shape().batched_str().c_str(), with_thousands(l->num_params()).c_str());
     out += line;
   }
   out += "================================================================================\n";

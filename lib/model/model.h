@@ -26,8 +26,7 @@ struct TensorSlot {
 class Model {
  public:
   // layers: the YAML list under model.layers; file: for messages.
-  Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init,
-        const std::string& file);
+  Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init, const std::string& file);
 
   const Shape& input_shape() const { return input_; }
   // Throws ConfigError naming the layer and its shape when a tensor of `batch` samples (the input

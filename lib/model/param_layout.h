@@ -8,6 +8,8 @@
 namespace trainer {
 
 constexpr int64_t kParamSlotAlign = 64;  // floats
-inline int64_t param_slot_floats(int64_t n) { return (n + kParamSlotAlign - 1) / kParamSlotAlign * kParamSlotAlign; }
+inline int64_t param_slot_floats(int64_t n) {
+  return (n + kParamSlotAlign - 1) / kParamSlotAlign * kParamSlotAlign;
+}
 
 }  // namespace trainer

@@ -27,8 +27,7 @@ OptimizerConfig read_optimizer(NodeReader& r) {
     c.rmsprop.centered = r.boolean("centered", false);
   } else {
     const bool nadam = c.type == "nadam";
-    c.adam.variant = nadam ? AdamVariant::nadam
-                           : c.type == "adamw" ? AdamVariant::adamw : AdamVariant::adam;
+    c.adam.variant = nadam ? AdamVariant::nadam : c.type == "adamw" ? AdamVariant::adamw : AdamVariant::adam;
     c.lr = r.number("lr", nadam ? 0.001 : 0.001, 0, big);
     c.adam.beta1 = float(r.number("beta1", 0.9, 0, 0.999999));
     c.adam.beta2 = float(r.number("beta2", 0.999, 0, 0.999999999));

@@ -3,9 +3,9 @@
 // one kernel over the whole flat parameter arena.
 #pragma once
 
-#include <string>
-
 #include <yaml-cpp/yaml.h>
+
+#include <string>
 
 #include "lib/backend/backend.h"
 
@@ -35,8 +35,7 @@ class Optimizer {
   // momentum_product carries Nadam's running product between calls.
   void prepare(StepScalars& s, int64_t t, float lr) const;
   // One update of n parameters; state: state_slots() arrays of n floats each, back to back.
-  void step(Backend& b, float* w, const float* g, float* state, int64_t n,
-            const StepScalars* s) const;
+  void step(Backend& b, float* w, const float* g, float* state, int64_t n, const StepScalars* s) const;
 
  private:
   OptimizerConfig c_;

@@ -19,8 +19,8 @@ void Registry::add_layer(const std::string& type, const std::string& summary, La
   layers_[type] = LayerEntry{type, summary, std::move(make), {}, {}};
 }
 
-void Registry::add_kernel(const std::string& type, const std::string& backend,
-                          KernelFactory make, bool accepts_any_input_layout) {
+void Registry::add_kernel(const std::string& type, const std::string& backend, KernelFactory make,
+                          bool accepts_any_input_layout) {
   auto it = layers_.find(type);
   if (it == layers_.end())
     throw InternalError("kernel for unregistered layer type '" + type + "' (" + backend + ")");
@@ -51,8 +51,7 @@ const LayerEntry& Registry::layer(const std::string& type, const std::string& wh
   std::string list;
   for (size_t i = 0; i < types.size(); ++i) list += (i ? ", " : "") + types[i];
   throw ConfigError(where + ": unknown layer type '" + type + "'" +
-                    (near.empty() ? "" : " (did you mean '" + near + "'?)") +
-                    "; registered types: " + list);
+                    (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; registered types: " + list);
 }
 
 std::unique_ptr<LayerKernel> Registry::make_kernel(const std::string& backend, const Layer& l,

@@ -1,7 +1,8 @@
 // The one registry: layer type name -> how to parse it, and per backend how to run it.
 //
 // Registration is explicit (register_builtin_layers(), and register_backends() in kernels/ for the
-// kernels) rather than by static registrars, which a static library would silently drop (Caffe's well-known trap).
+// kernels) rather than by static registrars, which a static library would silently drop (Caffe's well-known
+// trap).
 #pragma once
 
 #include <functional>
@@ -18,8 +19,7 @@ namespace trainer {
 class NodeReader;
 
 using LayerFactory = std::function<std::unique_ptr<Layer>(NodeReader&)>;
-using KernelFactory =
-    std::function<std::unique_ptr<LayerKernel>(const Layer&, const KernelContext&)>;
+using KernelFactory = std::function<std::unique_ptr<LayerKernel>(const Layer&, const KernelContext&)>;
 
 struct LayerEntry {
   std::string type;

@@ -54,10 +54,15 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
   r.samples_per_second = r.steps_per_second * double(B);
   r.peak_bytes = s->backend->allocator().peak_bytes();
   if (opt.json) {
-    out << nlohmann::json{{"config", cfg.file}, {"device", s->backend->description()}, {"batch", B},
-                          {"params", model.num_params()}, {"steps", opt.steps},
-                          {"first_step_s", r.first_step_seconds}, {"ms_per_step", r.ms_per_step},
-                          {"steps_per_s", r.steps_per_second}, {"samples_per_s", r.samples_per_second},
+    out << nlohmann::json{{"config", cfg.file},
+                          {"device", s->backend->description()},
+                          {"batch", B},
+                          {"params", model.num_params()},
+                          {"steps", opt.steps},
+                          {"first_step_s", r.first_step_seconds},
+                          {"ms_per_step", r.ms_per_step},
+                          {"steps_per_s", r.steps_per_second},
+                          {"samples_per_s", r.samples_per_second},
                           {"peak_bytes", r.peak_bytes}}
                .dump()
         << std::endl;

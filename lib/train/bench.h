@@ -12,9 +12,9 @@ namespace trainer {
 
 struct BenchOptions {
   DeviceRequest device;
-  int64_t steps = 200;   // timed steps
-  int64_t warmup = 20;   // untimed steps after the first (plans, graph capture, caches)
-  bool json = false;     // one JSON object instead of a text line
+  int64_t steps = 200;  // timed steps
+  int64_t warmup = 20;  // untimed steps after the first (plans, graph capture, caches)
+  bool json = false;    // one JSON object instead of a text line
 };
 
 struct BenchResult {

@@ -1,15 +1,16 @@
 #include "lib/train/callbacks.h"
 
-#include "lib/train/progress.h"  // number_or_null
-
 #include <cmath>
 #include <limits>
+
+#include "lib/train/progress.h"  // number_or_null
 
 namespace trainer {
 namespace {
 
 double number_of(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::numeric_limits<double>::quiet_NaN();
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>()
+                                               : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace
@@ -53,8 +54,11 @@ bool EarlyStopping::on_epoch_end(int64_t epoch, const MetricList& train, const M
 }
 
 nlohmann::json EarlyStopping::state() const {
-  return {{"monitor", c_.monitor}, {"best", number_or_null(best_)}, {"best_epoch", best_epoch_},
-          {"wait", wait_}, {"stopped_epoch", stopped_epoch_}};
+  return {{"monitor", c_.monitor},
+          {"best", number_or_null(best_)},
+          {"best_epoch", best_epoch_},
+          {"wait", wait_},
+          {"stopped_epoch", stopped_epoch_}};
 }
 
 void EarlyStopping::restore(const nlohmann::json& j) {

@@ -14,9 +14,8 @@
 // Every state that must survive --resume has state()/restore() as JSON.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -21,9 +21,12 @@ const char* kStateKey = "trainer.state";
 // PyTorch's names for each optimizer's per-parameter state.
 std::vector<std::string> slot_names(const OptimizerConfig& c, int slots) {
   std::vector<std::string> names;
-  if (c.type == "sgd") names = {"momentum_buffer"};
-  else if (c.type == "rmsprop") names = {"square_avg", "momentum_buffer", "grad_avg"};
-  else names = {"exp_avg", "exp_avg_sq"};
+  if (c.type == "sgd")
+    names = {"momentum_buffer"};
+  else if (c.type == "rmsprop")
+    names = {"square_avg", "momentum_buffer", "grad_avg"};
+  else
+    names = {"exp_avg", "exp_avg_sq"};
   names.resize(size_t(slots));
   for (int i = 0; i < slots; ++i)
     if (names[size_t(i)].empty()) names[size_t(i)] = "state" + std::to_string(i);
@@ -38,9 +41,14 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 nlohmann::json scalars_json(const StepScalars& s) {
   // Floats widen to doubles exactly and JSON keeps doubles exactly: the values come back bit for bit.
-  return {{"lr", s.lr}, {"bias_correction1", s.bias_correction1}, {"bias_correction2", s.bias_correction2},
-          {"momentum_product", s.momentum_product}, {"mu_t", s.mu_t}, {"mu_next", s.mu_next},
-          {"step", s.step}, {"seed", s.seed}};
+  return {{"lr", s.lr},
+          {"bias_correction1", s.bias_correction1},
+          {"bias_correction2", s.bias_correction2},
+          {"momentum_product", s.momentum_product},
+          {"mu_t", s.mu_t},
+          {"mu_next", s.mu_next},
+          {"step", s.step},
+          {"seed", s.seed}};
 }
 
 StepScalars scalars_from(const nlohmann::json& j) {
@@ -139,8 +147,10 @@ void upload_weights(Session& s, const HostWeights& w) {
 void save_weights(const std::string& path, const Model& model, const HostWeights& w,
                   std::map<std::string, std::string> metadata) {
   std::vector<TensorRef> refs;
-  for (const TensorSlot& t : model.params()) refs.push_back({t.name, t.shape.dims, w.params.data() + t.offset});
-  for (const TensorSlot& t : model.buffers()) refs.push_back({t.name, t.shape.dims, w.buffers.data() + t.offset});
+  for (const TensorSlot& t : model.params())
+    refs.push_back({t.name, t.shape.dims, w.params.data() + t.offset});
+  for (const TensorSlot& t : model.buffers())
+    refs.push_back({t.name, t.shape.dims, w.buffers.data() + t.offset});
   metadata["format"] = "pt";  // what safetensors.torch expects; the tensors use PyTorch layouts
   metadata["trainer.version"] = TRAINER_VERSION;
   write_safetensors(path, refs, metadata);
@@ -157,7 +167,8 @@ HostWeights load_weights(const std::string& path, const Model& model, const std:
     for (const TensorSlot& t : slots) {
       auto it = f.tensors.find(t.name);
       if (it == f.tensors.end()) {
-        problems.push_back("the model has " + t.name + " " + shape_text(t.shape.dims) + " but the file does not");
+        problems.push_back("the model has " + t.name + " " + shape_text(t.shape.dims) +
+                           " but the file does not");
         continue;
       }
       used[t.name] = true;
@@ -172,9 +183,12 @@ HostWeights load_weights(const std::string& path, const Model& model, const std:
   take(model.params(), w.params);
   take(model.buffers(), w.buffers);
   for (const auto& name : f.names)
-    if (!used.count(name)) problems.push_back("the file has " + name + " " + shape_text(f.tensors[name].shape) + " but the model does not");
+    if (!used.count(name))
+      problems.push_back("the file has " + name + " " + shape_text(f.tensors[name].shape) +
+                         " but the model does not");
   if (!problems.empty()) {
-    std::string msg = role + " " + path + ": the weights do not fit the model of the config (was the model changed?): ";
+    std::string msg =
+        role + " " + path + ": the weights do not fit the model of the config (was the model changed?): ";
     for (size_t i = 0; i < problems.size() && i < 6; ++i) msg += (i ? "; " : "") + problems[i];
     if (problems.size() > 6) msg += "; and " + std::to_string(problems.size() - 6) + " more";
     throw ConfigError(msg);
@@ -208,7 +222,8 @@ CheckpointInfo save_checkpoint(const std::string& dir, Session& s, const TrainSt
 
   HostWeights w = download_weights(s);
   save_weights(ck.weights(), *s.model, w,
-               {{"epoch", std::to_string(st.epochs_done)}, {"step", std::to_string(st.step)},
+               {{"epoch", std::to_string(st.epochs_done)},
+                {"step", std::to_string(st.step)},
                 {"trainer.config", config_yaml}});
 
   const Model& m = *s.model;
@@ -232,7 +247,8 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector
   const std::string suffix = ".state.safetensors";
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string file = e.path().filename().string();
-    if (file.size() <= suffix.size() || file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    if (file.size() <= suffix.size() || file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
     CheckpointInfo ck;
     ck.base = dir + "/" + file.substr(0, file.size() - suffix.size());
     if (!fs::exists(ck.weights())) continue;
@@ -279,8 +295,8 @@ TrainState load_checkpoint(const CheckpointInfo& ck, Session& s, const Config& c
     throw DataError(ck.state() + ": " + kStateKey + " is not JSON: " + e.what());
   }
   if (st.optimizer != cfg.optimizer.type)
-    throw ConfigError("--resume: the checkpoint " + ck.state() + " was trained with optimizer." +
-                      "type " + st.optimizer + " but the config says " + cfg.optimizer.type +
+    throw ConfigError("--resume: the checkpoint " + ck.state() + " was trained with optimizer." + "type " +
+                      st.optimizer + " but the config says " + cfg.optimizer.type +
                       " (the optimizer state cannot carry over)");
   const int slots = s.optimizer->state_slots();
   const auto names = slot_names(s.optimizer->config(), slots);

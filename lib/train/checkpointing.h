@@ -17,9 +17,8 @@
 // the CPU: shuffles are a function of (seed, epoch) and dropout masks of (seed, step, layer).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -34,9 +33,9 @@ struct TrainState {
   StepScalars scalars;       // the executor's host copy after update `step`
   MetricSums partial;        // training sums of the unfinished epoch (when batches_done > 0)
   nlohmann::json schedule, early_stopping, best;  // component states
-  double seconds = 0;        // wall time of the run so far
-  int64_t skipped_batches = 0;  // train.on_nan: skip, over the finished epochs
-  double first_loss = 0;        // the first epoch's training loss (growth warning)
+  double seconds = 0;                             // wall time of the run so far
+  int64_t skipped_batches = 0;                    // train.on_nan: skip, over the finished epochs
+  double first_loss = 0;                          // the first epoch's training loss (growth warning)
   int64_t first_loss_epoch = 0;
   // Guards: what the checkpoint was trained with.
   std::string optimizer;

@@ -36,7 +36,8 @@ Source read_section(const YAML::Node& section, const std::string& path, const st
     s.images = required("images", "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
     s.labels = required("labels", "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz");
   } else if (s.format == "cifar10") {
-    if (!r.has("files")) r.fail("files", "is required: the CIFAR-10 .bin files, e.g. files: [data_batch_1.bin]");
+    if (!r.has("files"))
+      r.fail("files", "is required: the CIFAR-10 .bin files, e.g. files: [data_batch_1.bin]");
     s.files = r.string_list("files", {});
   } else if (s.format == "npy") {
     s.x = required("x", "x_train.npy");
@@ -65,7 +66,10 @@ Source read_section(const YAML::Node& section, const std::string& path, const st
 Dataset first_n(Dataset d, int64_t limit) {
   if (limit <= 0 || limit >= d.size()) return d;
   const int64_t n = d.sample_numel() * limit;
-  if (d.dtype == SampleDtype::u8) d.u8.resize(size_t(n)); else d.f32.resize(size_t(n));
+  if (d.dtype == SampleDtype::u8)
+    d.u8.resize(size_t(n));
+  else
+    d.f32.resize(size_t(n));
   d.labels.resize(size_t(limit));
   return d;
 }

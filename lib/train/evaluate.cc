@@ -65,9 +65,10 @@ Dataset read_feature_csv(const std::string& path, const Shape& input) {
       throw DataError(path + ":" + std::to_string(line_no) + ": a cell is not a finite number");
     }
     if (int64_t(row.size()) != F)
-      throw DataError(path + ":" + std::to_string(line_no) + ": " + std::to_string(row.size()) + " values; the model takes " +
-                      std::to_string(F) + " features per sample (model.input_shape " + input.str() +
-                      ")" + (int64_t(row.size()) == F + 1 ? ": remove the label column" : ""));
+      throw DataError(path + ":" + std::to_string(line_no) + ": " + std::to_string(row.size()) +
+                      " values; the model takes " + std::to_string(F) +
+                      " features per sample (model.input_shape " + input.str() + ")" +
+                      (int64_t(row.size()) == F + 1 ? ": remove the label column" : ""));
     d.f32.insert(d.f32.end(), row.begin(), row.end());
     d.labels.push_back(0);
   }
@@ -80,7 +81,8 @@ Dataset read_inputs(const std::string& path, const Shape& input) {
   if (!ends_with(path, ".npy") && !ends_with(path, ".npy.gz"))
     throw UsageError("--input " + path + ": expected a .npy or .csv file");
   NpyArray a = read_npy(path);
-  if (a.shape.empty() || a.shape[0] == 0) throw DataError(path + ": expected an array of shape (N, ...) with N > 0");
+  if (a.shape.empty() || a.shape[0] == 0)
+    throw DataError(path + ": expected an array of shape (N, ...) with N > 0");
   const int64_t n = a.shape[0];
   if (a.numel() / n != input.numel())
     throw DataError(path + " has shape " + Shape(a.shape).str() + " but the model takes samples of shape " +
@@ -94,8 +96,10 @@ Dataset read_inputs(const std::string& path, const Shape& input) {
     d.u8 = std::move(a.u8);
   } else {
     d.dtype = SampleDtype::f32;
-    if (!a.f32.empty()) d.f32 = std::move(a.f32);
-    else d.f32.assign(a.i64.begin(), a.i64.end());
+    if (!a.f32.empty())
+      d.f32 = std::move(a.f32);
+    else
+      d.f32.assign(a.i64.begin(), a.i64.end());
   }
   return d;
 }
@@ -120,13 +124,17 @@ EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostrea
   EvalResult r;
   r.weights = resolve_weights(o.weights);
   HostWeights w = load_weights(r.weights, *model, "--weights");
-  if (o.split != "validation" && o.split != "train") throw UsageError("--split " + o.split + ": allowed: validation, train");
+  if (o.split != "validation" && o.split != "train")
+    throw UsageError("--split " + o.split + ": allowed: validation, train");
   RunData data = load_run_data(cfg, o.split == "train");
   if (o.split == "validation" && !data.has_val)
-    throw ConfigError(cfg.file + ": eval needs validation data: set data.validation (or data.validation_split), "
+    throw ConfigError(cfg.file +
+                      ": eval needs validation data: set data.validation (or data.validation_split), "
                       "or evaluate the training data with --split train");
   const Dataset& d = o.split == "train" ? data.train : data.val;
-  const std::string source = o.split == "train" ? "data.train" : (present(cfg.data.validation) ? "data.validation" : "data.validation_split");
+  const std::string source =
+      o.split == "train" ? "data.train"
+                         : (present(cfg.data.validation) ? "data.validation" : "data.validation_split");
   std::vector<int64_t> sizes;
   add_batch_sizes(sizes, d.size(), cfg.data.batch_size, false);
   auto s = open_session(cfg, o.device, sizes, std::move(model));
@@ -146,8 +154,8 @@ EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostrea
     confusion[size_t(i)].assign(r.sums.confusion.begin() + i * C, r.sums.confusion.begin() + (i + 1) * C);
   j["confusion"] = confusion;
   rep.note(format_class_report(r.sums, C));
-  rep.summary("[" + timestamp_now() + "] eval " + r.weights + " on " + source + " (" + std::to_string(r.samples) +
-                  " samples):" + format_metrics(r.metrics, ""),
+  rep.summary("[" + timestamp_now() + "] eval " + r.weights + " on " + source + " (" +
+                  std::to_string(r.samples) + " samples):" + format_metrics(r.metrics, ""),
               j);
   return r;
 }
@@ -157,7 +165,8 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
   const std::string weights = resolve_weights(o.weights);
   HostWeights w = load_weights(weights, *model, "--weights");
   const bool csv_out = ends_with(o.output, ".csv");
-  if (!csv_out && !ends_with(o.output, ".npy")) throw UsageError("--output " + o.output + ": expected a .npy or .csv file");
+  if (!csv_out && !ends_with(o.output, ".npy"))
+    throw UsageError("--output " + o.output + ": expected a .npy or .csv file");
   {  // before any work: the file's directory must exist
     const std::filesystem::path dir = std::filesystem::path(o.output).parent_path();
     std::error_code ec;
@@ -199,8 +208,8 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
   } else {
     write_npy_f32(o.output, {N, C}, probs.data());
   }
-  out << "[" << timestamp_now() << "] predicted " << N << " samples of " << o.input << " with " << weights << " -> "
-      << o.output << " (" << N << " x " << C << " probabilities)" << std::endl;
+  out << "[" << timestamp_now() << "] predicted " << N << " samples of " << o.input << " with " << weights
+      << " -> " << o.output << " (" << N << " x " << C << " probabilities)" << std::endl;
   return N;
 }
 

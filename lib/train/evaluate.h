@@ -22,9 +22,9 @@ namespace trainer {
 
 struct EvalOptions {
   DeviceRequest device;
-  std::string weights;              // a .safetensors file or a run directory
+  std::string weights;               // a .safetensors file or a run directory
   std::string split = "validation";  // validation | train
-  ReportOptions report;             // format and quiet are used
+  ReportOptions report;              // format and quiet are used
 };
 
 struct EvalResult {

@@ -63,8 +63,6 @@ class ReadsNotInterrupted {
   bool (*saved_)();
 };
 
-
-
 class FitRun {
  public:
   FitRun(const Config& cfg, const FitOptions& opt, std::ostream& out)
@@ -91,7 +89,9 @@ class FitRun {
   void lock_run_dir(const std::string& dir, const std::string& flag);
   void resume(const std::string& dir);
   bool run_epoch(int64_t epoch);  // false: stop training (early stopping)
-  bool stop_now() const { return stop_requested() || (opt_.stop_after_step > 0 && t_ >= opt_.stop_after_step); }
+  bool stop_now() const {
+    return stop_requested() || (opt_.stop_after_step > 0 && t_ >= opt_.stop_after_step);
+  }
   [[noreturn]] void interrupt(int64_t epoch, int64_t batches_done, const MetricSums& partial);
   void fill_state(int64_t epochs_done, int64_t batches_done, const MetricSums& partial);
   CheckpointInfo checkpoint();
@@ -135,13 +135,15 @@ void FitRun::setup() {
                                                 normalization_for(cfg_, data_.train), cfg_.seed);
   if (data_.has_val) {
     add_batch_sizes(sizes, data_.val.size(), B, false);
-    val_loader_ = std::make_unique<BatchLoader>(data_.val, B, false, false, normalization_for(cfg_, data_.val), cfg_.seed);
+    val_loader_ = std::make_unique<BatchLoader>(data_.val, B, false, false,
+                                                normalization_for(cfg_, data_.val), cfg_.seed);
   }
   s_ = open_session(cfg_, opt_.device, sizes, std::move(model));
   resolved_ = YAML::Clone(cfg_.resolved);
   resolved_["model"]["layers"] = s_->model->describe_layers();
 
-  sched_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, train_loader_->batches_per_epoch(), cfg_.epochs);
+  sched_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, train_loader_->batches_per_epoch(),
+                                        cfg_.epochs);
   es_ = std::make_unique<EarlyStopping>(cfg_.early_stopping);
   const std::string fallback = data_.has_val ? "val_loss" : "loss";
   best_ = BestTracker(cfg_.checkpoint.best != "none" ? cfg_.checkpoint.best : fallback);
@@ -171,8 +173,11 @@ void FitRun::setup() {
     if (ec) throw UsageError("--out " + opt_.out_dir + ": cannot create the directory: " + ec.message());
     lock_run_dir(opt_.out_dir, "--out");
     run_ = std::make_unique<RunDir>(opt_.out_dir, false);
-    run_->event({{"event", "start"}, {"config", cfg_.file}, {"device", s_->backend->description()},
-                 {"epochs", cfg_.epochs}, {"params", s_->model->num_params()}});
+    run_->event({{"event", "start"},
+                 {"config", cfg_.file},
+                 {"device", s_->backend->description()},
+                 {"epochs", cfg_.epochs},
+                 {"params", s_->model->num_params()}});
   }
   if (run_) run_->write_config(resolved_);
   result_.params = s_->model->num_params();
@@ -188,7 +193,8 @@ void FitRun::lock_run_dir(const std::string& dir, const std::string& flag) {
 
 void FitRun::resume(const std::string& dir) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw UsageError("--resume " + dir + ": no such run directory");
+  if (!std::filesystem::is_directory(dir, ec))
+    throw UsageError("--resume " + dir + ": no such run directory");
   lock_run_dir(dir, "--resume");
   std::vector<std::string> unreadable;
   auto cks = list_checkpoints(dir + "/checkpoints", &unreadable);
@@ -202,14 +208,18 @@ void FitRun::resume(const std::string& dir) {
   if (cks.empty()) throw UsageError("--resume " + dir + ": no checkpoint in " + dir + "/checkpoints");
   const CheckpointInfo& ck = cks.back();
   TrainState saved = load_checkpoint(ck, *s_, cfg_);
-  if (saved.batches_done > 0 && (saved.batch_size != st_.batch_size || saved.train_samples != st_.train_samples))
-    throw ConfigError("--resume: " + ck.state() + " was saved in the middle of an epoch with data.batch_size " +
+  if (saved.batches_done > 0 &&
+      (saved.batch_size != st_.batch_size || saved.train_samples != st_.train_samples))
+    throw ConfigError("--resume: " + ck.state() +
+                      " was saved in the middle of an epoch with data.batch_size " +
                       std::to_string(saved.batch_size) + " and " + std::to_string(saved.train_samples) +
                       " training samples; the config gives " + std::to_string(st_.batch_size) + " and " +
                       std::to_string(st_.train_samples) + ": resume with the same data and batch size");
   if (saved.seed != st_.seed)
-    spdlog::warn("--resume: the checkpoint was trained with seed {}, the config says {}: shuffles and dropout "
-                 "masks of the remaining epochs follow the new seed", saved.seed, st_.seed);
+    spdlog::warn(
+        "--resume: the checkpoint was trained with seed {}, the config says {}: shuffles and dropout "
+        "masks of the remaining epochs follow the new seed",
+        saved.seed, st_.seed);
   const auto keep = st_;
   st_ = saved;
   st_.optimizer = keep.optimizer;
@@ -223,9 +233,14 @@ void FitRun::resume(const std::string& dir) {
   best_.restore(st_.best);
   run_ = std::make_unique<RunDir>(dir, true);
   run_->truncate_metrics(st_.epochs_done);
-  run_->event({{"event", "resume"}, {"checkpoint", ck.weights()}, {"epochs_done", st_.epochs_done},
-               {"batches_done", st_.batches_done}, {"step", st_.step}, {"epochs", cfg_.epochs}});
-  spdlog::info("resuming from {} (epoch {}{}, step {})", ck.weights(), st_.epochs_done + (st_.batches_done ? 1 : 0),
+  run_->event({{"event", "resume"},
+               {"checkpoint", ck.weights()},
+               {"epochs_done", st_.epochs_done},
+               {"batches_done", st_.batches_done},
+               {"step", st_.step},
+               {"epochs", cfg_.epochs}});
+  spdlog::info("resuming from {} (epoch {}{}, step {})", ck.weights(),
+               st_.epochs_done + (st_.batches_done ? 1 : 0),
                st_.batches_done ? ", batch " + std::to_string(st_.batches_done) : "", st_.step);
   // restore_best needs the best weights: checkpoints/best.safetensors when it is of that epoch.
   if (es_->enabled() && cfg_.early_stopping.restore_best && es_->best_epoch() > 0 && !es_->stopped()) {
@@ -236,8 +251,10 @@ void FitRun::resume(const std::string& dir) {
       } else if (std::filesystem::exists(path) && weights_epoch(path) == es_->best_epoch()) {
         es_best_ = load_weights(path, *s_->model, "best weights");
       } else {
-        spdlog::warn("--resume: the weights of early stopping's best epoch {} are not in {}; restore_best will "
-                     "restore only a later best", es_->best_epoch(), path);
+        spdlog::warn(
+            "--resume: the weights of early stopping's best epoch {} are not in {}; restore_best will "
+            "restore only a later best",
+            es_->best_epoch(), path);
       }
     } catch (const DataError& e) {
       spdlog::warn("--resume: cannot read the best weights: {}", e.what());
@@ -245,7 +262,8 @@ void FitRun::resume(const std::string& dir) {
   }
   if (es_->stopped()) {
     status_ = "already_stopped";
-    rep_.note("the run stopped early at epoch " + std::to_string(es_->stopped_epoch()) + "; nothing to resume\n");
+    rep_.note("the run stopped early at epoch " + std::to_string(es_->stopped_epoch()) +
+              "; nothing to resume\n");
   } else if (st_.epochs_done >= cfg_.epochs) {
     status_ = "already_complete";
     rep_.note("the run has finished all " + std::to_string(cfg_.epochs) +
@@ -272,8 +290,11 @@ CheckpointInfo FitRun::checkpoint() {
   CheckpointInfo ck = save_checkpoint(run_->checkpoints(), *s_, st_, YAML::Dump(resolved_));
   st_.seconds = seconds;
   prune_checkpoints(run_->checkpoints(), cfg_.checkpoint.keep_last);
-  run_->event({{"event", "checkpoint"}, {"path", ck.weights()}, {"epochs_done", ck.epochs_done},
-               {"batches_done", ck.batches_done}, {"step", ck.step}});
+  run_->event({{"event", "checkpoint"},
+               {"path", ck.weights()},
+               {"epochs_done", ck.epochs_done},
+               {"batches_done", ck.batches_done},
+               {"step", ck.step}});
   return ck;
 }
 
@@ -327,7 +348,8 @@ bool FitRun::run_epoch(int64_t epoch) {
   MetricList val_m;
   if (data_.has_val) {
     bool complete = true;
-    last_val_ = evaluate_pass(ex, *val_loader_, [this] { return stop_now(); }, &complete);
+    last_val_ = evaluate_pass(
+        ex, *val_loader_, [this] { return stop_now(); }, &complete);
     if (!complete) interrupt(epoch, N, train_sums);
     val_m = compute_metrics(last_val_, cfg_.metrics, C);
   }
@@ -367,13 +389,16 @@ bool FitRun::run_epoch(int64_t epoch) {
   if (data_.has_val) {
     result_.final_val_loss = metric_value(train_m, val_m, "val_loss");
     result_.final_val_accuracy = metric_value(train_m, val_m, "val_accuracy");
-    if (result_.final_val_accuracy > result_.best_val_accuracy) result_.best_val_accuracy = result_.final_val_accuracy;
+    if (result_.final_val_accuracy > result_.best_val_accuracy)
+      result_.best_val_accuracy = result_.final_val_accuracy;
   }
 
   // Callbacks: best weights, early stopping, the plateau schedule.
   if (best_.update(epoch, train_m, val_m) && run_ && cfg_.checkpoint.best != "none") {
     save_weights(run_->checkpoints() + "/best.safetensors", *s_->model, download_weights(*s_),
-                 {{"epoch", std::to_string(epoch)}, {"monitor", best_.monitor()}, {"value", std::to_string(best_.best())}});
+                 {{"epoch", std::to_string(epoch)},
+                  {"monitor", best_.monitor()},
+                  {"value", std::to_string(best_.best())}});
     run_->event({{"event", "best"}, {"epoch", epoch}, {"monitor", best_.monitor()}, {"value", best_.best()}});
   }
   bool improved = false;
@@ -382,7 +407,8 @@ bool FitRun::run_epoch(int64_t epoch) {
   if (sched_->on_epoch_end(train_m, val_m)) {
     char msg[160];
     std::snprintf(msg, sizeof msg, "reduce_on_plateau: %s has not improved for %lld epochs; lr is now %.4g\n",
-                  cfg_.schedule.monitor.c_str(), (long long)cfg_.schedule.patience + 1, sched_->lr_at(t_ + 1));
+                  cfg_.schedule.monitor.c_str(), (long long)cfg_.schedule.patience + 1,
+                  sched_->lr_at(t_ + 1));
     rep_.note(msg);
     if (run_) run_->event({{"event", "lr_reduced"}, {"epoch", epoch}, {"lr", sched_->lr_at(t_ + 1)}});
   }
@@ -392,11 +418,12 @@ bool FitRun::run_epoch(int64_t epoch) {
   if (stop) {
     status_ = "early_stopped";
     rep_.note("early stopping at epoch " + std::to_string(epoch) + ": " + cfg_.early_stopping.monitor +
-              " has not improved for " + std::to_string(cfg_.early_stopping.patience) + " epochs (best epoch " +
-              std::to_string(es_->best_epoch()) + ")\n");
+              " has not improved for " + std::to_string(cfg_.early_stopping.patience) +
+              " epochs (best epoch " + std::to_string(es_->best_epoch()) + ")\n");
     if (run_) run_->event({{"event", "early_stop"}, {"epoch", epoch}, {"best_epoch", es_->best_epoch()}});
   }
-  if (stop_requested() && !stop && epoch < cfg_.epochs) interrupt(epoch + 1, 0, {});  // arrived after the last step
+  if (stop_requested() && !stop && epoch < cfg_.epochs)
+    interrupt(epoch + 1, 0, {});  // arrived after the last step
   return !stop;
 }
 
@@ -497,7 +524,8 @@ FitResult FitRun::finish() {
     // A resume with nothing left to train keeps the final weights it finds (restored best ones).
     if (status_.rfind("already", 0) != 0 || !std::filesystem::exists(result_.final_weights))
       save_weights(result_.final_weights, *s_->model, download_weights(*s_),
-                   {{"epoch", std::to_string(st_.epochs_done)}, {"step", std::to_string(t_)},
+                   {{"epoch", std::to_string(st_.epochs_done)},
+                    {"step", std::to_string(t_)},
                     {"trainer.config", YAML::Dump(resolved_)}});
   }
   Json sum = summary_record();
@@ -518,6 +546,8 @@ FitResult FitRun::finish() {
 
 }  // namespace
 
-FitResult fit(const Config& cfg, const FitOptions& opt, std::ostream& out) { return FitRun(cfg, opt, out).run(); }
+FitResult fit(const Config& cfg, const FitOptions& opt, std::ostream& out) {
+  return FitRun(cfg, opt, out).run();
+}
 
 }  // namespace trainer

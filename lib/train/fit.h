@@ -28,13 +28,13 @@ struct FitOptions {
 };
 
 struct FitResult {
-  int epochs_run = 0;              // epochs completed, including those before a --resume
-  double best_val_accuracy = -1;   // -1 without validation data
-  int best_epoch = 0;              // of `monitor`
-  std::string monitor;             // checkpoint.best, e.g. "val_accuracy"
+  int epochs_run = 0;             // epochs completed, including those before a --resume
+  double best_val_accuracy = -1;  // -1 without validation data
+  int best_epoch = 0;             // of `monitor`
+  std::string monitor;            // checkpoint.best, e.g. "val_accuracy"
   double best_value = 0;
   bool stopped_early = false;
-  int64_t steps = 0;               // optimizer updates so far
+  int64_t steps = 0;  // optimizer updates so far
   double final_train_loss = 0, final_val_loss = 0, final_val_accuracy = 0;
   double final_train_accuracy = 0;
   double final_lr = 0;

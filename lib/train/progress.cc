@@ -76,8 +76,10 @@ bool Reporter::wants_refresh(int64_t step) {
 
 static std::string seconds_text(double s) {
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.1fs", s);
-  else std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.1fs", s);
+  else
+    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
   return buf;
 }
 
@@ -94,8 +96,9 @@ void Reporter::refresh(int64_t step, const Metrics& running) {
   if (filled < width) bar[size_t(filled)] = '>';
   char head[160];
   std::snprintf(head, sizeof head, "epoch %lld/%lld %6lld/%lld [%s] %s %.1fms/step ETA %s", (long long)epoch_,
-                (long long)epochs_, (long long)step, (long long)steps_, bar.c_str(), seconds_text(elapsed).c_str(),
-                1000.0 * per_step, seconds_text(per_step * double(steps_ - step)).c_str());
+                (long long)epochs_, (long long)step, (long long)steps_, bar.c_str(),
+                seconds_text(elapsed).c_str(), 1000.0 * per_step,
+                seconds_text(per_step * double(steps_ - step)).c_str());
   std::string line = head + format_metrics(running, "");
   const size_t cols = size_t(o_.columns > 1 ? o_.columns : 120) - 1;  // never wrap: \r must reach the start
   if (line.size() > cols) line.resize(cols);

@@ -16,9 +16,8 @@
 // goes on, so its run directory is completed as usual.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -74,7 +73,7 @@ class Reporter {
 // What one finished epoch prints and records:
 //   line     "[2026-11-22 17:13:26] epoch 3/10 loss=0.4123 accuracy=0.8512 val_loss=... lr=0.001
 //            time=2.41s (8.0 ms/step)" (lr only when a schedule changes it)
-//   json     {"event":"epoch","epoch":3,"epochs":10,"step":900,"loss":...,"val_...":...,"lr":...,"seconds":...}
+//   json {"event":"epoch","epoch":3,"epochs":10,"step":900,"loss":...,"val_...":...,"lr":...,"seconds":...}
 //   columns  the metrics.csv columns after "epoch": train metrics, val_ metrics, lr, seconds
 struct EpochRecord {
   std::string line;

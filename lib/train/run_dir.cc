@@ -34,8 +34,8 @@ RunDir::RunDir(std::string dir, bool resume) : dir_(std::move(dir)) {
   // orphan weights file or a *.tmp-PID file, from which --resume cannot continue either.
   const bool has_run = !list_checkpoints(dir_ + "/checkpoints").empty();
   if (!resume && has_run)
-    throw UsageError("--out " + dir_ + " already holds a run with checkpoints: continue it with --resume " + dir_ +
-                     " or choose another --out");
+    throw UsageError("--out " + dir_ + " already holds a run with checkpoints: continue it with --resume " +
+                     dir_ + " or choose another --out");
   fs::create_directories(dir_ + "/checkpoints", ec);
   if (ec) throw RuntimeError("--out " + dir_ + ": cannot create the directory: " + ec.message());
   const std::string csv = dir_ + "/metrics.csv";

@@ -12,13 +12,14 @@
 // flushed line by line. A resumed run continues the same directory.
 #pragma once
 
-#include "lib/train/progress.h"
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "lib/train/progress.h"
 
 namespace trainer {
 

@@ -74,7 +74,9 @@ bool LrSchedule::on_epoch_end(const MetricList& train, const MetricList& val) {
 }
 
 nlohmann::json LrSchedule::state() const {
-  nlohmann::json j{{"type", c_.type}, {"current_lr", current_}, {"bad_epochs", bad_epochs_},
+  nlohmann::json j{{"type", c_.type},
+                   {"current_lr", current_},
+                   {"bad_epochs", bad_epochs_},
                    {"cooldown_left", cooldown_left_}};
   j["best"] = std::isnan(best_) ? nlohmann::json(nullptr) : nlohmann::json(best_);
   return j;
@@ -86,7 +88,7 @@ void LrSchedule::restore(const nlohmann::json& j) {
   bad_epochs_ = j.value("bad_epochs", int64_t(0));
   cooldown_left_ = j.value("cooldown_left", int64_t(0));
   best_ = j.contains("best") && j["best"].is_number() ? j["best"].get<double>()
-                                                       : std::numeric_limits<double>::quiet_NaN();
+                                                      : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace trainer

@@ -3,7 +3,6 @@
 // --resume has nothing to continue from, so a fresh fit --out must be able to use the directory.
 // Found by scripts/kill_loop.sh (issue 10): the directory could be neither resumed nor restarted.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "tests/test_util.h"
@@ -35,7 +34,8 @@ TEST_CASE("a run directory holding only an incomplete first checkpoint is starte
   auto full = test::run_trainer("fit " + cfg + " --epochs 1 --out " + dir + "/donor");
   REQUIRE(full.exit_code == 0);
   fs::create_directories(run + "/checkpoints");
-  fs::copy_file(dir + "/donor/checkpoints/epoch-0001.safetensors", run + "/checkpoints/epoch-0001.safetensors");
+  fs::copy_file(dir + "/donor/checkpoints/epoch-0001.safetensors",
+                run + "/checkpoints/epoch-0001.safetensors");
   test::write_file(run + "/checkpoints", "epoch-0001.state.safetensors.tmp-999999", "partial");
 
   auto resume = test::run_trainer("fit " + cfg + " --resume " + run);

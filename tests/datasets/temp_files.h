@@ -24,8 +24,8 @@ class TempDir {
     const auto base = std::filesystem::temp_directory_path();
     for (;;) {
       const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
-      dir_ = base / ("trainer_datasets_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
-                     std::to_string(ticks));
+      dir_ = base / ("trainer_datasets_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) +
+                     "_" + std::to_string(ticks));
       if (std::filesystem::create_directory(dir_)) return;
     }
   }
@@ -64,7 +64,9 @@ inline std::vector<uint8_t> gzip_bytes(const std::vector<uint8_t>& bytes, const 
 // Writes `bytes` gzip-compressed to `path` with zlib's gzopen/gzwrite.
 inline void write_gz(const std::string& path, const std::vector<uint8_t>& bytes) { gzip_bytes(bytes, path); }
 
-inline std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+inline std::vector<uint8_t> to_bytes(const std::string& s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
 
 }  // namespace dataset_tests
 }  // namespace trainer

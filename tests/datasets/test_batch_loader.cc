@@ -1,8 +1,7 @@
 // BatchLoader: epoch coverage and order, determinism, partial and dropped batches, the
 // normalization formula, error propagation from the worker, and clean shutdown.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 
@@ -157,7 +156,8 @@ TEST_CASE("BatchLoader rejects bad normalization, batch sizes and empty datasets
                       Catch::Contains("mean has 2 values; expected 1 or 3") && Catch::Contains("(3, 2, 2)"));
   Normalization zero_std;
   zero_std.std = {1.f, 0.f, 1.f};
-  REQUIRE_THROWS_WITH(BatchLoader(d, 1, false, false, zero_std, 0), Catch::Contains("std must be finite and > 0"));
+  REQUIRE_THROWS_WITH(BatchLoader(d, 1, false, false, zero_std, 0),
+                      Catch::Contains("std must be finite and > 0"));
   Normalization bad_scale;
   bad_scale.scale = std::numeric_limits<float>::infinity();
   REQUIRE_THROWS_AS(BatchLoader(d, 1, false, false, bad_scale, 0), DataError);

@@ -57,7 +57,8 @@ TEST_CASE("read_cifar10 rejects a file that is not a whole number of 3073-byte r
   write_bytes(dir.path("cut.bin"), bytes);
   REQUIRE_THROWS_AS(read_cifar10({dir.path("cut.bin")}), DataError);
   REQUIRE_THROWS_WITH(read_cifar10({dir.path("cut.bin")}),
-                      Catch::Contains("cut.bin") && Catch::Contains("not a multiple of the 3073-byte record") &&
+                      Catch::Contains("cut.bin") &&
+                          Catch::Contains("not a multiple of the 3073-byte record") &&
                           Catch::Contains("1 whole records and 2973 bytes left over"));
 }
 

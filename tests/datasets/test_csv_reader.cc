@@ -22,7 +22,8 @@ CsvOptions opts(bool header, const std::string& label, int classes = 3, char del
 
 }  // namespace
 
-TEST_CASE("read_csv takes the label column by header name and keeps the other columns in order", "[datasets]") {
+TEST_CASE("read_csv takes the label column by header name and keeps the other columns in order",
+          "[datasets]") {
   TempDir dir;
   write_text(dir.path("iris.csv"), "a,species,b\n1.5,2,-3\n4e2,0,+0.25\n");
   const Dataset d = read_csv(dir.path("iris.csv"), opts(true, "species"));
@@ -34,8 +35,9 @@ TEST_CASE("read_csv takes the label column by header name and keeps the other co
   REQUIRE(d.name == dir.path("iris.csv"));
 }
 
-TEST_CASE("read_csv without a header uses the last column by default and counts negative indexes from the end",
-          "[datasets]") {
+TEST_CASE(
+    "read_csv without a header uses the last column by default and counts negative indexes from the end",
+    "[datasets]") {
   TempDir dir;
   write_text(dir.path("d.csv"), "1,2,0\n3,4,1\n");
   CsvOptions o;
@@ -110,9 +112,11 @@ TEST_CASE("read_csv explains an unknown or out-of-range label column", "[dataset
   TempDir dir;
   const std::string path = dir.path("c.csv");
   write_text(path, "x,y\n1,0\n");
-  REQUIRE_THROWS_WITH(read_csv(path, opts(true, "target")),
-                      Catch::Contains("neither a header name nor a column index") && Catch::Contains("'x' 'y'"));
-  REQUIRE_THROWS_WITH(read_csv(path, opts(true, "2")), Catch::Contains("out of range for 2 columns (allowed -2..1)"));
+  REQUIRE_THROWS_WITH(
+      read_csv(path, opts(true, "target")),
+      Catch::Contains("neither a header name nor a column index") && Catch::Contains("'x' 'y'"));
+  REQUIRE_THROWS_WITH(read_csv(path, opts(true, "2")),
+                      Catch::Contains("out of range for 2 columns (allowed -2..1)"));
   REQUIRE_THROWS_WITH(read_csv(path, opts(false, "target")), Catch::Contains("must be a column index"));
 }
 

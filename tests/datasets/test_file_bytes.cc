@@ -57,7 +57,8 @@ TEST_CASE("read_file_bytes rejects a truncated gzip file", "[datasets]") {
   gz.resize(gz.size() / 2);
   write_bytes(dir.path("cut.gz"), gz);
   REQUIRE_THROWS_AS(read_file_bytes(dir.path("cut.gz")), DataError);
-  REQUIRE_THROWS_WITH(read_file_bytes(dir.path("cut.gz")), Catch::Contains("cut.gz") && Catch::Contains("truncated"));
+  REQUIRE_THROWS_WITH(read_file_bytes(dir.path("cut.gz")),
+                      Catch::Contains("cut.gz") && Catch::Contains("truncated"));
   gz.resize(12);  // only part of the gzip header
   write_bytes(dir.path("header.gz"), gz);
   REQUIRE_THROWS_WITH(read_file_bytes(dir.path("header.gz")), Catch::Contains("truncated"));

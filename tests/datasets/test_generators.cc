@@ -1,7 +1,6 @@
 // make_disc and make_random: shapes, statistics, determinism by seed, documented draw order.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <numeric>
 

@@ -90,13 +90,14 @@ TEST_CASE("read_idx reports truncated and oversized files with expected and actu
   IdxFiles cut(img, idx_labels({0, 1}));
   REQUIRE_THROWS_AS(read_idx(cut.images, cut.labels, 10), DataError);
   REQUIRE_THROWS_WITH(read_idx(cut.images, cut.labels, 10),
-                      Catch::Contains("images.idx' is truncated") && Catch::Contains("2 x 3 x 3 images = 34 bytes") &&
-                          Catch::Contains("file has 33"));
+                      Catch::Contains("images.idx' is truncated") &&
+                          Catch::Contains("2 x 3 x 3 images = 34 bytes") && Catch::Contains("file has 33"));
   std::vector<uint8_t> lab = idx_labels({0, 1});
   lab.push_back(0);
   IdxFiles extra(idx_images(2, 3, 3), lab);
-  REQUIRE_THROWS_WITH(read_idx(extra.images, extra.labels, 10),
-                      Catch::Contains("labels.idx' has trailing bytes") && Catch::Contains("10 bytes, file has 11"));
+  REQUIRE_THROWS_WITH(
+      read_idx(extra.images, extra.labels, 10),
+      Catch::Contains("labels.idx' has trailing bytes") && Catch::Contains("10 bytes, file has 11"));
   const std::vector<uint8_t> one = idx_images(1, 1, 1);
   IdxFiles header_only(std::vector<uint8_t>(one.begin(), one.begin() + 10), idx_labels({0}));
   REQUIRE_THROWS_WITH(read_idx(header_only.images, header_only.labels, 10),
@@ -105,8 +106,9 @@ TEST_CASE("read_idx reports truncated and oversized files with expected and actu
 
 TEST_CASE("read_idx rejects a wrong magic number and says what the file looks like", "[datasets]") {
   IdxFiles swapped(idx_labels({0, 1}), idx_images(2, 2, 2));
-  REQUIRE_THROWS_WITH(read_idx(swapped.images, swapped.labels, 10),
-                      Catch::Contains("magic number 0x00000801, expected 0x00000803") && Catch::Contains("swapped"));
+  REQUIRE_THROWS_WITH(
+      read_idx(swapped.images, swapped.labels, 10),
+      Catch::Contains("magic number 0x00000801, expected 0x00000803") && Catch::Contains("swapped"));
   IdxFiles floats(idx_images(1, 1, 1, 0x0D03), idx_labels({0}));
   REQUIRE_THROWS_WITH(read_idx(floats.images, floats.labels, 10),
                       Catch::Contains("float32") && Catch::Contains("only uint8"));
@@ -118,7 +120,8 @@ TEST_CASE("read_idx rejects empty files and zero dimensions", "[datasets]") {
   IdxFiles empty({}, idx_labels({0}));
   REQUIRE_THROWS_WITH(read_idx(empty.images, empty.labels, 10), Catch::Contains("images.idx' is empty"));
   IdxFiles zero_rows(idx_images(1, 0, 4), idx_labels({0}));
-  REQUIRE_THROWS_WITH(read_idx(zero_rows.images, zero_rows.labels, 10), Catch::Contains("dimension 1 (rows) is 0"));
+  REQUIRE_THROWS_WITH(read_idx(zero_rows.images, zero_rows.labels, 10),
+                      Catch::Contains("dimension 1 (rows) is 0"));
 }
 
 TEST_CASE("read_idx requires as many labels as images", "[datasets]") {

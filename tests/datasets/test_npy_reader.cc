@@ -1,7 +1,6 @@
 // NPY: write_npy_f32 / read_npy round trips, hand-built headers of every accepted kind, the
 // rejected layouts, and dataset_from_npy's checks.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 
@@ -108,15 +107,18 @@ TEST_CASE("read_npy reads a gzip-compressed .npy", "[datasets]") {
 TEST_CASE("read_npy rejects Fortran order, object arrays, big-endian and other dtypes", "[datasets]") {
   TempDir dir;
   write_bytes(dir.path("f.npy"), npy_file(dict("<f4", "(2, 2)", "True"), raw<float>({1, 2, 3, 4})));
-  REQUIRE_THROWS_WITH(read_npy(dir.path("f.npy")), Catch::Contains("Fortran") && Catch::Contains("ascontiguousarray"));
+  REQUIRE_THROWS_WITH(read_npy(dir.path("f.npy")),
+                      Catch::Contains("Fortran") && Catch::Contains("ascontiguousarray"));
   write_bytes(dir.path("o.npy"), npy_file(dict("|O", "(2,)"), raw<int64_t>({0, 0})));
   REQUIRE_THROWS_WITH(read_npy(dir.path("o.npy")), Catch::Contains("object array"));
   write_bytes(dir.path("be.npy"), npy_file(dict(">f4", "(1,)"), raw<float>({1})));
-  REQUIRE_THROWS_WITH(read_npy(dir.path("be.npy")), Catch::Contains("big-endian") && Catch::Contains("astype('<f4')"));
+  REQUIRE_THROWS_WITH(read_npy(dir.path("be.npy")),
+                      Catch::Contains("big-endian") && Catch::Contains("astype('<f4')"));
   write_bytes(dir.path("c.npy"), npy_file(dict("<c8", "(1,)"), raw<float>({1, 2})));
   REQUIRE_THROWS_WITH(read_npy(dir.path("c.npy")), Catch::Contains("unsupported dtype '<c8'"));
-  write_bytes(dir.path("s.npy"), npy_file("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }",
-                                          raw<float>({1})));
+  write_bytes(
+      dir.path("s.npy"),
+      npy_file("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", raw<float>({1})));
   REQUIRE_THROWS_WITH(read_npy(dir.path("s.npy")), Catch::Contains("structured dtypes"));
 }
 
@@ -139,7 +141,8 @@ TEST_CASE("read_npy rejects truncated data, trailing bytes, bad magic and empty 
   REQUIRE_THROWS_WITH(read_npy(dir.path("k.npy")), Catch::Contains("lacks one of"));
 }
 
-TEST_CASE("dataset_from_npy keeps uint8 images as u8 with sample_shape x.shape minus its first axis", "[datasets]") {
+TEST_CASE("dataset_from_npy keeps uint8 images as u8 with sample_shape x.shape minus its first axis",
+          "[datasets]") {
   TempDir dir;
   std::vector<uint8_t> px(3 * 4);
   for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 10);
@@ -153,7 +156,8 @@ TEST_CASE("dataset_from_npy keeps uint8 images as u8 with sample_shape x.shape m
   REQUIRE(d.num_classes == 3);
 }
 
-TEST_CASE("dataset_from_npy converts integer token ids to f32 exactly and accepts (N, 1) labels", "[datasets]") {
+TEST_CASE("dataset_from_npy converts integer token ids to f32 exactly and accepts (N, 1) labels",
+          "[datasets]") {
   TempDir dir;
   write_bytes(dir.path("x.npy"), npy_file(dict("<i4", "(2, 3)"), raw<int32_t>({1, 16777216, 0, 5, 4, 3})));
   write_bytes(dir.path("y.npy"), npy_file(dict("|u1", "(2, 1)"), {1, 0}));
@@ -192,5 +196,6 @@ TEST_CASE("dataset_from_npy checks label dtype, shape, count and range", "[datas
   REQUIRE_THROWS_WITH(dataset_from_npy(dir.path("x.npy"), dir.path("yr.npy"), 2),
                       Catch::Contains("label -1 at index 1 is out of range for num_classes=2"));
   write_bytes(dir.path("x0.npy"), npy_file(dict("<f4", "(0, 2)"), {}));
-  REQUIRE_THROWS_WITH(dataset_from_npy(dir.path("x0.npy"), dir.path("yr.npy"), 2), Catch::Contains("holds no samples"));
+  REQUIRE_THROWS_WITH(dataset_from_npy(dir.path("x0.npy"), dir.path("yr.npy"), 2),
+                      Catch::Contains("holds no samples"));
 }

@@ -17,7 +17,8 @@ TEST_CASE("pad_sequence pads with zeros before or after, like Keras padding='pre
   REQUIRE(pad_sequence(s, 0, true, true).empty());
 }
 
-TEST_CASE("pad_sequence truncates from the start or the end, like Keras truncating='pre'/'post'", "[datasets]") {
+TEST_CASE("pad_sequence truncates from the start or the end, like Keras truncating='pre'/'post'",
+          "[datasets]") {
   const std::vector<int64_t> s = {1, 2, 3, 4};
   REQUIRE(pad_sequence(s, 2, true, true) == std::vector<float>{3, 4});
   REQUIRE(pad_sequence(s, 2, true, false) == std::vector<float>{1, 2});
@@ -58,7 +59,8 @@ TEST_CASE("read_sequences names file, line and token position of a bad token", "
   SequenceOptions o;
   o.num_classes = 2;
   write_text(path, "0 1 2\n1 4 5 x7\n");
-  REQUIRE_THROWS_WITH(read_sequences(path, o), Catch::Contains(path + ":2: token 3") && Catch::Contains("'x7'"));
+  REQUIRE_THROWS_WITH(read_sequences(path, o),
+                      Catch::Contains(path + ":2: token 3") && Catch::Contains("'x7'"));
   write_text(path, "0 1 -2\n");
   REQUIRE_THROWS_WITH(read_sequences(path, o), Catch::Contains(":1: token 2"));
   write_text(path, "0 16777217\n");
@@ -71,7 +73,8 @@ TEST_CASE("read_sequences rejects bad labels, empty files and negative maxlen", 
   SequenceOptions o;
   o.num_classes = 2;
   write_text(path, "0 1\n2 3\n");
-  REQUIRE_THROWS_WITH(read_sequences(path, o), Catch::Contains(":2: label must be an integer in 0..1, found '2'"));
+  REQUIRE_THROWS_WITH(read_sequences(path, o),
+                      Catch::Contains(":2: label must be an integer in 0..1, found '2'"));
   write_text(path, "\n\n");
   REQUIRE_THROWS_WITH(read_sequences(path, o), Catch::Contains("has no samples"));
   write_text(path, "0\n1\n");

@@ -5,7 +5,6 @@
 // (tests/warning_sink.h).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
-
 #include <cstdio>
 
 #include "kernels/register_backends.h"
@@ -34,8 +33,8 @@ int main(int argc, char** argv) {
     std::printf("FAILED: %s\n", g.problem.c_str());
     return 1;
   }
-  std::printf("GPU tests on gpu:%d %s (compute capability %d.%d, %zu MiB); %s\n", g.index,
-              g.name.c_str(), g.cc_major, g.cc_minor, g.total_bytes >> 20,
+  std::printf("GPU tests on gpu:%d %s (compute capability %d.%d, %zu MiB); %s\n", g.index, g.name.c_str(),
+              g.cc_major, g.cc_minor, g.total_bytes >> 20,
               trainer::BackendRegistry::global().gpu_versions().c_str());
   std::fflush(stdout);
   trainer::test::install_warning_sink();

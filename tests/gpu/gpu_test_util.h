@@ -3,9 +3,9 @@
 //   rel(a, ref) = ||a - ref||_2 / ||ref||_2   (||a||_2 when ref is all zeros)
 #pragma once
 
-#include <catch2/catch.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -87,7 +87,9 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
 
   template <class T = float>
-  T* as() const { return static_cast<T*>(p_); }
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
   void* get() const { return p_; }
   template <class T>
   void upload(const std::vector<T>& v) {

@@ -103,14 +103,14 @@ std::vector<float> deltas(const ExecRun& r) {
 TEST_CASE("gpu executor trains a small CNN like the CPU", "[gpu][executor]") {
   Config c = parse_config(kCnn, "cnn.yaml", {});
   Model model(c.input_shape, c.layers, c.init, c.file);
-  for (const char* optimizer : {"{type: sgd, lr: 0.05, momentum: 0.9, nesterov: true}",
-                                "{type: adam, lr: 0.01}"}) {
+  for (const char* optimizer :
+       {"{type: sgd, lr: 0.05, momentum: 0.9, nesterov: true}", "{type: adam, lr: 0.01}"}) {
     INFO("optimizer " << optimizer);
     const ExecRun cpu = run_executor(cpu_backend(), model, optimizer, false);
     const ExecRun gpu = run_executor(cuda_backend(), model, optimizer, true);
     const double ed = rel_error(deltas(gpu), deltas(cpu));
-    INFO("parameter update rel error " << ed << "; train loss cpu " << cpu.train.loss_sum
-                                       << " gpu " << gpu.train.loss_sum);
+    INFO("parameter update rel error " << ed << "; train loss cpu " << cpu.train.loss_sum << " gpu "
+                                       << gpu.train.loss_sum);
     CHECK(ed < 1e-4);
     CHECK(std::abs(gpu.train.loss_sum - cpu.train.loss_sum) <= 1e-5 * std::abs(cpu.train.loss_sum));
     CHECK(std::abs(gpu.eval.loss_sum - cpu.eval.loss_sum) <= 1e-5 * std::abs(cpu.eval.loss_sum));
@@ -121,7 +121,8 @@ TEST_CASE("gpu executor trains a small CNN like the CPU", "[gpu][executor]") {
   }
 }
 
-TEST_CASE("gpu clip_grad_norm clips like the CPU, on the device, inside the step's CUDA graph", "[gpu][executor][clip]") {
+TEST_CASE("gpu clip_grad_norm clips like the CPU, on the device, inside the step's CUDA graph",
+          "[gpu][executor][clip]") {
   Config c = parse_config(kCnn, "cnn.yaml", {});
   Model model(c.input_shape, c.layers, c.init, c.file);
   const char* optimizer = "{type: sgd, lr: 0.05, momentum: 0.9}";
@@ -153,10 +154,12 @@ TEST_CASE("gpu executor with deterministic algorithms repeats bit for bit", "[gp
 
 TEST_CASE("gpu dense and conv2d kernels read the bias from Model's slot", "[gpu][executor]") {
   // Weights of 15 and 12 floats: the bias slot starts at float 64 of the layer's slice.
-  for (const char* yaml : {"model: {input_shape: [3], layers: [{type: dense, units: 5}]}\n",
-                           "model: {input_shape: [1, 3, 3], layers: [{type: conv2d, filters: 3, kernel_size: 2}]}\n"}) {
+  for (const char* yaml :
+       {"model: {input_shape: [3], layers: [{type: dense, units: 5}]}\n",
+        "model: {input_shape: [1, 3, 3], layers: [{type: conv2d, filters: 3, kernel_size: 2}]}\n"}) {
     INFO(yaml);
-    Config c = parse_config(std::string(yaml) + "data: {train: {format: random}, num_classes: 5}\n", "b.yaml", {});
+    Config c =
+        parse_config(std::string(yaml) + "data: {train: {format: random}, num_classes: 5}\n", "b.yaml", {});
     Model model(c.input_shape, c.layers, c.init, c.file);
     const TensorSlot& bias = model.params().at(1);
     REQUIRE(bias.offset == 64);
@@ -242,8 +245,7 @@ TEST_CASE("gpu allocation beyond the device's memory says the device is out of m
     FAIL("expected OutOfMemoryError");
   } catch (const OutOfMemoryError& e) {
     CHECK_THAT(std::string(e.what()), Contains("an impossible tensor") &&
-                                          Contains("device itself is out of memory") &&
-                                          Contains("cap none"));
+                                          Contains("device itself is out of memory") && Contains("cap none"));
   }
   Buffer b(be, 16);  // still usable
   b.upload(std::vector<float>{1, 2, 3, 4});

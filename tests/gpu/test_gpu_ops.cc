@@ -28,7 +28,7 @@ std::vector<int32_t> labels_for(int64_t batch, int64_t classes, uint64_t seed) {
 // Outputs with ties in some rows (all equal; the label tied with others) to pin tie rules.
 std::vector<float> outputs_with_ties(const std::vector<int32_t>& labels, uint64_t seed) {
   std::vector<float> out = random_vector(size_t(kBatch * kClasses), seed, -3.f, 3.f);
-  std::fill(out.begin(), out.begin() + kClasses, 0.5f);  // row 0: all tied
+  std::fill(out.begin(), out.begin() + kClasses, 0.5f);                       // row 0: all tied
   for (int64_t c = 0; c < kClasses; c += 2) out[size_t(kClasses + c)] = 2.f;  // row 1: ties
   out[size_t(kClasses + labels[1])] = 2.f;
   return out;
@@ -47,11 +47,9 @@ OpsRun run_ops(Backend& be, LossKind kind, const std::vector<float>& out,
   lb.upload(labels);
   be.zero(mb.get(), n_metrics * 4);
   float* m = mb.as();
-  for (int rep = 0; rep < 2; ++rep)
-    be.loss(kind, ob.as(), lb.as<int32_t>(), kBatch, kClasses, db.as(), m);
+  for (int rep = 0; rep < 2; ++rep) be.loss(kind, ob.as(), lb.as<int32_t>(), kBatch, kClasses, db.as(), m);
   const int64_t ks[3] = {1, 3, 5};
-  for (int i = 0; i < 3; ++i)
-    be.topk_correct(ob.as(), lb.as<int32_t>(), kBatch, kClasses, ks[i], m + 1 + i);
+  for (int i = 0; i < 3; ++i) be.topk_correct(ob.as(), lb.as<int32_t>(), kBatch, kClasses, ks[i], m + 1 + i);
   be.confusion(ob.as(), lb.as<int32_t>(), kBatch, kClasses, m + 4);
   return OpsRun{db.download(n), mb.download(n_metrics)};
 }
@@ -64,9 +62,9 @@ TEST_CASE("gpu losses, confusion and top-k match the CPU", "[gpu][ops]") {
     INFO("loss kind " << int(kind));
     std::vector<float> out = outputs_with_ties(labels, 9);
     if (kind == LossKind::cross_entropy_probs) {
-      for (auto& v : out) v = (v + 3.f) / 6.f;  // probabilities-ish in [0, 1]
-      out[size_t(2 * kClasses + labels[2])] = 0.f;   // clipped from below: zero gradient
-      out[size_t(3 * kClasses + labels[3])] = 1.f;   // clipped from above
+      for (auto& v : out) v = (v + 3.f) / 6.f;      // probabilities-ish in [0, 1]
+      out[size_t(2 * kClasses + labels[2])] = 0.f;  // clipped from below: zero gradient
+      out[size_t(3 * kClasses + labels[3])] = 1.f;  // clipped from above
     }
     const OpsRun cpu = run_ops(cpu_backend(), kind, out, labels);
     const OpsRun gpu = run_ops(cuda_backend(), kind, out, labels);
@@ -87,8 +85,8 @@ TEST_CASE("gpu metrics handle a large batch with many classes", "[gpu][ops]") {
   const std::vector<float> out = random_vector(size_t(batch * classes), 4, -5.f, 5.f);
   std::vector<float> loss_cpu(1, 0.f), loss_gpu(1, 0.f);
   std::vector<float> d_cpu(out.size());
-  cpu_backend().loss(LossKind::cross_entropy_logits, out.data(), labels.data(), batch, classes,
-                     d_cpu.data(), loss_cpu.data());
+  cpu_backend().loss(LossKind::cross_entropy_logits, out.data(), labels.data(), batch, classes, d_cpu.data(),
+                     loss_cpu.data());
   Backend& be = cuda_backend();
   Buffer ob(be, out.size() * 4), lb(be, labels.size() * 4), db(be, out.size() * 4), mb(be, 4);
   ob.upload(out);

@@ -76,7 +76,8 @@ TextRun run_text(Backend& be, const Model& model, bool deterministic, bool graph
   const int64_t in = model.input_shape().numel();
   for (int64_t t = 1; t <= 4; ++t) {
     const int64_t b = t == 4 ? 5 : 16;
-    ex.train_step(b, token_ids(size_t(b * in), 30, 0.3, 500 + uint64_t(t)).data(), labels(b, uint64_t(t)).data(), t, 0.01f);
+    ex.train_step(b, token_ids(size_t(b * in), 30, 0.3, 500 + uint64_t(t)).data(),
+                  labels(b, uint64_t(t)).data(), t, 0.01f);
   }
   r.train = ex.read_metrics();
   ex.reset_metrics();
@@ -93,7 +94,8 @@ TextRun run_text(Backend& be, const Model& model, bool deterministic, bool graph
   }
   std::vector<float> buffers;
   for (const TensorSlot& s : model.buffers())
-    buffers.insert(buffers.end(), r.buffers.begin() + s.offset, r.buffers.begin() + s.offset + s.shape.numel());
+    buffers.insert(buffers.end(), r.buffers.begin() + s.offset,
+                   r.buffers.begin() + s.offset + s.shape.numel());
   r.initial = init;
   r.params = p;
   r.buffers = buffers;
@@ -114,9 +116,8 @@ TEST_CASE("gpu executor trains a text CNN with every new layer like the CPU", "[
   const TextRun cpu = run_text(cpu_backend(), model, false, false);
   const TextRun gpu = run_text(cuda_backend(), model, true, true);
   const double ed = rel_error(deltas(gpu), deltas(cpu)), eb = rel_error(gpu.buffers, cpu.buffers);
-  INFO("parameter update rel error " << ed << ", running statistics rel error " << eb
-                                     << "; train loss cpu " << cpu.train.loss_sum << " gpu "
-                                     << gpu.train.loss_sum);
+  INFO("parameter update rel error " << ed << ", running statistics rel error " << eb << "; train loss cpu "
+                                     << cpu.train.loss_sum << " gpu " << gpu.train.loss_sum);
   CHECK(ed < 1e-4);
   CHECK(eb < 1e-4);
   CHECK(std::abs(gpu.train.loss_sum - cpu.train.loss_sum) <= 1e-5 * std::abs(cpu.train.loss_sum));

@@ -201,7 +201,9 @@ double rel_error(const std::vector<float>& a, const std::vector<float>& ref, con
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // memcmp must not see the null data() of an empty vector (UBSan), even for 0 bytes.
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 CaseData make_case_data(const Case& c) {

@@ -16,6 +16,7 @@
 #include <new>
 
 #include "lib/core/error.h"
+#include "lib/core/file_kind.h"
 
 namespace trainer {
 namespace {
@@ -29,16 +30,6 @@ std::atomic<bool (*)()> g_stop_check{nullptr};
 void check_stop(const std::string& path) {
   bool (*stop)() = g_stop_check.load();
   if (stop && stop()) throw InterruptedError("interrupted while reading '" + path + "'");
-}
-
-// What a non-regular file is, for the message.
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
 }
 
 std::string gib(uint64_t bytes) {

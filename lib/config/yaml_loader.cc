@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "lib/core/error.h"
+#include "lib/core/file_kind.h"
 #include "lib/core/printable.h"
 #include "lib/core/shape.h"
 
@@ -20,15 +21,6 @@ namespace {
 
 std::string position(const std::string& name, const YAML::Mark& m) {
   return name + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-}
-
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
 }
 
 struct Fd {

@@ -129,3 +129,24 @@ TEST_CASE("blocked layouts between conv1d, relu and 1-D pooling equal plain layo
     {type: dense, units: 10}])");
   check_blocked_equals_plain(Model(Shape{3, 30}, layers, InitScheme::torch, "test"));
 }
+
+TEST_CASE("dropout2d in blocked and channels-last layouts equals plain, forward and backward",
+          "[executor][layout]") {
+  // The first convolution keeps nChw16c (10 channels padded to 16), the second (10 input
+  // channels) runs channels-last; dropout2d works in whichever layout it is given, and the last
+  // one hands a plain output to flatten.
+  const YAML::Node layers = YAML::Load(R"([
+    {type: conv2d, filters: 10, kernel_size: 3},
+    {type: dropout2d, rate: 0.5},
+    {type: maxpool2d, pool_size: 2},
+    {type: relu},
+    {type: conv2d, filters: 20, kernel_size: 3},
+    {type: dropout2d, rate: 0.3},
+    {type: maxpool2d, pool_size: 2},
+    {type: relu},
+    {type: conv2d, filters: 12, kernel_size: 1},
+    {type: dropout2d, rate: 0.4},
+    {type: flatten},
+    {type: dense, units: 10}])");
+  check_blocked_equals_plain(Model(Shape{1, 22, 22}, layers, InitScheme::torch, "test"));
+}

@@ -20,6 +20,7 @@ std::unique_ptr<LayerKernel> make_pool2d_cpu(const Layer& l, const KernelContext
 std::unique_ptr<LayerKernel> make_eltwise_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_softmax_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_dropout_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_dropout2d_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_embedding_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_conv1d_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_pool1d_cpu(const Layer& l, const KernelContext& ctx);

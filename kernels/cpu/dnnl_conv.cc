@@ -22,34 +22,50 @@ namespace {
 
 using dnnl::memory;
 
+// See the constructor. Measured on AVX-512 only: elsewhere oneDNN keeps choosing (format any).
+bool channels_last_conv(const memory::dims& x) {
+  static const bool avx512 = CpuBackend::cpu_isa().rfind("avx512", 0) == 0;
+  return avx512 && x.size() == 4 && x[1] > 3 && x[1] % 16 != 0;
+}
+
 class ConvCpu : public LayerKernel {
  public:
   ConvCpu(const ConvGeometry& g, const KernelContext& ctx) : dc_(dnnl_of(ctx)), bias_(g.bias) {
     const memory::dims &x_d = g.x, &y_d = g.y, &w_d = g.w;
     const memory::dims b_d{g.w[0]};
     const memory::dims &strides = g.strides, &pad_l = g.pad_l, &pad_r = g.pad_r;
+    // Channels-last for 2-D convolutions whose input channels do not fill 16-channel blocks
+    // (beyond the image stem, 1-3 channels): the blocked layouts would pad them to 16 and oneDNN
+    // 2.6 then falls back to jit:avx2 with nChw8c for backward-weights, while its brgemm (forward)
+    // and jit:avx512_core (backward) channels-last kernels run unpadded. Measured on the 16-core
+    // AVX-512 host, 10->20 channels 12x12 (batch 200), forward + both backwards: 4.6 against 6.7
+    // ms on 1 thread, 0.61 against 0.80 ms on 16; mnist_cnn 63 against 49 steps/s on 1 thread.
+    const bool channels_last = channels_last_conv(x_d);
     auto any = [](const memory::dims& d) {
       return memory::desc(d, memory::data_type::f32, memory::format_tag::any);
+    };
+    auto act = [&](const memory::dims& d) {  // x, y and their gradients
+      return channels_last ? memory::desc(d, memory::data_type::f32, memory::format_tag::nhwc) : any(d);
     };
     auto x_md = input_md(ctx, x_d), w_md = plain_md(w_d), b_md = plain_md(b_d);
     const auto algo = dnnl::algorithm::convolution_direct;
     const auto& e = dc_.engine;
     DNNL_CHECK({
-      auto fd = bias_ ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(x_d),
-                                                        any(w_d), b_md, any(y_d), strides, pad_l, pad_r)
-                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(x_d),
-                                                        any(w_d), any(y_d), strides, pad_l, pad_r);
+      auto fd = bias_ ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, act(x_d),
+                                                        any(w_d), b_md, act(y_d), strides, pad_l, pad_r)
+                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, act(x_d),
+                                                        any(w_d), act(y_d), strides, pad_l, pad_r);
       dnnl::convolution_forward::primitive_desc fwd_pd(fd, e);
       fwd_ = dnnl::convolution_forward(fwd_pd);
       y_md_ = ctx.output_layout_free ? fwd_pd.dst_desc() : plain_md(y_d);
       y_layout_ = layout_of(y_md_);
       const auto& y_md = y_md_;
-      dnnl::convolution_backward_data::desc bdd(algo, any(x_d), any(w_d), any(y_d), strides, pad_l, pad_r);
+      dnnl::convolution_backward_data::desc bdd(algo, act(x_d), any(w_d), act(y_d), strides, pad_l, pad_r);
       dnnl::convolution_backward_data::primitive_desc bd_pd(bdd, e, fwd_pd);
       bwd_data_ = dnnl::convolution_backward_data(bd_pd);
-      auto bwd = bias_ ? dnnl::convolution_backward_weights::desc(algo, any(x_d), any(w_d), b_md, any(y_d),
+      auto bwd = bias_ ? dnnl::convolution_backward_weights::desc(algo, act(x_d), any(w_d), b_md, act(y_d),
                                                                   strides, pad_l, pad_r)
-                       : dnnl::convolution_backward_weights::desc(algo, any(x_d), any(w_d), any(y_d), strides,
+                       : dnnl::convolution_backward_weights::desc(algo, act(x_d), any(w_d), act(y_d), strides,
                                                                   pad_l, pad_r);
       dnnl::convolution_backward_weights::primitive_desc bw_pd(bwd, e, fwd_pd);
       bwd_weights_ = dnnl::convolution_backward_weights(bw_pd);

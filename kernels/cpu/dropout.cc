@@ -8,12 +8,18 @@ namespace trainer::cpu {
 
 void dropout_forward(const float* x, float* y, float* mask, int64_t n, int64_t channel_size, float rate,
                      uint64_t seed, uint64_t stream) {
+  // One draw per unit (an element, or a whole channel for dropout2d), units in parallel: the
+  // mask depends only on (seed, stream, unit), so it is the same for every thread count.
   const float keep_scale = 1.f / (1.f - rate);
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t unit = uint64_t(i / channel_size);
-    float m = counter_uniform(seed, stream, unit) >= rate ? keep_scale : 0.f;
-    mask[i] = m;
-    y[i] = x[i] * m;
+  const int64_t units = n / channel_size;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t u = 0; u < units; ++u) {
+    const float m = counter_uniform(seed, stream, uint64_t(u)) >= rate ? keep_scale : 0.f;
+    const int64_t first = u * channel_size;
+    for (int64_t i = first; i < first + channel_size; ++i) {
+      mask[i] = m;
+      y[i] = x[i] * m;
+    }
   }
 }
 

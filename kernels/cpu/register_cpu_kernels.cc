@@ -20,7 +20,7 @@ void register_cpu_kernels(Registry& r) {
   r.add_kernel("global_avg_pool", "cpu", make_global_avg_pool_cpu);
   r.add_kernel("batchnorm", "cpu", make_batchnorm_cpu);
   r.add_kernel("dropout", "cpu", make_dropout_cpu);
-  r.add_kernel("dropout2d", "cpu", make_dropout_cpu);
+  r.add_kernel("dropout2d", "cpu", make_dropout2d_cpu, any_layout);
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})
     r.add_kernel(t, "cpu", make_eltwise_cpu, any_layout);
   r.add_kernel("softmax", "cpu", make_softmax_cpu);

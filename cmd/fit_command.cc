@@ -7,7 +7,6 @@
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/model/model.h"
-#include "lib/train/data_sources.h"
 #include "lib/train/fit.h"
 #include "lib/train/run_dir.h"
 
@@ -56,11 +55,8 @@ void add_fit_command(CLI::App& app) {
     Config cfg = cf.load();
     if (st->print_config) {
       Model model(cfg.input_shape, cfg.layers, cfg.init, cfg.file);  // validates every layer
-      YAML::Node resolved = cfg.resolved;
+      YAML::Node resolved = cfg.resolved;  // data sources included
       resolved["model"]["layers"] = model.describe_layers();
-      resolved["data"]["train"] = describe_source(cfg.data.train, "data.train", cfg.file);
-      if (present(cfg.data.validation))
-        resolved["data"]["validation"] = describe_source(cfg.data.validation, "data.validation", cfg.file);
       std::cout << YAML::Dump(resolved) << std::endl;
       return;
     }

@@ -7,6 +7,7 @@
 #include "lib/config/node_reader.h"
 #include "lib/config/yaml_loader.h"
 #include "lib/core/error.h"
+#include "lib/train/data_sources.h"
 
 namespace trainer {
 
@@ -111,6 +112,7 @@ static void read_model(Config& c, NodeReader& r) {
   if (!present(c.layers) || !c.layers.IsSequence() || c.layers.size() == 0)
     mr.fail("layers", "is required: a non-empty list of layers, e.g. - {type: dense, units: 10}");
   mr.finish();
+  read_layer_list(c.layers, c.file);  // every layer's keys, as declared by its type (lib/registry)
   c.resolved["model"] = mr.resolved();
 }
 
@@ -198,8 +200,10 @@ static void read_data(Config& c, NodeReader& r) {
   nr.finish();
   dr.finish();
   c.resolved["data"] = dr.resolved();
-  c.resolved["data"]["train"] = dc.train;
-  if (present(dc.validation)) c.resolved["data"]["validation"] = dc.validation;
+  // Each source's keys, as declared by its format (lib/train/data_sources.cc); no file is read.
+  c.resolved["data"]["train"] = describe_source(dc.train, "data.train", c.file);
+  if (present(dc.validation))
+    c.resolved["data"]["validation"] = describe_source(dc.validation, "data.validation", c.file);
   c.resolved["data"]["normalize"] = nr.resolved();
 }
 

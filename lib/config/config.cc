@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <regex>
 
+#include "lib/config/device_section.h"
 #include "lib/config/node_reader.h"
 #include "lib/config/yaml_loader.h"
 #include "lib/core/error.h"
@@ -14,11 +14,6 @@ namespace trainer {
 std::string MetricSpec::label() const {
   if (type == "top_k_accuracy") return "top" + std::to_string(k) + "_accuracy";
   return type;
-}
-
-bool valid_device_string(const std::string& s) {
-  static const std::regex re("cpu|auto|gpu|gpu:[0-9]{1,3}");
-  return std::regex_match(s, re);
 }
 
 // A copy without source positions: values from --set must not claim a line of the file.
@@ -333,7 +328,10 @@ static Config parse_document(YAML::Node root, const std::string& file,
                       ": the config must be a mapping of sections "
                       "(model:, data:, optimizer:, ...), got " +
                       (root.IsSequence() ? "a list" : "a single value"));
-  for (const auto& o : overrides) apply_override(root, o);
+  for (const auto& o : overrides) {
+    normalize_device(root);  // so that --set device.memory_limit=N works on "device: gpu:0" too
+    apply_override(root, o);
+  }
   Config c;
   c.file = file;
   c.root = root;
@@ -358,11 +356,8 @@ static Config parse_document(YAML::Node root, const std::string& file,
     t.finish();
     c.resolved["train"] = t.resolved();
   }
-  c.device = r.string("device", "cpu");
-  if (!valid_device_string(c.device))
-    r.fail("device", "'" + c.device + "' is not a device; allowed: cpu, auto, gpu, gpu:N");
+  read_device(c, r);
   c.math = r.choice("math", "fp32", {"fp32", "tf32"}) == "tf32" ? MathMode::tf32 : MathMode::strict_fp32;
-  c.resolved["device"] = c.device;
   c.resolved["math"] = c.math == MathMode::tf32 ? "tf32" : "fp32";
   c.threads = int(r.integer("threads", 0, 0, 4096));
   c.resolved["threads"] = c.threads;

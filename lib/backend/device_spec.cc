@@ -25,7 +25,8 @@ std::optional<DeviceSpec> parse_device(const std::string& s) {
   d.kind = DeviceSpec::Kind::gpu;
   if (s.size() == 3) return d;
   const std::string digits = s.substr(4);
-  if (s[3] != ':' || digits.empty() || digits.size() > 3 || digits.find_first_not_of("0123456789") != std::string::npos)
+  if (s[3] != ':' || digits.empty() || digits.size() > 3 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
     return std::nullopt;
   d.index = std::stoi(digits);
   return d;

@@ -6,7 +6,8 @@ namespace trainer {
 
 const KeySpecs& device_keys() {
   static const KeySpecs keys{
-      choice_key("type", "cpu", {"cpu", "gpu", "auto"}, "cpu | gpu | auto (the first usable GPU, else the CPU)"),
+      choice_key("type", "cpu", {"cpu", "gpu", "auto"},
+                 "cpu | gpu | auto (the first usable GPU, else the CPU)"),
       integer_key("id", 0, 0, kMaxGpuIndex, "type gpu: which GPU of those this process sees"),
       integer_key("memory_limit", 0, 0, int64_t(1) << 30,
                   "MiB: hard cap on every byte the tool allocates on the device (0: no cap)"),
@@ -47,7 +48,9 @@ void read_device(Config& c, NodeReader& r) {
   if (type != "gpu" && dr.has("id"))
     v.fail("id", "is only for type gpu (this device is " + type + "); remove it or set type: gpu");
   DeviceSpec d;
-  d.kind = type == "gpu" ? DeviceSpec::Kind::gpu : type == "auto" ? DeviceSpec::Kind::automatic : DeviceSpec::Kind::cpu;
+  d.kind = type == "gpu"    ? DeviceSpec::Kind::gpu
+           : type == "auto" ? DeviceSpec::Kind::automatic
+                            : DeviceSpec::Kind::cpu;
   d.index = int(v.integer("id"));
   c.device = d.str();
   c.memory_limit_mib = v.integer("memory_limit");

@@ -35,12 +35,12 @@ struct KeySpec {
   };
   std::string name;
   Type type = Type::string;
-  double lo = 0, hi = 0;  // numbers
-  int64_t ilo = 0, ihi = 0;  // integers, sizes and integer lists
+  double lo = 0, hi = 0;             // numbers
+  int64_t ilo = 0, ihi = 0;          // integers, sizes and integer lists
   std::vector<std::string> allowed;  // choice
-  YAML::Node def;        // the default; null: none (the key has no value unless it is given)
-  std::string required;  // non-empty: the key must be given; the message when it is not
-  std::string doc;       // one line for the README and for tools
+  YAML::Node def;                    // the default; null: none (the key has no value unless it is given)
+  std::string required;              // non-empty: the key must be given; the message when it is not
+  std::string doc;                   // one line for the README and for tools
 
   // The same key, required; `message` follows the key in the error, e.g. "is required: ...".
   KeySpec require(std::string message) const;
@@ -55,7 +55,7 @@ KeySpec string_key(std::string name, std::string def, std::string doc);  // def 
 KeySpec char_key(std::string name, std::string def, std::string doc);
 KeySpec choice_key(std::string name, std::string def, std::vector<std::string> allowed, std::string doc);
 KeySpec string_list_key(std::string name, std::string doc);
-KeySpec size_key(std::string name, int64_t def, int64_t lo, int64_t hi, std::string doc);  // def 0: none
+KeySpec size_key(std::string name, int64_t def, int64_t lo, int64_t hi, std::string doc);       // def 0: none
 KeySpec size_pair_key(std::string name, int64_t def, int64_t lo, int64_t hi, std::string doc);  // def 0: none
 KeySpec padding_key(std::string doc);
 

@@ -81,6 +81,9 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
     } else {
       if (cur.IsScalar()) throw ConfigError(flag + ": '" + walked + "' is a value, not a section");
       if (last) {
+        // Rebind the key instead of writing through its value node, which an alias (*name) or a
+        // merge key (<<) may share with other mappings.
+        cur.remove(p);
         cur[p] = value;
         return;
       }

@@ -199,7 +199,8 @@ TEST_CASE("bad-input table: config rows", "[bad_input]") {
           {"fit merge_value.yaml", 3,
            "merge_value.yaml:9:7: the merge key '<<' takes a mapping or a list of mappings"},
           {"fit device_tpu.yaml", 3,
-           "device_tpu.yaml:19:9: device: 'tpu' is not a device; allowed: cpu, auto, gpu, gpu:N, or a mapping"},
+           "device_tpu.yaml:19:9: device: 'tpu' is not a device; allowed: cpu, auto, gpu, gpu:N, or a "
+           "mapping"},
           {"fit device_key.yaml", 3,
            "device_key.yaml:19:21: unknown key 'device.memroy_limit' (did you mean 'memory_limit'?)"},
           {"fit missing.yaml", 2, "File does not exist: missing.yaml"},

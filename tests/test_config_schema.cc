@@ -84,9 +84,9 @@ TEST_CASE("every layer type's keys are declared in the registry, and the validat
     YAML::Node node = YAML::Load(yaml);
     NodeReader r(node, "model.layers.0", "layers.yaml");
     r.string("type", "");
-    REQUIRE_THROWS_WITH(e.read(r), Contains("layers.yaml:1:") && Contains("unknown key 'model.layers.0.bogus_key'") &&
-                                       Contains("allowed keys in 'model.layers.0': " +
-                                                names_of(e.keys, {"name", "type"})));
+    REQUIRE_THROWS_WITH(
+        e.read(r), Contains("layers.yaml:1:") && Contains("unknown key 'model.layers.0.bogus_key'") &&
+                       Contains("allowed keys in 'model.layers.0': " + names_of(e.keys, {"name", "type"})));
   }
 }
 
@@ -94,11 +94,12 @@ TEST_CASE("mlp is a macro and the activation shortcut a trait of registry entrie
   const Registry& reg = Registry::global();
   REQUIRE(reg.layer("mlp", "test").expand);
   REQUIRE_FALSE(reg.layer("mlp", "test").make);
-  for (const char* t : {"dense", "conv1d", "conv2d"}) REQUIRE(reg.layer(t, "test").traits.activation_shortcut);
+  for (const char* t : {"dense", "conv1d", "conv2d"})
+    REQUIRE(reg.layer(t, "test").traits.activation_shortcut);
   for (const char* t : {"flatten", "dropout", "maxpool2d", "relu"})
     REQUIRE_FALSE(reg.layer(t, "test").traits.activation_shortcut);
-  REQUIRE(reg.activation_types() ==
-          std::vector<std::string>{"relu", "sigmoid", "tanh", "gelu", "leaky_relu", "softmax", "log_softmax"});
+  REQUIRE(reg.activation_types() == std::vector<std::string>{"relu", "sigmoid", "tanh", "gelu", "leaky_relu",
+                                                             "softmax", "log_softmax"});
   // What the model makes of them: an mlp of depth 3 and a dense with a leaky_relu shortcut.
   YAML::Node layers = YAML::Load(
       "[{type: mlp, depth: 3, width: 4, final_units: 5, name: m},"
@@ -110,9 +111,10 @@ TEST_CASE("mlp is a macro and the activation shortcut a trait of registry entrie
                                             "dense_4", "leaky_relu_1"});
   REQUIRE(model.output_shape() == Shape{2});
   // The shortcut allows linear and the registered activations, nothing else.
-  REQUIRE_THROWS_WITH(parse(std::string(kBase), {"model.layers.2.activation=rleu"}),
-                      Contains("model.layers.2.activation: 'rleu' is not allowed (did you mean 'relu'?); "
-                               "allowed: linear, relu, sigmoid, tanh, gelu, leaky_relu, softmax, log_softmax"));
+  REQUIRE_THROWS_WITH(
+      parse(std::string(kBase), {"model.layers.2.activation=rleu"}),
+      Contains("model.layers.2.activation: 'rleu' is not allowed (did you mean 'relu'?); "
+               "allowed: linear, relu, sigmoid, tanh, gelu, leaky_relu, softmax, log_softmax"));
   REQUIRE_THROWS_WITH(parse(std::string(kBase), {"model.layers.1.activation=relu"}),
                       Contains("unknown key 'model.layers.1.activation'"));
 }
@@ -162,7 +164,8 @@ TEST_CASE("one device-string parser: cpu, auto, gpu, gpu:N and nothing else", "[
   REQUIRE(parse_device("gpu")->str() == "gpu:0");
   REQUIRE(parse_device("gpu:7")->index == 7);
   REQUIRE(parse_device("gpu:999")->index == 999);
-  for (const char* bad : {"", "GPU", "gpu:", "gpu:-1", "gpu:1000", "gpu:1x", "gpu0", "cuda:0", "cpu:0", " cpu"}) {
+  for (const char* bad :
+       {"", "GPU", "gpu:", "gpu:-1", "gpu:1000", "gpu:1x", "gpu0", "cuda:0", "cpu:0", " cpu"}) {
     CAPTURE(bad);
     REQUIRE_FALSE(parse_device(bad));
   }
@@ -178,7 +181,8 @@ TEST_CASE("device: takes a string or a mapping and both resolve to the mapping",
   REQUIRE(s.memory_limit_mib == 0);
   REQUIRE_FALSE(s.memory_growth);
   REQUIRE(YAML::Dump(s.resolved["device"]) == "type: gpu\nid: 1\nmemory_limit: 0\nmemory_growth: false");
-  Config m = parse(std::string(kBase) + "device: {type: gpu, id: 0, memory_limit: 4096, memory_growth: true}\n");
+  Config m =
+      parse(std::string(kBase) + "device: {type: gpu, id: 0, memory_limit: 4096, memory_growth: true}\n");
   REQUIRE(m.device == "gpu:0");
   REQUIRE(m.memory_limit_mib == 4096);
   REQUIRE(m.memory_growth);
@@ -189,9 +193,10 @@ TEST_CASE("device: takes a string or a mapping and both resolve to the mapping",
   REQUIRE(set.device == "gpu:1");
   REQUIRE(set.memory_limit_mib == 512);
   // Bad values: one line with file:line:column, the key and what is allowed.
-  REQUIRE_THROWS_WITH(parse(std::string(kBase) + "device: tpu\n"),
-                      Contains("test.yaml:12:9: device: 'tpu' is not a device; allowed: cpu, auto, gpu, gpu:N, "
-                               "or a mapping"));
+  REQUIRE_THROWS_WITH(
+      parse(std::string(kBase) + "device: tpu\n"),
+      Contains("test.yaml:12:9: device: 'tpu' is not a device; allowed: cpu, auto, gpu, gpu:N, "
+               "or a mapping"));
   REQUIRE_THROWS_WITH(parse(std::string(kBase) + "device: {type: cpu, id: 1}\n"),
                       Contains("test.yaml:12:25: device.id: is only for type gpu"));
   REQUIRE_THROWS_WITH(parse(std::string(kBase) + "device: {type: gpu, memory_limit: lots}\n"),
@@ -208,15 +213,18 @@ TEST_CASE("the device flags override the file's device keys: --print-config and 
           "[cli][device]") {
   const std::string dir = test::temp_dir("schema_device");
   const std::string cfg = test::write_file(
-      dir, "c.yaml", std::string(kBase) + "device: {type: gpu, id: 1, memory_limit: 4096, memory_growth: true}\n");
+      dir, "c.yaml",
+      std::string(kBase) + "device: {type: gpu, id: 1, memory_limit: 4096, memory_growth: true}\n");
   auto file = test::run_trainer("fit " + cfg + " --print-config");
   REQUIRE(file.exit_code == 0);
-  REQUIRE_THAT(file.out, Contains("device:\n  type: gpu\n  id: 1\n  memory_limit: 4096\n  memory_growth: true\n"));
+  REQUIRE_THAT(file.out,
+               Contains("device:\n  type: gpu\n  id: 1\n  memory_limit: 4096\n  memory_growth: true\n"));
   auto flags = test::run_trainer("fit " + cfg + " --print-config --device cpu --mem-limit 64");
   REQUIRE(flags.exit_code == 0);
   REQUIRE_THAT(flags.out, Contains("device:\n  type: cpu\n  memory_limit: 64\n  memory_growth: true\n"));
   auto gpu = test::run_trainer("fit " + cfg + " --print-config --device gpu --set device.memory_limit=5");
-  REQUIRE_THAT(gpu.out, Contains("device:\n  type: gpu\n  id: 0\n  memory_limit: 5\n  memory_growth: true\n"));
+  REQUIRE_THAT(gpu.out,
+               Contains("device:\n  type: gpu\n  id: 0\n  memory_limit: 5\n  memory_growth: true\n"));
   auto bad = test::run_trainer("eval " + cfg + " --weights x --device gpu:x");
   REQUIRE(bad.exit_code == 2);
   REQUIRE_THAT(bad.err, Contains("--device gpu:x: allowed: cpu, auto, gpu, gpu:N"));
@@ -226,17 +234,34 @@ TEST_CASE("the device flags override the file's device keys: --print-config and 
   REQUIRE(fit.exit_code == 0);
   REQUIRE_THAT(test::slurp(run + "/config.yaml"),
                Contains("device:\n  type: cpu\n  memory_limit: 32\n  memory_growth: true\n"));
-  REQUIRE(test::run_trainer("eval " + cfg + " --weights " + run + " --device cpu --split train").exit_code == 0);
+  REQUIRE(test::run_trainer("eval " + cfg + " --weights " + run + " --device cpu --split train").exit_code ==
+          0);
   auto bench = test::run_trainer("bench " + cfg + " --device cpu --steps 2 --warmup 0 --mem-limit 1");
   REQUIRE(bench.exit_code == 0);
   // The config's own cap is honoured: a model that does not fit stops before training.
-  auto capped = test::run_trainer("bench " + cfg + " --steps 2 --warmup 0 --set model.layers.0.filters=2000 " +
-                                  "--set 'device={type: cpu, memory_limit: 1}'");
+  auto capped =
+      test::run_trainer("bench " + cfg + " --steps 2 --warmup 0 --set model.layers.0.filters=2000 " +
+                        "--set 'device={type: cpu, memory_limit: 1}'");
   REQUIRE(capped.exit_code == 5);
   REQUIRE_THAT(capped.err, Contains("cap 1.00 MiB"));
+  // predict too: a model of 1.5 MiB of parameters runs without a cap and stops under the config's.
+  const std::string big = dir + "/big";
+  REQUIRE(test::run_trainer("fit " + cfg +
+                            " --device cpu --epochs 1 --set model.layers.0.filters=2000 --out " + big)
+              .exit_code == 0);
+  std::string row;
+  for (int i = 0; i < 64; ++i) row += (i ? "," : "") + std::to_string(i % 5);
+  const std::string x = test::write_file(dir, "x.csv", row + "\n" + row + "\n");
+  const std::string predict = "predict " + cfg + " --weights " + big + " --input " + x + " --output " + dir +
+                              "/p.csv --device cpu --set model.layers.0.filters=2000";
+  REQUIRE(test::run_trainer(predict).exit_code == 0);
+  auto capped_predict = test::run_trainer(predict + " --set device.memory_limit=1");
+  REQUIRE(capped_predict.exit_code == 5);
+  REQUIRE_THAT(capped_predict.err, Contains("cap 1.00 MiB"));
 }
 
-TEST_CASE("YAML merge keys are applied: explicit keys win, then the merged mappings in order", "[config][merge]") {
+TEST_CASE("YAML merge keys are applied: explicit keys win, then the merged mappings in order",
+          "[config][merge]") {
   const std::string text = R"(model:
   input_shape: [1, 8, 8]
   layers:

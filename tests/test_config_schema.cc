@@ -309,3 +309,21 @@ data:
   REQUIRE_THROWS_WITH(parse(std::string(kBase) + "train:\n  \"<<\": {epochs: 1}\n"),
                       Contains("unknown key 'train.<<'"));
 }
+
+TEST_CASE("the resolved config of every shipped config is itself a config that resolves to the same text",
+          "[cli][config]") {
+  // What --print-config prints is what a run directory's config.yaml holds: a config of its own.
+  const std::string dir = test::temp_dir("schema_roundtrip");
+  for (const char* name :
+       {"fashion_mnist_cnn", "fashion_mnist_sgd", "mnist_cnn", "cifar10_cnn", "reuters_conv1d", "mlp_disc"}) {
+    CAPTURE(name);
+    auto first = test::run_trainer("fit " + std::string(TRAINER_SOURCE_DIR) + "/configs/" + name +
+                                   ".yaml --print-config --device gpu:2 --mem-limit 100");
+    REQUIRE(first.exit_code == 0);
+    REQUIRE_THAT(first.out, Contains("device:\n  type: gpu\n  id: 2\n  memory_limit: 100\n"));
+    const std::string resolved = test::write_file(dir, std::string(name) + ".yaml", first.out);
+    auto second = test::run_trainer("fit " + resolved + " --print-config");
+    REQUIRE(second.exit_code == 0);
+    REQUIRE(second.out == first.out);
+  }
+}

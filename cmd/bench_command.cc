@@ -11,7 +11,6 @@ void add_bench_command(CLI::App& app) {
   struct State {
     ConfigFlags cf;
     BenchOptions bo;
-    int64_t mem_limit = 0;
     std::string math;
   };
   auto st = std::make_shared<State>();
@@ -22,8 +21,6 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_option("--warmup", st->bo.warmup, "Untimed steps after the first [default: 20]")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
-  sub->add_option("--mem-limit", st->mem_limit, "Hard cap in MiB on device memory [default: no cap]")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_option("--math", st->math, "fp32 | tf32 [default: config's math]")
       ->check(CLI::IsMember({"fp32", "tf32"}));
   sub->add_flag("--json", st->bo.json, "Print one JSON object instead of a text line");
@@ -32,7 +29,7 @@ void add_bench_command(CLI::App& app) {
     if (!st->math.empty()) cf.sets.push_back("math=" + st->math);
     Config cfg = cf.load();
     BenchOptions bo = st->bo;
-    bo.device = device_request(cfg, st->mem_limit);
+    bo.device = device_request(cfg);
     run_bench(cfg, bo, std::cout);
   });
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "lib/backend/device_spec.h"
 #include "lib/core/error.h"
 
 namespace trainer::cmd {
@@ -21,6 +22,13 @@ void ConfigFlags::add_to(CLI::App* sub, FlagSet set) {
   if (set == FlagSet::config_only) return;
   sub->add_option("--device", device,
                   "cpu | gpu:N | gpu | auto (first GPU, else the CPU) [default: config's device, cpu]");
+  sub->add_option("--mem-limit", mem_limit,
+                  "Hard cap in MiB on all memory the tool allocates on the device (GPU) [default: config's "
+                  "device.memory_limit, no cap]")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  sub->add_flag("--mem-growth", mem_growth,
+                "GPU: start small and grow on demand up to --mem-limit, instead of reserving up front "
+                "[default: config's device.memory_growth, off]");
   sub->add_option("--threads", threads,
                   "CPU threads for oneDNN and our loops [default: config's threads, else OMP_NUM_THREADS, "
                   "else the cores this process may use]")
@@ -37,11 +45,14 @@ void ConfigFlags::add_to(CLI::App* sub, FlagSet set) {
 
 Config ConfigFlags::load() const {
   std::vector<std::string> all = sets;
-  if (!device.empty()) {
-    if (!valid_device_string(device))
-      throw UsageError("--device " + device + ": allowed: cpu, auto, gpu, gpu:N");
-    all.push_back("device=" + device);
+  if (!device.empty()) {  // type and id; the file's memory settings stay
+    const std::optional<DeviceSpec> d = parse_device(device);
+    if (!d) throw UsageError("--device " + device + ": allowed: " + kDeviceForms);
+    all.push_back(std::string("device.type=") + (d->kind == DeviceSpec::Kind::gpu ? "gpu" : d->str()));
+    all.push_back(d->kind == DeviceSpec::Kind::gpu ? "device.id=" + std::to_string(d->index) : "device.id=");
   }
+  if (mem_limit > 0) all.push_back("device.memory_limit=" + std::to_string(mem_limit));
+  if (mem_growth) all.push_back("device.memory_growth=true");
   if (epochs > 0) all.push_back("train.epochs=" + std::to_string(epochs));
   if (batch_size > 0) all.push_back("data.batch_size=" + std::to_string(batch_size));
   if (seed >= 0) all.push_back("train.seed=" + std::to_string(seed));
@@ -49,14 +60,14 @@ Config ConfigFlags::load() const {
   return load_config(path, all);
 }
 
-DeviceRequest device_request(const Config& cfg, int64_t mem_limit_mib, bool mem_growth) {
+DeviceRequest device_request(const Config& cfg) {
   DeviceRequest d;
   d.device = cfg.device;
   d.math = cfg.math;
   d.deterministic = cfg.deterministic;
   d.threads = cfg.threads;
-  d.mem_limit_bytes = size_t(mem_limit_mib) << 20;
-  d.mem_growth = mem_growth;
+  d.mem_limit_bytes = size_t(cfg.memory_limit_mib) << 20;
+  d.mem_growth = cfg.memory_growth;
   return d;
 }
 

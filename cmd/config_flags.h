@@ -14,7 +14,7 @@ namespace trainer::cmd {
 
 enum class FlagSet {
   config_only,  // CONFIG and --set (summary)
-  inference,    // + --device, --batch-size (eval, predict)
+  inference,    // + --device, --mem-limit, --mem-growth, --threads, --batch-size (eval, predict, bench)
   training,     // + --epochs, --seed (fit)
 };
 
@@ -26,13 +26,16 @@ struct ConfigFlags {
   int64_t epochs = 0, batch_size = 0;
   int64_t seed = -1;
   int64_t threads = -1;
+  int64_t mem_limit = 0;  // MiB; 0: the config's device.memory_limit
+  bool mem_growth = false;
 
   void add_to(CLI::App* sub, FlagSet set);
   Config load() const;
 };
 
-// The device a config asks for (device, math, deterministic, threads), plus the memory flags.
-DeviceRequest device_request(const Config& cfg, int64_t mem_limit_mib = 0, bool mem_growth = false);
+// The device a config asks for: device (with its memory cap and growth), math, deterministic,
+// threads. The flags --device, --mem-limit and --mem-growth are already in the config (load()).
+DeviceRequest device_request(const Config& cfg);
 
 // Validator of a run directory flag (--out): a path that exists must be a directory. A regular file
 // there is a usage error before the run starts, not a failed write after the model is built.

@@ -7,7 +7,6 @@
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/model/model.h"
-#include "lib/train/data_sources.h"
 #include "lib/train/fit.h"
 #include "lib/train/run_dir.h"
 
@@ -17,19 +16,13 @@ void add_fit_command(CLI::App& app) {
   struct State {
     ConfigFlags cf;
     OutputFlags of;
-    int64_t mem_limit = 0;
-    bool mem_growth = false, print_config = false, deterministic = false, no_out = false;
+    bool print_config = false, deterministic = false, no_out = false;
     std::string out, resume, math;
   };
   auto st = std::make_shared<State>();
   CLI::App* sub = app.add_subcommand("fit", "Train the model described by a YAML config");
   st->cf.add_to(sub, FlagSet::training);
   st->of.add_to(sub, true);
-  sub->add_option("--mem-limit", st->mem_limit,
-                  "Hard cap in MiB on all memory the tool allocates on the device (GPU) [default: no cap]")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
-  sub->add_flag("--mem-growth", st->mem_growth,
-                "GPU: start small and grow on demand up to --mem-limit, instead of reserving up front");
   sub->add_option("--math", st->math,
                   "fp32 (strict, the default) | tf32 (GPU tensor cores) [default: config's math]")
       ->check(CLI::IsMember({"fp32", "tf32"}));
@@ -56,16 +49,13 @@ void add_fit_command(CLI::App& app) {
     Config cfg = cf.load();
     if (st->print_config) {
       Model model(cfg.input_shape, cfg.layers, cfg.init, cfg.file);  // validates every layer
-      YAML::Node resolved = cfg.resolved;
+      YAML::Node resolved = cfg.resolved;                            // data sources and device included
       resolved["model"]["layers"] = model.describe_layers();
-      resolved["data"]["train"] = describe_source(cfg.data.train, "data.train", cfg.file);
-      if (present(cfg.data.validation))
-        resolved["data"]["validation"] = describe_source(cfg.data.validation, "data.validation", cfg.file);
       std::cout << YAML::Dump(resolved) << std::endl;
       return;
     }
     FitOptions fo;
-    fo.device = device_request(cfg, st->mem_limit, st->mem_growth);
+    fo.device = device_request(cfg);
     fo.report = st->of.options();
     fo.resume_dir = st->resume;
     if (st->resume.empty() && !st->no_out)

@@ -145,6 +145,9 @@ cp tiny.yaml huge.yaml && truncate -s 40M huge.yaml  # sparse: 40 MB of NUL afte
 } >aliases.yaml
 sed 's/^train:$/trian:/' tiny.yaml >unknown_key.yaml
 sed 's/type: relu/type: rleu/' tiny.yaml >unknown_layer.yaml
+sed 's/^  type: adam$/  <<: 5/' tiny.yaml >merge_value.yaml
+{ cat tiny.yaml; echo 'device: tpu'; } >device_tpu.yaml
+{ cat tiny.yaml; echo 'device: {type: gpu, memroy_limit: 4096}'; } >device_key.yaml
 sed 's/batch_size: 20/batch_size: 0/' tiny.yaml >batch0.yaml
 sed 's/batch_size: 20/batch_size: -5/' tiny.yaml >batchneg.yaml
 sed 's/units: 8/units: -3/' tiny.yaml >units_neg.yaml
@@ -331,6 +334,9 @@ row "200,000-item list" 3 "$CLI: a config that is not a regular file, too big, t
 row "alias bomb (10^7 nodes)" 3 "$TAB: bad-input table: config rows" -- fit aliases.yaml
 row "unknown key" 3 "$TAB: bad-input table: config rows" -- fit unknown_key.yaml
 row "unknown layer type" 3 "$TAB: bad-input table: config rows" -- fit unknown_layer.yaml
+row "merge key of a value (<<: 5)" 3 "$TAB: bad-input table: config rows" -- fit merge_value.yaml
+row "device that is not one" 3 "$TAB: bad-input table: config rows" -- fit device_tpu.yaml
+row "device mapping, misspelt key" 3 "$TAB: bad-input table: config rows" -- fit device_key.yaml
 row "config missing" 2 "$TAB: bad-input table: config rows" -- fit missing.yaml
 row "config is a directory" 2 "$TAB: bad-input table: config rows" -- fit adir
 row "config is a FIFO" 2 "$CLI: a config that is not a regular file, too big, too deep or empty ..." -- fit fifo.yaml

@@ -171,6 +171,9 @@ TEST_CASE("bad-input table: config rows", "[bad_input]") {
   test::write_file(dir, "binary.yaml", std::string("\xff\xfe\x01\x02 model", 9));
   test::write_file(dir, "unknown_key.yaml", replace(kTiny, "train:\n", "trian:\n"));
   test::write_file(dir, "unknown_layer.yaml", replace(kTiny, "type: relu", "type: rleu"));
+  test::write_file(dir, "merge_value.yaml", replace(kTiny, "  type: adam\n", "  <<: 5\n"));
+  test::write_file(dir, "device_tpu.yaml", std::string(kTiny) + "device: tpu\n");
+  test::write_file(dir, "device_key.yaml", std::string(kTiny) + "device: {type: gpu, memroy_limit: 4096}\n");
   std::string aliases = std::string(kTiny) + "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i <= 6; ++i) {
     const std::string p = "*a" + std::to_string(i - 1);
@@ -193,6 +196,13 @@ TEST_CASE("bad-input table: config rows", "[bad_input]") {
           {"fit unknown_key.yaml", 3, "unknown_key.yaml:16:1: unknown key 'trian' (did you mean 'train'?)"},
           {"fit unknown_layer.yaml", 3,
            "unknown layer type 'rleu' (did you mean 'relu'?); registered types:"},
+          {"fit merge_value.yaml", 3,
+           "merge_value.yaml:9:7: the merge key '<<' takes a mapping or a list of mappings"},
+          {"fit device_tpu.yaml", 3,
+           "device_tpu.yaml:19:9: device: 'tpu' is not a device; allowed: cpu, auto, gpu, gpu:N, or a "
+           "mapping"},
+          {"fit device_key.yaml", 3,
+           "device_key.yaml:19:21: unknown key 'device.memroy_limit' (did you mean 'memory_limit'?)"},
           {"fit missing.yaml", 2, "File does not exist: missing.yaml"},
           {"fit adir", 2, "File is actually a directory: adir"},
       });

@@ -84,11 +84,16 @@ TEST_CASE("invalid YAML reports the line", "[config]") {
 }
 
 TEST_CASE("an unknown layer type lists the registered types", "[config][registry]") {
-  Config c = parse(replace(kGood, "type: flatten", "type: flaten"));
-  REQUIRE_THROWS_WITH(Model(c.input_shape, c.layers, c.init, c.file),
+  // Loading the config checks every layer's type and keys (read_layer_list), before any model.
+  REQUIRE_THROWS_WITH(parse(replace(kGood, "type: flatten", "type: flaten")),
                       Contains("test.yaml:5:") && Contains("unknown layer type 'flaten'") &&
                           Contains("did you mean 'flatten'") && Contains("registered types:") &&
                           Contains("conv2d") && Contains("maxpool2d"));
+  // The model checks the same with the same validator when it is built from YAML of its own.
+  Config c = parse(kGood);
+  c.layers[1]["type"] = "flaten";
+  REQUIRE_THROWS_WITH(Model(c.input_shape, c.layers, c.init, c.file),
+                      Contains("unknown layer type 'flaten'") && Contains("did you mean 'flatten'"));
 }
 
 TEST_CASE("a shape error names the layer index, type and shapes", "[config][shapes]") {
@@ -102,11 +107,9 @@ TEST_CASE("a shape error names the layer index, type and shapes", "[config][shap
 }
 
 TEST_CASE("layer hyper-parameters are validated like any other key", "[config]") {
-  Config c = parse(replace(kGood, "units: 3", "unit: 3"));
-  REQUIRE_THROWS_WITH(Model(c.input_shape, c.layers, c.init, c.file),
+  REQUIRE_THROWS_WITH(parse(replace(kGood, "units: 3", "unit: 3")),
                       Contains("model.layers.2") && (Contains("units") || Contains("unit")));
-  Config d = parse(replace(kGood, "{type: flatten}", "{type: dropout, rate: 1.5}"));
-  REQUIRE_THROWS_WITH(Model(d.input_shape, d.layers, d.init, d.file),
+  REQUIRE_THROWS_WITH(parse(replace(kGood, "{type: flatten}", "{type: dropout, rate: 1.5}")),
                       Contains("model.layers.1.rate") && Contains("out of range"));
 }
 

@@ -1,7 +1,6 @@
 #include "lib/backend/backend_registry.h"
 
-#include <regex>
-
+#include "lib/backend/device_spec.h"
 #include "lib/core/error.h"
 
 namespace trainer {
@@ -49,28 +48,20 @@ std::string BackendRegistry::gpu_versions() const {
 }
 
 std::unique_ptr<Backend> BackendRegistry::create(const DeviceRequest& req, std::string* note) const {
-  std::string dev = req.device;
-  if (dev == "cpu") return cpu().make(req, 0);
+  std::optional<DeviceSpec> spec = parse_device(req.device);
+  if (!spec) throw UsageError("unknown device '" + req.device + "'; allowed: " + kDeviceForms);
+  if (spec->kind == DeviceSpec::Kind::cpu) return cpu().make(req, 0);
   std::string why;
   std::vector<GpuInfo> gpus = list_gpus(&why);
-  if (dev == "auto") {
+  if (spec->kind == DeviceSpec::Kind::automatic) {
     // The first GPU this build can run on; else the CPU, saying why in one line.
     for (const auto& g : gpus)
-      if (g.problem.empty()) {
-        dev = "gpu:" + std::to_string(g.index);
-        break;
-      }
-    if (dev == "auto") {
-      if (!gpus.empty()) why = gpus.front().problem;
-      if (note) *note = "device auto: no usable GPU (" + why + "); running on the CPU";
-      return cpu().make(req, 0);
-    }
+      if (g.problem.empty()) return gpu()->make(req, g.index);
+    if (!gpus.empty()) why = gpus.front().problem;
+    if (note) *note = "device auto: no usable GPU (" + why + "); running on the CPU";
+    return cpu().make(req, 0);
   }
-  std::smatch m;
-  static const std::regex re("gpu(?::([0-9]+))?");
-  if (!std::regex_match(dev, m, re))
-    throw UsageError("unknown device '" + req.device + "'; allowed: cpu, auto, gpu, gpu:N");
-  const int index = m[1].matched ? std::stoi(m[1].str()) : 0;
+  const int index = spec->index;
   if (gpus.empty()) throw RuntimeError("device " + req.device + ": no usable GPU: " + why);
   if (index >= int(gpus.size())) {
     std::string list;

@@ -2,22 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <regex>
 
+#include "lib/config/device_section.h"
 #include "lib/config/node_reader.h"
 #include "lib/config/yaml_loader.h"
 #include "lib/core/error.h"
+#include "lib/train/data_sources.h"
 
 namespace trainer {
 
 std::string MetricSpec::label() const {
   if (type == "top_k_accuracy") return "top" + std::to_string(k) + "_accuracy";
   return type;
-}
-
-bool valid_device_string(const std::string& s) {
-  static const std::regex re("cpu|auto|gpu|gpu:[0-9]{1,3}");
-  return std::regex_match(s, re);
 }
 
 // A copy without source positions: values from --set must not claim a line of the file.
@@ -85,6 +81,9 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
     } else {
       if (cur.IsScalar()) throw ConfigError(flag + ": '" + walked + "' is a value, not a section");
       if (last) {
+        // Rebind the key instead of writing through its value node, which an alias (*name) or a
+        // merge key (<<) may share with other mappings.
+        cur.remove(p);
         cur[p] = value;
         return;
       }
@@ -111,6 +110,7 @@ static void read_model(Config& c, NodeReader& r) {
   if (!present(c.layers) || !c.layers.IsSequence() || c.layers.size() == 0)
     mr.fail("layers", "is required: a non-empty list of layers, e.g. - {type: dense, units: 10}");
   mr.finish();
+  read_layer_list(c.layers, c.file);  // every layer's keys, as declared by its type (lib/registry)
   c.resolved["model"] = mr.resolved();
 }
 
@@ -198,8 +198,10 @@ static void read_data(Config& c, NodeReader& r) {
   nr.finish();
   dr.finish();
   c.resolved["data"] = dr.resolved();
-  c.resolved["data"]["train"] = dc.train;
-  if (present(dc.validation)) c.resolved["data"]["validation"] = dc.validation;
+  // Each source's keys, as declared by its format (lib/train/data_sources.cc); no file is read.
+  c.resolved["data"]["train"] = describe_source(dc.train, "data.train", c.file);
+  if (present(dc.validation))
+    c.resolved["data"]["validation"] = describe_source(dc.validation, "data.validation", c.file);
   c.resolved["data"]["normalize"] = nr.resolved();
 }
 
@@ -329,7 +331,10 @@ static Config parse_document(YAML::Node root, const std::string& file,
                       ": the config must be a mapping of sections "
                       "(model:, data:, optimizer:, ...), got " +
                       (root.IsSequence() ? "a list" : "a single value"));
-  for (const auto& o : overrides) apply_override(root, o);
+  for (const auto& o : overrides) {
+    normalize_device(root);  // so that --set device.memory_limit=N works on "device: gpu:0" too
+    apply_override(root, o);
+  }
   Config c;
   c.file = file;
   c.root = root;
@@ -354,11 +359,8 @@ static Config parse_document(YAML::Node root, const std::string& file,
     t.finish();
     c.resolved["train"] = t.resolved();
   }
-  c.device = r.string("device", "cpu");
-  if (!valid_device_string(c.device))
-    r.fail("device", "'" + c.device + "' is not a device; allowed: cpu, auto, gpu, gpu:N");
+  read_device(c, r);
   c.math = r.choice("math", "fp32", {"fp32", "tf32"}) == "tf32" ? MathMode::tf32 : MathMode::strict_fp32;
-  c.resolved["device"] = c.device;
   c.resolved["math"] = c.math == MathMode::tf32 ? "tf32" : "fp32";
   c.threads = int(r.integer("threads", 0, 0, 4096));
   c.resolved["threads"] = c.threads;

@@ -89,7 +89,9 @@ struct Config {
   DataConfig data;
   int64_t epochs = 10;
   uint64_t seed = 0;
-  std::string device = "cpu";
+  std::string device = "cpu";    // cpu | auto | gpu:N (device.type and device.id)
+  int64_t memory_limit_mib = 0;  // device.memory_limit: 0 = no cap
+  bool memory_growth = false;    // device.memory_growth
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
   int threads = 0;           // CPU threads; 0: the cores this process may use (OMP_NUM_THREADS if set)
@@ -116,8 +118,5 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 // The same from a string (tests).
 Config parse_config(const std::string& yaml_text, const std::string& name,
                     const std::vector<std::string>& overrides);
-
-// Validates a device string: "cpu", "auto", "gpu" or "gpu:N".
-bool valid_device_string(const std::string& s);
 
 }  // namespace trainer

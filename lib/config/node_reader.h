@@ -50,6 +50,7 @@ class NodeReader {
 
   // Every value read so far, defaults included: the resolved config (--print-config).
   YAML::Node& resolved() { return resolved_; }
+  const YAML::Node& resolved() const { return resolved_; }
 
   const std::string& path() const { return path_; }
   const std::string& file() const { return file_; }

@@ -7,8 +7,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <sstream>
 #include <unordered_map>
+#include <vector>
 
 #include "lib/core/error.h"
 #include "lib/core/file_kind.h"
@@ -116,6 +118,54 @@ void walk(const YAML::Node& node, const std::string& name, const std::string& pa
   }
 }
 
+bool is_merge_key(const YAML::Node& key) {
+  return key.IsScalar() && key.Scalar() == "<<" && key.Tag() != "!";  // "!": quoted, an ordinary key
+}
+
+// Applies the merge keys of `node` and everything below it, children first, so that a mapping
+// merged in has its own merges applied. Mappings reached again through an alias have no '<<'
+// left and are only walked (the walk is bounded: check_duplicate_keys() ran first).
+void apply_merges(YAML::Node node, const std::string& name) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) apply_merges(node[i], name);
+    return;
+  }
+  if (!node.IsMap()) return;
+  YAML::Node merge_key, merge_value;
+  bool merges = false;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    apply_merges(it->second, name);
+    if (is_merge_key(it->first)) merge_key.reset(it->first), merge_value.reset(it->second), merges = true;
+  }
+  if (!merges) return;
+  const auto bad = [&](const YAML::Node& at, const std::string& what) {
+    return ConfigError(position(name, at.Mark()) +
+                       ": the merge key '<<' takes a mapping or a list of mappings (" +
+                       "<<: *defaults or <<: [*a, *b]); " + what);
+  };
+  std::vector<YAML::Node> sources;
+  if (merge_value.IsMap()) {
+    sources.push_back(merge_value);
+  } else if (merge_value.IsSequence()) {
+    for (size_t i = 0; i < merge_value.size(); ++i) {
+      if (!merge_value[i].IsMap())
+        throw bad(merge_value[i], "item " + std::to_string(i) + " of its list is not a mapping");
+      sources.push_back(merge_value[i]);
+    }
+  } else {
+    throw bad(merge_value, std::string("got ") + (merge_value.IsScalar() ? "a single value" : "nothing"));
+  }
+  node.remove(merge_key);
+  // Keys written in the mapping win over merged ones; of the merged mappings, the first wins.
+  std::set<std::string> present;
+  for (auto it = node.begin(); it != node.end(); ++it)
+    if (it->first.IsScalar()) present.insert(it->first.Scalar());
+  for (const YAML::Node& source : sources)
+    for (auto it = source.begin(); it != source.end(); ++it)
+      if (it->first.IsScalar() && present.insert(it->first.Scalar()).second)
+        node.force_insert(it->first, it->second);  // the same nodes: their positions stay
+}
+
 }  // namespace
 
 std::string read_config_file(const std::string& path) {
@@ -167,6 +217,7 @@ YAML::Node load_yaml_document(const std::string& text, const std::string& name) 
     throw ConfigError(position(name, e.mark) + ": invalid YAML: " + e.msg);
   }
   check_duplicate_keys(root, name);
+  if (root) apply_merges(root, name);
   return root;
 }
 

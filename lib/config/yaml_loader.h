@@ -7,7 +7,10 @@
 //   - the document may hold at most kMaxConfigNodes nodes nested at most kMaxConfigDepth deep,
 //     counted while parsing, before yaml-cpp builds its (large) node tree; aliases may not
 //     expand it past the same bounds;
-//   - one document only, and no key twice in one mapping (yaml-cpp would silently keep one).
+//   - one document only, and no key twice in one mapping (yaml-cpp would silently keep one);
+//   - merge keys (YAML 1.1's `<<: *defaults`, `<<: [*a, *b]`), which yaml-cpp 0.7 reads as an
+//     ordinary key named "<<", are applied: keys written in the mapping win, then the merged
+//     mappings in order; merged keys and values keep their positions in the file for messages.
 // Every error is a ConfigError naming file:line:column; a path that cannot be read as a config
 // file at all is a UsageError.
 #pragma once

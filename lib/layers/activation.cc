@@ -1,11 +1,14 @@
 #include "lib/layers/activation.h"
 
-#include "lib/config/node_reader.h"
-
 namespace trainer {
 
-Activation::Activation(NodeReader& r, ActivationKind k) : kind(k) {
-  if (kind == ActivationKind::leaky_relu) alpha = float(r.number("alpha", 0.01, 0.0, 1e6));
+KeySpecs Activation::keys(ActivationKind kind) {
+  if (kind == ActivationKind::leaky_relu) return {number_key("alpha", 0.01, 0.0, 1e6, "slope for x < 0")};
+  return {};
+}
+
+Activation::Activation(const KeyValues& v, ActivationKind k) : kind(k) {
+  if (kind == ActivationKind::leaky_relu) alpha = float(v.number("alpha"));
 }
 
 Shape Activation::infer(const Shape& in) {
@@ -17,12 +20,6 @@ Shape Activation::infer(const Shape& in) {
 
 void Activation::describe(YAML::Node& out) const {
   if (kind == ActivationKind::leaky_relu) out["alpha"] = alpha;
-}
-
-const std::vector<std::string>& activation_names() {
-  static const std::vector<std::string> names{"relu",       "sigmoid", "tanh",       "gelu",
-                                              "leaky_relu", "softmax", "log_softmax"};
-  return names;
 }
 
 }  // namespace trainer

@@ -3,17 +3,17 @@
 //   in PyTorch); softmax and log_softmax over the features of a flat (B, F) input.
 #pragma once
 
+#include "lib/config/key_spec.h"
 #include "lib/model/layer.h"
 
 namespace trainer {
-
-class NodeReader;
 
 enum class ActivationKind { relu, sigmoid, tanh, gelu, leaky_relu, softmax, log_softmax };
 
 class Activation : public Layer {
  public:
-  Activation(NodeReader& r, ActivationKind kind);
+  Activation(const KeyValues& v, ActivationKind kind);
+  static KeySpecs keys(ActivationKind kind);
   ActivationKind kind;
   float alpha = 0.f;  // leaky_relu slope
 
@@ -22,8 +22,5 @@ class Activation : public Layer {
  protected:
   Shape infer(const Shape& in) override;
 };
-
-// The YAML names of the activations ("relu", ...), for the `activation:` shortcut on layers.
-const std::vector<std::string>& activation_names();
 
 }  // namespace trainer

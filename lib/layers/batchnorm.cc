@@ -1,13 +1,14 @@
 #include "lib/layers/batchnorm.h"
 
-#include "lib/config/node_reader.h"
-
 namespace trainer {
 
-BatchNorm::BatchNorm(NodeReader& r) {
-  momentum = float(r.number("momentum", 0.1, 0.0, 1.0));
-  epsilon = float(r.number("epsilon", 1e-5, 1e-12, 1.0));
+KeySpecs BatchNorm::keys() {
+  return {number_key("momentum", 0.1, 0.0, 1.0, "weight of the batch in the running statistics (PyTorch's)"),
+          number_key("epsilon", 1e-5, 1e-12, 1.0, "added to the variance")};
 }
+
+BatchNorm::BatchNorm(const KeyValues& v)
+    : momentum(float(v.number("momentum"))), epsilon(float(v.number("epsilon"))) {}
 
 Shape BatchNorm::infer(const Shape& in) {
   if (in.rank() < 1 || in.rank() > 4)

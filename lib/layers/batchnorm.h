@@ -9,15 +9,15 @@
 // Eval: the running statistics take the place of the batch's, and nothing is updated.
 #pragma once
 
+#include "lib/config/key_spec.h"
 #include "lib/model/layer.h"
 
 namespace trainer {
 
-class NodeReader;
-
 class BatchNorm : public Layer {
  public:
-  explicit BatchNorm(NodeReader& r);
+  explicit BatchNorm(const KeyValues& v);
+  static KeySpecs keys();
   float momentum = 0.1f;
   float epsilon = 1e-5f;
   int64_t channels() const { return input_shape()[0]; }

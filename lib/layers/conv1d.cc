@@ -1,23 +1,22 @@
 #include "lib/layers/conv1d.h"
 
-#include "lib/config/node_reader.h"
-
 namespace trainer {
 
-int64_t read_single(NodeReader& r, const std::string& key, int64_t def) {
-  std::vector<int64_t> v = r.integer_list(key, {def}, 1, 1 << 16);
-  if (v.size() != 1) r.fail(key, "expected an integer (1-D layers take one size), e.g. " + key + ": 3");
-  return v[0];
+KeySpecs Conv1d::keys() {
+  return {integer_key("filters", 0, 1, 1 << 20, "output channels")
+              .require("is required: the number of output channels, e.g. filters: 64"),
+          size_key("kernel_size", 0, 1, 1 << 16, "an integer").require("is required, e.g. kernel_size: 5"),
+          size_key("strides", 1, 1, 1 << 16, "an integer"),
+          padding_key("valid | same (TensorFlow's split) | an integer, both sides"),
+          bool_key("use_bias", true, "add a learned bias per filter")};
 }
 
-Conv1d::Conv1d(NodeReader& r) {
-  filters = r.integer("filters", 0, 1, 1 << 20);
-  if (filters == 0) r.fail("filters", "is required: the number of output channels, e.g. filters: 64");
-  if (!r.has("kernel_size")) r.fail("kernel_size", "is required, e.g. kernel_size: 5");
-  k = read_single(r, "kernel_size", 1);
-  stride = read_single(r, "strides", 1);
-  read_padding(r, padding, pad);
-  use_bias = r.boolean("use_bias", true);
+Conv1d::Conv1d(const KeyValues& v)
+    : filters(v.integer("filters")),
+      k(v.integer("kernel_size")),
+      stride(v.integer("strides")),
+      use_bias(v.boolean("use_bias")) {
+  padding_from(v, padding, pad);
 }
 
 Shape Conv1d::infer(const Shape& in) {

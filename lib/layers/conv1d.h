@@ -11,7 +11,8 @@ namespace trainer {
 
 class Conv1d : public Layer {
  public:
-  explicit Conv1d(NodeReader& r);
+  explicit Conv1d(const KeyValues& v);
+  static KeySpecs keys();
   int64_t filters = 0;
   int64_t k = 1, stride = 1;
   std::string padding = "valid";
@@ -26,8 +27,5 @@ class Conv1d : public Layer {
  protected:
   Shape infer(const Shape& in) override;  // (C, L) -> (filters, OL)
 };
-
-// Reads a 1-D size: an integer or a one-element list.
-int64_t read_single(NodeReader& r, const std::string& key, int64_t def);
 
 }  // namespace trainer

@@ -1,7 +1,5 @@
 #include "lib/layers/conv2d.h"
 
-#include "lib/config/node_reader.h"
-
 namespace trainer {
 
 int64_t resolve_window(int64_t in, const std::string& padding, int64_t explicit_pad, Window& w) {
@@ -17,36 +15,27 @@ int64_t resolve_window(int64_t in, const std::string& padding, int64_t explicit_
   return span < 0 ? 0 : span / w.stride + 1;
 }
 
-void read_padding(NodeReader& r, std::string& mode, int64_t& pad) {
-  if (r.has("padding")) {
-    std::string s = r.string("padding", "valid");
-    if (s == "valid" || s == "same") {
-      mode = s;
-      return;
-    }
-    pad = r.integer("padding", 0, 0, 1 << 16);
-    mode = "explicit";
-    return;
-  }
-  r.accept({"padding"});
+void padding_from(const KeyValues& v, std::string& mode, int64_t& pad) {
+  mode = v.string("padding");
+  if (mode == "valid" || mode == "same") return;
+  pad = v.integer("padding");
+  mode = "explicit";
 }
 
-void read_pair(NodeReader& r, const std::string& key, int64_t def_h, int64_t def_w, int64_t& h, int64_t& w) {
-  std::vector<int64_t> v = r.integer_list(key, {def_h, def_w}, 1, 1 << 16);
-  if (v.size() == 1) v.push_back(v[0]);
-  if (v.size() != 2) r.fail(key, "expected an integer or a [height, width] pair");
-  h = v[0];
-  w = v[1];
+KeySpecs Conv2d::keys() {
+  return {integer_key("filters", 0, 1, 1 << 20, "output channels")
+              .require("is required: the number of output channels, e.g. filters: 32"),
+          size_pair_key("kernel_size", 0, 1, 1 << 16, "an integer or [height, width]")
+              .require("is required, e.g. kernel_size: 3 or [3, 3]"),
+          size_pair_key("strides", 1, 1, 1 << 16, "an integer or [height, width]"),
+          padding_key("valid | same (TensorFlow's split) | an integer, both sides"),
+          bool_key("use_bias", true, "add a learned bias per filter")};
 }
 
-Conv2d::Conv2d(NodeReader& r) {
-  filters = r.integer("filters", 0, 1, 1 << 20);
-  if (filters == 0) r.fail("filters", "is required: the number of output channels, e.g. filters: 32");
-  if (!r.has("kernel_size")) r.fail("kernel_size", "is required, e.g. kernel_size: 3 or [3, 3]");
-  read_pair(r, "kernel_size", 1, 1, kh, kw);
-  read_pair(r, "strides", 1, 1, sh, sw);
-  read_padding(r, padding, pad);
-  use_bias = r.boolean("use_bias", true);
+Conv2d::Conv2d(const KeyValues& v) : filters(v.integer("filters")), use_bias(v.boolean("use_bias")) {
+  const std::vector<int64_t> k = v.integers("kernel_size"), s = v.integers("strides");
+  kh = k[0], kw = k[1], sh = s[0], sw = s[1];
+  padding_from(v, padding, pad);
 }
 
 Shape Conv2d::infer(const Shape& in) {

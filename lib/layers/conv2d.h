@@ -3,11 +3,10 @@
 // padding: valid | same (TensorFlow's split: the extra row/column goes bottom/right) | an integer.
 #pragma once
 
+#include "lib/config/key_spec.h"
 #include "lib/model/layer.h"
 
 namespace trainer {
-
-class NodeReader;
 
 // Resolved geometry of one spatial dimension, shared by conv and pooling layers.
 struct Window {
@@ -18,7 +17,8 @@ int64_t resolve_window(int64_t in, const std::string& padding, int64_t explicit_
 
 class Conv2d : public Layer {
  public:
-  explicit Conv2d(NodeReader& r);
+  explicit Conv2d(const KeyValues& v);
+  static KeySpecs keys();
   int64_t filters = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1;
   std::string padding = "valid";
@@ -34,9 +34,7 @@ class Conv2d : public Layer {
   Shape infer(const Shape& in) override;
 };
 
-// Reads "padding: valid|same|<int>" into (mode, pad).
-void read_padding(NodeReader& r, std::string& mode, int64_t& pad);
-// Reads a size that may be an int or a [h, w] pair.
-void read_pair(NodeReader& r, const std::string& key, int64_t def_h, int64_t def_w, int64_t& h, int64_t& w);
+// The validated `padding` (padding_key()) as (mode, pad): valid | same | explicit with pad.
+void padding_from(const KeyValues& v, std::string& mode, int64_t& pad);
 
 }  // namespace trainer

@@ -1,14 +1,14 @@
 #include "lib/layers/dense.h"
 
-#include "lib/config/node_reader.h"
-
 namespace trainer {
 
-Dense::Dense(NodeReader& r) {
-  units = r.integer("units", 0, 1, int64_t(1) << 31);
-  if (units == 0) r.fail("units", "is required: the number of output features, e.g. units: 64");
-  use_bias = r.boolean("use_bias", true);
+KeySpecs Dense::keys() {
+  return {integer_key("units", 0, 1, int64_t(1) << 31, "output features")
+              .require("is required: the number of output features, e.g. units: 64"),
+          bool_key("use_bias", true, "add a learned bias")};
 }
+
+Dense::Dense(const KeyValues& v) : units(v.integer("units")), use_bias(v.boolean("use_bias")) {}
 
 Shape Dense::infer(const Shape& in) {
   if (in.rank() != 1)

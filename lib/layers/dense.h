@@ -1,15 +1,15 @@
 // dense: y = x W^T + b.  x: (B, in)  W: (units, in)  b: (units)  y: (B, units)
 #pragma once
 
+#include "lib/config/key_spec.h"
 #include "lib/model/layer.h"
 
 namespace trainer {
 
-class NodeReader;
-
 class Dense : public Layer {
  public:
-  explicit Dense(NodeReader& r);
+  explicit Dense(const KeyValues& v);
+  static KeySpecs keys();
   int64_t units = 0;
   bool use_bias = true;
   int64_t in_features() const { return input_shape()[0]; }

@@ -1,12 +1,10 @@
 #include "lib/layers/dropout.h"
 
-#include "lib/config/node_reader.h"
-
 namespace trainer {
 
-Dropout::Dropout(NodeReader& r, bool cw) : channelwise(cw) {
-  rate = float(r.number("rate", 0.5, 0.0, 0.999));
-}
+KeySpecs Dropout::keys() { return {number_key("rate", 0.5, 0.0, 0.999, "probability of zeroing")}; }
+
+Dropout::Dropout(const KeyValues& v, bool cw) : rate(float(v.number("rate"))), channelwise(cw) {}
 
 Shape Dropout::infer(const Shape& in) {
   if (channelwise && in.rank() < 2)

@@ -4,15 +4,15 @@
 // same mask for the same step and no RNG state lives on the device.
 #pragma once
 
+#include "lib/config/key_spec.h"
 #include "lib/model/layer.h"
 
 namespace trainer {
 
-class NodeReader;
-
 class Dropout : public Layer {
  public:
-  Dropout(NodeReader& r, bool channelwise);
+  Dropout(const KeyValues& v, bool channelwise);
+  static KeySpecs keys();
   float rate = 0.5f;
   bool channelwise = false;
   void describe(YAML::Node& out) const override { out["rate"] = rate; }

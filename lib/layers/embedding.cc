@@ -1,16 +1,16 @@
 #include "lib/layers/embedding.h"
 
-#include "lib/config/node_reader.h"
-
 namespace trainer {
 
-Embedding::Embedding(NodeReader& r) {
-  input_dim = r.integer("input_dim", 0, 1, int64_t(1) << 31);
-  if (input_dim == 0)
-    r.fail("input_dim", "is required: the vocabulary size (largest token id + 1), e.g. input_dim: 10000");
-  output_dim = r.integer("output_dim", 0, 1, int64_t(1) << 20);
-  if (output_dim == 0) r.fail("output_dim", "is required: the length of each vector, e.g. output_dim: 64");
+KeySpecs Embedding::keys() {
+  return {integer_key("input_dim", 0, 1, int64_t(1) << 31, "vocabulary size")
+              .require("is required: the vocabulary size (largest token id + 1), e.g. input_dim: 10000"),
+          integer_key("output_dim", 0, 1, int64_t(1) << 20, "vector length")
+              .require("is required: the length of each vector, e.g. output_dim: 64")};
 }
+
+Embedding::Embedding(const KeyValues& v)
+    : input_dim(v.integer("input_dim")), output_dim(v.integer("output_dim")) {}
 
 Shape Embedding::infer(const Shape& in) {
   if (in.rank() != 1)

@@ -14,15 +14,15 @@
 // Init: PyTorch N(0, 1), Keras U(-0.05, 0.05) (ParamRole::embedding, see lib/model/model.cc).
 #pragma once
 
+#include "lib/config/key_spec.h"
 #include "lib/model/layer.h"
 
 namespace trainer {
 
-class NodeReader;
-
 class Embedding : public Layer {
  public:
-  explicit Embedding(NodeReader& r);
+  explicit Embedding(const KeyValues& v);
+  static KeySpecs keys();
   int64_t input_dim = 0;   // vocabulary size: ids are 0 .. input_dim-1
   int64_t output_dim = 0;  // vector length D
   int64_t length() const { return input_shape()[0]; }

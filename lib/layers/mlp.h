@@ -11,14 +11,19 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <string>
 #include <vector>
+
+#include "lib/config/key_spec.h"
 
 namespace trainer {
 
-class NodeReader;
+// The mlp keys; `activations`: the registered activation types (softmax and log_softmax are left
+// out: they end a network, not a hidden layer).
+KeySpecs mlp_keys(const std::vector<std::string>& activations);
 
-// Reads the mlp keys from r (the caller still calls r.finish()) and returns one YAML mapping per
-// layer, e.g. {type: dense, units: 4, use_bias: true}, {type: relu}, ...
-std::vector<YAML::Node> expand_mlp(NodeReader& r);
+// The layers an mlp stands for, one YAML mapping each, e.g. {type: dense, units: 4, use_bias:
+// true}, {type: relu}, ... (registered as the mlp macro's expander).
+std::vector<YAML::Node> expand_mlp(const KeyValues& v);
 
 }  // namespace trainer

@@ -1,13 +1,17 @@
 #include "lib/layers/pool1d.h"
 
-#include "lib/config/node_reader.h"
-
 namespace trainer {
 
-Pool1d::Pool1d(NodeReader& r, Kind k) : kind(k) {
-  size = read_single(r, "pool_size", 2);
-  stride = read_single(r, "strides", size);
-  read_padding(r, padding, pad);
+KeySpecs Pool1d::keys() {
+  return {size_key("pool_size", 2, 1, 1 << 16, "window length"),
+          size_key("strides", 0, 1, 1 << 16, "step (default: pool_size)"),
+          padding_key("valid | same | an integer, both sides")};
+}
+
+Pool1d::Pool1d(const KeyValues& v, Kind k) : kind(k) {
+  size = v.integer("pool_size");
+  stride = v.has("strides") ? v.integer("strides") : size;
+  padding_from(v, padding, pad);
 }
 
 Shape Pool1d::infer(const Shape& in) {

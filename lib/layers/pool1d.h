@@ -10,7 +10,8 @@ namespace trainer {
 class Pool1d : public Layer {
  public:
   enum class Kind { max, avg };
-  Pool1d(NodeReader& r, Kind kind);
+  Pool1d(const KeyValues& v, Kind kind);
+  static KeySpecs keys();
   Kind kind;
   int64_t size = 2, stride = 2;
   std::string padding = "valid";

@@ -1,13 +1,18 @@
 #include "lib/layers/pool2d.h"
 
-#include "lib/config/node_reader.h"
-
 namespace trainer {
 
-Pool2d::Pool2d(NodeReader& r, Kind k) : kind(k) {
-  read_pair(r, "pool_size", 2, 2, ph, pw);
-  read_pair(r, "strides", ph, pw, sh, sw);
-  read_padding(r, padding, pad);
+KeySpecs Pool2d::keys() {
+  return {size_pair_key("pool_size", 2, 1, 1 << 16, "an integer or [height, width]"),
+          size_pair_key("strides", 0, 1, 1 << 16, "an integer or [height, width] (default: pool_size)"),
+          padding_key("valid | same | an integer, both sides")};
+}
+
+Pool2d::Pool2d(const KeyValues& v, Kind k) : kind(k) {
+  const std::vector<int64_t> p = v.integers("pool_size");
+  const std::vector<int64_t> s = v.has("strides") ? v.integers("strides") : p;
+  ph = p[0], pw = p[1], sh = s[0], sw = s[1];
+  padding_from(v, padding, pad);
 }
 
 Shape Pool2d::infer(const Shape& in) {

@@ -9,7 +9,8 @@ namespace trainer {
 class Pool2d : public Layer {
  public:
   enum class Kind { max, avg };
-  Pool2d(NodeReader& r, Kind kind);
+  Pool2d(const KeyValues& v, Kind kind);
+  static KeySpecs keys();
   Kind kind;
   int64_t ph = 2, pw = 2, sh = 2, sw = 2;
   std::string padding = "valid";

@@ -1,6 +1,4 @@
 // Every built-in layer type, by its YAML name.
-#include "lib/config/node_reader.h"
-#include "lib/core/error.h"
 #include "lib/layers/activation.h"
 #include "lib/layers/batchnorm.h"
 #include "lib/layers/conv1d.h"
@@ -10,44 +8,17 @@
 #include "lib/layers/embedding.h"
 #include "lib/layers/flatten.h"
 #include "lib/layers/global_pool.h"
+#include "lib/layers/mlp.h"
 #include "lib/layers/pool1d.h"
 #include "lib/layers/pool2d.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
 
+// Each entry: the type name, the keys it declares (next to its constructor, which reads them
+// validated), how to build it, and its traits. Activations come first: the `activation:` shortcut
+// of dense and the convolutions and the mlp's `activation` key allow the types registered so far.
 void register_builtin_layers(Registry& r) {
-  r.add_layer("dense", "fully connected: units, use_bias",
-              [](NodeReader& n) { return std::make_unique<Dense>(n); });
-  r.add_layer("conv2d", "2-D convolution: filters, kernel_size, strides, padding, use_bias",
-              [](NodeReader& n) { return std::make_unique<Conv2d>(n); });
-  r.add_layer("maxpool2d", "2-D max pooling: pool_size, strides, padding",
-              [](NodeReader& n) { return std::make_unique<Pool2d>(n, Pool2d::Kind::max); });
-  r.add_layer("avgpool2d", "2-D average pooling: pool_size, strides, padding",
-              [](NodeReader& n) { return std::make_unique<Pool2d>(n, Pool2d::Kind::avg); });
-  r.add_layer("embedding", "token ids (L) -> vectors (output_dim, L): input_dim, output_dim",
-              [](NodeReader& n) { return std::make_unique<Embedding>(n); });
-  r.add_layer("conv1d", "1-D convolution on (C, L): filters, kernel_size, strides, padding, use_bias",
-              [](NodeReader& n) { return std::make_unique<Conv1d>(n); });
-  r.add_layer("maxpool1d", "1-D max pooling: pool_size, strides, padding",
-              [](NodeReader& n) { return std::make_unique<Pool1d>(n, Pool1d::Kind::max); });
-  r.add_layer("avgpool1d", "1-D average pooling: pool_size, strides, padding",
-              [](NodeReader& n) { return std::make_unique<Pool1d>(n, Pool1d::Kind::avg); });
-  r.add_layer("global_avg_pool", "mean over all spatial positions: (C, ...) -> (C)",
-              [](NodeReader&) { return std::make_unique<GlobalAvgPool>(); });
-  r.add_layer("batchnorm", "batch normalization over channel axis 0: momentum, epsilon",
-              [](NodeReader& n) { return std::make_unique<BatchNorm>(n); });
-  // A macro the model expands into dense + activation layers (lib/layers/mlp.h); registered so
-  // that it is listed and suggested like any other type. It never becomes a Layer itself.
-  r.add_layer("mlp", "dense stack: depth, width, growth, final_units, activation, use_bias",
-              [](NodeReader&) -> std::unique_ptr<Layer> {
-                throw InternalError("mlp is expanded by the model, not built as one layer");
-              });
-  r.add_layer("flatten", "reshape to (features)", [](NodeReader&) { return std::make_unique<Flatten>(); });
-  r.add_layer("dropout", "element-wise dropout: rate",
-              [](NodeReader& n) { return std::make_unique<Dropout>(n, false); });
-  r.add_layer("dropout2d", "channel-wise dropout: rate",
-              [](NodeReader& n) { return std::make_unique<Dropout>(n, true); });
   const std::vector<std::pair<const char*, ActivationKind>> acts{
       {"relu", ActivationKind::relu},
       {"sigmoid", ActivationKind::sigmoid},
@@ -56,11 +27,42 @@ void register_builtin_layers(Registry& r) {
       {"leaky_relu", ActivationKind::leaky_relu},
       {"softmax", ActivationKind::softmax},
       {"log_softmax", ActivationKind::log_softmax}};
+  LayerTraits activation;
+  activation.activation = true;
   for (const auto& a : acts) {
     ActivationKind kind = a.second;
-    r.add_layer(a.first, kind == ActivationKind::leaky_relu ? "activation: alpha" : "activation",
-                [kind](NodeReader& n) { return std::make_unique<Activation>(n, kind); });
+    r.add_layer(
+        a.first, Activation::keys(kind),
+        [kind](const KeyValues& v) { return std::make_unique<Activation>(v, kind); }, activation);
   }
+  LayerTraits shortcut;
+  shortcut.activation_shortcut = true;
+  r.add_layer(
+      "dense", Dense::keys(), [](const KeyValues& v) { return std::make_unique<Dense>(v); }, shortcut);
+  r.add_layer(
+      "conv2d", Conv2d::keys(), [](const KeyValues& v) { return std::make_unique<Conv2d>(v); }, shortcut);
+  r.add_layer(
+      "conv1d", Conv1d::keys(), [](const KeyValues& v) { return std::make_unique<Conv1d>(v); }, shortcut);
+  r.add_layer("maxpool2d", Pool2d::keys(),
+              [](const KeyValues& v) { return std::make_unique<Pool2d>(v, Pool2d::Kind::max); });
+  r.add_layer("avgpool2d", Pool2d::keys(),
+              [](const KeyValues& v) { return std::make_unique<Pool2d>(v, Pool2d::Kind::avg); });
+  r.add_layer("maxpool1d", Pool1d::keys(),
+              [](const KeyValues& v) { return std::make_unique<Pool1d>(v, Pool1d::Kind::max); });
+  r.add_layer("avgpool1d", Pool1d::keys(),
+              [](const KeyValues& v) { return std::make_unique<Pool1d>(v, Pool1d::Kind::avg); });
+  r.add_layer("embedding", Embedding::keys(),
+              [](const KeyValues& v) { return std::make_unique<Embedding>(v); });
+  r.add_layer("global_avg_pool", {}, [](const KeyValues&) { return std::make_unique<GlobalAvgPool>(); });
+  r.add_layer("batchnorm", BatchNorm::keys(),
+              [](const KeyValues& v) { return std::make_unique<BatchNorm>(v); });
+  r.add_layer("flatten", {}, [](const KeyValues&) { return std::make_unique<Flatten>(); });
+  r.add_layer("dropout", Dropout::keys(),
+              [](const KeyValues& v) { return std::make_unique<Dropout>(v, false); });
+  r.add_layer("dropout2d", Dropout::keys(),
+              [](const KeyValues& v) { return std::make_unique<Dropout>(v, true); });
+  // A macro: the model expands it into dense + activation layers before shapes are inferred.
+  r.add_macro("mlp", mlp_keys(r.activation_types()), expand_mlp);
 }
 
 }  // namespace trainer

@@ -7,31 +7,16 @@
 #include "lib/config/node_reader.h"
 #include "lib/core/counter_rng.h"
 #include "lib/core/error.h"
-#include "lib/layers/activation.h"
-#include "lib/layers/mlp.h"
 #include "lib/model/param_layout.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
 
-Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init, const std::string& file)
-    : input_(input_shape), init_(init) {
+std::vector<LayerDecl> read_layer_list(const YAML::Node& layers, const std::string& file) {
   if (!present(layers) || !layers.IsSequence() || layers.size() == 0)
     throw ConfigError(node_location(file, layers) + ": model.layers: expected a non-empty list of layers");
   const Registry& reg = Registry::global();
-  std::map<std::string, int> type_count;
-  std::vector<std::string> names;
-  auto add = [&](std::unique_ptr<Layer> layer, const std::string& type, std::string name) {
-    int n = ++type_count[type];
-    if (name.empty()) name = type + "_" + std::to_string(n);  // Keras' naming: conv2d_1
-    for (const auto& other : names)
-      if (other == name) throw ConfigError("model.layers: duplicate layer name '" + name + "'");
-    names.push_back(name);
-    layer->set_identity(type, name);
-    const Shape& in = layers_.empty() ? input_ : layers_.back()->output_shape();
-    layer->build(in, int(layers_.size()));
-    layers_.push_back(std::move(layer));
-  };
+  std::vector<LayerDecl> out;
   for (size_t i = 0; i < layers.size(); ++i) {
     const YAML::Node node = layers[i];
     const std::string path = "model.layers." + std::to_string(i);
@@ -40,33 +25,47 @@ Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init
     const std::string type = r.string("type", "");
     const LayerEntry& entry = reg.layer(type, node_location(file, node["type"]) + ": " + path + ".type");
     const std::string name = r.string("name", "");
-    if (type == "mlp") {  // a macro: expands into dense + activation layers (lib/layers/mlp.h)
-      const std::vector<YAML::Node> expanded = expand_mlp(r);
-      r.finish();
-      std::map<std::string, int> local;  // with name: x, the layers are x_dense_1, x_relu_1, ...
-      for (const YAML::Node& sub : expanded) {
+    KeyValues values = entry.read(r);
+    if (entry.expand) {  // a macro: with name: x, its layers are x_dense_1, x_relu_1, ...
+      std::map<std::string, int> local;
+      for (const YAML::Node& sub : entry.expand(values)) {
         NodeReader sr(sub, path, file);
         const std::string sub_type = sr.string("type", "");
-        add(reg.layer(sub_type, path).make_layer(sr), sub_type,
-            name.empty() ? "" : name + "_" + sub_type + "_" + std::to_string(++local[sub_type]));
-        sr.finish();
+        const LayerEntry& sub_entry = reg.layer(sub_type, path);
+        out.push_back({&sub_entry, sub_type,
+                       name.empty() ? "" : name + "_" + sub_type + "_" + std::to_string(++local[sub_type]),
+                       sub_entry.read(sr)});
       }
       continue;
     }
-    std::string activation = "linear";
-    if (type == "dense" || type == "conv2d" || type == "conv1d") {
-      std::vector<std::string> allowed{"linear"};
-      for (const auto& a : activation_names()) allowed.push_back(a);
-      activation = r.choice("activation", "linear", allowed);
-    }
-    add(entry.make_layer(r), type, name);
-    r.finish();
+    const std::string activation = entry.traits.activation_shortcut ? values.string("activation") : "linear";
+    out.push_back({&entry, type, name, std::move(values)});
     if (activation != "linear") {  // Keras' `activation:` shortcut: a separate activation layer
       YAML::Node empty(YAML::NodeType::Map);
       NodeReader ar(empty, path + ".activation", file);
-      add(reg.layer(activation, path).make_layer(ar), activation,
-          name.empty() ? "" : name + "_" + activation);
+      const LayerEntry& act = reg.layer(activation, path);
+      out.push_back({&act, activation, name.empty() ? "" : name + "_" + activation, act.read(ar)});
     }
+  }
+  return out;
+}
+
+Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init, const std::string& file)
+    : input_(input_shape), init_(init) {
+  std::map<std::string, int> type_count;
+  std::vector<std::string> names;
+  for (const LayerDecl& d : read_layer_list(layers, file)) {
+    std::unique_ptr<Layer> layer = d.entry->make(d.values);
+    std::string name = d.name;
+    int n = ++type_count[d.type];
+    if (name.empty()) name = d.type + "_" + std::to_string(n);  // Keras' naming: conv2d_1
+    for (const auto& other : names)
+      if (other == name) throw ConfigError("model.layers: duplicate layer name '" + name + "'");
+    names.push_back(name);
+    layer->set_identity(d.type, name);
+    const Shape& in = layers_.empty() ? input_ : layers_.back()->output_shape();
+    layer->build(in, int(layers_.size()));
+    layers_.push_back(std::move(layer));
   }
   // Every tensor fits (Layer::build checked each); the arena totals are checked here.
   auto grow = [&](int64_t& total, int64_t add, const Layer& l) {

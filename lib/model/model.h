@@ -8,11 +8,28 @@
 #include <string>
 #include <vector>
 
+#include "lib/config/key_spec.h"
 #include "lib/model/layer.h"
 
 namespace trainer {
 
 enum class InitScheme { torch, keras };
+
+struct LayerEntry;
+
+// One layer of model.layers, validated: every key checked against its type's declaration
+// (lib/registry/registry.h), macros (mlp) expanded, the `activation:` shortcut split off into a
+// layer of its own.
+struct LayerDecl {
+  const LayerEntry* entry = nullptr;
+  std::string type;
+  std::string name;  // "": the Keras-style default, conv2d_1, dense_2, ...
+  KeyValues values;
+};
+
+// Validates model.layers (a non-empty list; each item's type and keys) without inferring any
+// shape. Throws ConfigError with file:line:column. load_config() and Model both call it.
+std::vector<LayerDecl> read_layer_list(const YAML::Node& layers, const std::string& file);
 
 // One named tensor in the flat parameter (or buffer) arena.
 struct TensorSlot {

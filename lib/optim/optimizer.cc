@@ -2,61 +2,70 @@
 
 #include <cmath>
 
-#include "lib/config/node_reader.h"
+#include "lib/config/key_spec.h"
 
 namespace trainer {
 
-OptimizerConfig read_optimizer(NodeReader& r) {
-  OptimizerConfig c;
-  c.type = r.choice("type", "adam", {"sgd", "adam", "adamw", "nadam", "rmsprop"});
-  const double big = 1e6;
-  if (c.type == "sgd") {
-    c.lr = r.number("lr", 0.01, 0, big);
-    c.sgd.momentum = float(r.number("momentum", 0, 0, 1));
-    c.sgd.dampening = float(r.number("dampening", 0, 0, 1));
-    c.sgd.weight_decay = float(r.number("weight_decay", 0, 0, big));
-    c.sgd.nesterov = r.boolean("nesterov", false);
-    if (c.sgd.nesterov && (c.sgd.momentum <= 0 || c.sgd.dampening != 0))
-      r.fail("nesterov", "needs momentum > 0 and dampening = 0 (as in PyTorch)");
-  } else if (c.type == "rmsprop") {
-    c.lr = r.number("lr", 0.01, 0, big);
-    c.rmsprop.alpha = float(r.number("alpha", 0.99, 0, 1));
-    c.rmsprop.eps = float(r.number("eps", 1e-8, 0, 1));
-    c.rmsprop.momentum = float(r.number("momentum", 0, 0, 1));
-    c.rmsprop.weight_decay = float(r.number("weight_decay", 0, 0, big));
-    c.rmsprop.centered = r.boolean("centered", false);
-  } else {
-    const bool nadam = c.type == "nadam";
-    c.adam.variant = nadam ? AdamVariant::nadam : c.type == "adamw" ? AdamVariant::adamw : AdamVariant::adam;
-    c.lr = r.number("lr", nadam ? 0.001 : 0.001, 0, big);
-    c.adam.beta1 = float(r.number("beta1", 0.9, 0, 0.999999));
-    c.adam.beta2 = float(r.number("beta2", 0.999, 0, 0.999999999));
-    c.adam.eps = float(r.number("eps", nadam ? 1e-7 : 1e-8, 0, 1));
-    c.adam.weight_decay = float(r.number("weight_decay", c.type == "adamw" ? 0.01 : 0, 0, big));
-  }
-  return c;
+// Every optimizer type and its keys; the defaults follow PyTorch (Nadam's eps follows Keras).
+const KeyVariants& optimizer_keys() {
+  static const KeyVariants variants = [] {
+    const double big = 1e6;
+    const auto adam_like = [&](double eps, double weight_decay, const std::string& decay_doc) {
+      return KeySpecs{number_key("lr", 0.001, 0, big, "learning rate"),
+                      number_key("beta1", 0.9, 0, 0.999999, "decay of the first moment"),
+                      number_key("beta2", 0.999, 0, 0.999999999, "decay of the second moment"),
+                      number_key("eps", eps, 0, 1, "added to the denominator"),
+                      number_key("weight_decay", weight_decay, 0, big, decay_doc)};
+    };
+    return KeyVariants{
+        {"sgd",
+         {number_key("lr", 0.01, 0, big, "learning rate"), number_key("momentum", 0, 0, 1, "momentum factor"),
+          number_key("dampening", 0, 0, 1, "dampening of the momentum"),
+          number_key("weight_decay", 0, 0, big, "L2 penalty added to the gradient"),
+          bool_key("nesterov", false, "Nesterov momentum (needs momentum > 0, dampening 0)")}},
+        {"adam", adam_like(1e-8, 0, "L2 penalty added to the gradient")},
+        {"adamw", adam_like(1e-8, 0.01, "decoupled weight decay")},
+        {"nadam", adam_like(1e-7, 0, "L2 penalty added to the gradient")},
+        {"rmsprop",
+         {number_key("lr", 0.01, 0, big, "learning rate"),
+          number_key("alpha", 0.99, 0, 1, "decay of the squared average"),
+          number_key("eps", 1e-8, 0, 1, "added to the denominator"),
+          number_key("momentum", 0, 0, 1, "momentum factor"),
+          number_key("weight_decay", 0, 0, big, "L2 penalty added to the gradient"),
+          bool_key("centered", false, "normalize by the centered second moment")}},
+    };
+  }();
+  return variants;
 }
 
-void describe_optimizer(const OptimizerConfig& c, YAML::Node& o) {
-  o["type"] = c.type;
-  o["lr"] = c.lr;
+OptimizerConfig read_optimizer(NodeReader& r) {
+  const KeyValues v = read_variant(r, "type", "adam", optimizer_keys());
+  OptimizerConfig c;
+  c.type = v.string("type");
+  c.lr = v.number("lr");
   if (c.type == "sgd") {
-    o["momentum"] = c.sgd.momentum;
-    o["dampening"] = c.sgd.dampening;
-    o["weight_decay"] = c.sgd.weight_decay;
-    o["nesterov"] = c.sgd.nesterov;
+    c.sgd.momentum = float(v.number("momentum"));
+    c.sgd.dampening = float(v.number("dampening"));
+    c.sgd.weight_decay = float(v.number("weight_decay"));
+    c.sgd.nesterov = v.boolean("nesterov");
+    if (c.sgd.nesterov && (c.sgd.momentum <= 0 || c.sgd.dampening != 0))
+      v.fail("nesterov", "needs momentum > 0 and dampening = 0 (as in PyTorch)");
   } else if (c.type == "rmsprop") {
-    o["alpha"] = c.rmsprop.alpha;
-    o["eps"] = c.rmsprop.eps;
-    o["momentum"] = c.rmsprop.momentum;
-    o["weight_decay"] = c.rmsprop.weight_decay;
-    o["centered"] = c.rmsprop.centered;
+    c.rmsprop.alpha = float(v.number("alpha"));
+    c.rmsprop.eps = float(v.number("eps"));
+    c.rmsprop.momentum = float(v.number("momentum"));
+    c.rmsprop.weight_decay = float(v.number("weight_decay"));
+    c.rmsprop.centered = v.boolean("centered");
   } else {
-    o["beta1"] = c.adam.beta1;
-    o["beta2"] = c.adam.beta2;
-    o["eps"] = c.adam.eps;
-    o["weight_decay"] = c.adam.weight_decay;
+    c.adam.variant = c.type == "nadam"   ? AdamVariant::nadam
+                     : c.type == "adamw" ? AdamVariant::adamw
+                                         : AdamVariant::adam;
+    c.adam.beta1 = float(v.number("beta1"));
+    c.adam.beta2 = float(v.number("beta2"));
+    c.adam.eps = float(v.number("eps"));
+    c.adam.weight_decay = float(v.number("weight_decay"));
   }
+  return c;
 }
 
 int Optimizer::state_slots() const {

@@ -6,12 +6,15 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <vector>
 
 #include "lib/backend/backend.h"
 
 namespace trainer {
 
 class NodeReader;
+struct KeyVariant;
+using KeyVariants = std::vector<KeyVariant>;
 
 struct OptimizerConfig {
   std::string type = "adam";  // sgd | adam | adamw | nadam | rmsprop
@@ -21,9 +24,11 @@ struct OptimizerConfig {
   RmspropHyper rmsprop;
 };
 
-// Reads the `optimizer:` section (defaults per type follow PyTorch, Nadam's follow Keras).
+// Every optimizer `type` with the keys it declares (lib/config/key_spec.h).
+const KeyVariants& optimizer_keys();
+// Validates the `optimizer:` section with those declarations (an unknown key is an error) and
+// reads it; the resolved values are left in r.resolved().
 OptimizerConfig read_optimizer(NodeReader& r);
-void describe_optimizer(const OptimizerConfig& c, YAML::Node& out);
 
 class Optimizer {
  public:

@@ -14,9 +14,36 @@ Registry& Registry::global() {
   return *r;
 }
 
-void Registry::add_layer(const std::string& type, const std::string& summary, LayerFactory make) {
+void Registry::add_layer(const std::string& type, KeySpecs keys, LayerFactory make, LayerTraits traits) {
   if (layers_.count(type)) throw InternalError("layer type '" + type + "' registered twice");
-  layers_[type] = LayerEntry{type, summary, std::move(make), {}, {}};
+  if (traits.activation_shortcut) {
+    // Activations are registered first (lib/layers/register_layers.cc), so the list is complete.
+    std::vector<std::string> allowed{"linear"};
+    allowed.insert(allowed.end(), activations_.begin(), activations_.end());
+    keys.push_back(choice_key("activation", "linear", allowed,
+                              "an activation applied after the layer, added as a separate layer"));
+  }
+  if (traits.activation) activations_.push_back(type);
+  LayerEntry e;
+  e.type = type;
+  e.keys = std::move(keys);
+  e.traits = traits;
+  e.make = std::move(make);
+  layers_[type] = std::move(e);
+}
+
+void Registry::add_macro(const std::string& type, KeySpecs keys, LayerExpander expand) {
+  if (layers_.count(type)) throw InternalError("layer type '" + type + "' registered twice");
+  LayerEntry e;
+  e.type = type;
+  e.keys = std::move(keys);
+  e.expand = std::move(expand);
+  layers_[type] = std::move(e);
+}
+
+std::unique_ptr<Layer> LayerEntry::make_layer(NodeReader& r) const {
+  if (!make) throw InternalError("layer type '" + type + "' is a macro, expanded by the model");
+  return make(read(r));
 }
 
 void Registry::add_kernel(const std::string& type, const std::string& backend, KernelFactory make,

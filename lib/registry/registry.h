@@ -12,23 +12,43 @@
 #include <vector>
 
 #include "lib/backend/layer_kernel.h"
+#include "lib/config/key_spec.h"
 #include "lib/model/layer.h"
 
 namespace trainer {
 
-class NodeReader;
-
-using LayerFactory = std::function<std::unique_ptr<Layer>(NodeReader&)>;
+// Builds a layer from its validated keys (lib/config/key_spec.h).
+using LayerFactory = std::function<std::unique_ptr<Layer>(const KeyValues&)>;
+// A macro layer: its validated keys -> the layers it stands for, one YAML mapping each
+// ({type: dense, units: 4}, {type: relu}, ...), validated and built like written-out layers.
+using LayerExpander = std::function<std::vector<YAML::Node>(const KeyValues&)>;
 using KernelFactory = std::function<std::unique_ptr<LayerKernel>(const Layer&, const KernelContext&)>;
+
+// What a layer type is besides its keys.
+struct LayerTraits {
+  // Takes Keras' `activation:` shortcut: a separate activation layer is added after it (the
+  // key is declared for it: linear or any type registered with `activation`).
+  bool activation_shortcut = false;
+  // Is an element-wise or row-wise activation, usable in the `activation:` shortcut.
+  bool activation = false;
+};
 
 struct LayerEntry {
   std::string type;
-  std::string summary;  // one line for `trainer layers` and error messages
-  LayerFactory make_layer;
+  KeySpecs keys;  // every key but `type` and `name`, `activation` included when it takes the shortcut
+  LayerTraits traits;
+  LayerFactory make;     // null for a macro
+  LayerExpander expand;  // non-null for a macro (mlp), which never becomes a Layer itself
   std::map<std::string, KernelFactory> kernels;  // backend name ("cpu", "cuda") -> factory
   // Backends whose kernel for this type accepts its input in any layout that the previous
   // kernel prefers (KernelContext::input_layout); others get plain inputs.
   std::map<std::string, bool> any_input_layout;
+
+  // Validates r's mapping against `keys` (an undeclared key is an error; `type` and `name` are
+  // known) and returns the values.
+  KeyValues read(NodeReader& r) const { return read_keys(r, keys, {"type", "name"}); }
+  // read() and make(); throws InternalError for a macro.
+  std::unique_ptr<Layer> make_layer(NodeReader& r) const;
 };
 
 class Registry {
@@ -37,20 +57,23 @@ class Registry {
   // it through register_backends() (kernels/register_backends.h).
   static Registry& global();
 
-  void add_layer(const std::string& type, const std::string& summary, LayerFactory make);
+  void add_layer(const std::string& type, KeySpecs keys, LayerFactory make, LayerTraits traits = {});
+  void add_macro(const std::string& type, KeySpecs keys, LayerExpander expand);
   void add_kernel(const std::string& type, const std::string& backend, KernelFactory make,
                   bool accepts_any_input_layout = false);
   bool accepts_any_input_layout(const std::string& type, const std::string& backend) const;
 
   // Throws ConfigError "unknown layer type 'x' (did you mean 'y'?); registered types: ...".
   const LayerEntry& layer(const std::string& type, const std::string& where) const;
-  bool has_layer(const std::string& type) const { return layers_.count(type) != 0; }
   std::vector<std::string> layer_types() const;
+  // The types registered as activations, in registration order.
+  const std::vector<std::string>& activation_types() const { return activations_; }
   std::unique_ptr<LayerKernel> make_kernel(const std::string& backend, const Layer& layer,
                                            const KernelContext& ctx) const;
 
  private:
   std::map<std::string, LayerEntry> layers_;
+  std::vector<std::string> activations_;
 };
 
 // Defined in lib/layers/register_layers.cc. The kernels of each backend are added by

@@ -7,60 +7,66 @@
 #include "datasets/npy_reader.h"
 #include "datasets/random_generator.h"
 #include "datasets/sequence_reader.h"
-#include "lib/config/node_reader.h"
+#include "lib/config/key_spec.h"
 #include "lib/core/error.h"
 
 namespace trainer {
 namespace {
 
-// The validated keys of one source, with no file read yet.
-struct Source {
-  std::string format;
-  std::string images, labels, x, y, path, label_column = "-1", delimiter = ",";
-  std::vector<std::string> files;
-  int64_t limit = 0, samples = 1000, maxlen = 0;
-  uint64_t seed = 0;
-  bool header = false, pad_pre = true, trunc_pre = true;
-  YAML::Node resolved;
-};
+// A key naming a file that the format needs.
+KeySpec file_key(const std::string& format, const std::string& key, const std::string& example,
+                 const std::string& doc) {
+  return string_key(key, "", doc)
+      .require("is required for format " + format + ", e.g. " + key + ": " + example);
+}
 
-Source read_section(const YAML::Node& section, const std::string& path, const std::string& file) {
-  NodeReader r(section, path, file);
-  Source s;
-  s.format = r.choice("format", "idx", {"idx", "cifar10", "npy", "csv", "sequences", "disc", "random"});
-  auto required = [&](const std::string& key, const std::string& example) {
-    if (!r.has(key)) r.fail(key, "is required for format " + s.format + ", e.g. " + key + ": " + example);
-    return r.string(key, "");
+KeySpec limit_key() {
+  return integer_key("limit", 0, 0, int64_t(1) << 40, "keep the first N samples (0: all)");
+}
+
+KeySpecs generated_keys(const std::string& what) {
+  return {integer_key("samples", 1000, 1, int64_t(1) << 32, what),
+          integer_key("seed", 0, 0, int64_t(1) << 62, "seed of the generator")};
+}
+
+}  // namespace
+
+const KeyVariants& data_source_keys() {
+  static const KeyVariants formats{
+      {"idx",
+       {file_key("idx", "images", "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
+                 "IDX images, gzipped or raw"),
+        file_key("idx", "labels", "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz",
+                 "IDX labels, gzipped or raw"),
+        limit_key()}},
+      {"cifar10",
+       {string_list_key("files", "CIFAR-10 binary batches")
+            .require("is required: the CIFAR-10 .bin files, e.g. files: [data_batch_1.bin]"),
+        limit_key()}},
+      {"npy",
+       {file_key("npy", "x", "x_train.npy", "samples, (N, ...)"),
+        file_key("npy", "y", "y_train.npy", "labels, (N)"), limit_key()}},
+      {"csv",
+       {file_key("csv", "path", "train.csv", "one sample per row"),
+        bool_key("header", false, "the first row names the columns"),
+        string_key("label_column", "-1", "name or index of the label column (-1: last)"),
+        char_key("delimiter", ",", "the column separator"), limit_key()}},
+      {"sequences",
+       {file_key("sequences", "path", "reuters_train.txt", "one sample per line: label, then token ids"),
+        integer_key("maxlen", 0, 0, 1 << 24, "pad or truncate to this length (0: the longest)"),
+        choice_key("padding", "pre", {"pre", "post"}, "where short sequences are padded"),
+        choice_key("truncating", "pre", {"pre", "post"}, "where long sequences are cut"), limit_key()}},
+      {"disc", generated_keys("points in [0,1]^2")},
+      {"random", generated_keys("normal features of model.input_shape, uniform labels")},
   };
-  if (s.format == "idx") {
-    s.images = required("images", "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-    s.labels = required("labels", "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz");
-  } else if (s.format == "cifar10") {
-    if (!r.has("files"))
-      r.fail("files", "is required: the CIFAR-10 .bin files, e.g. files: [data_batch_1.bin]");
-    s.files = r.string_list("files", {});
-  } else if (s.format == "npy") {
-    s.x = required("x", "x_train.npy");
-    s.y = required("y", "y_train.npy");
-  } else if (s.format == "csv") {
-    s.path = required("path", "train.csv");
-    s.header = r.boolean("header", false);
-    s.label_column = r.string("label_column", "-1");
-    s.delimiter = r.string("delimiter", ",");
-    if (s.delimiter.size() != 1) r.fail("delimiter", "must be a single character");
-  } else if (s.format == "sequences") {
-    s.path = required("path", "reuters_train.txt");
-    s.maxlen = r.integer("maxlen", 0, 0, 1 << 24);
-    s.pad_pre = r.choice("padding", "pre", {"pre", "post"}) == "pre";
-    s.trunc_pre = r.choice("truncating", "pre", {"pre", "post"}) == "pre";
-  } else {  // disc, random: generated
-    s.samples = r.integer("samples", 1000, 1, int64_t(1) << 32);
-    s.seed = uint64_t(r.integer("seed", 0, 0, int64_t(1) << 62));
-  }
-  if (s.format != "disc" && s.format != "random") s.limit = r.integer("limit", 0, 0, int64_t(1) << 40);
-  r.finish();
-  s.resolved = r.resolved();
-  return s;
+  return formats;
+}
+
+namespace {
+
+KeyValues read_section(const YAML::Node& section, const std::string& path, const std::string& file) {
+  NodeReader r(section, path, file);
+  return read_variant(r, "format", "idx", data_source_keys());
 }
 
 Dataset first_n(Dataset d, int64_t limit) {
@@ -77,37 +83,39 @@ Dataset first_n(Dataset d, int64_t limit) {
 }  // namespace
 
 YAML::Node describe_source(const YAML::Node& section, const std::string& path, const std::string& file) {
-  return read_section(section, path, file).resolved;
+  return read_section(section, path, file).resolved();
 }
 
 Dataset load_source(const YAML::Node& section, const std::string& path, const std::string& file,
                     int num_classes, const Shape& input_shape) {
-  Source s = read_section(section, path, file);
+  const KeyValues s = read_section(section, path, file);
+  const std::string format = s.string("format");
+  const int64_t limit = s.has("limit") ? s.integer("limit") : 0;
   Dataset d;
-  if (s.format == "idx") {
-    d = read_idx(s.images, s.labels, num_classes, s.limit);
-  } else if (s.format == "cifar10") {
-    d = first_n(read_cifar10(s.files), s.limit);
-  } else if (s.format == "npy") {
-    d = first_n(dataset_from_npy(s.x, s.y, num_classes), s.limit);
-  } else if (s.format == "csv") {
+  if (format == "idx") {
+    d = read_idx(s.string("images"), s.string("labels"), num_classes, limit);
+  } else if (format == "cifar10") {
+    d = first_n(read_cifar10(s.strings("files")), limit);
+  } else if (format == "npy") {
+    d = first_n(dataset_from_npy(s.string("x"), s.string("y"), num_classes), limit);
+  } else if (format == "csv") {
     CsvOptions o;
-    o.has_header = s.header;
-    o.label_column = s.label_column;
-    o.delimiter = s.delimiter[0];
+    o.has_header = s.boolean("header");
+    o.label_column = s.string("label_column");
+    o.delimiter = s.string("delimiter")[0];
     o.num_classes = num_classes;
-    d = first_n(read_csv(s.path, o), s.limit);
-  } else if (s.format == "sequences") {
+    d = first_n(read_csv(s.string("path"), o), limit);
+  } else if (format == "sequences") {
     SequenceOptions o;
-    o.maxlen = s.maxlen;
-    o.pad_pre = s.pad_pre;
-    o.trunc_pre = s.trunc_pre;
+    o.maxlen = s.integer("maxlen");
+    o.pad_pre = s.string("padding") == "pre";
+    o.trunc_pre = s.string("truncating") == "pre";
     o.num_classes = num_classes;
-    d = first_n(read_sequences(s.path, o), s.limit);
-  } else if (s.format == "disc") {
-    d = make_disc(s.samples, s.seed);
+    d = first_n(read_sequences(s.string("path"), o), limit);
+  } else if (format == "disc") {
+    d = make_disc(s.integer("samples"), uint64_t(s.integer("seed")));
   } else {
-    d = make_random(s.samples, input_shape, num_classes, s.seed);
+    d = make_random(s.integer("samples"), input_shape, num_classes, uint64_t(s.integer("seed")));
   }
   for (int32_t y : d.labels)
     if (y < 0 || y >= num_classes)

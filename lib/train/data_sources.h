@@ -5,10 +5,18 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <vector>
 
 #include "datasets/dataset.h"
 
 namespace trainer {
+
+struct KeyVariant;
+using KeyVariants = std::vector<KeyVariant>;
+
+// Every data `format` with the keys it declares (lib/config/key_spec.h); load_config() validates
+// data.train and data.validation with them.
+const KeyVariants& data_source_keys();
 
 // path: "data.train"; file: the config file, for messages. Validates every key of the section,
 // then reads (throws ConfigError for bad keys, DataError for bad files).

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "datasets/csv_reader.h"
 #include "datasets/file_bytes.h"
 #include "datasets/npy_reader.h"
 #include "lib/checkpoint/atomic_file.h"
@@ -25,54 +26,19 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// Rows of numbers; an optional first row of names (any cell that is not a number) is skipped.
+// Rows of numbers (RFC 4180, datasets/csv_records.h); a first row with any cell that is not a
+// number is a header and skipped.
 Dataset read_feature_csv(const std::string& path, const Shape& input) {
-  std::vector<uint8_t> bytes = read_file_bytes(path);
-  std::string text(bytes.begin(), bytes.end());
-  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
-  Dataset d;
-  d.name = path;
-  d.dtype = SampleDtype::f32;
+  CsvOptions o;
+  o.has_label = false;
+  o.detect_header = true;
+  Dataset d = read_csv(path, o);
+  const int64_t F = input.numel(), found = d.sample_shape.numel();
+  if (found != F)
+    throw DataError(path + ": " + std::to_string(found) + " values per row; the model takes " +
+                    std::to_string(F) + " features per sample (model.input_shape " + input.str() + ")" +
+                    (found == F + 1 ? ": remove the label column" : ""));
   d.sample_shape = input;
-  const int64_t F = input.numel();
-  size_t pos = 0;
-  int64_t line_no = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    std::vector<float> row;
-    bool numeric = true;
-    size_t c = 0;
-    while (true) {
-      size_t comma = line.find(',', c);
-      std::string cell = line.substr(c, comma == std::string::npos ? std::string::npos : comma - c);
-      const size_t b = cell.find_first_not_of(" \t\""), e = cell.find_last_not_of(" \t\"");
-      cell = b == std::string::npos ? "" : cell.substr(b, e - b + 1);
-      char* stop = nullptr;
-      const float v = std::strtof(cell.c_str(), &stop);
-      if (cell.empty() || *stop != '\0' || !std::isfinite(v)) numeric = false;
-      row.push_back(v);
-      if (comma == std::string::npos) break;
-      c = comma + 1;
-    }
-    if (!numeric) {
-      if (d.labels.empty() && d.f32.empty() && line_no == 1) continue;  // a header row
-      throw DataError(path + ":" + std::to_string(line_no) + ": a cell is not a finite number");
-    }
-    if (int64_t(row.size()) != F)
-      throw DataError(path + ":" + std::to_string(line_no) + ": " + std::to_string(row.size()) +
-                      " values; the model takes " + std::to_string(F) +
-                      " features per sample (model.input_shape " + input.str() + ")" +
-                      (int64_t(row.size()) == F + 1 ? ": remove the label column" : ""));
-    d.f32.insert(d.f32.end(), row.begin(), row.end());
-    d.labels.push_back(0);
-  }
-  if (d.labels.empty()) throw DataError(path + ": no samples");
   return d;
 }
 

@@ -89,4 +89,14 @@ bool CsvRecords::next(std::vector<std::string_view>* fields) {
   return false;
 }
 
+std::string csv_field(std::string_view text, char delimiter) {
+  const bool blank_edge = !text.empty() && (text.front() == ' ' || text.front() == '\t' ||
+                                            text.back() == ' ' || text.back() == '\t');
+  if (!blank_edge && text.find_first_of(std::string{delimiter, '"', '\r', '\n'}) == std::string_view::npos)
+    return std::string(text);
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
 }  // namespace trainer

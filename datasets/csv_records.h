@@ -42,4 +42,8 @@ class CsvRecords {
   std::deque<std::string> unescaped_;  // quoted fields with '""', for the current record
 };
 
+// A field as RFC 4180 writes it: quoted (quotes doubled) when it holds the delimiter, a quote,
+// "\r" or "\n", or starts or ends with a blank; else as it is.
+std::string csv_field(std::string_view text, char delimiter = ',');
+
 }  // namespace trainer

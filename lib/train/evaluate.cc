@@ -11,12 +11,12 @@
 #include "datasets/csv_reader.h"
 #include "datasets/file_bytes.h"
 #include "datasets/npy_reader.h"
-#include "lib/checkpoint/atomic_file.h"
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/metrics/metrics.h"
 #include "lib/train/checkpointing.h"
 #include "lib/train/fit.h"
+#include "lib/train/predict_output.h"
 #include "lib/train/session.h"
 
 namespace trainer {
@@ -114,12 +114,32 @@ EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostrea
   Reporter rep(o.report, out);
   const int64_t C = s->classes;
   Json j{{"event", "eval"}, {"weights", r.weights}, {"data", source}, {"samples", r.samples}};
-  for (const auto& kv : r.metrics) j[kv.first] = kv.second;
-  std::vector<std::vector<double>> confusion(static_cast<size_t>(C));
+  for (const auto& kv : r.metrics) j[kv.first] = number_or_null(kv.second);
+  if (!cfg.data.class_names.empty()) j["class_names"] = cfg.data.class_names;
+  // The per-class report (the last row is the macro average) and the confusion matrix as
+  // integer counts: rows = true class, columns = predicted class.
+  Json classes = Json::array();
+  const std::vector<ClassRow> report = class_report(r.sums, C, cfg.data.class_names);
+  for (size_t c = 0; c < report.size(); ++c) {
+    const ClassRow& row = report[c];
+    Json item;
+    if (c + 1 < report.size()) item = Json{{"id", int64_t(c)}, {"name", row.name}};
+    item["precision"] = number_or_null(row.precision);
+    item["recall"] = number_or_null(row.recall);
+    item["f1"] = number_or_null(row.f1);
+    item["support"] = row.support;
+    if (c + 1 == report.size())
+      j["macro"] = item;
+    else
+      classes.push_back(item);
+  }
+  j["classes"] = classes;
+  std::vector<std::vector<int64_t>> confusion(static_cast<size_t>(C));
   for (int64_t i = 0; i < C; ++i)
-    confusion[size_t(i)].assign(r.sums.confusion.begin() + i * C, r.sums.confusion.begin() + (i + 1) * C);
+    for (int64_t k = 0; k < C; ++k)
+      confusion[size_t(i)].push_back(int64_t(r.sums.confusion[size_t(i * C + k)]));
   j["confusion"] = confusion;
-  rep.note(format_class_report(r.sums, C));
+  rep.note(format_class_report(r.sums, C, cfg.data.class_names));
   rep.summary("[" + timestamp_now() + "] eval " + r.weights + " on " + source + " (" +
                   std::to_string(r.samples) + " samples):" + format_metrics(r.metrics, ""),
               j);
@@ -130,16 +150,8 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
   auto model = make_model(cfg);
   const std::string weights = resolve_weights(o.weights);
   HostWeights w = load_weights(weights, *model, "--weights");
-  const bool csv_out = ends_with(o.output, ".csv");
-  if (!csv_out && !ends_with(o.output, ".npy"))
-    throw UsageError("--output " + o.output + ": expected a .npy or .csv file");
-  {  // before any work: the file's directory must exist
-    const std::filesystem::path dir = std::filesystem::path(o.output).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
-      throw UsageError("--output " + o.output + ": " + dir.string() +
-                       (std::filesystem::exists(dir, ec) ? " is not a directory" : " does not exist"));
-  }
+  const PredictWrite what = parse_predict_write(o.write);
+  check_predict_output(o.output, what);  // before any work
   Dataset d = read_inputs(o.input, cfg.input_shape);
   const int64_t B = cfg.data.batch_size, N = d.size(), C = cfg.data.num_classes;
   std::vector<int64_t> sizes;
@@ -158,24 +170,13 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
     for (int64_t i = 0; i < rows; ++i) to_probabilities(cfg.loss, dst + i * C, C);
     at += rows;
   }
-  if (csv_out) {
-    std::string text;
-    for (int64_t c = 0; c < C; ++c) text += (c ? ",class_" : "class_") + std::to_string(c);
-    text += "\n";
-    char cell[32];
-    for (int64_t i = 0; i < N; ++i) {
-      for (int64_t c = 0; c < C; ++c) {
-        std::snprintf(cell, sizeof cell, c ? ",%.9g" : "%.9g", double(probs[size_t(i * C + c)]));
-        text += cell;
-      }
-      text += "\n";
-    }
-    write_file_atomic(o.output, text);
-  } else {
-    write_npy_f32(o.output, {N, C}, probs.data());
-  }
+  write_predictions(o.output, what, probs, N, C, cfg.data.class_names);
   out << "[" << timestamp_now() << "] predicted " << N << " samples of " << o.input << " with " << weights
-      << " -> " << o.output << " (" << N << " x " << C << " probabilities)" << std::endl;
+      << " -> " << o.output << " ("
+      << (what == PredictWrite::arg_max ? std::to_string(N) + " classes"
+                                        : std::to_string(N) + " x " + std::to_string(C) + " probabilities" +
+                                              (what == PredictWrite::both ? " and classes" : ""))
+      << ")" << std::endl;
   return N;
 }
 

@@ -55,15 +55,18 @@ TEST_CASE("CsvRecords skips blank lines and trims blanks around fields, never th
   REQUIRE(records_of("1 2  3\n", ' ') == Rows{"1|1|2||3"});
   REQUIRE(records_of("1\t\"a\tb\"\t3\n", '\t') == Rows{"1|1|a\tb|3"});
   REQUIRE(records_of("\"\"\n") == Rows{"1|"});  // a quoted empty field is a record
-  REQUIRE(records_of("\xEF\xBB\xBF" "a;b\n", ';') == Rows{"1|a|b"});
+  REQUIRE(records_of("\xEF\xBB\xBF"
+                     "a;b\n",
+                     ';') == Rows{"1|a|b"});
   REQUIRE(records_of("ab\"c,d\n") == Rows{"1|ab\"c|d"});  // a quote inside an unquoted field is kept
 }
 
 TEST_CASE("CsvRecords names the line and column of an unclosed quote and of text after a closing quote",
           "[datasets]") {
   REQUIRE_THROWS_AS(records_of("a,b\n1,\"2\n3,4\n"), DataError);
-  REQUIRE_THROWS_WITH(records_of("a,b\n1,\"2\n3,4\n"),
-                      Catch::StartsWith("t.csv:2: column 2: the quoted field that starts here is never closed"));
+  REQUIRE_THROWS_WITH(
+      records_of("a,b\n1,\"2\n3,4\n"),
+      Catch::StartsWith("t.csv:2: column 2: the quoted field that starts here is never closed"));
   REQUIRE_THROWS_WITH(records_of("a,b\n\"x\ny\"z,1\n"),
                       Catch::StartsWith("t.csv:3: column 1: unexpected 'z' after the closing quote"));
 }

@@ -18,7 +18,8 @@ using Catch::Contains;
 namespace {
 
 std::string disc_config(const std::string& class_names_line) {
-  return "model:\n  input_shape: [2]\n  layers: [{type: dense, units: 16}, {type: relu}, {type: dense, units: 2}]\n"
+  return "model:\n  input_shape: [2]\n  layers: [{type: dense, units: 16}, {type: relu}, {type: dense, "
+         "units: 2}]\n"
          "loss: {type: sparse_categorical_crossentropy, from_logits: true}\n"
          "optimizer: {type: adam, lr: 0.01}\n"
          "data:\n  train: {format: disc, samples: 400, seed: 3}\n  num_classes: 2\n" +
@@ -39,9 +40,10 @@ TEST_CASE("data.class_names takes a list of one name per class and records it in
 
 TEST_CASE("a wrong number of class names is a one-line config error at the key", "[config][class_names]") {
   REQUIRE_THROWS_AS(parse_config(disc_config("  class_names: [a, b, c]\n"), "c.yaml", {}), ConfigError);
-  REQUIRE_THROWS_WITH(parse_config(disc_config("  class_names: [a, b, c]\n"), "c.yaml", {}),
-                      "c.yaml:9:16: data.class_names: has 3 names but data.num_classes is 2; give one name per "
-                      "class, in class id order");
+  REQUIRE_THROWS_WITH(
+      parse_config(disc_config("  class_names: [a, b, c]\n"), "c.yaml", {}),
+      "c.yaml:9:16: data.class_names: has 3 names but data.num_classes is 2; give one name per "
+      "class, in class id order");
   REQUIRE_THROWS_WITH(parse_config(disc_config("  class_names: [a, \"\"]\n"), "c.yaml", {}),
                       Contains("data.class_names: item 1: expected a non-empty name"));
   REQUIRE_THROWS_WITH(parse_config(disc_config("  class_names: {a: 1}\n"), "c.yaml", {}),
@@ -52,18 +54,21 @@ TEST_CASE("a wrong number of class names is a one-line config error at the key",
 
 TEST_CASE("data.class_names may name a file of one name per line", "[config][class_names]") {
   const std::string dir = test::temp_dir("class_names_file");
-  const std::string names = test::write_file(dir, "names.txt", "\xEF\xBB\xBFoutside\r\n\r\n  inside disc \r\n");
+  const std::string names =
+      test::write_file(dir, "names.txt", "\xEF\xBB\xBFoutside\r\n\r\n  inside disc \r\n");
   Config c = parse_config(disc_config("  class_names: " + names + "\n"), "c.yaml", {});
   REQUIRE(c.data.class_names == std::vector<std::string>{"outside", "inside disc"});
   REQUIRE(c.resolved["data"]["class_names"].IsSequence());  // the names, not the path
   const std::string three = test::write_file(dir, "three.txt", "a\nb\nc\n");
-  REQUIRE_THROWS_WITH(parse_config(disc_config("  class_names: " + three + "\n"), "c.yaml", {}),
-                      Contains("data.class_names: the file " + three + " has 3 names but data.num_classes is 2"));
+  REQUIRE_THROWS_WITH(
+      parse_config(disc_config("  class_names: " + three + "\n"), "c.yaml", {}),
+      Contains("data.class_names: the file " + three + " has 3 names but data.num_classes is 2"));
   REQUIRE_THROWS_AS(parse_config(disc_config("  class_names: " + dir + "/missing.txt\n"), "c.yaml", {}),
                     DataError);
 }
 
-TEST_CASE("the per-class report and confusion matrix are headed by class names and ids", "[metrics][class_names]") {
+TEST_CASE("the per-class report and confusion matrix are headed by class names and ids",
+          "[metrics][class_names]") {
   MetricSums s;
   s.samples = 1005;
   s.confusion = {990, 3, 2, 10};  // rows: true class
@@ -82,7 +87,8 @@ TEST_CASE("the per-class report and confusion matrix are headed by class names a
   REQUIRE(rows[2].support == 1005);
 }
 
-TEST_CASE("predict writes the arg-max class beside or instead of the probabilities", "[predict][class_names]") {
+TEST_CASE("predict writes the arg-max class beside or instead of the probabilities",
+          "[predict][class_names]") {
   const std::string dir = test::temp_dir("predict_output");
   const std::vector<float> probs{0.2f, 0.7f, 0.1f, 0.5f, 0.2f, 0.3f};  // (2, 3)
   const std::vector<std::string> names{"cat", "say \"dog\"", "a, b"};
@@ -116,7 +122,8 @@ TEST_CASE("predict writes the arg-max class beside or instead of the probabiliti
 TEST_CASE("eval --log-format json gives integer counts and the per-class report with class names",
           "[cli][class_names]") {
   const std::string dir = test::temp_dir("eval_names");
-  const std::string cfg = test::write_file(dir, "disc.yaml", disc_config("  class_names: [outside, inside]\n"));
+  const std::string cfg =
+      test::write_file(dir, "disc.yaml", disc_config("  class_names: [outside, inside]\n"));
   REQUIRE(test::run_trainer("fit " + cfg + " --out " + dir + "/run").exit_code == 0);
   auto ev = test::run_trainer("eval " + cfg + " --weights " + dir + "/run --log-format json");
   REQUIRE(ev.exit_code == 0);

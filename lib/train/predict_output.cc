@@ -27,7 +27,8 @@ PredictWrite parse_predict_write(const std::string& s) {
 
 void check_predict_output(const std::string& path, PredictWrite what) {
   const bool csv = ends_with(path, ".csv");
-  if (!csv && !ends_with(path, ".npy")) throw UsageError("--output " + path + ": expected a .npy or .csv file");
+  if (!csv && !ends_with(path, ".npy"))
+    throw UsageError("--output " + path + ": expected a .npy or .csv file");
   if (!csv && what == PredictWrite::both)
     throw UsageError("--output " + path +
                      ": --write both needs a .csv file (a .npy file holds one array); use --write "

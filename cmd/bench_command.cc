@@ -4,13 +4,12 @@
 //   bench --sweep mlp-depth      the blog's MLP depth sweep on the CPU and on each GPU
 // --out writes the matmul's or the sweep's table as CSV or JSON for scripts/plot.py.
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <iostream>
 
 #include "cmd/commands.h"
 #include "cmd/config_flags.h"
+#include "cmd/source_file.h"
 #include "lib/core/error.h"
 #include "lib/train/bench.h"
 #include "lib/train/bench_devices.h"
@@ -19,19 +18,14 @@
 namespace trainer::cmd {
 namespace {
 
-// configs/mlp_disc.yaml in the working directory, else in the source tree beside the binary
-// (build/trainer -> configs/mlp_disc.yaml).
 std::string default_sweep_config() {
   const std::string name = "configs/mlp_disc.yaml";
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(name, ec)) return name;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec)
-    for (auto dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
-      if (std::filesystem::is_regular_file(dir / name, ec)) return (dir / name).string();
-  throw UsageError("--sweep mlp-depth: no " + name +
-                   " in this directory or above the trainer binary; give the config: trainer bench --sweep "
-                   "mlp-depth path/to/mlp_disc.yaml");
+  const std::string path = find_source_file(name);
+  if (path.empty())
+    throw UsageError("--sweep mlp-depth: no " + name +
+                     " in this directory or above the trainer binary; give the config: trainer bench --sweep "
+                     "mlp-depth path/to/mlp_disc.yaml");
+  return path;
 }
 
 }  // namespace

@@ -36,11 +36,12 @@ SweepRow row(int64_t depth, double cpu, double gpu) {
 }  // namespace
 
 TEST_CASE("the GPU wins from the first depth after which it is faster at every depth", "[bench]") {
-  REQUIRE(gpu_wins_from({row(2, 1, 3), row(3, 1, 0.5), row(4, 2, 3), row(5, 4, 1), row(6, 9, 1)}, "gpu:0") == 3);
+  REQUIRE(gpu_wins_from({row(2, 1, 3), row(3, 1, 0.5), row(4, 2, 3), row(5, 4, 1), row(6, 9, 1)}, "gpu:0") ==
+          3);
   REQUIRE(gpu_wins_from({row(2, 1, 0.5), row(3, 2, 1)}, "gpu:0") == 0);
   REQUIRE(gpu_wins_from({row(2, 1, 3), row(3, 1, 3)}, "gpu:0") == -1);
   REQUIRE(gpu_wins_from({row(2, 1, 0.5), row(3, 1, 3)}, "gpu:0") == -1);  // slower at the deepest
-  REQUIRE(gpu_wins_from({row(2, 1, 0.5)}, "gpu:1") == -1);                 // no such column
+  REQUIRE(gpu_wins_from({row(2, 1, 0.5)}, "gpu:1") == -1);                // no such column
 }
 
 TEST_CASE("bench --size takes MxKxN and refuses what is not one tensor", "[bench]") {
@@ -87,8 +88,8 @@ TEST_CASE("bench --sweep mlp-depth prints depth, parameters and seconds per devi
           "[bench][cli]") {
   const std::string dir = test::temp_dir("bench_sweep");
   const std::string config = std::string(TRAINER_SOURCE_DIR) + "/configs/mlp_disc.yaml";
-  auto r = test::run_trainer("bench --sweep mlp-depth " + config + " --from 2 --to 4 --steps 15 --json --out " +
-                             dir + "/sweep.json");
+  auto r = test::run_trainer("bench --sweep mlp-depth " + config +
+                             " --from 2 --to 4 --steps 15 --json --out " + dir + "/sweep.json");
   REQUIRE(r.exit_code == 0);
   const nlohmann::json j = nlohmann::json::parse(r.out);
   REQUIRE(j == nlohmann::json::parse(test::slurp(dir + "/sweep.json")));
@@ -106,8 +107,8 @@ TEST_CASE("bench --sweep mlp-depth prints depth, parameters and seconds per devi
     REQUIRE(row["results"].size() == j["devices"].size());
   }
   REQUIRE(j["gpu_wins_from"].size() + 1 == j["devices"].size());
-  auto text = test::run_trainer("bench --sweep mlp-depth " + config + " --from 3 --to 3 --steps 5 --out " + dir +
-                                "/sweep.csv");
+  auto text = test::run_trainer("bench --sweep mlp-depth " + config + " --from 3 --to 3 --steps 5 --out " +
+                                dir + "/sweep.csv");
   REQUIRE(text.exit_code == 0);
   REQUIRE_THAT(text.out, Contains("depth       params      CPU s") && Contains("\n    3           70 "));
   const auto rows = csv_rows(dir + "/sweep.csv");
@@ -122,7 +123,8 @@ TEST_CASE("bench's comparisons refuse --device, a wrong --out and a config witho
   const std::string dir = test::temp_dir("bench_bad");
   auto dev = test::run_trainer("bench --device cpu --size 10x10x10");
   REQUIRE(dev.exit_code == 2);
-  REQUIRE_THAT(dev.err, Contains("error: --device: the matmul and the sweeps run on the CPU and on every GPU"));
+  REQUIRE_THAT(dev.err,
+               Contains("error: --device: the matmul and the sweeps run on the CPU and on every GPU"));
   auto out = test::run_trainer("bench --size 10x10x10 --out " + dir + "/x.png");
   REQUIRE(out.exit_code == 2);
   REQUIRE_THAT(out.err, Contains("--out " + dir + "/x.png: expected a .csv or .json file"));

@@ -23,7 +23,8 @@ using Clock = std::chrono::steady_clock;
 struct DeviceBuffer {
   Allocator& a;
   void* p;
-  DeviceBuffer(Allocator& alloc, size_t bytes, const std::string& what) : a(alloc), p(alloc.allocate(bytes, what)) {}
+  DeviceBuffer(Allocator& alloc, size_t bytes, const std::string& what)
+      : a(alloc), p(alloc.allocate(bytes, what)) {}
   ~DeviceBuffer() { a.deallocate(p); }
   float* f() const { return static_cast<float*>(p); }
 };

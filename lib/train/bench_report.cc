@@ -27,8 +27,8 @@ std::string gpu_title(const std::string& device) { return "GPU " + device.substr
 }  // namespace
 
 Json matmul_json(const MatmulReport& r) {
-  Json j{{"event", "bench"}, {"bench", "matmul"}, {"m", r.shape.m}, {"k", r.shape.k}, {"n", r.shape.n},
-         {"flops", r.shape.flops()}, {"repeats", r.repeats}};
+  Json j{{"event", "bench"}, {"bench", "matmul"},        {"m", r.shape.m},      {"k", r.shape.k},
+         {"n", r.shape.n},   {"flops", r.shape.flops()}, {"repeats", r.repeats}};
   Json results = Json::array();
   for (const MatmulTiming& t : r.timings)
     results.push_back({{"device", t.device},
@@ -62,8 +62,10 @@ std::string matmul_text(const MatmulReport& r) {
       s += gpu_title(t.device) + ": " + fmt("%.1f", r.timings.front().seconds / t.seconds) +
            "x faster than the CPU (CPU " + fmt("%.4f", r.timings.front().seconds) + " s / GPU " +
            fmt("%.4f", t.seconds) + " s)\n";
-  if (r.timings.size() == 1) s += "GPU: not available (" + r.gpu_note + "); no ratio\n";
-  else if (!r.gpu_note.empty()) s += "left out: " + r.gpu_note + "\n";
+  if (r.timings.size() == 1)
+    s += "GPU: not available (" + r.gpu_note + "); no ratio\n";
+  else if (!r.gpu_note.empty())
+    s += "left out: " + r.gpu_note + "\n";
   return s;
 }
 
@@ -77,8 +79,12 @@ std::string matmul_csv(const MatmulReport& r) {
 }
 
 Json sweep_json(const SweepResult& r, const std::string& gpu_note) {
-  Json j{{"event", "bench"}, {"bench", "mlp-depth"},     {"config", r.config},
-         {"steps", r.steps}, {"steps_per_epoch", r.steps_per_epoch}, {"batch", r.batch}};
+  Json j{{"event", "bench"},
+         {"bench", "mlp-depth"},
+         {"config", r.config},
+         {"steps", r.steps},
+         {"steps_per_epoch", r.steps_per_epoch},
+         {"batch", r.batch}};
   Json devices = Json::array();
   for (const auto& kv : r.descriptions) devices.push_back({{"device", kv.first}, {"description", kv.second}});
   j["devices"] = devices;
@@ -103,7 +109,8 @@ Json sweep_json(const SweepResult& r, const std::string& gpu_note) {
 }
 
 std::string sweep_text(const SweepResult& r, const std::string& gpu_note) {
-  std::string s = "MLP depth sweep of " + r.config + ": " + std::to_string(r.steps) + " timed training steps (" +
+  std::string s = "MLP depth sweep of " + r.config + ": " + std::to_string(r.steps) +
+                  " timed training steps (" +
                   fmt("%.4g", double(r.steps) / double(std::max<int64_t>(r.steps_per_epoch, 1))) +
                   " epochs of " + std::to_string(r.steps_per_epoch) + ", batch " + std::to_string(r.batch) +
                   ") per run after one warm-up epoch; seconds\n";
@@ -116,7 +123,8 @@ std::string sweep_text(const SweepResult& r, const std::string& gpu_note) {
   std::snprintf(cell, sizeof cell, "%5s %12s", "depth", "params");
   s += cell;
   for (const std::string& d : devices) {
-    std::snprintf(cell, sizeof cell, " %10s", (d == "cpu" ? std::string("CPU s") : gpu_title(d) + " s").c_str());
+    std::snprintf(cell, sizeof cell, " %10s",
+                  (d == "cpu" ? std::string("CPU s") : gpu_title(d) + " s").c_str());
     s += cell;
   }
   for (const std::string& d : devices)
@@ -151,8 +159,10 @@ std::string sweep_text(const SweepResult& r, const std::string& gpu_note) {
            with_thousands(row.params) + " parameters) on\n";
     }
   }
-  if (devices.size() == 1) s += "GPU: not available (" + gpu_note + "); the CPU column only\n";
-  else if (!gpu_note.empty()) s += "left out: " + gpu_note + "\n";
+  if (devices.size() == 1)
+    s += "GPU: not available (" + gpu_note + "); the CPU column only\n";
+  else if (!gpu_note.empty())
+    s += "left out: " + gpu_note + "\n";
   return s;
 }
 
@@ -160,8 +170,8 @@ std::string sweep_csv(const SweepResult& r) {
   std::string s = "bench,depth,params,device,description,steps,seconds,epoch_seconds,final_loss\n";
   for (const SweepRow& row : r.rows)
     for (const auto& kv : row.cells)
-      s += "mlp-depth," + std::to_string(row.depth) + "," + std::to_string(row.params) + "," + kv.first + "," +
-           csv_field(r.descriptions.at(kv.first)) + "," + std::to_string(r.steps) + "," +
+      s += "mlp-depth," + std::to_string(row.depth) + "," + std::to_string(row.params) + "," + kv.first +
+           "," + csv_field(r.descriptions.at(kv.first)) + "," + std::to_string(r.steps) + "," +
            fmt("%.9g", kv.second.seconds) + "," + fmt("%.9g", kv.second.epoch_seconds) + "," +
            fmt("%.9g", kv.second.final_loss) + "\n";
   return s;

@@ -16,11 +16,11 @@
 namespace trainer {
 
 struct SweepOptions {
-  std::string config;              // a config whose first layer is an mlp
-  std::vector<std::string> sets;   // --set overrides, applied before the depth
-  int64_t from = 2, to = 12;       // depths, inclusive
-  int64_t steps = 0;               // timed steps per run; 0: the config's epochs x steps per epoch
-  DeviceRequest device;            // threads, math, memory cap; the device is set per column
+  std::string config;                // a config whose first layer is an mlp
+  std::vector<std::string> sets;     // --set overrides, applied before the depth
+  int64_t from = 2, to = 12;         // depths, inclusive
+  int64_t steps = 0;                 // timed steps per run; 0: the config's epochs x steps per epoch
+  DeviceRequest device;              // threads, math, memory cap; the device is set per column
   std::vector<std::string> devices;  // "cpu", "gpu:0", ...
 };
 

@@ -71,7 +71,8 @@ def read_run(path):
     try:
         with open(os.path.join(path, "summary.json"), encoding="utf-8") as f:
             device = json.load(f).get("device", "")
-        name += " (" + device.split(" (")[0] + ")" if device else ""
+        # "CPU (oneDNN ...)" -> CPU, "GPU 0: NVIDIA H100 ..." -> GPU 0
+        name += " (" + device.split(" (")[0].split(":")[0] + ")" if device else ""
     except (OSError, ValueError):
         pass
     columns = {k: [number(r[k]) for r in rows] for k in rows[0]}
@@ -102,8 +103,20 @@ def read_bench(path):
     return {"name": os.path.basename(path), "kind": rows[0]["bench"], "rows": rows}
 
 
-def device_label(device):
-    return "CPU" if device == "cpu" else "GPU " + device.split(":")[-1]
+def short_count(n):
+    """22, 2.98k, 703k, 11.2M: parameter counts that fit under a bar."""
+    for div, unit in ((1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.3g}{unit}"
+    return str(n)
+
+
+def device_label(device, description=""):
+    """CPU (16 threads), GPU 0."""
+    if device != "cpu":
+        return "GPU " + device.split(":")[-1]
+    threads = [part.strip() for part in description.rstrip(")").split(",") if part.strip().endswith("threads")]
+    return f"CPU ({threads[0]})" if threads else "CPU"
 
 
 def device_order(rows):
@@ -177,26 +190,43 @@ def sweep_panels(bench):
     cell = {(int(number(r["depth"])), r["device"]): r for r in rows}
     params = {int(number(r["depth"])): int(number(r["params"])) for r in rows}
 
+    labels = {d: device_label(d, next(r.get("description", "") for r in rows if r["device"] == d)) for d in devices}
+
+    def gpu_wins_from(gpu):
+        """The first depth from which `gpu` is faster than the CPU at every depth, or None."""
+        first = None
+        for k in reversed(depths):
+            if (k, gpu) not in cell or (k, "cpu") not in cell:
+                break
+            if number(cell[(k, gpu)]["seconds"]) >= number(cell[(k, "cpu")]["seconds"]):
+                break
+            first = k
+        return first
+
     def line(ax):
         for d in devices:
             xs = [params[k] for k in depths if (k, d) in cell]
             ys = [number(cell[(k, d)]["epoch_seconds"]) for k in depths if (k, d) in cell]
-            ax.plot(xs, ys, "-o", markersize=4, label=device_label(d))
+            drawn = ax.plot(xs, ys, "-o", markersize=4, label=labels[d])
+            wins = gpu_wins_from(d) if d != "cpu" and "cpu" in devices else None
+            if wins is not None:
+                ax.axvline(params[wins], linestyle=":", color=drawn[0].get_color(),
+                           label=f"{labels[d]} faster from depth {wins} ({short_count(params[wins])} parameters)")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"MLP depth sweep: time per epoch ({bench['name']})", fontsize=9)
         ax.set_xlabel("parameters")
         ax.set_ylabel("seconds per epoch")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7)
 
     def bars(ax):
         width = 0.8 / len(devices)
         for i, d in enumerate(devices):
             xs = [j + (i - (len(devices) - 1) / 2) * width for j, k in enumerate(depths) if (k, d) in cell]
             ys = [number(cell[(k, d)]["epoch_seconds"]) for k in depths if (k, d) in cell]
-            ax.bar(xs, ys, width, label=device_label(d))
-        ax.set_xticks(range(len(depths)), [f"{k}\n{params[k]:,}" for k in depths], fontsize=7)
+            ax.bar(xs, ys, width, label=labels[d])
+        ax.set_xticks(range(len(depths)), [f"{k}\n{short_count(params[k])}" for k in depths], fontsize=7)
         ax.set_yscale("log")
         ax.set_title("time per epoch by depth (parameters)", fontsize=9)
         ax.set_xlabel("depth / parameters")
@@ -211,7 +241,7 @@ def matmul_panels(bench):
 
     def bars(ax):
         seconds = [number(r["seconds"]) for r in rows]
-        labels = [device_label(r["device"]) for r in rows]
+        labels = [device_label(r["device"], r.get("description", "")) for r in rows]
         drawn = ax.bar(range(len(rows)), seconds, color=["tab:blue"] + ["tab:green"] * (len(rows) - 1))
         notes = [f"{s:.3g} s" + (f"\n{seconds[0] / s:.0f}x" if i else "") for i, s in enumerate(seconds)]
         ax.bar_label(drawn, labels=notes, fontsize=8)

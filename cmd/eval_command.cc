@@ -18,6 +18,12 @@ void add_eval_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("eval", "Evaluate saved weights on the config's validation data");
   st->cf.add_to(sub, FlagSet::inference);
   st->of.add_to(sub, false);
+  sub->footer(
+      "Prints the loss and the config's metrics, the per-class report (precision, recall, F1, support; "
+      "classes named by data.class_names) and the confusion matrix (rows: true class, columns: predicted "
+      "class). With --log-format json, stdout gets one object: event \"eval\", weights, data, samples, "
+      "loss and every metric, class_names (when set), classes (id, name, precision, recall, f1, support "
+      "per class), macro (the averages), confusion (integer counts); the human text goes to stderr.");
   sub->add_option(
          "--weights", st->eo.weights,
          "A .safetensors file (model.safetensors, a checkpoint, best.safetensors) or a run directory "

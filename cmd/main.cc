@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
   trainer::cmd::add_predict_command(app);
   trainer::cmd::add_devices_command(app);
   trainer::cmd::add_bench_command(app);
+  trainer::cmd::add_plot_command(app);
   refuse_empty_values(app);
   try {
     app.parse(argc, argv);

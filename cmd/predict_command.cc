@@ -1,5 +1,5 @@
 // trainer predict CONFIG --weights CKPT --input x.npy|x.csv --output probs.npy|probs.csv:
-// class probabilities for every input sample.
+// class probabilities and/or the arg-max class (--write) for every input sample.
 #include <iostream>
 
 #include "cmd/commands.h"
@@ -26,8 +26,13 @@ void add_predict_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("--output", st->po.output,
-                  ".npy: (N, num_classes) float32 | .csv: header class_0..class_{C-1}, one row per sample")
+                  ".npy: (N, num_classes) float32 | .csv: one row per sample, one column per class headed by "
+                  "its name (data.class_names) or class_<id>")
       ->required();
+  sub->add_option("--write", st->po.write,
+                  "probabilities | class: the arg-max class (.csv: predicted_id and, with data.class_names, "
+                  "predicted_name; .npy: (N,) int64 ids) | both (.csv only) [default: probabilities]")
+      ->check(CLI::IsMember({"probabilities", "class", "both"}));
   sub->callback([st]() {
     Config cfg = st->cf.load();
     PredictOptions po = st->po;

@@ -1,38 +1,21 @@
-// read_csv: one pass over the file's bytes with string_views (no per-cell allocation); numbers
-// are parsed with std::from_chars, which is locale-independent. The column count is fixed by the
-// first non-blank line (the header when there is one).
+// read_csv: one pass over the file's bytes with CsvRecords (fields are views into the bytes, no
+// per-cell allocation); numbers are parsed with std::from_chars, which is locale-independent. The
+// column count is fixed by the first record (the header when there is one).
 #include "datasets/csv_reader.h"
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string_view>
 #include <vector>
 
+#include "datasets/csv_records.h"
 #include "datasets/file_bytes.h"
 #include "lib/core/error.h"
 
 namespace trainer {
 namespace {
-
-std::string_view trim_cell(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
-  return s;
-}
-
-void split_cells(std::string_view line, char delimiter, std::vector<std::string_view>* cells) {
-  cells->clear();
-  for (size_t start = 0;;) {
-    const size_t end = line.find(delimiter, start);
-    cells->push_back(trim_cell(line.substr(start, end == std::string_view::npos ? end : end - start)));
-    if (end == std::string_view::npos) return;
-    start = end + 1;
-  }
-}
-
-bool is_blank(std::string_view s) { return s.find_first_not_of(" \t") == std::string_view::npos; }
 
 // Parses a whole cell as a finite double; false when it is not one.
 bool parse_number(std::string_view cell, double* out) {
@@ -70,44 +53,45 @@ size_t resolve_label_column(const std::string& path, const CsvOptions& o,
 }  // namespace
 
 Dataset read_csv(const std::string& path, const CsvOptions& o) {
-  if (o.num_classes < 1) throw DataError("CSV file '" + path + "': num_classes must be >= 1");
+  if (o.has_label && o.num_classes < 1) throw DataError("CSV file '" + path + "': num_classes must be >= 1");
+  if (o.delimiter == '"' || o.delimiter == '\n' || o.delimiter == '\r')
+    throw DataError("CSV file '" + path + "': the delimiter cannot be a quote or a line end");
   const std::vector<uint8_t> bytes = read_file_bytes(path);
-  std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // UTF-8 BOM
+  CsvRecords records(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), o.delimiter,
+                     path);
 
   Dataset ds;
   ds.name = path;
   ds.dtype = SampleDtype::f32;
-  ds.num_classes = o.num_classes;
-  size_t ncols = 0, label_col = 0, first_line = 0;
-  size_t line_no = 0;
+  ds.num_classes = o.has_label ? o.num_classes : 0;
+  size_t ncols = 0, label_col = SIZE_MAX, first_line = 0;
   std::vector<std::string_view> cells;
   std::vector<std::string> names;  // "column 3 ('petal_width')" when there is a header
-  const auto where = [&] { return path + ":" + std::to_string(line_no) + ": "; };
+  const auto where = [&] { return path + ":" + std::to_string(records.line()) + ": "; };
   const auto column = [&](size_t c) {
     std::string s = "column " + std::to_string(c + 1);
     return names.empty() ? s : s + " ('" + names[c] + "')";
   };
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (is_blank(line)) continue;
-    split_cells(line, o.delimiter, &cells);
-
-    if (ncols == 0) {  // first non-blank line fixes the layout
+  while (records.next(&cells)) {
+    if (ncols == 0) {  // the first record fixes the layout
       ncols = cells.size();
-      first_line = line_no;
-      if (ncols < 2)
+      first_line = records.line();
+      bool header = o.has_header;
+      if (o.detect_header) {
+        header = false;
+        double v = 0;
+        for (std::string_view c : cells) header = header || !parse_number(c, &v);
+      }
+      if (o.has_label && ncols < 2)
         throw DataError(where() +
                         "found 1 column; a CSV dataset needs at least one feature column and a label "
                         "column (is the delimiter '" +
                         std::string(1, o.delimiter) + "' right?)");
-      label_col = resolve_label_column(path, o, cells, ncols);
-      ds.sample_shape = Shape{static_cast<int64_t>(ncols - 1)};
-      if (o.has_header) {
+      CsvOptions named = o;
+      named.has_header = header;
+      if (o.has_label) label_col = resolve_label_column(path, named, cells, ncols);
+      ds.sample_shape = Shape{static_cast<int64_t>(o.has_label ? ncols - 1 : ncols)};
+      if (header) {
         names.assign(cells.begin(), cells.end());
         continue;
       }
@@ -131,6 +115,7 @@ Dataset read_csv(const std::string& path, const CsvOptions& o) {
         ds.f32.push_back(static_cast<float>(v));
       }
     }
+    if (!o.has_label) ds.labels.push_back(0);
   }
   if (ds.labels.empty()) throw DataError("CSV file '" + path + "' has no data rows");
   return ds;

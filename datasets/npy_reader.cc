@@ -293,7 +293,10 @@ Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, i
   return ds;
 }
 
-void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
+namespace {
+
+void write_npy(const std::string& path, const char* descr, const std::vector<int64_t>& shape,
+               const void* data, size_t element_bytes) {
   std::string dims;
   int64_t numel = 1;
   for (int64_t d : shape) {
@@ -304,7 +307,8 @@ void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, c
     dims.resize(dims.size() - 2);  // numpy: (3,) for 1-D, (2, 3) otherwise
   else if (shape.size() == 1)
     dims.pop_back();
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
   // Pad with spaces so magic + version + length + header (ending in '\n') is a multiple of 64.
   const size_t prefix = kMagicLen + 2 + 2;
   header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
@@ -321,8 +325,18 @@ void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, c
   if (!f) throw DataError("cannot create '" + path + "': " + std::strerror(errno));
   const size_t n = static_cast<size_t>(numel);
   if (std::fwrite(out.data(), 1, out.size(), f.get()) != out.size() ||
-      (n > 0 && std::fwrite(data, sizeof(float), n, f.get()) != n) || std::fclose(f.release()) != 0)
+      (n > 0 && std::fwrite(data, element_bytes, n, f.get()) != n) || std::fclose(f.release()) != 0)
     throw DataError("cannot write '" + path + "': " + std::strerror(errno));
+}
+
+}  // namespace
+
+void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
+  write_npy(path, "<f4", shape, data, sizeof(float));
+}
+
+void write_npy_i64(const std::string& path, const std::vector<int64_t>& shape, const int64_t* data) {
+  write_npy(path, "<i8", shape, data, sizeof(int64_t));
 }
 
 }  // namespace trainer

@@ -35,5 +35,7 @@ Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, i
 
 // Writes a version 1.0 '<f4' C-order array of the given shape (numel(shape) floats from data).
 void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data);
+// The same for '<i8' (int64) arrays.
+void write_npy_i64(const std::string& path, const std::vector<int64_t>& shape, const int64_t* data);
 
 }  // namespace trainer

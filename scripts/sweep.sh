@@ -1,79 +1,172 @@
 #!/usr/bin/env bash
-# Learning rate x batch size sweep of one config, collected into one CSV from the JSON lines of
-# `trainer fit --log-format json`.
+# Sweep any config keys: one `trainer fit` per combination of the values given, then one summary.
 #
-#   scripts/sweep.sh CONFIG [OUT_DIR] [-- extra fit flags...]
-#   LRS="0.1 0.03 0.01" BATCH_SIZES="32 128" scripts/sweep.sh configs/mlp_disc.yaml runs/sweep -- --epochs 20
+#   scripts/sweep.sh CONFIG KEY=V1,V2,... [KEY=V1,V2,...]... [--out DIR] [-- extra fit flags...]
+#   scripts/sweep.sh configs/mlp_disc.yaml optimizer.lr=0.3,0.1,0.03 data.batch_size=50,100 -- --epochs 20
+#   scripts/sweep.sh configs/mlp_disc.yaml model.layers.0.depth=2,4,6,8,10,12
 #
-# Each combination runs
-#   trainer fit CONFIG --set optimizer.lr=LR --set data.batch_size=BS --log-format json --out OUT_DIR/lrLR-bsBS
-# keeping its JSON lines in OUT_DIR/lrLR-bsBS.jsonl and its log in OUT_DIR/lrLR-bsBS.log. Then
-#   OUT_DIR/sweep.csv    one row per epoch of every run:
-#                        base_lr,batch_size,epoch,step,loss,<metrics>,val_loss,<val metrics>,lr,seconds
-#   OUT_DIR/summary.csv  one row per run: base_lr,batch_size,status,epochs_run,monitor,best_epoch,
-#                        best_value,seconds
-# and prints summary.csv. Environment: LRS, BATCH_SIZES (space-separated), TRAINER (the binary,
-# default build/trainer). Needs jq (or python3).
+# KEY is any dotted config key that `--set` takes; values are split at commas outside brackets
+# (model.input_shape=[1,28,28],[3,28,28] is two values). Each combination runs
+#   trainer fit CONFIG --set KEY=V... --log-format json --out DIR/NAME [extra fit flags]
+# with NAME built from the keys' last parts and the values (lr=0.1_batch_size=50), keeping its
+# JSON lines in DIR/NAME.jsonl and its log in DIR/NAME.log. Then it writes
+#   DIR/summary.csv  one row per run: run, every KEY, status, exit, epochs_run, monitor, best_value,
+#                    best_epoch, final_loss, seconds
+#   DIR/sweep.csv    one row per epoch of every run: run, every KEY, then the epoch record's fields
+# and prints summary.csv as an aligned table. A failed run (any non-zero exit) is reported in the
+# table with its exit code and the sweep goes on; the sweep then exits 1. Usage errors exit 2.
+#
+# Runs from any directory: CONFIG and --out are taken relative to the current directory; the
+# trainer is the build/trainer of this checkout, or $TRAINER. DIR defaults to
+# runs/sweep-YYYYmmdd-HHMMSS. Needs python3 (for the JSON lines).
 set -euo pipefail
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-[ $# -ge 1 ] || usage
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+usage() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" >&2
+  [ $# -gt 0 ] && echo "sweep: error: $*" >&2
+  exit 2
+}
+[ $# -ge 1 ] || usage "a CONFIG is required"
+case $1 in -h | --help) usage ;; esac
 config=$1
 shift
 out=runs/sweep-$(date +%Y%m%d-%H%M%S)
-if [ $# -ge 1 ] && [ "$1" != "--" ]; then out=$1; shift; fi
-[ $# -ge 1 ] && [ "$1" = "--" ] && shift
-trainer=${TRAINER:-build/trainer}
-lrs=${LRS:-"0.1 0.01 0.001"}
-batch_sizes=${BATCH_SIZES:-"32 128"}
-[ -x "$trainer" ] || { echo "sweep: $trainer not found; build first or set TRAINER" >&2; exit 1; }
-[ -f "$config" ] || { echo "sweep: no config $config" >&2; exit 1; }
-mkdir -p "$out"
+keys=()
+value_lists=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --) shift; break ;;
+    --out) [ $# -ge 2 ] || usage "--out needs a directory"; out=$2; shift 2 ;;
+    --out=*) out=${1#--out=}; shift ;;
+    -*) usage "unknown option '$1' (extra fit flags go after --)" ;;
+    *=*)
+      key=${1%%=*}
+      [ -n "$key" ] && [ -n "${1#*=}" ] || usage "'$1': expected KEY=V1,V2,..."
+      keys+=("$key")
+      value_lists+=("${1#*=}")
+      shift
+      ;;
+    *) usage "'$1': expected KEY=V1,V2,... (a config key and its values)" ;;
+  esac
+done
+[ ${#keys[@]} -ge 1 ] || usage "give at least one KEY=V1,V2,... to sweep"
+trainer=${TRAINER:-$repo/build/trainer}
+[ -x "$trainer" ] || { echo "sweep: error: $trainer not found; build first (scripts/setup.sh) or set TRAINER" >&2; exit 2; }
+[ -f "$config" ] || usage "no config file '$config'"
+command -v python3 >/dev/null || { echo "sweep: error: python3 is needed to read the runs' JSON lines" >&2; exit 2; }
+mkdir -p "$out" || usage "cannot create --out '$out'"
 
-# JSON lines -> CSV rows. $1: the JSON lines file, $2: base lr, $3: batch size, $4: epoch|summary|header.
-to_csv() {
-  if command -v jq >/dev/null; then
-    case $4 in
-      header) jq -r 'select(.event=="epoch") | ["base_lr","batch_size"] + (keys_unsorted - ["event","epochs"]) | @csv' "$1" | head -1 ;;
-      epoch) jq -r --arg lr "$2" --arg bs "$3" 'select(.event=="epoch") | del(.event, .epochs) | [$lr, $bs] + [.[]] | @csv' "$1" ;;
-      summary) jq -r --arg lr "$2" --arg bs "$3" 'select(.event=="summary") | [$lr, $bs, .status, .epochs_run, .monitor, .best_epoch, .best_value, .seconds] | @csv' "$1" ;;
+# Values of one KEY=... list: split at commas that are not inside [] or {}.
+split_values() {
+  local s=$1 depth=0 cur="" ch i
+  for ((i = 0; i < ${#s}; i++)); do
+    ch=${s:i:1}
+    case $ch in
+      '[' | '{') depth=$((depth + 1)) ;;
+      ']' | '}') depth=$((depth - 1)) ;;
     esac
-  else
-    python3 - "$@" <<'PY'
-import csv, json, sys
-path, lr, bs, what = sys.argv[1:5]
-w = csv.writer(sys.stdout, lineterminator="\n")
-for line in open(path):
-    j = json.loads(line)
-    if what == "header" and j["event"] == "epoch":
-        w.writerow(["base_lr", "batch_size"] + [k for k in j if k not in ("event", "epochs")]); break
-    if what == "epoch" and j["event"] == "epoch":
-        w.writerow([lr, bs] + [v for k, v in j.items() if k not in ("event", "epochs")])
-    if what == "summary" and j["event"] == "summary":
-        w.writerow([lr, bs] + [j.get(k) for k in ("status", "epochs_run", "monitor", "best_epoch", "best_value", "seconds")])
-PY
-  fi
+    if [ "$ch" = "," ] && [ $depth -eq 0 ]; then
+      printf '%s\n' "$cur"
+      cur=""
+    else
+      cur+=$ch
+    fi
+  done
+  printf '%s\n' "$cur"
 }
 
-csv=$out/sweep.csv
-summary=$out/summary.csv
-: >"$csv"
-echo '"base_lr","batch_size","status","epochs_run","monitor","best_epoch","best_value","seconds"' >"$summary"
-for lr in $lrs; do
-  for bs in $batch_sizes; do
-    name=lr$lr-bs$bs
-    echo "sweep: $name" >&2
-    rm -rf "${out:?}/$name"
-    rc=0
-    "$trainer" fit "$config" --set "optimizer.lr=$lr" --set "data.batch_size=$bs" --log-format json \
-      --out "$out/$name" "$@" >"$out/$name.jsonl" 2>"$out/$name.log" || rc=$?
-    if [ "$rc" -ne 0 ]; then
-      echo "sweep: $name failed (exit $rc); see $out/$name.log" >&2
-      continue
-    fi
-    [ -s "$csv" ] || to_csv "$out/$name.jsonl" "$lr" "$bs" header >"$csv"
-    to_csv "$out/$name.jsonl" "$lr" "$bs" epoch >>"$csv"
-    to_csv "$out/$name.jsonl" "$lr" "$bs" summary >>"$summary"
+# Every combination, one per line: the values joined by a tab, in key order.
+combos=("")
+for i in "${!keys[@]}"; do
+  mapfile -t values < <(split_values "${value_lists[$i]}")
+  next=()
+  for c in "${combos[@]}"; do
+    for v in "${values[@]}"; do
+      [ -n "$v" ] || usage "an empty value in ${keys[$i]}=${value_lists[$i]}"
+      next+=("${c:+$c$'\t'}$v")
+    done
   done
+  combos=("${next[@]}")
 done
-echo "sweep: $(($(wc -l <"$csv") - 1)) epoch rows in $csv" >&2
-column -s, -t <"$summary" 2>/dev/null || cat "$summary"
+
+fails=0
+runs=()
+for combo in "${combos[@]}"; do
+  IFS=$'\t' read -r -a values <<<"$combo"
+  sets=()
+  name=""
+  for i in "${!keys[@]}"; do
+    sets+=(--set "${keys[$i]}=${values[$i]}")
+    name+="${name:+_}${keys[$i]##*.}=${values[$i]}"
+  done
+  name=$(printf '%s' "$name" | tr -c 'A-Za-z0-9._=+-' '-')
+  runs+=("$name")
+  rm -rf "${out:?}/$name"
+  echo "sweep: $name" >&2
+  rc=0
+  "$trainer" fit "$config" "${sets[@]}" --log-format json --out "$out/$name" "$@" \
+    >"$out/$name.jsonl" 2>"$out/$name.log" || rc=$?
+  echo "$rc" >"$out/$name.exit"
+  if [ "$rc" -ne 0 ]; then
+    fails=$((fails + 1))
+    echo "sweep: $name failed (exit $rc): $(grep -m1 '^error:' "$out/$name.log" || tail -1 "$out/$name.log")" >&2
+  fi
+done
+
+# The CSV files and the table, from every run's JSON lines.
+python3 - "$out" "${#keys[@]}" "${keys[@]}" "${combos[@]}" -- "${runs[@]}" <<'PY'
+import csv, json, os, sys
+out, nkeys = sys.argv[1], int(sys.argv[2])
+keys = sys.argv[3:3 + nkeys]
+rest = sys.argv[3 + nkeys:]
+sep = rest.index("--")
+combos, runs = rest[:sep], rest[sep + 1:]
+summary_rows, epoch_rows, epoch_fields = [], [], []
+for run, combo in zip(runs, combos):
+    values = combo.split("\t")
+    records = []
+    try:
+        with open(os.path.join(out, run + ".jsonl")) as f:
+            for line in f:
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    rc = open(os.path.join(out, run + ".exit")).read().strip()
+    epochs = [r for r in records if r.get("event") == "epoch"]
+    summary = next((r for r in records if r.get("event") == "summary"), {})
+    for e in epochs:
+        fields = {k: v for k, v in e.items() if k not in ("event", "epochs")}
+        for k in fields:
+            if k not in epoch_fields:
+                epoch_fields.append(k)
+        epoch_rows.append([run] + values + [fields])
+    status = summary.get("status", "failed")
+    if rc != "0" and status == "completed":
+        status = "failed"
+    def num(v, f):
+        return "" if v is None or v == "" else f % v
+    summary_rows.append([run] + values + [
+        status, rc, summary.get("epochs_run", len(epochs)), summary.get("monitor", ""),
+        num(summary.get("best_value"), "%.6g"), summary.get("best_epoch", ""),
+        num(epochs[-1].get("loss") if epochs else None, "%.6g"), num(summary.get("seconds"), "%.3f")])
+header = ["run"] + keys + ["status", "exit", "epochs_run", "monitor", "best_value", "best_epoch", "final_loss",
+                           "seconds"]
+with open(os.path.join(out, "summary.csv"), "w", newline="") as f:
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(summary_rows)
+with open(os.path.join(out, "sweep.csv"), "w", newline="") as f:
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(["run"] + keys + epoch_fields)
+    for row in epoch_rows:
+        w.writerow(row[:-1] + [row[-1].get(k, "") for k in epoch_fields])
+table = [header] + [[str(c) for c in r] for r in summary_rows]
+widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+for r in table:
+    print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+PY
+echo "sweep: ${#runs[@]} runs, $fails failed; $out/summary.csv (one row per run), $out/sweep.csv (one row per epoch)" >&2
+[ "$fails" -eq 0 ] || exit 1

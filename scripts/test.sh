@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/check_layers.sh  # includes only from the own layer or below (README, Layout)
 scripts/setup.sh
+scripts/install_missing.sh test python3-matplotlib  # scripts/plot.py, checked by ctest's plot_script
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lib/config/class_names.h"
 #include "lib/config/device_section.h"
 #include "lib/config/node_reader.h"
 #include "lib/config/yaml_loader.h"
@@ -180,6 +181,7 @@ static void read_data(Config& c, NodeReader& r) {
   dc.validation = dr.child("validation");
   dc.num_classes = dr.integer("num_classes", 0, 2, 1 << 20);
   if (dc.num_classes == 0) dr.fail("num_classes", "is required: the number of classes, e.g. num_classes: 10");
+  dc.class_names = read_class_names(dr, dc.num_classes);
   dc.batch_size = dr.integer("batch_size", 32, 1, 1 << 20);
   dc.shuffle = dr.boolean("shuffle", true);
   dc.drop_last = dr.boolean("drop_last", false);

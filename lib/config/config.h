@@ -35,7 +35,8 @@ struct DataConfig {
   bool drop_last = false;
   double validation_split = 0;
   NormalizeConfig normalize;
-  bool scale_given = false;  // false: 1/255 for uint8 sources, 1 otherwise
+  bool scale_given = false;              // false: 1/255 for uint8 sources, 1 otherwise
+  std::vector<std::string> class_names;  // data.class_names (lib/config/class_names.h); empty: ids
 };
 
 // checkpoint: {every: N, keep_last: K, best: METRIC}  (lib/train/checkpointing.h)

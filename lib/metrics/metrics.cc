@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "lib/config/class_names.h"
+
 namespace trainer {
 namespace {
 
@@ -68,25 +70,56 @@ std::vector<std::pair<std::string, double>> compute_metrics(const MetricSums& s,
   return out;
 }
 
-std::string format_class_report(const MetricSums& s, int64_t C) {
-  ClassStats st = class_stats(s, C);
+std::vector<ClassRow> class_report(const MetricSums& s, int64_t C, const std::vector<std::string>& names) {
+  const ClassStats st = class_stats(s, C);
+  std::vector<ClassRow> rows;
+  for (int64_t c = 0; c < C; ++c)
+    rows.push_back({class_label(names, c), st.precision[size_t(c)], st.recall[size_t(c)], st.f1[size_t(c)],
+                    int64_t(st.support[size_t(c)])});
+  rows.push_back({"macro", mean(st.precision), mean(st.recall), mean(st.f1), s.samples});
+  return rows;
+}
+
+std::string format_class_report(const MetricSums& s, int64_t C, const std::vector<std::string>& names) {
+  const std::vector<ClassRow> rows = class_report(s, C, names);
+  // Names are cut to 24 bytes so one long name cannot push the numbers off the screen.
+  const auto cut = [](const std::string& n) { return n.size() <= 24 ? n : n.substr(0, 23) + "~"; };
+  int width = 8;
+  for (const ClassRow& r : rows) width = std::max(width, int(cut(r.name).size()));
   std::string out;
-  char line[256];
-  std::snprintf(line, sizeof line, "%8s %10s %10s %10s %10s\n", "class", "precision", "recall", "f1",
+  char line[320];
+  std::snprintf(line, sizeof line, "%*s %10s %10s %10s %10s\n", width, "class", "precision", "recall", "f1",
                 "support");
   out += line;
-  for (int64_t c = 0; c < C; ++c) {
-    std::snprintf(line, sizeof line, "%8lld %10.4f %10.4f %10.4f %10.0f\n", (long long)c,
-                  st.precision[size_t(c)], st.recall[size_t(c)], st.f1[size_t(c)], st.support[size_t(c)]);
+  for (const ClassRow& r : rows) {
+    std::snprintf(line, sizeof line, "%*s %10.4f %10.4f %10.4f %10lld\n", width, cut(r.name).c_str(),
+                  r.precision, r.recall, r.f1, (long long)r.support);
     out += line;
   }
-  std::snprintf(line, sizeof line, "%8s %10.4f %10.4f %10.4f %10lld\n", "macro", mean(st.precision),
-                mean(st.recall), mean(st.f1), (long long)s.samples);
-  out += line;
+  // Rows: "id name" (or the id); columns: ids, as wide as the largest count needs.
+  const int id_width = int(std::to_string(C - 1).size());
+  int row_width = id_width, cell = std::max(id_width, 5);
+  for (int64_t c = 0; c < C; ++c) {
+    if (!names.empty()) row_width = std::max(row_width, id_width + 1 + int(cut(names[size_t(c)]).size()));
+    for (int64_t j = 0; j < C; ++j)
+      cell = std::max(cell, int(std::to_string((long long)s.confusion[size_t(c * C + j)]).size()));
+  }
   out += "confusion matrix (rows: true class, columns: predicted class)\n";
+  std::snprintf(line, sizeof line, "%*s", row_width, "");
+  out += line;
+  for (int64_t c = 0; c < C; ++c) {
+    std::snprintf(line, sizeof line, " %*lld", cell, (long long)c);
+    out += line;
+  }
+  out += "\n";
   for (int64_t r = 0; r < C; ++r) {
+    std::string head = std::to_string(r);
+    head = std::string(size_t(id_width) - head.size(), ' ') + head;
+    if (!names.empty()) head += " " + cut(names[size_t(r)]);
+    std::snprintf(line, sizeof line, "%-*s", row_width, head.c_str());
+    out += line;
     for (int64_t c = 0; c < C; ++c) {
-      std::snprintf(line, sizeof line, "%7.0f", s.confusion[size_t(r * C + c)]);
+      std::snprintf(line, sizeof line, " %*lld", cell, (long long)s.confusion[size_t(r * C + c)]);
       out += line;
     }
     out += "\n";

@@ -8,14 +8,15 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "datasets/csv_reader.h"
 #include "datasets/file_bytes.h"
 #include "datasets/npy_reader.h"
-#include "lib/checkpoint/atomic_file.h"
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/metrics/metrics.h"
 #include "lib/train/checkpointing.h"
 #include "lib/train/fit.h"
+#include "lib/train/predict_output.h"
 #include "lib/train/session.h"
 
 namespace trainer {
@@ -25,54 +26,19 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// Rows of numbers; an optional first row of names (any cell that is not a number) is skipped.
+// Rows of numbers (RFC 4180, datasets/csv_records.h); a first row with any cell that is not a
+// number is a header and skipped.
 Dataset read_feature_csv(const std::string& path, const Shape& input) {
-  std::vector<uint8_t> bytes = read_file_bytes(path);
-  std::string text(bytes.begin(), bytes.end());
-  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
-  Dataset d;
-  d.name = path;
-  d.dtype = SampleDtype::f32;
+  CsvOptions o;
+  o.has_label = false;
+  o.detect_header = true;
+  Dataset d = read_csv(path, o);
+  const int64_t F = input.numel(), found = d.sample_shape.numel();
+  if (found != F)
+    throw DataError(path + ": " + std::to_string(found) + " values per row; the model takes " +
+                    std::to_string(F) + " features per sample (model.input_shape " + input.str() + ")" +
+                    (found == F + 1 ? ": remove the label column" : ""));
   d.sample_shape = input;
-  const int64_t F = input.numel();
-  size_t pos = 0;
-  int64_t line_no = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    std::vector<float> row;
-    bool numeric = true;
-    size_t c = 0;
-    while (true) {
-      size_t comma = line.find(',', c);
-      std::string cell = line.substr(c, comma == std::string::npos ? std::string::npos : comma - c);
-      const size_t b = cell.find_first_not_of(" \t\""), e = cell.find_last_not_of(" \t\"");
-      cell = b == std::string::npos ? "" : cell.substr(b, e - b + 1);
-      char* stop = nullptr;
-      const float v = std::strtof(cell.c_str(), &stop);
-      if (cell.empty() || *stop != '\0' || !std::isfinite(v)) numeric = false;
-      row.push_back(v);
-      if (comma == std::string::npos) break;
-      c = comma + 1;
-    }
-    if (!numeric) {
-      if (d.labels.empty() && d.f32.empty() && line_no == 1) continue;  // a header row
-      throw DataError(path + ":" + std::to_string(line_no) + ": a cell is not a finite number");
-    }
-    if (int64_t(row.size()) != F)
-      throw DataError(path + ":" + std::to_string(line_no) + ": " + std::to_string(row.size()) +
-                      " values; the model takes " + std::to_string(F) +
-                      " features per sample (model.input_shape " + input.str() + ")" +
-                      (int64_t(row.size()) == F + 1 ? ": remove the label column" : ""));
-    d.f32.insert(d.f32.end(), row.begin(), row.end());
-    d.labels.push_back(0);
-  }
-  if (d.labels.empty()) throw DataError(path + ": no samples");
   return d;
 }
 
@@ -148,12 +114,32 @@ EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostrea
   Reporter rep(o.report, out);
   const int64_t C = s->classes;
   Json j{{"event", "eval"}, {"weights", r.weights}, {"data", source}, {"samples", r.samples}};
-  for (const auto& kv : r.metrics) j[kv.first] = kv.second;
-  std::vector<std::vector<double>> confusion(static_cast<size_t>(C));
+  for (const auto& kv : r.metrics) j[kv.first] = number_or_null(kv.second);
+  if (!cfg.data.class_names.empty()) j["class_names"] = cfg.data.class_names;
+  // The per-class report (the last row is the macro average) and the confusion matrix as
+  // integer counts: rows = true class, columns = predicted class.
+  Json classes = Json::array();
+  const std::vector<ClassRow> report = class_report(r.sums, C, cfg.data.class_names);
+  for (size_t c = 0; c < report.size(); ++c) {
+    const ClassRow& row = report[c];
+    Json item;
+    if (c + 1 < report.size()) item = Json{{"id", int64_t(c)}, {"name", row.name}};
+    item["precision"] = number_or_null(row.precision);
+    item["recall"] = number_or_null(row.recall);
+    item["f1"] = number_or_null(row.f1);
+    item["support"] = row.support;
+    if (c + 1 == report.size())
+      j["macro"] = item;
+    else
+      classes.push_back(item);
+  }
+  j["classes"] = classes;
+  std::vector<std::vector<int64_t>> confusion(static_cast<size_t>(C));
   for (int64_t i = 0; i < C; ++i)
-    confusion[size_t(i)].assign(r.sums.confusion.begin() + i * C, r.sums.confusion.begin() + (i + 1) * C);
+    for (int64_t k = 0; k < C; ++k)
+      confusion[size_t(i)].push_back(int64_t(r.sums.confusion[size_t(i * C + k)]));
   j["confusion"] = confusion;
-  rep.note(format_class_report(r.sums, C));
+  rep.note(format_class_report(r.sums, C, cfg.data.class_names));
   rep.summary("[" + timestamp_now() + "] eval " + r.weights + " on " + source + " (" +
                   std::to_string(r.samples) + " samples):" + format_metrics(r.metrics, ""),
               j);
@@ -164,16 +150,8 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
   auto model = make_model(cfg);
   const std::string weights = resolve_weights(o.weights);
   HostWeights w = load_weights(weights, *model, "--weights");
-  const bool csv_out = ends_with(o.output, ".csv");
-  if (!csv_out && !ends_with(o.output, ".npy"))
-    throw UsageError("--output " + o.output + ": expected a .npy or .csv file");
-  {  // before any work: the file's directory must exist
-    const std::filesystem::path dir = std::filesystem::path(o.output).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
-      throw UsageError("--output " + o.output + ": " + dir.string() +
-                       (std::filesystem::exists(dir, ec) ? " is not a directory" : " does not exist"));
-  }
+  const PredictWrite what = parse_predict_write(o.write);
+  check_predict_output(o.output, what);  // before any work
   Dataset d = read_inputs(o.input, cfg.input_shape);
   const int64_t B = cfg.data.batch_size, N = d.size(), C = cfg.data.num_classes;
   std::vector<int64_t> sizes;
@@ -192,24 +170,13 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
     for (int64_t i = 0; i < rows; ++i) to_probabilities(cfg.loss, dst + i * C, C);
     at += rows;
   }
-  if (csv_out) {
-    std::string text;
-    for (int64_t c = 0; c < C; ++c) text += (c ? ",class_" : "class_") + std::to_string(c);
-    text += "\n";
-    char cell[32];
-    for (int64_t i = 0; i < N; ++i) {
-      for (int64_t c = 0; c < C; ++c) {
-        std::snprintf(cell, sizeof cell, c ? ",%.9g" : "%.9g", double(probs[size_t(i * C + c)]));
-        text += cell;
-      }
-      text += "\n";
-    }
-    write_file_atomic(o.output, text);
-  } else {
-    write_npy_f32(o.output, {N, C}, probs.data());
-  }
+  write_predictions(o.output, what, probs, N, C, cfg.data.class_names);
   out << "[" << timestamp_now() << "] predicted " << N << " samples of " << o.input << " with " << weights
-      << " -> " << o.output << " (" << N << " x " << C << " probabilities)" << std::endl;
+      << " -> " << o.output << " ("
+      << (what == PredictWrite::arg_max ? std::to_string(N) + " classes"
+                                        : std::to_string(N) + " x " + std::to_string(C) + " probabilities" +
+                                              (what == PredictWrite::both ? " and classes" : ""))
+      << ")" << std::endl;
   return N;
 }
 

@@ -2,8 +2,8 @@
 //
 //   evaluate_weights  metrics (loss and the config's metrics) on the validation data (or the
 //                     training data) plus the per-class report and confusion matrix.
-//   predict_file      class probabilities for every sample of an .npy or .csv file, written as
-//                     .npy (N, C) float32 or .csv (header class_0..class_{C-1}).
+//   predict_file      class probabilities and/or the arg-max class for every sample of an .npy
+//                     or .csv file (lib/train/predict_output.h says what is written).
 // Inputs are normalized exactly like training samples of the same dtype (data.normalize; uint8
 // arrays are scaled by 1/255 unless data.normalize.scale is set). Probabilities: softmax of the
 // outputs for cross-entropy from logits, exp of the outputs for nll (log-probabilities), the
@@ -39,6 +39,7 @@ EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostrea
 struct PredictOptions {
   DeviceRequest device;
   std::string weights, input, output;
+  std::string write = "probabilities";  // probabilities | class | both (lib/train/predict_output.h)
 };
 
 // Returns the number of samples written.

@@ -517,7 +517,7 @@ FitResult FitRun::finish() {
     if (data_.has_val) last_val_ = evaluate_pass(*s_->executor, *val_loader_);
   }
   if (data_.has_val && last_val_.samples > 0)
-    rep_.note(report_title + ":\n" + format_class_report(last_val_, C));
+    rep_.note(report_title + ":\n" + format_class_report(last_val_, C, cfg_.data.class_names));
   if (run_) {
     result_.run_dir = run_->path();
     result_.final_weights = run_->path() + "/model.safetensors";

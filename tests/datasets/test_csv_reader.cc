@@ -131,3 +131,42 @@ TEST_CASE("read_csv rejects empty files, header-only files and single-column fil
   REQUIRE_THROWS_WITH(read_csv(path, opts(false, "-1")),
                       Catch::Contains(":1: found 1 column") && Catch::Contains("delimiter ','"));
 }
+
+TEST_CASE("read_csv reads what pandas writes: quoted header names, quoted numbers, CRLF", "[datasets]") {
+  TempDir dir;
+  // df.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\r\n") with a header cell
+  // holding a comma, a quote and a line end.
+  write_text(dir.path("p.csv"),
+             "\"width, cm\",\"say \"\"x\"\"\",\"the\r\nlabel\"\r\n1.5,\"2\",1\r\n-3,4e1,0\r\n");
+  const Dataset d = read_csv(dir.path("p.csv"), opts(true, "the\r\nlabel", 2));
+  REQUIRE(d.f32 == std::vector<float>{1.5f, 2.f, -3.f, 40.f});
+  REQUIRE(d.labels == std::vector<int32_t>{1, 0});
+  write_text(dir.path("q.csv"), "\"a,b\",c,label\n1,\"x\",0\n");
+  REQUIRE_THROWS_WITH(read_csv(dir.path("q.csv"), opts(true, "label")),
+                      Catch::Contains(":2: column 2 ('c'): expected a finite float32 number, found 'x'"));
+}
+
+TEST_CASE("read_csv names the right line after a record that spans lines", "[datasets]") {
+  TempDir dir;
+  const std::string path = dir.path("m.csv");
+  write_text(path, "\"long\nheader\",label\n1,0\n2\n");
+  REQUIRE_THROWS_WITH(read_csv(path, opts(true, "label")),
+                      Catch::Contains(path + ":4: expected 2 columns (as on line 1), found 1"));
+}
+
+TEST_CASE("read_csv without labels reads every column as a feature and detects a header", "[datasets]") {
+  TempDir dir;
+  CsvOptions o;
+  o.has_label = false;
+  o.detect_header = true;
+  write_text(dir.path("x.csv"), "\"f,1\",f2\n1,2\n3,4\n");
+  Dataset d = read_csv(dir.path("x.csv"), o);
+  REQUIRE(d.sample_shape == Shape{2});
+  REQUIRE(d.f32 == std::vector<float>{1, 2, 3, 4});
+  REQUIRE(d.labels == std::vector<int32_t>{0, 0});
+  write_text(dir.path("x.csv"), "5\n6\n");  // one column, no header
+  d = read_csv(dir.path("x.csv"), o);
+  REQUIRE(d.f32 == std::vector<float>{5, 6});
+  write_text(dir.path("x.csv"), "1,2\n3,x\n");  // only the first record may be a header
+  REQUIRE_THROWS_WITH(read_csv(dir.path("x.csv"), o), Catch::Contains(":2: column 2: expected a finite"));
+}

@@ -1,0 +1,90 @@
+#include "lib/train/predict_output.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "datasets/csv_records.h"
+#include "datasets/npy_reader.h"
+#include "lib/checkpoint/atomic_file.h"
+#include "lib/config/class_names.h"
+#include "lib/core/error.h"
+
+namespace trainer {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+PredictWrite parse_predict_write(const std::string& s) {
+  if (s == "probabilities") return PredictWrite::probabilities;
+  if (s == "class") return PredictWrite::arg_max;
+  if (s == "both") return PredictWrite::both;
+  throw UsageError("--write " + s + ": allowed: probabilities, class, both");
+}
+
+void check_predict_output(const std::string& path, PredictWrite what) {
+  const bool csv = ends_with(path, ".csv");
+  if (!csv && !ends_with(path, ".npy"))
+    throw UsageError("--output " + path + ": expected a .npy or .csv file");
+  if (!csv && what == PredictWrite::both)
+    throw UsageError("--output " + path +
+                     ": --write both needs a .csv file (a .npy file holds one array); use --write "
+                     "probabilities or --write class for .npy");
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+    throw UsageError("--output " + path + ": " + dir.string() +
+                     (std::filesystem::exists(dir, ec) ? " is not a directory" : " does not exist"));
+}
+
+std::vector<int64_t> arg_max_classes(const std::vector<float>& probs, int64_t N, int64_t C) {
+  std::vector<int64_t> ids(size_t(N), 0);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t c = 1; c < C; ++c)
+      if (probs[size_t(i * C + c)] > probs[size_t(i * C + ids[size_t(i)])]) ids[size_t(i)] = c;
+  return ids;
+}
+
+void write_predictions(const std::string& path, PredictWrite what, const std::vector<float>& probs, int64_t N,
+                       int64_t C, const std::vector<std::string>& names) {
+  const bool with_probs = what != PredictWrite::arg_max, with_class = what != PredictWrite::probabilities;
+  const std::vector<int64_t> ids = arg_max_classes(probs, N, C);
+  if (!ends_with(path, ".csv")) {
+    if (with_probs)
+      write_npy_f32(path, {N, C}, probs.data());
+    else
+      write_npy_i64(path, {N}, ids.data());
+    return;
+  }
+  std::vector<std::string> header;
+  if (with_probs)
+    for (int64_t c = 0; c < C; ++c)
+      header.push_back(names.empty() ? "class_" + std::to_string(c) : csv_field(names[size_t(c)]));
+  if (with_class) {
+    header.push_back("predicted_id");
+    if (!names.empty()) header.push_back("predicted_name");
+  }
+  std::string text;
+  for (size_t i = 0; i < header.size(); ++i) text += (i ? "," : "") + header[i];
+  text += "\n";
+  char cell[32];
+  for (int64_t i = 0; i < N; ++i) {
+    const char* sep = "";
+    if (with_probs)
+      for (int64_t c = 0; c < C; ++c, sep = ",") {
+        std::snprintf(cell, sizeof cell, "%s%.9g", sep, double(probs[size_t(i * C + c)]));
+        text += cell;
+      }
+    if (with_class) {
+      text += sep + std::to_string(ids[size_t(i)]);
+      if (!names.empty()) text += "," + csv_field(class_label(names, ids[size_t(i)]));
+    }
+    text += "\n";
+  }
+  write_file_atomic(path, text);
+}
+
+}  // namespace trainer

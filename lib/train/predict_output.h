@@ -1,0 +1,31 @@
+// What `trainer predict` writes (--write): the class probabilities, the arg-max class, or both.
+//
+//   .csv  probabilities: one column per class, headed by its name (data.class_names) or class_<id>;
+//         class: columns predicted_id and, with class names, predicted_name; both: all of these.
+//         Fields are quoted as RFC 4180 requires (a name with a comma or a quote).
+//   .npy  probabilities: (N, C) float32; class: (N,) int64 class ids; both: refused (one array
+//         per .npy file), with a message that says to use .csv.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+enum class PredictWrite { probabilities, arg_max, both };
+
+// "probabilities" | "class" | "both" (UsageError naming --write otherwise).
+PredictWrite parse_predict_write(const std::string& s);
+
+// Checks that `path` can hold `what` (UsageError otherwise), before any work is done.
+void check_predict_output(const std::string& path, PredictWrite what);
+
+// probs: (N, C) row-major. Replaces `path` atomically (.csv) or writes it (.npy).
+void write_predictions(const std::string& path, PredictWrite what, const std::vector<float>& probs, int64_t N,
+                       int64_t C, const std::vector<std::string>& names);
+
+// The arg-max class of each row of probs (N, C); ties go to the lowest id.
+std::vector<int64_t> arg_max_classes(const std::vector<float>& probs, int64_t N, int64_t C);
+
+}  // namespace trainer

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# ctest "sweep_script": scripts/sweep.sh run from another directory on the disc config sweeps two
+# keys (4 runs), writes summary.csv and sweep.csv and prints the table; a failing value makes the
+# sweep exit 1 with the run marked failed; a usage error exits 2.
+#   tests/scripts/sweep_test.sh TRAINER_BINARY
+set -euo pipefail
+export TRAINER=$(realpath "$1")
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"  # not the checkout: the script must find its way from anywhere
+fail() { echo "sweep_test: $*" >&2; exit 1; }
+
+"$repo/scripts/sweep.sh" "$repo/configs/mlp_disc.yaml" optimizer.lr=0.3,0.03 model.layers.0.depth=2,3 \
+  --out sw -- --epochs 3 >table.txt 2>log.txt || fail "the sweep failed: $(cat log.txt)"
+cat table.txt
+[ "$(head -1 table.txt | tr -s ' ')" = "run optimizer.lr model.layers.0.depth status exit epochs_run monitor best_value best_epoch final_loss seconds" ] ||
+  fail "unexpected table header"
+[ "$(grep -cE ' completed +0 ' table.txt)" -eq 4 ] || fail "expected 4 completed runs"
+grep -q '^lr=0.03_depth=3 ' table.txt || fail "run names are key=value"
+[ "$(wc -l <sw/summary.csv)" -eq 5 ] || fail "summary.csv: expected a header and 4 rows"
+[ "$(wc -l <sw/sweep.csv)" -eq 13 ] || fail "sweep.csv: expected a header and 4 x 3 epoch rows"
+head -1 sw/sweep.csv | grep -q '^run,optimizer.lr,model.layers.0.depth,epoch,step,loss,accuracy' ||
+  fail "sweep.csv header: $(head -1 sw/sweep.csv)"
+[ -f sw/lr=0.3_depth=2/model.safetensors ] || fail "each run has its run directory"
+
+rc=0
+"$repo/scripts/sweep.sh" "$repo/configs/mlp_disc.yaml" optimizer.lr=0.1,-1 --out bad -- --epochs 1 \
+  >bad.txt 2>badlog.txt || rc=$?
+[ "$rc" -eq 1 ] || fail "a failed run must make the sweep exit 1, got $rc"
+grep -qE '^lr=-1 .* failed +3 ' bad.txt || fail "the failed run is in the table with its exit code: $(cat bad.txt)"
+grep -q 'optimizer.lr: value -1 is out of range' badlog.txt || fail "the failure's error line is shown"
+grep -q '^lr=0.1 .* completed' bad.txt || fail "the other runs still run"
+
+rc=0
+"$repo/scripts/sweep.sh" "$repo/configs/mlp_disc.yaml" 2>/dev/null || rc=$?
+[ "$rc" -eq 2 ] || fail "no KEY=values is a usage error (exit 2), got $rc"
+echo "sweep_test: OK"

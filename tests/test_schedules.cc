@@ -2,6 +2,7 @@
 // early stopping (the stopping epoch and the restored weights) and gradient clipping.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "lib/checkpoint/safetensors.h"
@@ -96,7 +97,7 @@ TEST_CASE("learning-rate schedules give the documented values at given steps", "
     const std::vector<double> lr_after{0.1, 0.1, 0.1, 0.05, 0.05, 0.03, 0.03, 0.03};
     for (size_t e = 0; e < seq.size(); ++e) {
       INFO("epoch " << e + 1);
-      s.on_epoch_end({}, val_loss(seq[e]));
+      s.on_epoch_end(int64_t(e + 1), {}, val_loss(seq[e]));
       REQUIRE(s.lr_at(int64_t(e + 1) * 10 + 1) == Approx(lr_after[e]));
       if (e == 3) {  // a resumed run continues from the saved state
         auto copy = schedule(
@@ -105,8 +106,8 @@ TEST_CASE("learning-rate schedules give the documented values at given steps", "
             0.1, 10, 20);
         copy.restore(nlohmann::json::parse(s.state().dump()));
         REQUIRE(copy.lr_at(41) == Approx(0.05));
-        copy.on_epoch_end({}, val_loss(0.96));
-        copy.on_epoch_end({}, val_loss(0.97));
+        copy.on_epoch_end(5, {}, val_loss(0.96));
+        copy.on_epoch_end(6, {}, val_loss(0.97));
         REQUIRE(copy.lr_at(61) == Approx(0.03));
       }
     }
@@ -184,6 +185,52 @@ TEST_CASE("early stopping stops fit at the right epoch and restores the best wei
   REQUIRE(again.epochs_run == 3);
   REQUIRE(weights_of(dir + "/stopped/model.safetensors") == weights_of(dir + "/one/model.safetensors"));
   REQUIRE_THAT(out.str(), Contains("stopped early at epoch 3"));
+}
+
+TEST_CASE("restore_best, the done line, summary.json and best.safetensors name the same best epoch",
+          "[schedule][early_stopping][best]") {
+  // val_loss falls 0.301 -> 0.233 -> ...: epoch 2 is lower, but not by more than min_delta 0.1, so
+  // early stopping's best is epoch 1. Before one tracker, best.safetensors and summary.json said
+  // epoch 2 (they ignored min_delta) while restore_best put back epoch 1.
+  std::string dir = test::temp_dir("best");
+  std::string printed;
+  FitResult r = run({"train.epochs=10", "early_stopping={monitor: val_loss, patience: 1, min_delta: 0.1}"},
+                    dir, &printed);
+  REQUIRE(r.stopped_early);
+  REQUIRE(r.epochs_run == 2);
+  REQUIRE(r.best_epoch == 1);
+  REQUIRE(r.monitor == "val_loss");
+  REQUIRE_THAT(printed, Contains("restored the weights of epoch 1") && Contains("(epoch 1) total="));
+  const auto summary = nlohmann::json::parse(test::slurp(dir + "/summary.json"));
+  REQUIRE(summary["best_epoch"] == 1);
+  REQUIRE(summary["monitor"] == "val_loss");
+  REQUIRE(summary["best_value"].get<double>() == Approx(r.best_value));
+  SafetensorsFile best = read_safetensors(dir + "/checkpoints/best.safetensors");
+  REQUIRE(best.metadata["epoch"] == "1");
+  REQUIRE(best.metadata["monitor"] == "val_loss");
+  REQUIRE(weights_of(dir + "/checkpoints/best.safetensors") == weights_of(dir + "/model.safetensors"));
+  const std::string events = test::slurp(dir + "/events.jsonl");
+  REQUIRE_THAT(events, Contains(R"("event":"best","epoch":1)"));
+  REQUIRE_THAT(events, !Contains(R"("event":"best","epoch":2)"));
+}
+
+TEST_CASE("restore_best with a checkpoint.best of another monitor is a config error naming both",
+          "[schedule][early_stopping][best]") {
+  std::string dir = test::temp_dir("best_conflict");
+  REQUIRE_THROWS_AS(run({"early_stopping={monitor: val_loss, patience: 1}", "checkpoint.best=val_accuracy",
+                         "metrics=[accuracy]"},
+                        dir),
+                    ConfigError);
+  REQUIRE_THROWS_WITH(run({"early_stopping={monitor: val_loss, patience: 1}", "checkpoint.best=val_accuracy",
+                           "metrics=[accuracy]"},
+                          dir),
+                      Contains("checkpoint.best is 'val_accuracy' but early_stopping.monitor is 'val_loss'"));
+  // Without restore_best nothing is restored, so the two may differ: best.safetensors follows
+  // checkpoint.best.
+  FitResult r = run({"early_stopping={monitor: val_loss, patience: 1, restore_best: false}",
+                     "checkpoint.best=val_accuracy", "metrics=[accuracy]"},
+                    dir + "/free");
+  REQUIRE(r.monitor == "val_accuracy");
 }
 
 TEST_CASE("clip_grad_norm scales the gradient to the maximum global norm", "[schedule][clip]") {

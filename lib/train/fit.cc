@@ -113,7 +113,11 @@ class FitRun {
   std::unique_ptr<RunDir> run_;
   std::unique_ptr<LrSchedule> sched_;
   std::unique_ptr<EarlyStopping> es_;
-  BestTracker best_;
+  // The run's best (done line, summary.json, best.safetensors, best events): early stopping's
+  // tracker when early stopping is on, else own_best_ over checkpoint.best (monitor.h).
+  MonitorTracker own_best_;
+  bool best_is_es_ = false;
+  const MonitorTracker& best() const { return best_is_es_ ? es_->tracker() : own_best_; }
   HostWeights es_best_;  // early stopping's best weights (restore_best)
   TrainState st_;
   YAML::Node resolved_;
@@ -126,6 +130,14 @@ class FitRun {
 };
 
 void FitRun::setup() {
+  // One notion of best: the epoch restore_best puts back is the one best.safetensors holds.
+  const EarlyStoppingConfig& es = cfg_.early_stopping;
+  if (es.enabled && es.restore_best && cfg_.checkpoint.best != "none" && cfg_.checkpoint.best != es.monitor)
+    throw ConfigError("checkpoint.best is '" + cfg_.checkpoint.best + "' but early_stopping.monitor is '" +
+                      es.monitor +
+                      "': with early_stopping.restore_best the run has one best epoch, so they must name the "
+                      "same monitor; set checkpoint.best: auto (it follows early stopping) or "
+                      "early_stopping.restore_best: false");
   auto model = make_model(cfg_);  // config errors before data errors
   data_ = load_run_data(cfg_, true);
   const int64_t B = cfg_.data.batch_size;
@@ -145,8 +157,11 @@ void FitRun::setup() {
   sched_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, train_loader_->batches_per_epoch(),
                                         cfg_.epochs);
   es_ = std::make_unique<EarlyStopping>(cfg_.early_stopping);
-  const std::string fallback = data_.has_val ? "val_loss" : "loss";
-  best_ = BestTracker(cfg_.checkpoint.best != "none" ? cfg_.checkpoint.best : fallback);
+  const std::string& es_monitor = cfg_.early_stopping.monitor;
+  best_is_es_ = es_->enabled() && (cfg_.checkpoint.best == es_monitor || cfg_.checkpoint.best == "none");
+  if (!best_is_es_)
+    own_best_ = MonitorTracker(
+        cfg_.checkpoint.best != "none" ? cfg_.checkpoint.best : (data_.has_val ? "val_loss" : "loss"), 0.0);
   st_.optimizer = cfg_.optimizer.type;
   st_.seed = cfg_.seed;
   st_.batch_size = B;
@@ -230,7 +245,7 @@ void FitRun::resume(const std::string& dir) {
   growth_.restore(st_.first_loss, st_.first_loss_epoch);
   sched_->restore(st_.schedule);
   es_->restore(st_.early_stopping);
-  best_.restore(st_.best);
+  if (!best_is_es_) own_best_.restore(st_.best);
   run_ = std::make_unique<RunDir>(dir, true);
   run_->truncate_metrics(st_.epochs_done);
   run_->event({{"event", "resume"},
@@ -279,7 +294,7 @@ void FitRun::fill_state(int64_t epochs_done, int64_t batches_done, const MetricS
   st_.partial = batches_done ? partial : MetricSums{};
   st_.schedule = sched_->state();
   st_.early_stopping = es_->state();
-  st_.best = best_.state();
+  st_.best = best().state();
   st_.first_loss = growth_.first_loss();
   st_.first_loss_epoch = growth_.first_epoch();
 }
@@ -393,18 +408,24 @@ bool FitRun::run_epoch(int64_t epoch) {
       result_.best_val_accuracy = result_.final_val_accuracy;
   }
 
-  // Callbacks: best weights, early stopping, the plateau schedule.
-  if (best_.update(epoch, train_m, val_m) && run_ && cfg_.checkpoint.best != "none") {
-    save_weights(run_->checkpoints() + "/best.safetensors", *s_->model, download_weights(*s_),
-                 {{"epoch", std::to_string(epoch)},
-                  {"monitor", best_.monitor()},
-                  {"value", std::to_string(best_.best())}});
-    run_->event({{"event", "best"}, {"epoch", epoch}, {"monitor", best_.monitor()}, {"value", best_.best()}});
-  }
+  // Callbacks: early stopping and the run's best (one tracker when early stopping is on), the
+  // best weights, the plateau schedule.
   bool improved = false;
   const bool stop = es_->on_epoch_end(epoch, train_m, val_m, &improved);
-  if (improved && cfg_.early_stopping.restore_best) es_best_ = download_weights(*s_);
-  if (sched_->on_epoch_end(train_m, val_m)) {
+  if (!best_is_es_) improved = own_best_.observe(epoch, train_m, val_m);
+  if (improved && (cfg_.early_stopping.restore_best || (run_ && cfg_.checkpoint.best != "none"))) {
+    HostWeights w = download_weights(*s_);
+    if (run_ && cfg_.checkpoint.best != "none") {
+      save_weights(run_->checkpoints() + "/best.safetensors", *s_->model, w,
+                   {{"epoch", std::to_string(epoch)},
+                    {"monitor", best().monitor()},
+                    {"value", std::to_string(best().best())}});
+      run_->event(
+          {{"event", "best"}, {"epoch", epoch}, {"monitor", best().monitor()}, {"value", best().best()}});
+    }
+    if (es_->enabled() && cfg_.early_stopping.restore_best) es_best_ = std::move(w);
+  }
+  if (sched_->on_epoch_end(epoch, train_m, val_m)) {
     char msg[160];
     std::snprintf(msg, sizeof msg, "reduce_on_plateau: %s has not improved for %lld epochs; lr is now %.4g\n",
                   cfg_.schedule.monitor.c_str(), (long long)cfg_.schedule.patience + 1,
@@ -432,9 +453,9 @@ Json FitRun::summary_record() {
   result_.epochs_run = int(st_.epochs_done);
   result_.steps = t_;
   result_.stopped_early = es_->stopped();
-  result_.monitor = best_.monitor();
-  result_.best_value = best_.best();
-  result_.best_epoch = int(best_.best_epoch());
+  result_.monitor = best().monitor();
+  result_.best_value = best().best();
+  result_.best_epoch = int(best().best_epoch());
   result_.seconds = st_.seconds + seconds_since(t_start_);
   result_.peak_bytes = s_->backend->allocator().peak_bytes();
   struct rusage ru {};

@@ -6,21 +6,6 @@
 
 namespace trainer {
 
-double metric_value(const MetricList& train, const MetricList& val, const std::string& name) {
-  const bool is_val = name.rfind("val_", 0) == 0;
-  const MetricList& list = is_val ? val : train;
-  const std::string key = is_val ? name.substr(4) : name;
-  for (const auto& kv : list)
-    if (kv.first == key) return kv.second;
-  return std::numeric_limits<double>::quiet_NaN();
-}
-
-bool improves(MonitorMode mode, double value, double best, double min_delta) {
-  if (std::isnan(value)) return false;
-  if (std::isnan(best)) return true;
-  return mode == MonitorMode::min ? value < best - min_delta : value > best + min_delta;
-}
-
 LrSchedule::LrSchedule(const ScheduleConfig& c, double base_lr, int64_t steps_per_epoch, int64_t epochs)
     : c_(c),
       base_(base_lr),
@@ -28,7 +13,7 @@ LrSchedule::LrSchedule(const ScheduleConfig& c, double base_lr, int64_t steps_pe
       total_steps_(std::max<int64_t>(steps_per_epoch, 1) * std::max<int64_t>(epochs, 1)),
       warmup_(c.warmup_steps > 0 ? c.warmup_steps : c.warmup_epochs * std::max<int64_t>(steps_per_epoch, 1)),
       current_(base_lr),
-      best_(std::numeric_limits<double>::quiet_NaN()) {}
+      plateau_(c.monitor, c.mode, c.min_delta) {}
 
 double LrSchedule::lr_at(int64_t t) const {
   const int64_t e = (t - 1) / steps_per_epoch_;
@@ -48,22 +33,16 @@ double LrSchedule::lr_at(int64_t t) const {
   return lr;
 }
 
-bool LrSchedule::on_epoch_end(const MetricList& train, const MetricList& val) {
+bool LrSchedule::on_epoch_end(int64_t epoch, const MetricList& train, const MetricList& val) {
   if (c_.type != "reduce_on_plateau") return false;
-  const double v = metric_value(train, val, c_.monitor);
-  if (improves(c_.mode, v, best_, c_.min_delta)) {
-    best_ = v;
-    bad_epochs_ = 0;
-  } else {
-    ++bad_epochs_;
-  }
+  plateau_.observe(epoch, train, val);
   if (cooldown_left_ > 0) {
     --cooldown_left_;
-    bad_epochs_ = 0;  // as PyTorch: epochs in cooldown do not count
+    plateau_.reset_wait();  // as PyTorch: epochs in cooldown do not count
   }
-  if (bad_epochs_ > c_.patience) {
+  if (plateau_.wait() > c_.patience) {
     const double next = std::max(current_ * c_.factor, c_.min_lr);
-    bad_epochs_ = 0;
+    plateau_.reset_wait();
     cooldown_left_ = c_.cooldown;
     if (current_ - next > 1e-12 * current_) {
       current_ = next;
@@ -74,21 +53,23 @@ bool LrSchedule::on_epoch_end(const MetricList& train, const MetricList& val) {
 }
 
 nlohmann::json LrSchedule::state() const {
-  nlohmann::json j{{"type", c_.type},
-                   {"current_lr", current_},
-                   {"bad_epochs", bad_epochs_},
-                   {"cooldown_left", cooldown_left_}};
-  j["best"] = std::isnan(best_) ? nlohmann::json(nullptr) : nlohmann::json(best_);
+  nlohmann::json j = plateau_.state();
+  j["type"] = c_.type;
+  j["current_lr"] = current_;
+  j["cooldown_left"] = cooldown_left_;
   return j;
 }
 
 void LrSchedule::restore(const nlohmann::json& j) {
   if (!j.is_object() || j.value("type", "") != c_.type) return;  // the schedule changed: start it fresh
   current_ = j.value("current_lr", base_);
-  bad_epochs_ = j.value("bad_epochs", int64_t(0));
   cooldown_left_ = j.value("cooldown_left", int64_t(0));
-  best_ = j.contains("best") && j["best"].is_number() ? j["best"].get<double>()
-                                                      : std::numeric_limits<double>::quiet_NaN();
+  nlohmann::json tracked = j;
+  if (!tracked.contains("monitor")) {  // a checkpoint of an older build: "bad_epochs", no monitor
+    tracked["monitor"] = c_.monitor;
+    tracked["wait"] = j.value("bad_epochs", int64_t(0));
+  }
+  plateau_.restore(tracked);
 }
 
 }  // namespace trainer

@@ -22,17 +22,9 @@
 #include <vector>
 
 #include "lib/config/config.h"
+#include "lib/train/monitor.h"
 
 namespace trainer {
-
-using MetricList = std::vector<std::pair<std::string, double>>;
-
-// The value of `name` in train metrics ("loss") or validation metrics ("val_loss"); NaN when
-// absent.
-double metric_value(const MetricList& train, const MetricList& val, const std::string& name);
-
-// Whether `value` improves on `best` by more than min_delta (always true when best is NaN).
-bool improves(MonitorMode mode, double value, double best, double min_delta);
 
 class LrSchedule {
  public:
@@ -43,7 +35,7 @@ class LrSchedule {
   bool is_constant() const { return c_.type == "constant" && warmup_ == 0; }
 
   // reduce_on_plateau: reads the monitor; returns true when it lowered the rate.
-  bool on_epoch_end(const MetricList& train, const MetricList& val);
+  bool on_epoch_end(int64_t epoch, const MetricList& train, const MetricList& val);
 
   nlohmann::json state() const;
   void restore(const nlohmann::json& state);
@@ -52,10 +44,10 @@ class LrSchedule {
   ScheduleConfig c_;
   double base_;
   int64_t steps_per_epoch_, total_steps_, warmup_;
-  // reduce_on_plateau
+  // reduce_on_plateau: the epochs without improvement are plateau_.wait()
   double current_;
-  double best_;
-  int64_t bad_epochs_ = 0, cooldown_left_ = 0;
+  MonitorTracker plateau_;
+  int64_t cooldown_left_ = 0;
 };
 
 }  // namespace trainer

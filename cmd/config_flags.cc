@@ -13,8 +13,12 @@
 
 namespace trainer::cmd {
 
-void ConfigFlags::add_to(CLI::App* sub, FlagSet set) {
-  sub->add_option("config", path, "YAML config file")->required()->check(CLI::ExistingFile);
+void ConfigFlags::add_to(CLI::App* sub, FlagSet set, ConfigArg arg) {
+  if (arg == ConfigArg::file)
+    sub->add_option("config", path, "YAML config file")->required()->check(CLI::ExistingFile);
+  else
+    sub->add_option("config", path, "YAML config file, or a run directory (its config.yaml)")
+        ->check(CLI::ExistingPath);
   sub->add_option("--set", sets,
                   "Override any config key: dotted.key=value (repeatable), e.g. --set optimizer.lr=0.01 "
                   "--set model.layers.3.units=64")
@@ -58,6 +62,23 @@ Config ConfigFlags::load() const {
   if (seed >= 0) all.push_back("train.seed=" + std::to_string(seed));
   if (threads > 0) all.push_back("threads=" + std::to_string(threads));
   return load_config(path, all);
+}
+
+std::string ConfigFlags::use_run_config(const std::string& run) {
+  std::error_code ec;
+  std::string dir;
+  if (path.empty() && run.empty()) throw UsageError("a config file or a run directory is required");
+  if (path.empty())
+    dir = run;
+  else if (std::filesystem::is_directory(path, ec))
+    dir = path;
+  if (dir.empty()) return "";
+  const std::string recorded = dir + "/config.yaml";
+  if (!std::filesystem::exists(recorded, ec))
+    throw UsageError(dir + " has no config.yaml, so it is not a run directory of trainer fit" +
+                     (path.empty() ? "; give the config too: trainer fit CONFIG --resume " + dir : ""));
+  path = recorded;
+  return dir;
 }
 
 DeviceRequest device_request(const Config& cfg) {

@@ -18,6 +18,10 @@ enum class FlagSet {
   training,     // + --epochs, --seed (fit)
 };
 
+// The CONFIG argument: a YAML file always, or (fit, eval, predict) optionally a run directory's
+// config.yaml in its place (fit --resume RUN, eval RUN).
+enum class ConfigArg { file, file_or_run };
+
 struct ConfigFlags {
   std::string path;
   std::vector<std::string> sets;
@@ -29,8 +33,12 @@ struct ConfigFlags {
   int64_t mem_limit = 0;  // MiB; 0: the config's device.memory_limit
   bool mem_growth = false;
 
-  void add_to(CLI::App* sub, FlagSet set);
+  void add_to(CLI::App* sub, FlagSet set, ConfigArg arg = ConfigArg::file);
   Config load() const;
+  // ConfigArg::file_or_run: `path` names a run directory, or is empty and `run` names one (fit
+  // --resume RUN): use RUN/config.yaml, the config that run recorded. Returns the run directory
+  // ("" when `path` is a config file). UsageError for a run directory without config.yaml.
+  std::string use_run_config(const std::string& run = "");
 };
 
 // The device a config asks for: device (with its memory cap and growth), math, deterministic,

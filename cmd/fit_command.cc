@@ -1,5 +1,6 @@
 // trainer fit CONFIG [flags]: train; epoch lines (or JSON lines) on stdout, a run directory with
 // checkpoints under runs/ (or --out), --resume to continue one.
+#include <filesystem>
 #include <iostream>
 
 #include "cmd/commands.h"
@@ -21,7 +22,7 @@ void add_fit_command(CLI::App& app) {
   };
   auto st = std::make_shared<State>();
   CLI::App* sub = app.add_subcommand("fit", "Train the model described by a YAML config");
-  st->cf.add_to(sub, FlagSet::training);
+  st->cf.add_to(sub, FlagSet::training, ConfigArg::file_or_run);
   st->of.add_to(sub, true);
   sub->add_option("--math", st->math,
                   "fp32 (strict, the default) | tf32 (GPU tensor cores) [default: config's math]")
@@ -38,12 +39,27 @@ void add_fit_command(CLI::App& app) {
   auto* resume =
       sub->add_option("--resume", st->resume,
                       "Continue the run in this directory from its newest checkpoint, up to the config's "
-                      "(or --epochs') last epoch; new records are appended to it");
+                      "(or --epochs') last epoch; new records are appended to it. Without CONFIG, the "
+                      "run's own config.yaml (with the epochs and flags it was started with)");
   out->excludes(no_out);
   resume->excludes(out);
   resume->excludes(no_out);
   sub->callback([st]() {
     ConfigFlags cf = st->cf;
+    std::error_code ec;
+    if (cf.path.empty() && st->resume.empty())
+      throw UsageError(
+          "a config is required: trainer fit CONFIG, or trainer fit --resume RUN to continue a run");
+    if (!cf.path.empty() && std::filesystem::is_directory(cf.path, ec))
+      throw UsageError(cf.path + " is a directory, not a config file" +
+                       (std::filesystem::exists(cf.path + "/config.yaml", ec)
+                            ? "; to continue the run in it: trainer fit --resume " + cf.path
+                            : "; give a YAML config"));
+    if (cf.path.empty()) {
+      if (!std::filesystem::is_directory(st->resume, ec))
+        throw UsageError("--resume " + st->resume + ": no such run directory");
+      cf.use_run_config(st->resume);
+    }
     if (!st->math.empty()) cf.sets.push_back("math=" + st->math);
     if (st->deterministic) cf.sets.push_back("train.deterministic=true");
     Config cfg = cf.load();

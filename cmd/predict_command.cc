@@ -1,9 +1,11 @@
-// trainer predict CONFIG --weights CKPT --input x.npy|x.csv --output probs.npy|probs.csv:
-// class probabilities and/or the arg-max class (--write) for every input sample.
+// trainer predict RUN | CONFIG --weights CKPT --input x.npy|x.csv --output probs.npy|probs.csv:
+// class probabilities and/or the arg-max class (--write) for every input sample. RUN: a run
+// directory, its config.yaml and weights.
 #include <iostream>
 
 #include "cmd/commands.h"
 #include "cmd/config_flags.h"
+#include "lib/core/error.h"
 #include "lib/train/evaluate.h"
 
 namespace trainer::cmd {
@@ -16,10 +18,10 @@ void add_predict_command(CLI::App& app) {
   auto st = std::make_shared<State>();
   CLI::App* sub =
       app.add_subcommand("predict", "Write class probabilities for the samples of an .npy or .csv file");
-  st->cf.add_to(sub, FlagSet::inference);
+  st->cf.add_to(sub, FlagSet::inference, ConfigArg::file_or_run);
   sub->add_option("--weights", st->po.weights,
-                  "A .safetensors file or a run directory (its model.safetensors)")
-      ->required();
+                  "A .safetensors file or a run directory (its model.safetensors) [default with RUN: RUN's "
+                  "model.safetensors; required with CONFIG]");
   sub->add_option("--input", st->po.input,
                   ".npy of shape (N, *model.input_shape) or (N, features); or .csv with one sample per row "
                   "(features only, an optional header row)")
@@ -34,8 +36,14 @@ void add_predict_command(CLI::App& app) {
                   "predicted_name; .npy: (N,) int64 ids) | both (.csv only) [default: probabilities]")
       ->check(CLI::IsMember({"probabilities", "class", "both"}));
   sub->callback([st]() {
-    Config cfg = st->cf.load();
+    ConfigFlags cf = st->cf;
     PredictOptions po = st->po;
+    const std::string run = cf.use_run_config();
+    if (po.weights.empty() && run.empty())
+      throw UsageError(
+          "--weights is required with a config file (or give a run directory: trainer predict RUN)");
+    if (po.weights.empty()) po.weights = run;
+    Config cfg = cf.load();
     po.device = device_request(cfg);
     predict_file(cfg, po, std::cout);
   });

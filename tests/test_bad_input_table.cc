@@ -203,8 +203,8 @@ TEST_CASE("bad-input table: config rows", "[bad_input]") {
            "mapping"},
           {"fit device_key.yaml", 3,
            "device_key.yaml:19:21: unknown key 'device.memroy_limit' (did you mean 'memory_limit'?)"},
-          {"fit missing.yaml", 2, "File does not exist: missing.yaml"},
-          {"fit adir", 2, "File is actually a directory: adir"},
+          {"fit missing.yaml", 2, "Path does not exist: missing.yaml"},
+          {"fit adir", 2, "adir is a directory, not a config file; give a YAML config"},
       });
 }
 
@@ -454,7 +454,7 @@ void check_interrupted(const Exit& e) {
   REQUIRE(e.code == 130);
   REQUIRE_THAT(e.err, Contains("\ninterrupted at epoch ") &&
                           Contains("; checkpoint saved: run/checkpoints/epoch-") &&
-                          Contains("; continue with: trainer fit slow.yaml --resume run"));
+                          Contains("; continue with: trainer fit --resume run\n"));
   // Listing the checkpoints while saving is not interrupted by the same signal.
   REQUIRE(e.err.find("skipping checkpoint") == std::string::npos);
   REQUIRE(e.err.find("warning") == std::string::npos);

@@ -239,10 +239,10 @@ TEST_CASE("directories, FIFOs and truncated reads are data errors, never a hang 
   std::string cfg = test::write_file(dir, "disc.yaml", kDisc);
   auto ev = test::run_trainer("eval " + cfg + " --weights " + dir + "/fifo.safetensors");
   REQUIRE(ev.exit_code == 4);
-  REQUIRE_THAT(ev.err, Contains("not a regular file (a FIFO)"));
+  REQUIRE_THAT(ev.err, Contains("is a FIFO (named pipe), not a regular file"));
   auto evd = test::run_trainer("eval " + cfg + " --weights " + dir + "/x.safetensors");
   REQUIRE(evd.exit_code == 4);
-  REQUIRE_THAT(evd.err, Contains("not a regular file (a directory)"));
+  REQUIRE_THAT(evd.err, Contains("is a directory, not a regular file"));
 }
 
 TEST_CASE("resuming from a damaged or non-regular state file is a data error (exit 4) naming it",

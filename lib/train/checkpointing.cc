@@ -1,6 +1,7 @@
 #include "lib/train/checkpointing.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include "lib/checkpoint/atomic_file.h"
 #include "lib/checkpoint/safetensors.h"
 #include "lib/core/error.h"
+#include "lib/core/file_kind.h"
 #include "trainer_version.h"
 
 namespace fs = std::filesystem;
@@ -333,10 +335,10 @@ std::string resolve_weights(const std::string& arg) {
   const auto status = fs::status(arg, ec);
   if (fs::is_regular_file(status)) return arg;
   if (!fs::exists(status)) throw UsageError("--weights " + arg + ": no such file or directory");
-  if (!fs::is_directory(status))
-    throw DataError("--weights " + arg + ": not a regular file (" +
-                    (fs::is_fifo(status) ? "a FIFO" : "a device or socket") +
-                    "); give a .safetensors file or a run directory");
+  struct stat st {};
+  if (!fs::is_directory(status) && ::stat(arg.c_str(), &st) == 0)
+    throw DataError("--weights " + arg + " is " + file_kind(st.st_mode) +
+                    ", not a regular file; give a .safetensors file or a run directory");
   if (fs::is_regular_file(arg + "/model.safetensors")) return arg + "/model.safetensors";
   for (const std::string& dir : {arg + "/checkpoints", arg}) {
     auto cks = list_checkpoints(dir);
@@ -344,8 +346,8 @@ std::string resolve_weights(const std::string& arg) {
   }
   const std::string ext = ".safetensors";
   if (arg.size() > ext.size() && arg.compare(arg.size() - ext.size(), ext.size(), ext) == 0)
-    throw DataError("--weights " + arg +
-                    ": not a regular file (a directory); give a .safetensors file or a run directory");
+    throw DataError("--weights " + arg + " is " + file_kind(S_IFDIR) +
+                    ", not a regular file; give a .safetensors file or a run directory");
   throw UsageError("--weights " + arg + ": the directory has no model.safetensors and no checkpoint");
 }
 

@@ -16,6 +16,7 @@
 #include "lib/metrics/metrics.h"
 #include "lib/train/checkpointing.h"
 #include "lib/train/fit.h"
+#include "lib/train/input_files.h"
 #include "lib/train/predict_output.h"
 #include "lib/train/session.h"
 
@@ -86,12 +87,14 @@ void to_probabilities(LossKind loss, float* row, int64_t C) {
 }  // namespace
 
 EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostream& out) {
-  auto model = make_model(cfg);
+  // Paths first, before the model is built and the data read.
   EvalResult r;
   r.weights = resolve_weights(o.weights);
-  HostWeights w = load_weights(r.weights, *model, "--weights");
   if (o.split != "validation" && o.split != "train")
     throw UsageError("--split " + o.split + ": allowed: validation, train");
+  check_input_files(cfg, o.split == "train");
+  auto model = make_model(cfg);
+  HostWeights w = load_weights(r.weights, *model, "--weights");
   RunData data = load_run_data(cfg, o.split == "train");
   if (o.split == "validation" && !data.has_val)
     throw ConfigError(cfg.file +
@@ -147,8 +150,8 @@ EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostrea
 }
 
 int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& out) {
+  const std::string weights = resolve_weights(o.weights);  // paths before the model is built
   auto model = make_model(cfg);
-  const std::string weights = resolve_weights(o.weights);
   HostWeights w = load_weights(weights, *model, "--weights");
   const PredictWrite what = parse_predict_write(o.write);
   check_predict_output(o.output, what);  // before any work

@@ -32,6 +32,7 @@
 #include "lib/train/callbacks.h"
 #include "lib/train/checkpointing.h"
 #include "lib/train/divergence.h"
+#include "lib/train/input_files.h"
 #include "lib/train/run_dir.h"
 #include "lib/train/run_lock.h"
 #include "lib/train/schedules.h"
@@ -46,6 +47,17 @@ bool stop_requested() { return g_stop.load(); }
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A path as one shell word: as it is when it holds only safe characters, else in single quotes.
+std::string shell_quote(const std::string& s) {
+  const bool safe = !s.empty() && s.find_first_not_of(
+                                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                      "0123456789_-+=.,/:@%") == std::string::npos;
+  if (safe) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -69,7 +81,12 @@ class FitRun {
       : cfg_(cfg), opt_(opt), rep_(opt.report, out), t_start_(Clock::now()) {}
 
   FitResult run() {
-    setup();
+    try {
+      setup();
+    } catch (...) {
+      release_unused_out_dir();
+      throw;
+    }
     // A signal during start-up (data loading, planning): stop before the first step, saving nothing.
     if (stop_requested()) {
       if (run_) run_->event({{"event", "interrupted"}, {"epoch", st_.epochs_done + 1}, {"step", t_}});
@@ -86,12 +103,15 @@ class FitRun {
 
  private:
   void setup();
+  void claim_run_dir();
+  void release_unused_out_dir();
   void lock_run_dir(const std::string& dir, const std::string& flag);
-  void resume(const std::string& dir);
+  void resume(const CheckpointInfo& ck);
   bool run_epoch(int64_t epoch);  // false: stop training (early stopping)
   bool stop_now() const {
     return stop_requested() || (opt_.stop_after_step > 0 && t_ >= opt_.stop_after_step);
   }
+  std::string resume_command() const;
   [[noreturn]] void interrupt(int64_t epoch, int64_t batches_done, const MetricSums& partial);
   void fill_state(int64_t epochs_done, int64_t batches_done, const MetricSums& partial);
   CheckpointInfo checkpoint();
@@ -111,6 +131,8 @@ class FitRun {
   std::unique_ptr<Session> s_;
   std::unique_ptr<RunLock> lock_;  // declared before run_: released after run_'s files close
   std::unique_ptr<RunDir> run_;
+  bool created_out_dir_ = false;  // this run made --out: removed again if setup fails before run_
+  CheckpointInfo resume_from_;    // --resume: the newest checkpoint
   std::unique_ptr<LrSchedule> sched_;
   std::unique_ptr<EarlyStopping> es_;
   // The run's best (done line, summary.json, best.safetensors, best events): early stopping's
@@ -138,6 +160,9 @@ void FitRun::setup() {
                       "': with early_stopping.restore_best the run has one best epoch, so they must name the "
                       "same monitor; set checkpoint.best: auto (it follows early stopping) or "
                       "early_stopping.restore_best: false");
+  // Paths before the data is read and the model built: the run directory, then the data files.
+  claim_run_dir();
+  check_input_files(cfg_, true);
   auto model = make_model(cfg_);  // config errors before data errors
   data_ = load_run_data(cfg_, true);
   const int64_t B = cfg_.data.batch_size;
@@ -174,19 +199,8 @@ void FitRun::setup() {
   spdlog::info("memory reserved before the first step: {}", format_bytes(s_->executor->planned_bytes()));
 
   if (!opt_.resume_dir.empty()) {
-    resume(opt_.resume_dir);
+    resume(resume_from_);
   } else if (!opt_.out_dir.empty()) {
-    std::error_code ec;
-    if (std::filesystem::exists(opt_.out_dir, ec) && !std::filesystem::is_directory(opt_.out_dir, ec))
-      throw UsageError("--out " + opt_.out_dir + ": exists and is not a directory; choose another --out");
-    std::filesystem::create_directories(opt_.out_dir, ec);
-    // A path that cannot be a directory (below a file, in /proc, without permission) is the
-    // user's to change (usage); a full or failing disk is not.
-    const int err = ec.value();
-    if (ec && (err == ENOSPC || err == EDQUOT || err == EIO))
-      throw RuntimeError("--out " + opt_.out_dir + ": cannot create the directory: " + ec.message());
-    if (ec) throw UsageError("--out " + opt_.out_dir + ": cannot create the directory: " + ec.message());
-    lock_run_dir(opt_.out_dir, "--out");
     run_ = std::make_unique<RunDir>(opt_.out_dir, false);
     run_->event({{"event", "start"},
                  {"config", cfg_.file},
@@ -206,22 +220,59 @@ void FitRun::lock_run_dir(const std::string& dir, const std::string& flag) {
   if (removed) spdlog::info("removed {} temporary file(s) left in {} by killed runs", removed, dir);
 }
 
-void FitRun::resume(const std::string& dir) {
+// The run directory, checked and locked before anything else: --resume's must hold a readable
+// checkpoint; --out's is created unless it exists, and must not hold a run already.
+void FitRun::claim_run_dir() {
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec))
-    throw UsageError("--resume " + dir + ": no such run directory");
-  lock_run_dir(dir, "--resume");
-  std::vector<std::string> unreadable;
-  auto cks = list_checkpoints(dir + "/checkpoints", &unreadable);
-  // A state file is written last and atomically, so one that cannot be read is damage, not a
-  // crash mid-write: refuse rather than silently resume from an older checkpoint.
-  if (!unreadable.empty())
-    throw DataError(
-        "--resume " + dir + ": " + unreadable.front() +
-        (unreadable.size() > 1 ? " (and " + std::to_string(unreadable.size() - 1) + " more)" : "") +
-        "; move the damaged checkpoint away to resume from an older one");
-  if (cks.empty()) throw UsageError("--resume " + dir + ": no checkpoint in " + dir + "/checkpoints");
-  const CheckpointInfo& ck = cks.back();
+  if (!opt_.resume_dir.empty()) {
+    const std::string& dir = opt_.resume_dir;
+    if (!std::filesystem::is_directory(dir, ec))
+      throw UsageError("--resume " + dir + ": no such run directory");
+    lock_run_dir(dir, "--resume");
+    std::vector<std::string> unreadable;
+    auto cks = list_checkpoints(dir + "/checkpoints", &unreadable);
+    // A state file is written last and atomically, so one that cannot be read is damage, not a
+    // crash mid-write: refuse rather than silently resume from an older checkpoint.
+    if (!unreadable.empty())
+      throw DataError(
+          "--resume " + dir + ": " + unreadable.front() +
+          (unreadable.size() > 1 ? " (and " + std::to_string(unreadable.size() - 1) + " more)" : "") +
+          "; move the damaged checkpoint away to resume from an older one");
+    if (cks.empty()) throw UsageError("--resume " + dir + ": no checkpoint in " + dir + "/checkpoints");
+    resume_from_ = cks.back();
+    return;
+  }
+  if (opt_.out_dir.empty()) return;
+  const std::string& dir = opt_.out_dir;
+  const bool existed = std::filesystem::exists(dir, ec);
+  if (existed && !std::filesystem::is_directory(dir, ec))
+    throw UsageError("--out " + dir + ": exists and is not a directory; choose another --out");
+  std::filesystem::create_directories(dir, ec);
+  // A path that cannot be a directory (below a file, in /proc, without permission) is the
+  // user's to change (usage); a full or failing disk is not.
+  const int err = ec.value();
+  if (ec && (err == ENOSPC || err == EDQUOT || err == EIO))
+    throw RuntimeError("--out " + dir + ": cannot create the directory: " + ec.message());
+  if (ec) throw UsageError("--out " + dir + ": cannot create the directory: " + ec.message());
+  created_out_dir_ = !existed;
+  lock_run_dir(dir, "--out");
+  if (!list_checkpoints(dir + "/checkpoints").empty())
+    throw UsageError("--out " + dir + " already holds a run with checkpoints: continue it with --resume " +
+                     dir + " or choose another --out");
+}
+
+// A run that fails before it writes anything (a data or device error) leaves no empty --out.
+void FitRun::release_unused_out_dir() {
+  if (!created_out_dir_ || run_) return;
+  std::error_code ec;
+  std::filesystem::remove(RunLock::file_in(opt_.out_dir), ec);
+  lock_.reset();
+  std::filesystem::remove(opt_.out_dir + "/checkpoints", ec);  // only when empty
+  std::filesystem::remove(opt_.out_dir, ec);
+}
+
+void FitRun::resume(const CheckpointInfo& ck) {
+  const std::string& dir = opt_.resume_dir;
   TrainState saved = load_checkpoint(ck, *s_, cfg_);
   if (saved.batches_done > 0 &&
       (saved.batch_size != st_.batch_size || saved.train_samples != st_.train_samples))
@@ -313,6 +364,17 @@ CheckpointInfo FitRun::checkpoint() {
   return ck;
 }
 
+// The command that continues this run as it was started: the run directory's config.yaml holds
+// the config with every --set and dedicated flag applied (epochs, batch size, seed, device,
+// math, threads); the memory flags are not config keys, so they are repeated.
+std::string FitRun::resume_command() const {
+  std::string cmd = "trainer fit --resume " + shell_quote(run_->path());
+  if (opt_.device.mem_limit_bytes > 0)
+    cmd += " --mem-limit " + std::to_string(opt_.device.mem_limit_bytes >> 20);
+  if (opt_.device.mem_growth) cmd += " --mem-growth";
+  return cmd;
+}
+
 void FitRun::interrupt(int64_t epoch, int64_t batches_done, const MetricSums& partial) {
   std::string where = "epoch " + std::to_string(epoch) + ", step " + std::to_string(t_);
   if (!run_) throw InterruptedError("interrupted at " + where + " (no run directory: nothing saved)");
@@ -320,8 +382,7 @@ void FitRun::interrupt(int64_t epoch, int64_t batches_done, const MetricSums& pa
   CheckpointInfo ck = checkpoint();
   run_->event({{"event", "interrupted"}, {"epoch", epoch}, {"step", t_}, {"checkpoint", ck.weights()}});
   throw InterruptedError("interrupted at " + where + "; checkpoint saved: " + ck.weights() +
-                         "; continue with: trainer fit " + cfg_.file + " --resume " + run_->path() +
-                         " (and the same --set flags)");
+                         "; continue with: " + resume_command());
 }
 
 bool FitRun::run_epoch(int64_t epoch) {

@@ -27,8 +27,9 @@ void ConfigFlags::add_to(CLI::App* sub, FlagSet set, ConfigArg arg) {
   sub->add_option("--device", device,
                   "cpu | gpu:N | gpu | auto (first GPU, else the CPU) [default: config's device, cpu]");
   sub->add_option("--mem-limit", mem_limit,
-                  "Hard cap in MiB on all memory the tool allocates on the device (GPU) [default: config's "
-                  "device.memory_limit, no cap]")
+                  "Hard cap in MiB on all memory the tool allocates for the model on its device: GPU memory, "
+                  "or host memory on the CPU (parameters, gradients, optimizer state, activations, "
+                  "workspaces) [default: config's device.memory_limit, no cap]")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_flag("--mem-growth", mem_growth,
                 "GPU: start small and grow on demand up to --mem-limit, instead of reserving up front "

@@ -6,6 +6,7 @@
 #include "cmd/commands.h"
 #include "cmd/config_flags.h"
 #include "lib/config/node_reader.h"
+#include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
 #include "lib/model/model.h"
 #include "lib/train/fit.h"
@@ -67,7 +68,7 @@ void add_fit_command(CLI::App& app) {
       Model model(cfg.input_shape, cfg.layers, cfg.init, cfg.file);  // validates every layer
       YAML::Node resolved = cfg.resolved;                            // data sources and device included
       resolved["model"]["layers"] = model.describe_layers();
-      std::cout << YAML::Dump(resolved) << std::endl;
+      std::cout << dump_yaml(resolved) << std::endl;
       return;
     }
     FitOptions fo;

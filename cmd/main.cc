@@ -16,13 +16,17 @@
 #include <thread>
 
 #include "cmd/commands.h"
+#include "cmd/usage_hints.h"
 #include "datasets/file_bytes.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/register_backends.h"
 #include "lib/backend/backend_registry.h"
 #include "lib/core/error.h"
 #include "lib/core/printable.h"
 #include "lib/registry/registry.h"
 #include "lib/train/fit.h"
+#include "trainer_build_info.h"
+#include "trainer_git_commit.h"
 #include "trainer_version.h"
 
 namespace {
@@ -105,6 +109,21 @@ void refuse_empty_values(CLI::App& app) {
       opt->check(non_empty);
 }
 
+// trainer --version: the release, the commit and what the build was made with.
+std::string version_text() {
+  std::string cuda = TRAINER_BUILD_CUDA;
+  std::string text =
+      std::string("trainer ") + TRAINER_VERSION + " (commit " + TRAINER_GIT_COMMIT + ")\n" +
+      "compiler: " + TRAINER_BUILD_COMPILER + ", C++" + std::to_string(__cplusplus / 100 % 100) + "\n" +
+      "oneDNN: " + trainer::CpuBackend::onednn_version() + " (built against " + TRAINER_BUILD_ONEDNN + ")\n";
+  if (cuda.empty())
+    text += "CUDA: none (a CPU-only build)";
+  else
+    text += "CUDA: " + cuda + ", cuDNN " + TRAINER_BUILD_CUDNN + ", GPU architectures " +
+            TRAINER_BUILD_CUDA_ARCHS;
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,7 +134,10 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  auto logger = spdlog::stderr_color_mt("trainer");
+  // NO_COLOR (https://no-color.org): any non-empty value turns the coloured log levels off.
+  const char* no_color = std::getenv("NO_COLOR");
+  auto logger = spdlog::stderr_color_mt(
+      "trainer", no_color && *no_color ? spdlog::color_mode::never : spdlog::color_mode::automatic);
   logger->set_pattern("[%Y-%m-%d %H:%M:%S] %^%l%$: %v");
   spdlog::set_default_logger(logger);
   // A closed stdout (fit ... | head -1) must not end a run: writes fail with EPIPE instead, and
@@ -130,7 +152,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "trainer: train neural networks from YAML configs on CPUs (oneDNN) and NVIDIA GPUs (cuDNN/cuBLAS)",
       "trainer"};
-  app.set_version_flag("--version", std::string("trainer ") + TRAINER_VERSION);
+  app.set_version_flag("--version", version_text);
   app.require_subcommand(1);
   app.fallthrough(false);
   trainer::cmd::add_fit_command(app);
@@ -150,15 +172,18 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    if (current_verb(app).empty() && (argc == 1 || argv[1][0] != '-')) {  // no verb, or not a verb
+    const std::string verb = current_verb(app);
+    if (verb.empty() && (argc == 1 || argv[1][0] != '-')) {  // no verb, or not a verb
+      if (argc > 1) return usage_error(app, trainer::cmd::unknown_verb_message(app, argv[1]));
       std::string verbs;
       for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
         verbs += (verbs.empty() ? "" : ", ") + sub->get_name();
-      return usage_error(app,
-                         (argc == 1 ? "a verb is required" : "unknown verb '" + std::string(argv[1]) + "'") +
-                             "; verbs: " + verbs);
+      return usage_error(app, "a verb is required; verbs: " + verbs);
     }
-    return usage_error(app, e.what());
+    const std::string unknown_flag =
+        trainer::cmd::unknown_flag_message(app, verb.empty() ? nullptr : app.get_subcommand(verb),
+                                           std::vector<std::string>(argv + 1, argv + argc));
+    return usage_error(app, unknown_flag.empty() ? std::string(e.what()) : unknown_flag);
   } catch (const trainer::UsageError& e) {
     return usage_error(app, e.what());
   } catch (const trainer::Error& e) {

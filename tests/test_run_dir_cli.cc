@@ -102,8 +102,10 @@ TEST_CASE("eval RUN and predict RUN read the run's config.yaml and final weights
   REQUIRE_THAT(fit_dir.err, Contains("to continue the run in it: trainer fit --resume " + run));
 }
 
-TEST_CASE("the --resume, --out and --weights paths and the data files are checked before the data is read or the model built",
-          "[run_dir][cli]") {
+TEST_CASE(
+    "the --resume, --out and --weights paths and the data files are checked before the data is read or the "
+    "model built",
+    "[run_dir][cli]") {
   const std::string dir = test::temp_dir("paths_first");
   // Every later step would fail too: the data file is missing and the model does not fit the data
   // (num_classes 3 against 2 outputs). The path error must come first.

@@ -27,6 +27,7 @@
 
 #include "datasets/file_bytes.h"
 #include "lib/config/node_reader.h"
+#include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
 #include "lib/metrics/metrics.h"
 #include "lib/train/callbacks.h"
@@ -353,7 +354,7 @@ void FitRun::fill_state(int64_t epochs_done, int64_t batches_done, const MetricS
 CheckpointInfo FitRun::checkpoint() {
   const double seconds = st_.seconds;
   st_.seconds += seconds_since(t_start_);
-  CheckpointInfo ck = save_checkpoint(run_->checkpoints(), *s_, st_, YAML::Dump(resolved_));
+  CheckpointInfo ck = save_checkpoint(run_->checkpoints(), *s_, st_, dump_yaml(resolved_));
   st_.seconds = seconds;
   prune_checkpoints(run_->checkpoints(), cfg_.checkpoint.keep_last);
   run_->event({{"event", "checkpoint"},
@@ -608,7 +609,7 @@ FitResult FitRun::finish() {
       save_weights(result_.final_weights, *s_->model, download_weights(*s_),
                    {{"epoch", std::to_string(st_.epochs_done)},
                     {"step", std::to_string(t_)},
-                    {"trainer.config", YAML::Dump(resolved_)}});
+                    {"trainer.config", dump_yaml(resolved_)}});
   }
   Json sum = summary_record();
   if (run_) sum["weights"] = result_.final_weights;

@@ -83,26 +83,68 @@ static std::string seconds_text(double s) {
   return buf;
 }
 
+std::string live_line(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double elapsed,
+                      double per_step, const std::vector<std::pair<std::string, double>>& running,
+                      int columns) {
+  const size_t cols = size_t(columns > 1 ? columns : 120) - 1;  // never wrap: \r must reach the start
+  char text[160];
+  std::snprintf(text, sizeof text, " %s %.1fms/step", seconds_text(elapsed).c_str(), 1000.0 * per_step);
+  const std::string timing = text;
+  const std::string eta = " ETA " + seconds_text(per_step * double(steps - step));
+  std::vector<std::string> metrics;
+  for (const auto& kv : running) metrics.push_back(format_metrics({kv}, ""));
+  // The parts that give way to a narrow terminal, in this order: the bar shrinks (20 columns down
+  // to 6), then goes; then the elapsed time and ms/step; the step counter's padding; the ETA; and
+  // only then the metrics, the last first.
+  struct Layout {
+    size_t bar = 20;
+    bool timing = true, padded = true, eta = true;
+    size_t metrics = 0;
+  };
+  const auto join = [&](const Layout& l) {
+    std::snprintf(text, sizeof text, l.padded ? "epoch %lld/%lld %6lld/%lld" : "epoch %lld/%lld %lld/%lld",
+                  (long long)epoch, (long long)epochs, (long long)step, (long long)steps);
+    std::string line = text;
+    if (l.bar > 0) {
+      const size_t filled = steps > 0 ? size_t(double(l.bar) * double(step) / double(steps)) : l.bar;
+      std::string bar(l.bar, '.');
+      for (size_t i = 0; i < filled && i < l.bar; ++i) bar[i] = '=';
+      if (filled < l.bar) bar[filled] = '>';
+      line += " [" + bar + "]";
+    }
+    if (l.timing) line += timing;
+    if (l.eta) line += eta;
+    for (size_t i = 0; i < l.metrics; ++i) line += metrics[i];
+    return line;
+  };
+  Layout l;
+  l.metrics = metrics.size();
+  std::vector<Layout> narrower;
+  for (size_t width = 20; width >= 6; --width) narrower.push_back(l), narrower.back().bar = width;
+  l.bar = 0;
+  narrower.push_back(l);
+  l.timing = false;
+  narrower.push_back(l);
+  l.padded = false;
+  narrower.push_back(l);
+  l.eta = false;
+  narrower.push_back(l);
+  while (l.metrics > 0) --l.metrics, narrower.push_back(l);
+  for (const Layout& candidate : narrower) {
+    std::string line = join(candidate);
+    if (line.size() <= cols) return line;
+  }
+  return join(l).substr(0, cols);
+}
+
 void Reporter::refresh(int64_t step, const Metrics& running) {
   const auto now = Clock::now();
   last_ = now;
   const double elapsed = std::chrono::duration<double>(now - t0_).count();
   const int64_t done_here = std::max<int64_t>(step - first_step_, 1);
   const double per_step = elapsed / double(done_here);
-  const int width = 20;
-  const int filled = steps_ > 0 ? int(double(width) * double(step) / double(steps_)) : width;
-  std::string bar(size_t(width), '.');
-  for (int i = 0; i < filled && i < width; ++i) bar[size_t(i)] = '=';
-  if (filled < width) bar[size_t(filled)] = '>';
-  char head[160];
-  std::snprintf(head, sizeof head, "epoch %lld/%lld %6lld/%lld [%s] %s %.1fms/step ETA %s", (long long)epoch_,
-                (long long)epochs_, (long long)step, (long long)steps_, bar.c_str(),
-                seconds_text(elapsed).c_str(), 1000.0 * per_step,
-                seconds_text(per_step * double(steps_ - step)).c_str());
-  std::string line = head + format_metrics(running, "");
-  const size_t cols = size_t(o_.columns > 1 ? o_.columns : 120) - 1;  // never wrap: \r must reach the start
-  if (line.size() > cols) line.resize(cols);
-  *text_ << "\r" << line << "\x1b[K" << std::flush;
+  *text_ << "\r" << live_line(epoch_, epochs_, step, steps_, elapsed, per_step, running, o_.columns)
+         << "\x1b[K" << std::flush;
   live_drawn_ = true;
   check_streams();
 }

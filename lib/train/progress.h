@@ -85,6 +85,14 @@ EpochRecord epoch_record(int64_t epoch, int64_t epochs, int64_t step,
                          const std::vector<std::pair<std::string, double>>& val, double lr, bool show_lr,
                          double seconds, double ms_per_step);
 
+// The live line of step `step` of `steps`, at most columns - 1 characters (0: 120):
+//   "epoch 3/10    120/300 [=======>............] 3.2s 26.7ms/step ETA 4.8s loss=0.4123 accuracy=0.8512"
+// On a narrow terminal the bar shrinks first (down to 6), then goes, then the elapsed time and
+// ms/step; metrics are dropped (the last first) only when nothing else is left to give.
+std::string live_line(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double elapsed,
+                      double per_step, const std::vector<std::pair<std::string, double>>& running,
+                      int columns);
+
 // A JSON number, or null for NaN and infinities (which JSON cannot hold).
 Json number_or_null(double v);
 

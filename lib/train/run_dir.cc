@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "lib/checkpoint/atomic_file.h"
+#include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
 #include "lib/train/checkpointing.h"
 #include "lib/train/fit.h"
@@ -47,7 +48,7 @@ RunDir::RunDir(std::string dir, bool resume) : dir_(std::move(dir)) {
 }
 
 void RunDir::write_config(const YAML::Node& resolved) {
-  write_file_atomic(dir_ + "/config.yaml", YAML::Dump(resolved) + "\n");
+  write_file_atomic(dir_ + "/config.yaml", dump_yaml(resolved) + "\n");
 }
 
 void RunDir::truncate_metrics(int64_t keep_through) {

@@ -23,6 +23,23 @@ std::unique_ptr<Model> make_model(const Config& cfg) {
   return model;
 }
 
+// The GPU-only settings say so when they do nothing (the CPU backend is registered as "cpu").
+static void note_gpu_only_settings(const Backend& backend, const DeviceRequest& d) {
+  if (backend.name() != "cpu") return;
+  if (d.math == MathMode::tf32)
+    spdlog::info(
+        "--math tf32 (math: tf32) does nothing on the CPU: TF32 is a GPU tensor-core mode; the CPU "
+        "computes in strict fp32");
+  if (d.mem_growth)
+    spdlog::info(
+        "--mem-growth does nothing on the CPU: its memory is sized before the first step "
+        "(--mem-limit still caps it)");
+  if (d.deterministic)
+    spdlog::info(
+        "--deterministic (train.deterministic) does nothing on the CPU: it is deterministic already "
+        "for one seed, build and thread count");
+}
+
 std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& device,
                                       std::vector<int64_t> batch_sizes, std::unique_ptr<Model> model) {
   auto s = std::make_unique<Session>();
@@ -31,6 +48,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   std::string note;
   s->backend = BackendRegistry::global().create(device, &note);
   if (!note.empty()) spdlog::warn("{}", note);
+  note_gpu_only_settings(*s->backend, device);
   s->optimizer = std::make_unique<Optimizer>(cfg.optimizer);
   ExecutorOptions eo;
   std::sort(batch_sizes.begin(), batch_sizes.end());

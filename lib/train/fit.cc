@@ -16,7 +16,6 @@
 #include <sys/resource.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -34,8 +33,8 @@
 #include "lib/train/checkpointing.h"
 #include "lib/train/divergence.h"
 #include "lib/train/input_files.h"
+#include "lib/train/run_claim.h"
 #include "lib/train/run_dir.h"
-#include "lib/train/run_lock.h"
 #include "lib/train/schedules.h"
 #include "lib/train/session.h"
 
@@ -85,7 +84,7 @@ class FitRun {
     try {
       setup();
     } catch (...) {
-      release_unused_out_dir();
+      if (!run_) claim_.release_unused();  // a failed start leaves no empty --out behind
       throw;
     }
     // A signal during start-up (data loading, planning): stop before the first step, saving nothing.
@@ -104,9 +103,6 @@ class FitRun {
 
  private:
   void setup();
-  void claim_run_dir();
-  void release_unused_out_dir();
-  void lock_run_dir(const std::string& dir, const std::string& flag);
   void resume(const CheckpointInfo& ck);
   bool run_epoch(int64_t epoch);  // false: stop training (early stopping)
   bool stop_now() const {
@@ -130,10 +126,8 @@ class FitRun {
   RunData data_;
   std::unique_ptr<BatchLoader> train_loader_, val_loader_;
   std::unique_ptr<Session> s_;
-  std::unique_ptr<RunLock> lock_;  // declared before run_: released after run_'s files close
+  RunClaim claim_;  // the run directory's lock; declared before run_: released after its files close
   std::unique_ptr<RunDir> run_;
-  bool created_out_dir_ = false;  // this run made --out: removed again if setup fails before run_
-  CheckpointInfo resume_from_;    // --resume: the newest checkpoint
   std::unique_ptr<LrSchedule> sched_;
   std::unique_ptr<EarlyStopping> es_;
   // The run's best (done line, summary.json, best.safetensors, best events): early stopping's
@@ -162,7 +156,10 @@ void FitRun::setup() {
                       "same monitor; set checkpoint.best: auto (it follows early stopping) or "
                       "early_stopping.restore_best: false");
   // Paths before the data is read and the model built: the run directory, then the data files.
-  claim_run_dir();
+  if (!opt_.resume_dir.empty())
+    claim_ = claim_resume_dir(opt_.resume_dir);
+  else if (!opt_.out_dir.empty())
+    claim_ = claim_out_dir(opt_.out_dir);
   check_input_files(cfg_, true);
   auto model = make_model(cfg_);  // config errors before data errors
   data_ = load_run_data(cfg_, true);
@@ -200,7 +197,7 @@ void FitRun::setup() {
   spdlog::info("memory reserved before the first step: {}", format_bytes(s_->executor->planned_bytes()));
 
   if (!opt_.resume_dir.empty()) {
-    resume(resume_from_);
+    resume(claim_.newest);
   } else if (!opt_.out_dir.empty()) {
     run_ = std::make_unique<RunDir>(opt_.out_dir, false);
     run_->event({{"event", "start"},
@@ -211,65 +208,6 @@ void FitRun::setup() {
   }
   if (run_) run_->write_config(resolved_);
   result_.params = s_->model->num_params();
-}
-
-// Before anything in the directory is read or written: another run holding it is a usage error.
-void FitRun::lock_run_dir(const std::string& dir, const std::string& flag) {
-  lock_ = std::make_unique<RunLock>(dir, flag);
-  int removed = 0;
-  for (const std::string& d : {dir, dir + "/checkpoints"}) removed += remove_stale_temp_files(d);
-  if (removed) spdlog::info("removed {} temporary file(s) left in {} by killed runs", removed, dir);
-}
-
-// The run directory, checked and locked before anything else: --resume's must hold a readable
-// checkpoint; --out's is created unless it exists, and must not hold a run already.
-void FitRun::claim_run_dir() {
-  std::error_code ec;
-  if (!opt_.resume_dir.empty()) {
-    const std::string& dir = opt_.resume_dir;
-    if (!std::filesystem::is_directory(dir, ec))
-      throw UsageError("--resume " + dir + ": no such run directory");
-    lock_run_dir(dir, "--resume");
-    std::vector<std::string> unreadable;
-    auto cks = list_checkpoints(dir + "/checkpoints", &unreadable);
-    // A state file is written last and atomically, so one that cannot be read is damage, not a
-    // crash mid-write: refuse rather than silently resume from an older checkpoint.
-    if (!unreadable.empty())
-      throw DataError(
-          "--resume " + dir + ": " + unreadable.front() +
-          (unreadable.size() > 1 ? " (and " + std::to_string(unreadable.size() - 1) + " more)" : "") +
-          "; move the damaged checkpoint away to resume from an older one");
-    if (cks.empty()) throw UsageError("--resume " + dir + ": no checkpoint in " + dir + "/checkpoints");
-    resume_from_ = cks.back();
-    return;
-  }
-  if (opt_.out_dir.empty()) return;
-  const std::string& dir = opt_.out_dir;
-  const bool existed = std::filesystem::exists(dir, ec);
-  if (existed && !std::filesystem::is_directory(dir, ec))
-    throw UsageError("--out " + dir + ": exists and is not a directory; choose another --out");
-  std::filesystem::create_directories(dir, ec);
-  // A path that cannot be a directory (below a file, in /proc, without permission) is the
-  // user's to change (usage); a full or failing disk is not.
-  const int err = ec.value();
-  if (ec && (err == ENOSPC || err == EDQUOT || err == EIO))
-    throw RuntimeError("--out " + dir + ": cannot create the directory: " + ec.message());
-  if (ec) throw UsageError("--out " + dir + ": cannot create the directory: " + ec.message());
-  created_out_dir_ = !existed;
-  lock_run_dir(dir, "--out");
-  if (!list_checkpoints(dir + "/checkpoints").empty())
-    throw UsageError("--out " + dir + " already holds a run with checkpoints: continue it with --resume " +
-                     dir + " or choose another --out");
-}
-
-// A run that fails before it writes anything (a data or device error) leaves no empty --out.
-void FitRun::release_unused_out_dir() {
-  if (!created_out_dir_ || run_) return;
-  std::error_code ec;
-  std::filesystem::remove(RunLock::file_in(opt_.out_dir), ec);
-  lock_.reset();
-  std::filesystem::remove(opt_.out_dir + "/checkpoints", ec);  // only when empty
-  std::filesystem::remove(opt_.out_dir, ec);
 }
 
 void FitRun::resume(const CheckpointInfo& ck) {

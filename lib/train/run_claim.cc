@@ -1,0 +1,84 @@
+#include "lib/train/run_claim.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <vector>
+
+#include "lib/core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace trainer {
+namespace {
+
+// Before anything in the directory is read or written: another run holding it is a usage error.
+std::unique_ptr<RunLock> lock_run_dir(const std::string& dir, const std::string& flag) {
+  auto lock = std::make_unique<RunLock>(dir, flag);
+  int removed = 0;
+  for (const std::string& d : {dir, dir + "/checkpoints"}) removed += remove_stale_temp_files(d);
+  if (removed) spdlog::info("removed {} temporary file(s) left in {} by killed runs", removed, dir);
+  return lock;
+}
+
+}  // namespace
+
+RunClaim claim_resume_dir(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw UsageError("--resume " + dir + ": no such run directory");
+  RunClaim c;
+  c.dir = dir;
+  c.lock = lock_run_dir(dir, "--resume");
+  std::vector<std::string> unreadable;
+  auto cks = list_checkpoints(dir + "/checkpoints", &unreadable);
+  // A state file is written last and atomically, so one that cannot be read is damage, not a
+  // crash mid-write: refuse rather than silently resume from an older checkpoint.
+  if (!unreadable.empty())
+    throw DataError(
+        "--resume " + dir + ": " + unreadable.front() +
+        (unreadable.size() > 1 ? " (and " + std::to_string(unreadable.size() - 1) + " more)" : "") +
+        "; move the damaged checkpoint away to resume from an older one");
+  if (cks.empty()) throw UsageError("--resume " + dir + ": no checkpoint in " + dir + "/checkpoints");
+  c.newest = cks.back();
+  return c;
+}
+
+RunClaim claim_out_dir(const std::string& dir) {
+  std::error_code ec;
+  const bool existed = fs::exists(dir, ec);
+  if (existed && !fs::is_directory(dir, ec))
+    throw UsageError("--out " + dir + ": exists and is not a directory; choose another --out");
+  fs::create_directories(dir, ec);
+  // A path that cannot be a directory (below a file, in /proc, without permission) is the
+  // user's to change (usage); a full or failing disk is not.
+  const int err = ec.value();
+  if (ec && (err == ENOSPC || err == EDQUOT || err == EIO))
+    throw RuntimeError("--out " + dir + ": cannot create the directory: " + ec.message());
+  if (ec) throw UsageError("--out " + dir + ": cannot create the directory: " + ec.message());
+  RunClaim c;
+  c.dir = dir;
+  c.created = !existed;
+  try {
+    c.lock = lock_run_dir(dir, "--out");
+    if (!list_checkpoints(dir + "/checkpoints").empty())
+      throw UsageError("--out " + dir + " already holds a run with checkpoints: continue it with --resume " +
+                       dir + " or choose another --out");
+  } catch (...) {
+    c.release_unused();
+    throw;
+  }
+  return c;
+}
+
+void RunClaim::release_unused() {
+  if (!created) return;
+  std::error_code ec;
+  if (lock) fs::remove(RunLock::file_in(dir), ec);
+  lock.reset();
+  fs::remove(dir + "/checkpoints", ec);  // only when empty
+  fs::remove(dir, ec);
+  created = false;
+}
+
+}  // namespace trainer

@@ -34,10 +34,10 @@ std::string unknown_verb_message(const CLI::App& app, const std::string& word) {
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
     verbs.push_back(sub->get_name());
   static const std::map<std::string, std::string> synonyms{
-      {"train", "fit"},         {"training", "fit"},   {"resume", "fit"},         {"evaluate", "eval"},
-      {"test", "eval"},         {"validate", "eval"},  {"score", "eval"},         {"infer", "predict"},
-      {"inference", "predict"}, {"classify", "predict"}, {"benchmark", "bench"},  {"gpus", "devices"},
-      {"gpu", "devices"},       {"list", "devices"},   {"show", "summary"},       {"describe", "summary"},
+      {"train", "fit"},         {"training", "fit"},     {"resume", "fit"},      {"evaluate", "eval"},
+      {"test", "eval"},         {"validate", "eval"},    {"score", "eval"},      {"infer", "predict"},
+      {"inference", "predict"}, {"classify", "predict"}, {"benchmark", "bench"}, {"gpus", "devices"},
+      {"gpu", "devices"},       {"list", "devices"},     {"show", "summary"},    {"describe", "summary"},
       {"info", "summary"},      {"params", "summary"}};
   std::string near;
   if (auto it = synonyms.find(word); it != synonyms.end())
@@ -52,7 +52,8 @@ std::string unknown_verb_message(const CLI::App& app, const std::string& word) {
   return "unknown verb '" + word + "'" + hint + "; verbs: " + list;
 }
 
-std::string unknown_flag_message(const CLI::App& app, const CLI::App* verb, const std::vector<std::string>& args) {
+std::string unknown_flag_message(const CLI::App& app, const CLI::App* verb,
+                                 const std::vector<std::string>& args) {
   const CLI::App& scope = verb ? *verb : app;
   const std::vector<std::string> known = flag_names(scope);
   bool after_verb = verb == nullptr;
@@ -69,7 +70,8 @@ std::string unknown_flag_message(const CLI::App& app, const CLI::App* verb, cons
     if (name[1] != '-') {
       bool all_known = true;
       for (size_t i = 1; i < name.size(); ++i)
-        all_known = all_known && std::find(known.begin(), known.end(), "-" + name.substr(i, 1)) != known.end();
+        all_known =
+            all_known && std::find(known.begin(), known.end(), "-" + name.substr(i, 1)) != known.end();
       if (all_known) continue;
     }
     const std::string near = closest_match(name, known);

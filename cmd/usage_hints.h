@@ -16,6 +16,7 @@ std::string unknown_verb_message(const CLI::App& app, const std::string& word);
 // For a parse error of `verb` (null: before any verb): the first argument that starts with '-'
 // and is no flag of it, as "unknown flag '--epoch' (did you mean '--epochs'?)"; "" when every
 // flag is known (the error is about something else).
-std::string unknown_flag_message(const CLI::App& app, const CLI::App* verb, const std::vector<std::string>& args);
+std::string unknown_flag_message(const CLI::App& app, const CLI::App* verb,
+                                 const std::vector<std::string>& args);
 
 }  // namespace trainer::cmd

@@ -35,7 +35,8 @@ TEST_CASE("an unknown verb or flag is a usage error with the closest one", "[cli
       {"train " + cfg, "error: unknown verb 'train' (did you mean 'fit'?); verbs: fit,"},
       {"evla " + cfg, "error: unknown verb 'evla' (did you mean 'eval'?)"},
       {cfg, "(did you mean 'trainer fit " + cfg + "'?)"},
-      {"fit " + cfg + " --epoch 1", "error: unknown flag '--epoch' (did you mean '--epochs'?); run 'trainer fit --help'"},
+      {"fit " + cfg + " --epoch 1",
+       "error: unknown flag '--epoch' (did you mean '--epochs'?); run 'trainer fit --help'"},
       {"fit " + cfg + " --batchsize=4", "unknown flag '--batchsize' (did you mean '--batch-size'?)"},
       {"eval " + cfg + " --weight w", "unknown flag '--weight' (did you mean '--weights'?)"},
       {"--verison", "unknown flag '--verison' (did you mean '--version'?); run 'trainer --help'"},
@@ -49,7 +50,8 @@ TEST_CASE("an unknown verb or flag is a usage error with the closest one", "[cli
   }
 }
 
-TEST_CASE("trainer --version names the commit, the compiler and the oneDNN and CUDA of the build", "[cli][polish]") {
+TEST_CASE("trainer --version names the commit, the compiler and the oneDNN and CUDA of the build",
+          "[cli][polish]") {
   auto r = test::run_trainer("--version");
   REQUIRE(r.exit_code == 0);
   REQUIRE_THAT(r.out, Contains("trainer 0.") && Contains("(commit ") && Contains("\ncompiler: ") &&
@@ -104,12 +106,14 @@ TEST_CASE("floats are written back in the shortest form that reads back the same
   REQUIRE_THAT(test::slurp(dir + "/run/config.yaml"), Contains("lr: 0.1\n") && !Contains("0000000"));
 }
 
-TEST_CASE("the flags --math tf32, --mem-growth and --deterministic on the CPU each get a one-line note", "[cli][polish]") {
+TEST_CASE("the flags --math tf32, --mem-growth and --deterministic on the CPU each get a one-line note",
+          "[cli][polish]") {
   const std::string cfg = test::write_file(test::temp_dir("cpu_notes"), "disc.yaml", kDisc);
   auto plain = test::run_trainer("fit " + cfg + " --no-out --device cpu");
   REQUIRE(plain.exit_code == 0);
   REQUIRE_THAT(plain.err, !Contains("does nothing on the CPU"));
-  auto r = test::run_trainer("fit " + cfg + " --no-out --device cpu --math tf32 --mem-growth --deterministic");
+  auto r =
+      test::run_trainer("fit " + cfg + " --no-out --device cpu --math tf32 --mem-growth --deterministic");
   REQUIRE(r.exit_code == 0);
   REQUIRE_THAT(r.err, Contains("info: --math tf32 (math: tf32) does nothing on the CPU") &&
                           Contains("info: --mem-growth does nothing on the CPU") &&
@@ -121,9 +125,10 @@ TEST_CASE("the live progress line shrinks its bar before it drops a metric", "[p
       {"loss", 0.4123}, {"accuracy", 0.8512}, {"precision", 0.8401}, {"recall", 0.8302}};
   const auto line = [&](int columns) { return live_line(3, 10, 120, 300, 3.2, 0.0267, four, columns); };
   SECTION("wide: the whole line with a 20-column bar") {
-    REQUIRE(line(200) ==
-            "epoch 3/10    120/300 [========>...........] 3.2s 26.7ms/step ETA 4.8s loss=0.4123 accuracy=0.8512 "
-            "precision=0.8401 recall=0.8302");
+    REQUIRE(
+        line(200) ==
+        "epoch 3/10    120/300 [========>...........] 3.2s 26.7ms/step ETA 4.8s loss=0.4123 accuracy=0.8512 "
+        "precision=0.8401 recall=0.8302");
   }
   SECTION("120 columns: a shorter bar, every metric") {
     const std::string l = line(120);
@@ -140,5 +145,35 @@ TEST_CASE("the live progress line shrinks its bar before it drops a metric", "[p
     REQUIRE(line(32) == "epoch 3/10 120/300 loss=0.4123");
     REQUIRE(line(10).size() == 9);
   }
-  for (int columns : {2, 20, 40, 79, 80, 81, 100, 119, 120, 121, 160}) REQUIRE(line(columns).size() < size_t(columns));
+  for (int columns : {2, 20, 40, 79, 80, 81, 100, 119, 120, 121, 160})
+    REQUIRE(line(columns).size() < size_t(columns));
+}
+
+TEST_CASE("the bash completion offers verbs, each verb's flags and the values of --device", "[cli][polish]") {
+  const auto complete = [](const std::string& words, int cword) {
+    const std::string dir = test::temp_dir("completion");
+    const std::string cmd = "bash -c 'source " + std::string(TRAINER_SOURCE_DIR) +
+                            "/scripts/trainer-completion.bash; COMP_WORDS=(" + TRAINER_BINARY + " " + words +
+                            "); COMP_CWORD=" + std::to_string(cword) +
+                            "; _trainer; echo \"${COMPREPLY[*]}\"' > " + dir + "/out 2>&1";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    return test::slurp(dir + "/out");
+  };
+  REQUIRE(complete("ev", 1) == "eval\n");
+  REQUIRE(complete("fit x.yaml --ep", 3) == "--epochs\n");
+  REQUIRE_THAT(complete("eval x.yaml --", 3),
+               Contains("--weights") && Contains("--split") && !Contains("--epochs"));
+  REQUIRE(complete("fit x.yaml --math ", 4) == "fp32 tf32\n");
+  REQUIRE_THAT(complete("fit x.yaml --device g", 4), Contains("gpu gpu:0"));
+}
+
+TEST_CASE("the build makes a man page with every verb's flags where help2man is installed", "[cli][polish]") {
+  if (std::system("command -v help2man >/dev/null 2>&1") != 0) {
+    WARN("help2man is not installed: the build makes no man page (scripts/setup.sh installs it)");
+    return;
+  }
+  const std::string page =
+      test::slurp(std::filesystem::path(TRAINER_BINARY).parent_path().string() + "/trainer.1");
+  REQUIRE_THAT(page, Contains(".TH TRAINER \"1\"") && Contains(".SS trainer fit") && Contains("--resume") &&
+                         Contains(".SS trainer eval") && Contains("EXIT STATUS") && Contains("NO_COLOR"));
 }

@@ -116,7 +116,7 @@ TEST_CASE("the flags --math tf32, --mem-growth and --deterministic on the CPU ea
       test::run_trainer("fit " + cfg + " --no-out --device cpu --math tf32 --mem-growth --deterministic");
   REQUIRE(r.exit_code == 0);
   REQUIRE_THAT(r.err, Contains("info: --math tf32 (math: tf32) does nothing on the CPU") &&
-                          Contains("info: --mem-growth does nothing on the CPU") &&
+                          Contains("info: --mem-growth (device.memory_growth) does nothing on the CPU") &&
                           Contains("info: --deterministic (train.deterministic) does nothing on the CPU"));
 }
 

@@ -304,15 +304,9 @@ CheckpointInfo FitRun::checkpoint() {
 }
 
 // The command that continues this run as it was started: the run directory's config.yaml holds
-// the config with every --set and dedicated flag applied (epochs, batch size, seed, device,
-// math, threads); the memory flags are not config keys, so they are repeated.
-std::string FitRun::resume_command() const {
-  std::string cmd = "trainer fit --resume " + shell_quote(run_->path());
-  if (opt_.device.mem_limit_bytes > 0)
-    cmd += " --mem-limit " + std::to_string(opt_.device.mem_limit_bytes >> 20);
-  if (opt_.device.mem_growth) cmd += " --mem-growth";
-  return cmd;
-}
+// the config with every --set and dedicated flag applied (epochs, batch size, seed, the device
+// with its memory cap and growth, math, threads).
+std::string FitRun::resume_command() const { return "trainer fit --resume " + shell_quote(run_->path()); }
 
 void FitRun::interrupt(int64_t epoch, int64_t batches_done, const MetricSums& partial) {
   std::string where = "epoch " + std::to_string(epoch) + ", step " + std::to_string(t_);

@@ -32,8 +32,8 @@ static void note_gpu_only_settings(const Backend& backend, const DeviceRequest& 
         "computes in strict fp32");
   if (d.mem_growth)
     spdlog::info(
-        "--mem-growth does nothing on the CPU: its memory is sized before the first step "
-        "(--mem-limit still caps it)");
+        "--mem-growth (device.memory_growth) does nothing on the CPU: its memory is sized before the first "
+        "step (--mem-limit still caps it)");
   if (d.deterministic)
     spdlog::info(
         "--deterministic (train.deterministic) does nothing on the CPU: it is deterministic already "

@@ -92,8 +92,7 @@ class FitRun {
       if (run_) run_->event({{"event", "interrupted"}, {"epoch", st_.epochs_done + 1}, {"step", t_}});
       throw InterruptedError(
           std::string("interrupted before training started; nothing was trained or saved") +
-          (run_ && !opt_.resume_dir.empty() ? "; the run can still be resumed with --resume " + run_->path()
-                                            : ""));
+          (run_ && !opt_.resume_dir.empty() ? "; continue the run with: " + resume_command() : ""));
     }
     ReadsNotInterrupted reads_complete;
     for (int64_t epoch = st_.epochs_done + 1; epoch <= cfg_.epochs && !es_->stopped(); ++epoch)

@@ -1,5 +1,7 @@
 #include "cmd/usage_hints.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 
 #include "lib/config/node_reader.h"  // closest_match

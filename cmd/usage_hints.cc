@@ -40,7 +40,8 @@ std::string unknown_verb_message(const CLI::App& app, const std::string& word) {
       {"test", "eval"},         {"validate", "eval"},    {"score", "eval"},      {"infer", "predict"},
       {"inference", "predict"}, {"classify", "predict"}, {"benchmark", "bench"}, {"gpus", "devices"},
       {"gpu", "devices"},       {"list", "devices"},     {"show", "summary"},    {"describe", "summary"},
-      {"info", "summary"},      {"params", "summary"}};
+      {"info", "summary"},      {"params", "summary"},   {"chart", "plot"},      {"graph", "plot"},
+      {"draw", "plot"}};
   std::string near;
   if (auto it = synonyms.find(word); it != synonyms.end())
     near = it->second;

@@ -11,7 +11,9 @@ _trainer() {
     cword=$COMP_CWORD
   }
   local trainer="${words[0]}"
-  local verbs="fit eval predict summary bench devices"
+  # The verbs: the "Subcommands:" of trainer --help.
+  local verbs
+  verbs=$("$trainer" --help 2>/dev/null | sed -n '/^Subcommands:/,$p' | awk 'NR > 1 && /^  [a-z]/ {print $1}' | tr '\n' ' ')
   local verb="" i
   for ((i = 1; i < cword; i++)); do
     case " $verbs " in *" ${words[i]} "*) verb="${words[i]}"; break ;; esac
@@ -25,9 +27,10 @@ _trainer() {
     --log-format) COMPREPLY=($(compgen -W "text json" -- "$cur")); return ;;
     --math) COMPREPLY=($(compgen -W "fp32 tf32" -- "$cur")); return ;;
     --split) COMPREPLY=($(compgen -W "validation train" -- "$cur")); return ;;
-    --out | --resume) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    --resume) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    --out) COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null; return ;;
     --weights | --input | --output) COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null; return ;;
-    --set | --epochs | --batch-size | --seed | --threads | --mem-limit | --log-every | --steps | --warmup) return ;;
+    --set | --epochs | --batch-size | --seed | --threads | --mem-limit | --log-every | --steps | --warmup | --title) return ;;
   esac
   if [[ "$cur" == -* ]]; then
     local flags

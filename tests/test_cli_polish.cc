@@ -34,6 +34,7 @@ TEST_CASE("an unknown verb or flag is a usage error with the closest one", "[cli
   } cases[] = {
       {"train " + cfg, "error: unknown verb 'train' (did you mean 'fit'?); verbs: fit,"},
       {"evla " + cfg, "error: unknown verb 'evla' (did you mean 'eval'?)"},
+      {"chart run", "error: unknown verb 'chart' (did you mean 'plot'?)"},
       {cfg, "(did you mean 'trainer fit " + cfg + "'?)"},
       {"fit " + cfg + " --epoch 1",
        "error: unknown flag '--epoch' (did you mean '--epochs'?); run 'trainer fit --help'"},
@@ -160,6 +161,7 @@ TEST_CASE("the bash completion offers verbs, each verb's flags and the values of
     return test::slurp(dir + "/out");
   };
   REQUIRE(complete("ev", 1) == "eval\n");
+  REQUIRE(complete("pl", 1) == "plot\n");  // verbs come from trainer --help
   REQUIRE(complete("fit x.yaml --ep", 3) == "--epochs\n");
   REQUIRE_THAT(complete("eval x.yaml --", 3),
                Contains("--weights") && Contains("--split") && !Contains("--epochs"));
@@ -175,5 +177,6 @@ TEST_CASE("the build makes a man page with every verb's flags where help2man is 
   const std::string page =
       test::slurp(std::filesystem::path(TRAINER_BINARY).parent_path().string() + "/trainer.1");
   REQUIRE_THAT(page, Contains(".TH TRAINER \"1\"") && Contains(".SS trainer fit") && Contains("--resume") &&
-                         Contains(".SS trainer eval") && Contains("EXIT STATUS") && Contains("NO_COLOR"));
+                         Contains(".SS trainer eval") && Contains(".SS trainer plot") &&
+                         Contains("EXIT STATUS") && Contains("NO_COLOR"));
 }

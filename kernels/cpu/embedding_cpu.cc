@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "lib/core/embedding_formula.h"
 #include "lib/layers/embedding.h"
 
 namespace trainer {
@@ -68,15 +69,13 @@ class EmbeddingCpu : public LayerKernel {
   }
 
  private:
-  // The row of an id: exact for integral floats in range, clamped otherwise (NaN -> 0).
-  int64_t token(float v) const {
-    if (!(v > 0.f)) return 0;
-    if (v >= float(V_ - 1)) return V_ - 1;
-    return int64_t(v);
-  }
+  // The row of an id (lib/core/embedding_formula.h): exact for integral floats in range, clamped
+  // otherwise (NaN -> 0).
+  int64_t token(float v) const { return embedding_row(v, last_f_, V_ - 1); }
 
   std::string name_;
   int64_t B_, L_, V_, D_;
+  float last_f_ = float(V_ - 1);
   float* w_ = nullptr;
   float* dw_ = nullptr;
   std::atomic<bool> warned_{false};

@@ -72,7 +72,6 @@ class Backend {
   virtual std::string name() const = 0;         // registry key: "cpu", "cuda"
   virtual std::string description() const = 0;  // "CPU: oneDNN 2.6.3, 2 threads"
   virtual Allocator& allocator() = 0;
-  virtual MathMode math_mode() const { return MathMode::strict_fp32; }
 
   // dst/src are backend memory on the device side. The host source may be reused as soon as
   // copy_to_device returns; copy_to_host waits for all queued work and the copy.

@@ -5,8 +5,8 @@
 #include <map>
 
 #include "lib/config/node_reader.h"
-#include "lib/core/counter_rng.h"
 #include "lib/core/error.h"
+#include "lib/core/rng.h"
 #include "lib/model/param_layout.h"
 #include "lib/registry/registry.h"
 
@@ -112,7 +112,7 @@ int64_t Model::num_params() const {
 }
 
 void Model::initialize(float* params, float* buffers, uint64_t seed) const {
-  SplitMix rng(seed ^ 0x1A17u);
+  SplitMix64 rng = SplitMix64::counter(seed ^ 0x1A17u);
   std::fill(params, params + param_floats_, 0.f);
   for (const TensorSlot& s : params_) {
     float* w = params + s.offset;

@@ -11,7 +11,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "lib/config/node_reader.h"
-#include "lib/core/counter_rng.h"
+#include "lib/core/rng.h"
 #include "lib/model/param_layout.h"
 #include "lib/registry/registry.h"
 #include "tests/warning_sink.h"
@@ -31,20 +31,20 @@ std::unique_ptr<Layer> build_layer(const std::string& yaml, const Shape& input) 
 }
 
 std::vector<float> uniform(size_t n, uint64_t seed, double lo, double hi) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<float> v(n);
   for (auto& x : v) x = float(lo + (hi - lo) * rng.uniform());
   return v;
 }
 
 std::vector<float> draw_inputs(const Inputs& in, size_t n, uint64_t seed) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<float> x(n);
   switch (in.kind) {
     case Inputs::Kind::grid: {
       std::vector<size_t> perm(n);
       for (size_t i = 0; i < n; ++i) perm[i] = i;
-      for (size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.next() % i]);
+      for (size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.next_u64() % i]);
       for (size_t i = 0; i < n; ++i) x[i] = -1.f + 2.f * (float(perm[i]) + 0.5f) / float(n);
       break;
     }
@@ -56,7 +56,7 @@ std::vector<float> draw_inputs(const Inputs& in, size_t n, uint64_t seed) {
       for (auto& v : x) v = std::floor(v);
       break;
     case Inputs::Kind::tokens:
-      for (auto& v : x) v = rng.uniform() < in.lo ? 0.f : float(int64_t(rng.next() % uint64_t(in.vocab)));
+      for (auto& v : x) v = rng.uniform() < in.lo ? 0.f : float(int64_t(rng.next_u64() % uint64_t(in.vocab)));
       break;
   }
   return x;
@@ -215,7 +215,7 @@ CaseData make_case_data(const Case& c) {
   d.x = draw_inputs(c.inputs, size_t(c.batch * c.input.numel()), c.seed);
   for (const auto& [i, v] : c.set_inputs) d.x.at(i) = v;
   d.dy = uniform(size_t(c.batch * d.layer->output_shape().numel()), c.seed + 2, -1, 1);
-  SplitMix rng(c.seed + 1);
+  SplitMix64 rng = SplitMix64::counter(c.seed + 1);
   for (const ParamSpec& p : d.layer->param_specs()) {
     const size_t at = d.params.size(), n = size_t(p.shape.numel());
     d.params.resize(at + size_t(param_slot_floats(p.shape.numel())), std::numeric_limits<float>::quiet_NaN());
@@ -225,7 +225,7 @@ CaseData make_case_data(const Case& c) {
       d.live.push_back(at + i);
     }
   }
-  SplitMix brng(c.seed + 3);
+  SplitMix64 brng = SplitMix64::counter(c.seed + 3);
   for (const BufferSpec& b : d.layer->buffer_specs())
     for (int64_t i = 0; i < b.shape.numel(); ++i) d.buffers.push_back(float(b.init - 0.5 + brng.uniform()));
   d.scalars.seed = 1234;

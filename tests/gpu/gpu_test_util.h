@@ -16,7 +16,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "lib/backend/backend_registry.h"
 #include "lib/config/node_reader.h"
-#include "lib/core/counter_rng.h"
+#include "lib/core/rng.h"
 #include "lib/model/layer.h"
 #include "lib/model/param_layout.h"
 #include "lib/optim/optimizer.h"
@@ -61,7 +61,7 @@ inline OptimizerConfig make_optimizer(const std::string& yaml) {
 }
 
 inline std::vector<float> random_vector(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<float> v(n);
   for (auto& x : v) x = lo + (hi - lo) * float(rng.uniform());
   return v;

@@ -19,9 +19,9 @@ namespace {
 constexpr int64_t kBatch = 37, kClasses = 10;
 
 std::vector<int32_t> labels_for(int64_t batch, int64_t classes, uint64_t seed) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<int32_t> y(size_t(batch), 0);
-  for (auto& v : y) v = int32_t(rng.next() % uint64_t(classes));
+  for (auto& v : y) v = int32_t(rng.next_u64() % uint64_t(classes));
   return y;
 }
 

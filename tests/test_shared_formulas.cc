@@ -46,8 +46,7 @@ TEST_CASE("embedding_row keeps integral ids in range and clamps everything else"
   CHECK(embedding_row(std::numeric_limits<float>::infinity(), last_f, V - 1) == 9);
 }
 
-TEST_CASE("dropout_mask is 0 or 1/(1-rate), one draw per unit, and keeps about 1-rate",
-          "[formulas]") {
+TEST_CASE("dropout_mask is 0 or 1/(1-rate), one draw per unit, and keeps about 1-rate", "[formulas]") {
   const float rate = 0.25f, scale = dropout_keep_scale(rate);
   REQUIRE(scale == 1.f / 0.75f);
   const uint64_t stream = dropout_stream(7, 2);

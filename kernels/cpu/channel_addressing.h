@@ -11,10 +11,10 @@
 namespace trainer::cpu {
 
 struct ChannelAddressing {
-  int64_t n_stride = 0;        // elements between samples
-  int64_t c_stride = 0;        // between channels, or between channel blocks when block > 1
-  int64_t block = 1;           // channels per block
-  int64_t s_stride = 0;        // between consecutive spatial positions
+  int64_t n_stride = 0;         // elements between samples
+  int64_t c_stride = 0;         // between channels, or between channel blocks when block > 1
+  int64_t block = 1;            // channels per block
+  int64_t s_stride = 0;         // between consecutive spatial positions
   int64_t channels_padded = 0;  // channels the layout holds (a multiple of block)
   int64_t at(int64_t n, int64_t c, int64_t s) const {
     return n * n_stride + (c / block) * c_stride + c % block + s * s_stride;

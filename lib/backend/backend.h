@@ -97,8 +97,10 @@ class Backend {
   // *loss_sum; otherwise records the step (update number s->step + 1) in *record.
   virtual void commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) = 0;
 
-  // Optimizer updates over one flat arena of n parameters (PyTorch's formulas; see lib/optim).
-  // Each returns at once, on the device, when s->nonfinite & kNonfiniteSkipsUpdate.
+  // Optimizer updates over one flat arena of n parameters (PyTorch's formulas,
+  // lib/core/optimizer_formulas.h); the state arenas are laid out like the parameters. velocity
+  // may be null when h.momentum is 0. Each returns at once, on the device, when
+  // s->nonfinite & kNonfiniteSkipsUpdate.
   virtual void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
                         const StepScalars* s) = 0;
   virtual void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,

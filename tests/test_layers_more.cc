@@ -9,9 +9,9 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "lib/core/error.h"
 #include "lib/layers/batchnorm.h"
+#include "lib/model/arena_layout.h"
 #include "lib/model/executor.h"
 #include "lib/model/model.h"
-#include "lib/model/param_layout.h"
 #include "tests/conformance/harness.h"
 #include "tests/test_util.h"
 
@@ -126,8 +126,8 @@ TEST_CASE("the kernels read the Model's parameter slots and update its buffers t
   REQUIRE(model.params().size() == 4);
   for (size_t k = 0; k + 1 < model.params().size(); ++k)
     if (model.params()[k].layer == model.params()[k + 1].layer)
-      REQUIRE(model.params()[k + 1].offset - model.params()[k].offset ==
-              param_slot_floats(model.params()[k].shape.numel()));
+      REQUIRE(size_t(model.params()[k + 1].offset - model.params()[k].offset) * sizeof(float) ==
+              align_up(size_t(model.params()[k].shape.numel()) * sizeof(float)));
   CpuBackend backend;
   OptimizerConfig oc;
   Optimizer opt(oc);
@@ -141,7 +141,12 @@ TEST_CASE("the kernels read the Model's parameter slots and update its buffers t
   for (const TensorSlot& s : model.params())  // distinct values everywhere, padding included
     for (int64_t i = 0; i < s.shape.numel(); ++i)
       p[size_t(s.offset + i)] = 0.1f * float(i % 7) - 0.2f + 0.05f * float(s.layer);
-  for (size_t c = 0; c < 3; ++c) buf[c] = 0.1f * float(c), buf[3 + c] = 1.f + 0.5f * float(c);
+  // The running statistics' slots in the buffer arena (each aligned, as every arena's tensors).
+  REQUIRE(model.buffers().size() == 2);
+  const size_t rm = size_t(model.buffers()[0].offset), rv = size_t(model.buffers()[1].offset);
+  REQUIRE(model.buffers()[1].name == "batchnorm_1.running_var");
+  REQUIRE(rv * sizeof(float) % kArenaAlign == 0);
+  for (size_t c = 0; c < 3; ++c) buf[rm + c] = 0.1f * float(c), buf[rv + c] = 1.f + 0.5f * float(c);
   ex.upload_params(p.data(), buf.data());
   auto x = test::random_vector(36, 211);
   std::vector<float> out(6);
@@ -165,7 +170,8 @@ TEST_CASE("the kernels read the Model's parameter slots and update its buffers t
             acc += double(x[size_t((n * 2 + c) * 9 + o + j)]) * w[(f * 2 + c) * 3 + j];
         mean += acc / 7.0;
       }
-      ref.push_back(gamma[f] * (mean - buf[size_t(f)]) / std::sqrt(buf[size_t(3 + f)] + 1e-5) + beta[f]);
+      ref.push_back(gamma[f] * (mean - buf[rm + size_t(f)]) / std::sqrt(buf[rv + size_t(f)] + 1e-5) +
+                    beta[f]);
     }
   require_close(out, ref);
   // A training step moves the running statistics in the buffer arena.
@@ -174,7 +180,7 @@ TEST_CASE("the kernels read the Model's parameter slots and update its buffers t
   std::vector<float> p2(p.size()), buf2(buf.size());
   ex.download_params(p2.data(), buf2.data());
   for (size_t c = 0; c < 3; ++c) {
-    REQUIRE(buf2[c] != buf[c]);
-    REQUIRE(buf2[3 + c] != buf[3 + c]);
+    REQUIRE(buf2[rm + c] != buf[rm + c]);
+    REQUIRE(buf2[rv + c] != buf[rv + c]);
   }
 }

@@ -16,13 +16,14 @@ std::vector<double> run(OptimizerConfig c, double w0, const std::vector<double>&
   CpuBackend be;
   Optimizer opt(c);
   float w = float(w0);
-  std::vector<float> state(size_t(opt.state_slots()) + 1, 0.f);
+  std::vector<float> state(3, 0.f);
   StepScalars s;
   std::vector<double> out;
   for (size_t t = 0; t < g.size(); ++t) {
     float gi = float(g[t]);
     opt.prepare(s, int64_t(t + 1), float(c.lr));
-    opt.step(be, &w, &gi, state.data(), 1, &s);
+    float* slots[] = {&state[0], &state[1], &state[2]};  // one float per state slot
+    opt.step(be, &w, &gi, slots, 1, &s);
     out.push_back(w);
   }
   return out;

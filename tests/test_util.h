@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "lib/config/node_reader.h"
-#include "lib/core/counter_rng.h"
+#include "lib/core/rng.h"
 #include "lib/model/layer.h"
 #include "lib/registry/registry.h"
 
@@ -28,7 +28,7 @@ inline std::unique_ptr<Layer> make_layer(const std::string& yaml, const Shape& i
 }
 
 inline std::vector<float> random_vector(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<float> v(n);
   for (auto& x : v) x = lo + (hi - lo) * float(rng.uniform());
   return v;

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "lib/config/config.h"
-#include "lib/core/counter_rng.h"
+#include "lib/core/rng.h"
 #include "lib/model/model.h"
 #include "lib/train/fit.h"
 #include "tests/datasets/temp_files.h"
@@ -44,7 +44,7 @@ void put_be32(std::vector<uint8_t>& v, uint32_t x) {
 
 // MNIST-style IDX pair, gzip-compressed: n images of 28x28 bytes and n labels in [0, 10).
 void write_idx_pair(const std::string& images, const std::string& labels, int n, uint64_t seed) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<uint8_t> im, lb;
   put_be32(im, 0x803);
   put_be32(im, uint32_t(n));
@@ -53,8 +53,8 @@ void write_idx_pair(const std::string& images, const std::string& labels, int n,
   put_be32(lb, 0x801);
   put_be32(lb, uint32_t(n));
   for (int i = 0; i < n; ++i) {
-    lb.push_back(uint8_t(rng.next() % 10));
-    for (int p = 0; p < 28 * 28; ++p) im.push_back(uint8_t(rng.next()));
+    lb.push_back(uint8_t(rng.next_u64() % 10));
+    for (int p = 0; p < 28 * 28; ++p) im.push_back(uint8_t(rng.next_u64()));
   }
   dataset_tests::write_gz(images, im);
   dataset_tests::write_gz(labels, lb);
@@ -62,11 +62,11 @@ void write_idx_pair(const std::string& images, const std::string& labels, int n,
 
 // CIFAR-10 binary records: a label byte, then 3x32x32 pixel bytes.
 void write_cifar(const std::string& path, int n, uint64_t seed) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<uint8_t> bytes;
   for (int i = 0; i < n; ++i) {
-    bytes.push_back(uint8_t(rng.next() % 10));
-    for (int p = 0; p < 3072; ++p) bytes.push_back(uint8_t(rng.next()));
+    bytes.push_back(uint8_t(rng.next_u64() % 10));
+    for (int p = 0; p < 3072; ++p) bytes.push_back(uint8_t(rng.next_u64()));
   }
   dataset_tests::write_bytes(path, bytes);
 }
@@ -74,12 +74,12 @@ void write_cifar(const std::string& path, int n, uint64_t seed) {
 // Token sequences "label id id ...": lengths 5..400 (so both padding and truncation to maxlen
 // 300 happen), ids 1 .. vocab-1, labels 0 .. classes-1.
 void write_sequences(const std::string& path, int n, int64_t vocab, int classes, uint64_t seed) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::ostringstream s;
   for (int i = 0; i < n; ++i) {
-    s << rng.next() % uint64_t(classes);
-    const int len = 5 + int(rng.next() % 396);
-    for (int t = 0; t < len; ++t) s << ' ' << 1 + rng.next() % uint64_t(vocab - 1);
+    s << rng.next_u64() % uint64_t(classes);
+    const int len = 5 + int(rng.next_u64() % 396);
+    for (int t = 0; t < len; ++t) s << ' ' << 1 + rng.next_u64() % uint64_t(vocab - 1);
     s << '\n';
   }
   dataset_tests::write_text(path, s.str());
@@ -182,15 +182,15 @@ TEST_CASE("embedding, conv1d, batchnorm and pooling learn a token-presence task 
           "[workloads][fit]") {
   // Label 1 when token 7 occurs in the sequence (half the samples get it at a random position).
   dataset_tests::TempDir tmp;
-  SplitMix rng(11);
+  SplitMix64 rng = SplitMix64::counter(11);
   std::ostringstream s;
   for (int i = 0; i < 400; ++i) {
     const int label = i % 2;
-    std::vector<uint64_t> seq(12 + rng.next() % 9);
+    std::vector<uint64_t> seq(12 + rng.next_u64() % 9);
     for (auto& t : seq) do
-        t = 1 + rng.next() % 49;
+        t = 1 + rng.next_u64() % 49;
       while (t == 7);
-    if (label) seq[rng.next() % seq.size()] = 7;
+    if (label) seq[rng.next_u64() % seq.size()] = 7;
     s << label;
     for (uint64_t t : seq) s << ' ' << t;
     s << '\n';

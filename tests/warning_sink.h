@@ -4,7 +4,7 @@
 //
 //   {
 //     test::ExpectWarning clamp("were clamped");   // this block must log such a warning
-//     kernel->forward(x, y, true);
+//     kernel->forward(true);
 //   }                                              // fails here if none was logged
 //
 // Messages logged on the test's own thread fail at once (FAIL_CHECK, with the message). Messages

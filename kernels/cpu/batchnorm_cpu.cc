@@ -5,7 +5,7 @@
 // (see lib/layers/batchnorm.h). Eval forward: use_global_stats with the running statistics.
 // Backward: after a training forward, the full batch-statistics gradient; after an eval forward,
 // the gradient with the statistics held constant (use_global_stats), so both modes are exact.
-// Arena: beta (and dbeta) sit at the 64-float slot after gamma; running_var follows running_mean.
+// Views: params/grads 0 gamma, 1 beta; buffers 0 running_mean, 1 running_var.
 #include <cmath>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -55,24 +55,27 @@ class BatchNormCpu : public LayerKernel {
   // The batch mean and variance, from forward to backward.
   size_t workspace_bytes() const override { return size_t(2 * C_) * sizeof(float); }
 
-  void bind(float* params, float* grads, float* buffers, void* ws) override {
-    const int64_t beta = param_slot_floats(C_);
-    gamma_.set_data_handle(params);
-    beta_.set_data_handle(params + beta);
-    dgamma_.set_data_handle(grads);
-    dbeta_.set_data_handle(grads + beta);
-    running_ = buffers;
-    rmean_.set_data_handle(buffers);
-    rvar_.set_data_handle(buffers + C_);
-    batch_ = static_cast<float*>(ws);
+  void bind(const KernelBinding& b) override {
+    a_ = BoundActivations(b);
+    x_.set_data_handle(a_.x);
+    y_.set_data_handle(a_.y);
+    dy_.set_data_handle(a_.dy);
+    if (a_.dx) dx_.set_data_handle(a_.dx);
+    gamma_.set_data_handle(b.param(0).f32());
+    beta_.set_data_handle(b.param(1).f32());
+    dgamma_.set_data_handle(b.grad(0).f32());
+    dbeta_.set_data_handle(b.grad(1).f32());
+    running_mean_ = b.buffer(0).f32();
+    running_var_ = b.buffer(1).f32();
+    rmean_.set_data_handle(running_mean_);
+    rvar_.set_data_handle(running_var_);
+    batch_ = static_cast<float*>(b.workspace);
     mean_.set_data_handle(batch_);
     var_.set_data_handle(batch_ + C_);
   }
 
-  void forward(const float* x, float* y, bool training) override {
+  void forward(bool training) override {
     trained_ = training;
-    x_.set_data_handle(const_cast<float*>(x));
-    y_.set_data_handle(y);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_}, {DNNL_ARG_SCALE, gamma_}, {DNNL_ARG_SHIFT, beta_}};
     args[DNNL_ARG_MEAN] = training ? mean_ : rmean_;
@@ -81,24 +84,21 @@ class BatchNormCpu : public LayerKernel {
     if (!training) return;
     dc_.stream.wait();
     const float m = momentum_, unbias = n_ > 1 ? float(n_) / float(n_ - 1) : 1.f;
-    float *rm = running_, *rv = running_ + C_;
+    float *rm = running_mean_, *rv = running_var_;
     for (int64_t c = 0; c < C_; ++c) {
       rm[c] = (1.f - m) * rm[c] + m * batch_[c];
       rv[c] = (1.f - m) * rv[c] + m * batch_[C_ + c] * unbias;
     }
   }
 
-  void backward(const float* x, const float*, const float* dy, float* dx) override {
+  void backward() override {
     const memory& mean = trained_ ? mean_ : rmean_;
     const memory& var = trained_ ? var_ : rvar_;
-    if (!dx) {  // first layer: only dgamma and dbeta (oneDNN would need a scratch diff_src)
-      param_grads_only(x, dy, static_cast<const float*>(mean.get_data_handle()),
+    if (!a_.dx) {  // first layer: only dgamma and dbeta (oneDNN would need a scratch diff_src)
+      param_grads_only(a_.x, a_.dy, static_cast<const float*>(mean.get_data_handle()),
                        static_cast<const float*>(var.get_data_handle()));
       return;
     }
-    x_.set_data_handle(const_cast<float*>(x));
-    dy_.set_data_handle(const_cast<float*>(dy));
-    dx_.set_data_handle(dx);
     DNNL_CHECK((trained_ ? bwd_ : bwd_global_)
                    .execute(dc_.stream, {{DNNL_ARG_SRC, x_},
                                          {DNNL_ARG_MEAN, mean},
@@ -135,8 +135,10 @@ class BatchNormCpu : public LayerKernel {
   int64_t C_, S_, n_;
   float momentum_, eps_;
   bool trained_ = false;
-  float* running_ = nullptr;  // running_mean (C) then running_var (C)
-  float* batch_ = nullptr;    // batch mean (C) then batch variance (C), in the workspace
+  BoundActivations a_;
+  float* running_mean_ = nullptr;  // buffers 0 and 1: (C) each
+  float* running_var_ = nullptr;
+  float* batch_ = nullptr;  // batch mean (C) then batch variance (C), in the workspace
   dnnl::primitive fwd_, fwd_global_, bwd_, bwd_global_;
   memory x_, y_, dx_, dy_, gamma_, beta_, dgamma_, dbeta_, mean_, var_, rmean_, rvar_;
 };

@@ -1,8 +1,7 @@
 // dense on oneDNN inner product: forward, backward-data and backward-weights primitives on
 // plain-layout memory, created once per batch size and executed every step.
 //   x: (B, in)  W: (units, in)  b: (units)  y: (B, units)
-// W starts the layer's parameter slice; b sits at the next 64-float slot after W
-// (param_slot_floats), as Model lays the arena out.
+// W and b are the layer's parameter views 0 and 1; every tensor's handle is set once, in bind.
 #include <unordered_map>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -42,43 +41,42 @@ class DenseCpu : public LayerKernel {
       b_ = memory(b, e, DNNL_MEMORY_NONE);
       db_ = memory(b, e, DNNL_MEMORY_NONE);
     });
-    bias_offset_ = param_slot_floats(l.units * l.in_features());
   }
 
-  void bind(float* params, float* grads, float*, void*) override {
-    w_.set_data_handle(params);
-    dw_.set_data_handle(grads);
+  void bind(const KernelBinding& b) override {
+    const BoundActivations a(b);
+    x_.set_data_handle(a.x);
+    y_.set_data_handle(a.y);
+    dy_.set_data_handle(a.dy);
+    has_dx_ = a.dx != nullptr;
+    if (has_dx_) dx_.set_data_handle(a.dx);
+    w_.set_data_handle(b.param(0).f32());
+    dw_.set_data_handle(b.grad(0).f32());
     if (bias_) {
-      b_.set_data_handle(params + bias_offset_);
-      db_.set_data_handle(grads + bias_offset_);
+      b_.set_data_handle(b.param(1).f32());
+      db_.set_data_handle(b.grad(1).f32());
     }
   }
 
-  void forward(const float* x, float* y, bool) override {
-    x_.set_data_handle(const_cast<float*>(x));
-    y_.set_data_handle(y);
+  void forward(bool) override {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DST, y_}};
     if (bias_) args[DNNL_ARG_BIAS] = b_;
     DNNL_CHECK(fwd_.execute(dc_.stream, args));
   }
 
-  void backward(const float* x, const float*, const float* dy, float* dx) override {
-    x_.set_data_handle(const_cast<float*>(x));
-    dy_.set_data_handle(const_cast<float*>(dy));
+  void backward() override {
     std::unordered_map<int, memory> wargs{
         {DNNL_ARG_SRC, x_}, {DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_DIFF_WEIGHTS, dw_}};
     if (bias_) wargs[DNNL_ARG_DIFF_BIAS] = db_;
     DNNL_CHECK(bwd_weights_.execute(dc_.stream, wargs));
-    if (!dx) return;
-    dx_.set_data_handle(dx);
+    if (!has_dx_) return;
     DNNL_CHECK(bwd_data_.execute(
         dc_.stream, {{DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DIFF_SRC, dx_}}));
   }
 
  private:
   DnnlContext& dc_;
-  bool bias_;
-  int64_t bias_offset_ = 0;
+  bool bias_, has_dx_ = false;
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
   memory x_, dx_, y_, dy_, w_, dw_, b_, db_;
 };

@@ -15,10 +15,6 @@ struct DnnlContext {
 
 // Plain (row-major) f32 memory descriptor for dims; tag picked from the rank.
 dnnl::memory::desc plain_md(const dnnl::memory::dims& dims);
-// Wraps backend memory (no copy). handle may be null at plan time and set per call.
-inline dnnl::memory wrap(const dnnl::memory::desc& md, const dnnl::engine& e, void* p) {
-  return dnnl::memory(md, e, p);
-}
 
 // Runs a oneDNN call and turns dnnl::error into a RuntimeError naming the call and file:line.
 // Variadic so that a braced block with commas can be passed.

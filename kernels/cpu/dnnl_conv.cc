@@ -15,7 +15,6 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dnnl_edge.h"
 #include "lib/memory/allocator.h"
-#include "lib/model/param_layout.h"
 
 namespace trainer {
 namespace {
@@ -81,8 +80,6 @@ class ConvCpu : public LayerKernel {
       b_ = memory(b_md, e, DNNL_MEMORY_NONE);
       db_ = memory(b_md, e, DNNL_MEMORY_NONE);
     });
-    w_numel_ = 1;
-    for (auto d : w_d) w_numel_ *= d;
   }
 
   std::shared_ptr<const Layout> output_layout() const override { return y_layout_; }
@@ -94,23 +91,26 @@ class ConvCpu : public LayerKernel {
     return n;
   }
 
-  void bind(float* params, float* grads, float*, void* ws) override {
-    params_ = params;
-    grads_ = grads;
-    char* p = static_cast<char*>(ws);
+  void bind(const KernelBinding& b) override {
+    a_ = BoundActivations(b);
+    w_ = b.param(0).f32();
+    dw_ = b.grad(0).f32();
+    char* p = static_cast<char*>(b.workspace);
     for (Edge* edge : edges()) p += edge->bind_scratch(p);
+    f_y_.set_out(a_.y);
+    w_dw_.set_out(dw_);
+    if (a_.dx) d_dx_.set_out(a_.dx);
     if (bias_) {
-      b_.set_data_handle(params + param_slot_floats(w_numel_));
-      db_.set_data_handle(grads + param_slot_floats(w_numel_));
+      b_.set_data_handle(b.param(1).f32());
+      db_.set_data_handle(b.grad(1).f32());
     }
   }
 
-  void forward(const float* x, float* y, bool) override {
+  void forward(bool) override {
     auto& s = dc_.stream;
     DNNL_CHECK({
-      f_x_.in(s, x);
-      f_w_.in(s, params_);
-      f_y_.set_out(y);
+      f_x_.in(s, a_.x);
+      f_w_.in(s, w_);
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, f_x_.inner}, {DNNL_ARG_WEIGHTS, f_w_.inner}, {DNNL_ARG_DST, f_y_.inner}};
       if (bias_) args[DNNL_ARG_BIAS] = b_;
@@ -119,21 +119,19 @@ class ConvCpu : public LayerKernel {
     });
   }
 
-  void backward(const float* x, const float*, const float* dy, float* dx) override {
+  void backward() override {
     auto& s = dc_.stream;
     DNNL_CHECK({
-      w_x_.in(s, x);
-      w_dy_.in(s, dy);
-      w_dw_.set_out(grads_);
+      w_x_.in(s, a_.x);
+      w_dy_.in(s, a_.dy);
       std::unordered_map<int, memory> wargs{
           {DNNL_ARG_SRC, w_x_.inner}, {DNNL_ARG_DIFF_DST, w_dy_.inner}, {DNNL_ARG_DIFF_WEIGHTS, w_dw_.inner}};
       if (bias_) wargs[DNNL_ARG_DIFF_BIAS] = db_;
       bwd_weights_.execute(s, wargs);
       w_dw_.out(s);
-      if (dx) {
-        d_dy_.in(s, dy);
-        d_w_.in(s, params_);
-        d_dx_.set_out(dx);
+      if (a_.dx) {
+        d_dy_.in(s, a_.dy);
+        d_w_.in(s, w_);
         bwd_data_.execute(s, {{DNNL_ARG_DIFF_DST, d_dy_.inner},
                               {DNNL_ARG_WEIGHTS, d_w_.inner},
                               {DNNL_ARG_DIFF_SRC, d_dx_.inner}});
@@ -151,9 +149,9 @@ class ConvCpu : public LayerKernel {
 
   DnnlContext& dc_;
   bool bias_;
-  int64_t w_numel_ = 0;
-  float* params_ = nullptr;
-  float* grads_ = nullptr;
+  BoundActivations a_;
+  float* w_ = nullptr;  // params[0]; the bias (params[1]) is bound to b_
+  float* dw_ = nullptr;
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
   Edge f_x_, f_w_, f_y_, d_dy_, d_w_, d_dx_, w_x_, w_dy_, w_dw_;
   memory b_, db_;

@@ -1,7 +1,6 @@
 // One oneDNN convolution kernel for any spatial rank, planned from the geometry: conv1d
-// (x: (B, C, L), W: (F, C, k)) and conv2d (x: (B, C, H, W), W: (F, C, kh, kw)). W starts the
-// layer's parameter slice; the bias b: (F) sits at the next 64-float slot after W
-// (param_slot_floats), as Model lays the arena out.
+// (x: (B, C, L), W: (F, C, k)) and conv2d (x: (B, C, H, W), W: (F, C, kh, kw)). W and the bias
+// b: (F) are the layer's parameter views 0 and 1.
 #pragma once
 
 #include <memory>

@@ -45,17 +45,19 @@ class PoolCpu : public LayerKernel {
   size_t workspace_bytes() const override {
     return align_up(ws_md_.get_size()) + y_.scratch_bytes + dy_.scratch_bytes;
   }
-  void bind(float*, float*, float*, void* ws) override {
-    char* p = static_cast<char*>(ws);
+  void bind(const KernelBinding& b) override {
+    a_ = BoundActivations(b);
+    x_.set_data_handle(a_.x);
+    y_.set_out(a_.y);
+    if (a_.dx) dx_.set_data_handle(a_.dx);
+    char* p = static_cast<char*>(b.workspace);
     if (ws_md_.get_size()) ws_.set_data_handle(p);
     p += align_up(ws_md_.get_size());
     p += y_.bind_scratch(p);
     dy_.bind_scratch(p);
   }
 
-  void forward(const float* x, float* y, bool) override {
-    x_.set_data_handle(const_cast<float*>(x));
-    y_.set_out(y);
+  void forward(bool) override {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_.inner}};
     if (ws_md_.get_size()) args[DNNL_ARG_WORKSPACE] = ws_;
     DNNL_CHECK({
@@ -64,11 +66,10 @@ class PoolCpu : public LayerKernel {
     });
   }
 
-  void backward(const float*, const float*, const float* dy, float* dx) override {
-    if (!dx) return;
-    dx_.set_data_handle(dx);
+  void backward() override {
+    if (!a_.dx) return;
     DNNL_CHECK({
-      dy_.in(dc_.stream, dy);
+      dy_.in(dc_.stream, a_.dy);
       std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, dy_.inner}, {DNNL_ARG_DIFF_SRC, dx_}};
       if (ws_md_.get_size()) args[DNNL_ARG_WORKSPACE] = ws_;
       bwd_.execute(dc_.stream, args);
@@ -77,6 +78,7 @@ class PoolCpu : public LayerKernel {
 
  private:
   DnnlContext& dc_;
+  BoundActivations a_;
   dnnl::primitive fwd_, bwd_;
   memory::desc ws_md_, y_md_;
   std::shared_ptr<const Layout> y_layout_;  // y_md_ when not plain

@@ -23,9 +23,14 @@ class DropoutCpu : public LayerKernel {
   }
 
   size_t workspace_bytes() const override { return size_t(n_) * sizeof(float); }
-  void bind(float*, float*, float*, void* ws) override { mask_ = static_cast<float*>(ws); }
+  void bind(const KernelBinding& b) override {
+    a_ = BoundActivations(b);
+    mask_ = static_cast<float*>(b.workspace);
+  }
 
-  void forward(const float* x, float* y, bool training) override {
+  void forward(bool training) override {
+    const float* x = a_.x;
+    float* y = a_.y;
     if (!training || rate_ == 0.f) {
       training_ = false;
       if (x != y) std::memcpy(y, x, size_t(n_) * sizeof(float));
@@ -36,7 +41,9 @@ class DropoutCpu : public LayerKernel {
                          dropout_stream(scalars_->step, layer_));
   }
 
-  void backward(const float*, const float*, const float* dy, float* dx) override {
+  void backward() override {
+    const float* dy = a_.dy;
+    float* dx = a_.dx;
     if (!dx) return;
     if (training_)
       cpu::dropout_backward(dy, mask_, dx, n_);
@@ -49,6 +56,7 @@ class DropoutCpu : public LayerKernel {
   int64_t n_, channel_size_ = 1;
   const StepScalars* scalars_;
   int layer_;
+  BoundActivations a_;
   float* mask_ = nullptr;
   bool training_ = false;
 };

@@ -54,27 +54,27 @@ class EltwiseCpu : public LayerKernel {
   std::shared_ptr<const Layout> output_layout() const override { return y_layout_; }
   size_t output_bytes() const override { return y_md_.get_size(); }
   size_t workspace_bytes() const override { return y_.scratch_bytes + dy_.scratch_bytes; }
-  void bind(float*, float*, float*, void* ws) override {
-    char* p = static_cast<char*>(ws);
+  void bind(const KernelBinding& b) override {
+    a_ = BoundActivations(b);
+    x_.set_data_handle(a_.x);
+    y_.set_out(a_.y);
+    if (a_.dx) dx_.set_data_handle(a_.dx);
+    char* p = static_cast<char*>(b.workspace);
     p += y_.bind_scratch(p);
     dy_.bind_scratch(p);
   }
 
-  void forward(const float* x, float* y, bool) override {
-    x_.set_data_handle(const_cast<float*>(x));
-    y_.set_out(y);
+  void forward(bool) override {
     DNNL_CHECK({
       fwd_.execute(dc_.stream, {{DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_.inner}});
       y_.out(dc_.stream);
     });
   }
 
-  void backward(const float* x, const float*, const float* dy, float* dx) override {
-    if (!dx) return;
-    x_.set_data_handle(const_cast<float*>(x));
-    dx_.set_data_handle(dx);
+  void backward() override {
+    if (!a_.dx) return;
     DNNL_CHECK({
-      dy_.in(dc_.stream, dy);
+      dy_.in(dc_.stream, a_.dy);
       bwd_.execute(dc_.stream,
                    {{DNNL_ARG_SRC, x_}, {DNNL_ARG_DIFF_DST, dy_.inner}, {DNNL_ARG_DIFF_SRC, dx_}});
     });
@@ -82,6 +82,7 @@ class EltwiseCpu : public LayerKernel {
 
  private:
   DnnlContext& dc_;
+  BoundActivations a_;
   dnnl::primitive fwd_, bwd_;
   memory::desc y_md_;                       // y and dy
   std::shared_ptr<const Layout> y_layout_;  // y_md_ when not plain

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "lib/core/embedding_formula.h"
 #include "lib/layers/embedding.h"
 
 namespace trainer {
@@ -23,12 +24,15 @@ class EmbeddingCpu : public LayerKernel {
   EmbeddingCpu(const Embedding& l, const KernelContext& ctx)
       : name_(l.name()), B_(ctx.batch), L_(l.length()), V_(l.input_dim), D_(l.output_dim) {}
 
-  void bind(float* params, float* grads, float*, void*) override {
-    w_ = params;
-    dw_ = grads;
+  void bind(const KernelBinding& b) override {
+    a_ = BoundActivations(b);
+    w_ = b.param(0).f32();
+    dw_ = b.grad(0).f32();
   }
 
-  void forward(const float* x, float* y, bool) override {
+  void forward(bool) override {
+    const float* x = a_.x;
+    float* y = a_.y;
     int64_t bad = 0;
 #pragma omp parallel for if (B_ * L_ * D_ > 65536) reduction(+ : bad)
     for (int64_t b = 0; b < B_; ++b) {
@@ -55,7 +59,9 @@ class EmbeddingCpu : public LayerKernel {
     }
   }
 
-  void backward(const float* x, const float*, const float* dy, float* dx) override {
+  void backward() override {
+    const float *x = a_.x, *dy = a_.dy;
+    float* dx = a_.dx;
     std::memset(dw_, 0, size_t(V_ * D_) * sizeof(float));
     // Each thread owns whole columns d, so the sums are race-free and in a fixed order.
 #pragma omp parallel for if (B_ * L_ * D_ > 65536)
@@ -68,15 +74,14 @@ class EmbeddingCpu : public LayerKernel {
   }
 
  private:
-  // The row of an id: exact for integral floats in range, clamped otherwise (NaN -> 0).
-  int64_t token(float v) const {
-    if (!(v > 0.f)) return 0;
-    if (v >= float(V_ - 1)) return V_ - 1;
-    return int64_t(v);
-  }
+  // The row of an id (lib/core/embedding_formula.h): exact for integral floats in range, clamped
+  // otherwise (NaN -> 0).
+  int64_t token(float v) const { return embedding_row(v, last_f_, V_ - 1); }
 
   std::string name_;
   int64_t B_, L_, V_, D_;
+  float last_f_ = float(V_ - 1);
+  BoundActivations a_;
   float* w_ = nullptr;
   float* dw_ = nullptr;
   std::atomic<bool> warned_{false};

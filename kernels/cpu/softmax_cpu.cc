@@ -27,17 +27,21 @@ class SoftmaxCpu : public LayerKernel {
     });
   }
 
-  void forward(const float* x, float* y, bool) override {
-    x_.set_data_handle(const_cast<float*>(x));
-    y_.set_data_handle(y);
+  void bind(const KernelBinding& b) override {
+    const BoundActivations a(b);
+    x_.set_data_handle(a.x);
+    y_.set_data_handle(a.y);
+    dy_.set_data_handle(a.dy);
+    has_dx_ = a.dx != nullptr;
+    if (has_dx_) dx_.set_data_handle(a.dx);
+  }
+
+  void forward(bool) override {
     DNNL_CHECK(fwd_.execute(dc_.stream, {{DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_}}));
   }
 
-  void backward(const float*, const float* y, const float* dy, float* dx) override {
-    if (!dx) return;
-    y_.set_data_handle(const_cast<float*>(y));
-    dy_.set_data_handle(const_cast<float*>(dy));
-    dx_.set_data_handle(dx);
+  void backward() override {
+    if (!has_dx_) return;
     DNNL_CHECK(
         bwd_.execute(dc_.stream, {{DNNL_ARG_DST, y_}, {DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_DIFF_SRC, dx_}}));
   }
@@ -46,6 +50,7 @@ class SoftmaxCpu : public LayerKernel {
   DnnlContext& dc_;
   dnnl::primitive fwd_, bwd_;
   memory x_, y_, dx_, dy_;
+  bool has_dx_ = false;
 };
 
 }  // namespace

@@ -1,12 +1,12 @@
 // batchnorm on the GPU (batchnorm.cu), channel axis 1, with the CPU's semantics: training uses
 // the batch's mean and biased variance and updates the running statistics (PyTorch's momentum
-// convention, unbiased variance) in the buffers slice given to bind(); eval uses the running
+// convention, unbiased variance) in the buffers given to bind(); eval uses the running
 // statistics and updates nothing. Backward after a training forward is the full
 // batch-statistics gradient, after an eval forward the gradient with the statistics held
 // constant; with dx = null (first layer) only dgamma and dbeta. Everything stays on the stream:
 // the running update is a device kernel, so a step needs no host sync and can be captured.
 //   x, y: (B, C, S...)  gamma, beta: (C) params  running_mean, running_var: (C) buffers
-//   params/grads: [gamma | pad to 64 floats | beta]; buffers: [running_mean (C) | running_var (C)]
+//   params/grads: views 0 gamma, 1 beta; buffers: views 0 running_mean, 1 running_var
 //   workspace: [reduction pieces: 2 C parts doubles] [mean (C) | inv (C) | dx coefficients (3 C)]
 //   (mean / inv: those the last forward normalized with, kept for the backward)
 #include "kernels/cuda/batchnorm.cuh"
@@ -31,22 +31,25 @@ class BatchNormCuda : public LayerKernel {
     return align_up(cuda::batchnorm_partial_bytes(g_)) + align_up(size_t(5 * g_.channels) * sizeof(float));
   }
 
-  void bind(float* params, float* grads, float* buffers, void* ws) override {
-    const int64_t C = g_.channels, beta = param_slot_floats(C);
-    gamma_ = params;
-    beta_ = params + beta;
-    dgamma_ = grads;
-    dbeta_ = grads + beta;
-    running_mean_ = buffers;
-    running_var_ = buffers ? buffers + C : nullptr;
-    char* base = static_cast<char*>(ws);
+  void bind(const KernelBinding& b) override {
+    const int64_t C = g_.channels;
+    a_ = BoundActivations(b);
+    gamma_ = b.param(0).f32();
+    beta_ = b.param(1).f32();
+    dgamma_ = b.grad(0).f32();
+    dbeta_ = b.grad(1).f32();
+    running_mean_ = b.buffer(0).f32();
+    running_var_ = b.buffer(1).f32();
+    char* base = static_cast<char*>(b.workspace);
     partial_ = reinterpret_cast<double*>(base);
     mean_ = reinterpret_cast<float*>(base + align_up(cuda::batchnorm_partial_bytes(g_)));
     inv_ = mean_ + C;
     coef_ = inv_ + C;
   }
 
-  void forward(const float* x, float* y, bool training) override {
+  void forward(bool training) override {
+    const float* x = a_.x;
+    float* y = a_.y;
     if (!running_mean_) throw InternalError("batchnorm '" + name_ + "': no running statistics bound");
     trained_ = training;
     if (training)
@@ -57,12 +60,15 @@ class BatchNormCuda : public LayerKernel {
     cuda::launch_batchnorm_normalize(g_, x, mean_, inv_, gamma_, beta_, y, be_.stream());
   }
 
-  void backward(const float* x, const float*, const float* dy, float* dx) override {
+  void backward() override {
+    const float *x = a_.x, *dy = a_.dy;
+    float* dx = a_.dx;
     cuda::launch_batchnorm_backward(g_, x, dy, mean_, inv_, gamma_, trained_, partial_, coef_, dgamma_,
                                     dbeta_, dx, be_.stream());
   }
 
  private:
+  BoundActivations a_;
   CudaBackend& be_;
   std::string name_;
   cuda::BatchNormGeometry g_;

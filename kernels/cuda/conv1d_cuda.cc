@@ -4,7 +4,7 @@
 // "same" with an even kernel or a stride; bias add and bias gradient as own kernels (bias.cu).
 // Backward overwrites dW and db.
 //   x: (B, C, L) = (B, C, 1, L)  W: (F, C, k) = (F, C, 1, k)  b: (F)  y: (B, F, OL)
-//   params: [W | pad to 64 floats | b], as Model lays the arena out.
+//   W and b: the parameter views 0 and 1.
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudnn_conv.h"
 #include "lib/layers/conv1d.h"

@@ -4,7 +4,7 @@
 // layer's Windows are asymmetric (TensorFlow "same" with an even kernel or a stride), bias add
 // and bias gradient as own kernels (bias.cu). Backward overwrites dW and db.
 //   x: (B, C, H, W)  W: (F, C, kh, kw)  b: (F)  y: (B, F, OH, OW)
-//   params: [W | pad to 64 floats | b], as Model lays the arena out.
+//   W and b: the parameter views 0 and 1.
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudnn_conv.h"
 #include "lib/layers/conv2d.h"

@@ -47,7 +47,6 @@ class CudaBackend : public Backend {
   std::string name() const override { return "cuda"; }
   std::string description() const override;
   Allocator& allocator() override { return *alloc_; }
-  MathMode math_mode() const override { return math_; }
 
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;

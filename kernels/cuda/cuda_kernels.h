@@ -5,7 +5,6 @@
 #include <memory>
 
 #include "lib/backend/layer_kernel.h"
-#include "lib/model/param_layout.h"
 
 namespace trainer {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/bias.cuh"
-#include "lib/model/param_layout.h"
+#include "lib/memory/allocator.h"
 
 namespace trainer::cuda {
 namespace {
@@ -41,35 +41,40 @@ class CudnnConvLayer : public LayerKernel {
         batch_(s.batch),
         filters_(s.filters),
         out_spatial_(s.oh * s.ow),
-        bias_offset_(param_slot_floats(s.filters * s.channels * s.kh * s.kw)),
         conv_(be_, s, ctx, what) {}
 
   size_t workspace_bytes() const override { return conv_.workspace_bytes(); }
 
-  void bind(float* params, float* grads, float*, void* ws) override {
-    w_ = params;
-    dw_ = grads;
+  void bind(const KernelBinding& b) override {
+    a_ = BoundActivations(b);
+    w_ = b.param(0).f32();
+    dw_ = b.grad(0).f32();
     if (bias_) {
-      b_ = params + bias_offset_;
-      db_ = grads + bias_offset_;
+      b_ = b.param(1).f32();
+      db_ = b.grad(1).f32();
     }
-    conv_.bind(ws);
+    conv_.bind(b.workspace);
   }
 
-  void forward(const float* x, float* y, bool) override {
+  void forward(bool) override {
+    const float* x = a_.x;
+    float* y = a_.y;
     conv_.forward(x, w_, y);
     if (bias_) launch_bias_add(y, b_, batch_, filters_, out_spatial_, be_.stream());
   }
 
-  void backward(const float* x, const float*, const float* dy, float* dx) override {
+  void backward() override {
+    const float *x = a_.x, *dy = a_.dy;
+    float* dx = a_.dx;
     conv_.backward(x, w_, dy, dw_, dx);
     if (bias_) launch_bias_grad(dy, db_, batch_, filters_, out_spatial_, be_.stream());
   }
 
  private:
+  BoundActivations a_;
   CudaBackend& be_;
   bool bias_;
-  int64_t batch_, filters_, out_spatial_, bias_offset_;
+  int64_t batch_, filters_, out_spatial_;
   CudnnConv conv_;
   const float *w_ = nullptr, *b_ = nullptr;
   float *dw_ = nullptr, *db_ = nullptr;

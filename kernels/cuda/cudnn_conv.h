@@ -63,9 +63,9 @@ class CudnnConv {
   void* scratch_ = nullptr;
 };
 
-// The conv layer kernel (conv1d, conv2d): y = conv(x, W) [+ b]. params: [W | pad to 64 floats | b]
-// as Model lays the arena out (b at param_slot_floats(F*C*kh*kw), only when `bias`); backward
-// overwrites dW and db, dx may be null. The workspace is the CudnnConv's.
+// The conv layer kernel (conv1d, conv2d): y = conv(x, W) [+ b]; W and b (only when `bias`) are the
+// parameter views 0 and 1. Backward overwrites dW and db, dx may be null. The workspace is the
+// CudnnConv's.
 std::unique_ptr<LayerKernel> make_cudnn_conv_layer(const ConvShape& s, bool bias, const KernelContext& ctx,
                                                    const std::string& what);
 

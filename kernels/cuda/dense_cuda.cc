@@ -7,7 +7,7 @@
 // ctx.math before each call (host-side state, no sync): strict fp32 = CUBLAS_DEFAULT_MATH (no
 // TF32), tf32 = CUBLAS_TF32_TENSOR_OP_MATH. cuBLAS scratch is the backend's workspace.
 //   x: (B, in)  W: (units, in)  b: (units)  y: (B, units)
-//   params: [W | pad to 64 floats | b], as Model lays the arena out.
+//   W and b: the parameter views 0 and 1.
 #include "kernels/cuda/bias.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
@@ -27,17 +27,19 @@ class DenseCuda : public LayerKernel {
         units_(int(l.units)),
         math_(ctx.math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) {}
 
-  void bind(float* params, float* grads, float*, void*) override {
-    w_ = params;
-    dw_ = grads;
+  void bind(const KernelBinding& b) override {
+    a_ = BoundActivations(b);
+    w_ = b.param(0).f32();
+    dw_ = b.grad(0).f32();
     if (bias_) {
-      const int64_t at = param_slot_floats(int64_t(units_) * in_);
-      b_ = params + at;
-      db_ = grads + at;
+      b_ = b.param(1).f32();
+      db_ = b.grad(1).f32();
     }
   }
 
-  void forward(const float* x, float* y, bool) override {
+  void forward(bool) override {
+    const float* x = a_.x;
+    float* y = a_.y;
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
     CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, units_, batch_, in_, &kOne, w_, in_, x, in_, &kZero,
@@ -45,7 +47,9 @@ class DenseCuda : public LayerKernel {
     if (bias_) cuda::launch_bias_add(y, b_, batch_, units_, 1, be_.stream());
   }
 
-  void backward(const float* x, const float*, const float* dy, float* dx) override {
+  void backward() override {
+    const float *x = a_.x, *dy = a_.dy;
+    float* dx = a_.dx;
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
     CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, batch_, &kOne, x, in_, dy, units_,
@@ -57,6 +61,7 @@ class DenseCuda : public LayerKernel {
   }
 
  private:
+  BoundActivations a_;
   static constexpr float kOne = 1.f, kZero = 0.f;
   CudaBackend& be_;
   bool bias_;

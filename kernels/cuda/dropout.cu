@@ -1,11 +1,11 @@
-// Dropout forward/backward with counter-based masks: a pure function of (seed, step, layer,
-// index), so the GPU draws exactly the CPU's mask and keeps no RNG state. The mask is stored as
-// 0 or 1/(1-rate) floats, so forward and backward are each one multiply per element.
+// Dropout forward/backward with counter-based masks: the formula the CPU uses
+// (lib/core/dropout_formula.h), a pure function of (seed, step, layer, index), so the GPU draws
+// exactly the CPU's mask and keeps no RNG state.
 //   x, y, mask, dy, dx: (n)
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dropout.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "lib/core/counter_rng.h"
+#include "lib/core/dropout_formula.h"
 
 namespace trainer::cuda {
 namespace {
@@ -13,17 +13,16 @@ namespace {
 __global__ void dropout_forward_kernel(const float* x, float* y, float* mask, int64_t n, int64_t channel_size,
                                        float rate, const StepScalars* s, int layer_index) {
   const uint64_t seed = s->seed, stream = dropout_stream(s->step, layer_index);
-  const float keep_scale = 1.f / (1.f - rate);
+  const float keep_scale = dropout_keep_scale(rate);
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const uint64_t unit = uint64_t(i / channel_size);
-    const float m = counter_uniform(seed, stream, unit) >= rate ? keep_scale : 0.f;
+    const float m = dropout_mask(seed, stream, uint64_t(i / channel_size), rate, keep_scale);
     mask[i] = m;
-    y[i] = __fmul_rn(x[i], m);
+    y[i] = mul_rn(x[i], m);
   }
 }
 
 __global__ void dropout_backward_kernel(const float* dy, const float* mask, float* dx, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) dx[i] = __fmul_rn(dy[i], mask[i]);
+  for (int64_t i = global_index(); i < n; i += grid_stride()) dx[i] = mul_rn(dy[i], mask[i]);
 }
 
 }  // namespace

@@ -25,9 +25,14 @@ class DropoutCuda : public LayerKernel {
   }
 
   size_t workspace_bytes() const override { return size_t(n_) * sizeof(float); }
-  void bind(float*, float*, float*, void* ws) override { mask_ = static_cast<float*>(ws); }
+  void bind(const KernelBinding& b) override {
+    a_ = BoundActivations(b);
+    mask_ = static_cast<float*>(b.workspace);
+  }
 
-  void forward(const float* x, float* y, bool training) override {
+  void forward(bool training) override {
+    const float* x = a_.x;
+    float* y = a_.y;
     training_ = training && rate_ != 0.f;
     if (!training_) {
       copy(x, y);
@@ -37,7 +42,9 @@ class DropoutCuda : public LayerKernel {
     cuda::launch_dropout_forward(x, y, mask_, n_, channel_size_, rate_, scalars_, layer_, be_.stream());
   }
 
-  void backward(const float*, const float*, const float* dy, float* dx) override {
+  void backward() override {
+    const float* dy = a_.dy;
+    float* dx = a_.dx;
     if (!dx) return;
     if (training_)
       cuda::launch_dropout_backward(dy, mask_, dx, n_, be_.stream());
@@ -46,6 +53,7 @@ class DropoutCuda : public LayerKernel {
   }
 
  private:
+  BoundActivations a_;
   void copy(const float* from, float* to) {
     if (from != to)
       CUDA_CHECK(

@@ -35,15 +35,22 @@ class EltwiseCuda : public LayerKernel {
         alpha_(l.kind == ActivationKind::leaky_relu ? l.alpha : 0.f),
         n_(ctx.batch * l.input_shape().numel()) {}
 
-  void forward(const float* x, float* y, bool) override {
+  void bind(const KernelBinding& b) override { a_ = BoundActivations(b); }
+
+  void forward(bool) override {
+    const float* x = a_.x;
+    float* y = a_.y;
     cuda::launch_eltwise_forward(kind_, alpha_, x, y, n_, be_.stream());
   }
 
-  void backward(const float* x, const float*, const float* dy, float* dx) override {
+  void backward() override {
+    const float *x = a_.x, *dy = a_.dy;
+    float* dx = a_.dx;
     if (dx) cuda::launch_eltwise_backward(kind_, alpha_, x, dy, dx, n_, be_.stream());
   }
 
  private:
+  BoundActivations a_;
   CudaBackend& be_;
   cuda::Eltwise kind_;
   float alpha_;

@@ -6,17 +6,16 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "lib/core/embedding_formula.h"
 #include "lib/memory/allocator.h"
 
 namespace trainer::cuda {
 namespace {
 
-// The row of an id, as EmbeddingCpu::token: exact for integral floats in range, clamped
-// otherwise (NaN -> 0). last = V - 1, last_f = float(V - 1) (rounded as the CPU rounds it).
+// The row of an id (lib/core/embedding_formula.h, as the CPU). last = V - 1 < 2^32,
+// last_f = float(V - 1) (rounded on the host).
 __device__ __forceinline__ uint32_t token(float v, float last_f, uint32_t last) {
-  if (!(v > 0.f)) return 0u;
-  if (v >= last_f) return last;
-  return uint32_t(v);
+  return uint32_t(embedding_row(v, last_f, int64_t(last)));
 }
 
 __device__ __forceinline__ void note_clamped(EmbeddingReport* r, float v) {

@@ -49,23 +49,29 @@ class EmbeddingCuda : public LayerKernel {
 
   size_t workspace_bytes() const override { return backward_.workspace_bytes(); }
 
-  void bind(float* params, float* grads, float*, void* ws) override {
-    w_ = params;
-    dw_ = grads;
-    backward_.bind(ws);
+  void bind(const KernelBinding& b) override {
+    a_ = BoundActivations(b);
+    w_ = b.param(0).f32();
+    dw_ = b.grad(0).f32();
+    backward_.bind(b.workspace);
   }
 
-  void forward(const float* x, float* y, bool) override {
+  void forward(bool) override {
+    const float* x = a_.x;
+    float* y = a_.y;
     check_report();
     cuda::launch_embedding_forward(g_, x, w_, y, report_dev_, be_.stream());
   }
 
-  void backward(const float* x, const float*, const float* dy, float* dx) override {
+  void backward() override {
+    const float *x = a_.x, *dy = a_.dy;
+    float* dx = a_.dx;
     backward_.run(x, dy, dw_, be_.stream());
     if (dx) CUDA_CHECK(cudaMemsetAsync(dx, 0, size_t(g_.positions()) * sizeof(float), be_.stream()));
   }
 
  private:
+  BoundActivations a_;
   // Warns once when the device has flagged a clamped id (the flag may lag the stream).
   void check_report() {
     if (warned_) return;

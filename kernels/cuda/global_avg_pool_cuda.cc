@@ -14,15 +14,22 @@ class GlobalAvgPoolCuda : public LayerKernel {
   GlobalAvgPoolCuda(const GlobalAvgPool& l, const KernelContext& ctx)
       : be_(cuda_of(ctx)), planes_(ctx.batch * l.channels()), spatial_(l.spatial()) {}
 
-  void forward(const float* x, float* y, bool) override {
+  void bind(const KernelBinding& b) override { a_ = BoundActivations(b); }
+
+  void forward(bool) override {
+    const float* x = a_.x;
+    float* y = a_.y;
     cuda::launch_global_avg_pool_forward(x, y, planes_, spatial_, be_.stream());
   }
 
-  void backward(const float*, const float*, const float* dy, float* dx) override {
+  void backward() override {
+    const float* dy = a_.dy;
+    float* dx = a_.dx;
     if (dx) cuda::launch_global_avg_pool_backward(dy, dx, planes_, spatial_, be_.stream());
   }
 
  private:
+  BoundActivations a_;
   CudaBackend& be_;
   int64_t planes_, spatial_;
 };

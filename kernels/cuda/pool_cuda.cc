@@ -21,17 +21,25 @@ class PoolCuda : public LayerKernel {
   size_t workspace_bytes() const override {
     return g_.max ? size_t(g_.batch * g_.channels * g_.oh * g_.ow) * sizeof(int32_t) : 0;
   }
-  void bind(float*, float*, float*, void* ws) override { argmax_ = static_cast<int32_t*>(ws); }
+  void bind(const KernelBinding& b) override {
+    a_ = BoundActivations(b);
+    argmax_ = static_cast<int32_t*>(b.workspace);
+  }
 
-  void forward(const float* x, float* y, bool) override {
+  void forward(bool) override {
+    const float* x = a_.x;
+    float* y = a_.y;
     cuda::launch_pool2d_forward(g_, x, y, argmax_, be_.stream());
   }
 
-  void backward(const float*, const float*, const float* dy, float* dx) override {
+  void backward() override {
+    const float* dy = a_.dy;
+    float* dx = a_.dx;
     if (dx) cuda::launch_pool2d_backward(g_, dy, argmax_, dx, be_.stream());
   }
 
  private:
+  BoundActivations a_;
   CudaBackend& be_;
   cuda::PoolGeometry g_;
   int32_t* argmax_ = nullptr;

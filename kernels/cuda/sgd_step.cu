@@ -1,12 +1,10 @@
-// torch.optim.SGD: momentum, dampening, Nesterov, L2 weight decay.
-//   g' = g + wd*w;  b = g' on the first step (s->step == 0), else mu*b + (1-dampening)*g'
-//   d = nesterov ? g' + mu*b : b;  w -= lr*d
-// lr and step are read from device memory (graph-capturable). Every multiply and add is an
-// explicitly rounded intrinsic, so no FMA contraction happens and the result matches the CPU's
-// unfused float arithmetic bit for bit.
+// torch.optim.SGD: momentum, dampening, Nesterov, L2 weight decay, with the formula the CPU uses
+// (lib/core/optimizer_formulas.h: explicitly rounded operations, so the bits match the CPU's).
+// lr and step are read from device memory (graph-capturable).
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sgd_step.cuh"
+#include "lib/core/optimizer_formulas.h"
 
 namespace trainer::cuda {
 namespace {
@@ -14,18 +12,15 @@ namespace {
 __global__ void sgd_kernel(SgdHyper h, float* w, const float* g, float* velocity, int64_t n,
                            const StepScalars* s) {
   if (s->nonfinite & kNonfiniteSkipsUpdate) return;  // non-finite loss or gradient: no update
-  const float lr = s->lr, mu = h.momentum, wd = h.weight_decay, damp = 1.f - h.dampening;
-  const bool first = s->step == 0;
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const float wi = w[i];
-    float gi = __fadd_rn(g[i], __fmul_rn(wd, wi));
-    if (mu != 0.f) {
-      const float b = first ? gi : __fadd_rn(__fmul_rn(mu, velocity[i]), __fmul_rn(damp, gi));
-      velocity[i] = b;
-      gi = h.nesterov ? __fadd_rn(gi, __fmul_rn(mu, b)) : b;
+  const SgdCoeffs c = sgd_coeffs(h.momentum, h.dampening, h.weight_decay, h.nesterov, s->lr, s->step);
+  if (h.momentum == 0.f) {  // no velocity (it may be null): sgd_update does not touch it
+    for (int64_t i = global_index(); i < n; i += grid_stride()) {
+      float unused = 0.f;
+      sgd_update(c, w[i], g[i], unused);
     }
-    w[i] = __fsub_rn(wi, __fmul_rn(lr, gi));
+    return;
   }
+  for (int64_t i = global_index(); i < n; i += grid_stride()) sgd_update(c, w[i], g[i], velocity[i]);
 }
 
 }  // namespace

@@ -17,18 +17,25 @@ class SoftmaxCuda : public LayerKernel {
     cuda::set_nchw(desc_, ctx.batch, l.input_shape()[0], 1, 1);
   }
 
-  void forward(const float* x, float* y, bool) override {
+  void bind(const KernelBinding& b) override { a_ = BoundActivations(b); }
+
+  void forward(bool) override {
+    const float* x = a_.x;
+    float* y = a_.y;
     CUDNN_CHECK(cudnnSoftmaxForward(be_.cudnn(), algo_, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, desc_, x, &kZero,
                                     desc_, y));
   }
 
-  void backward(const float*, const float* y, const float* dy, float* dx) override {
+  void backward() override {
+    const float *y = a_.y, *dy = a_.dy;
+    float* dx = a_.dx;
     if (!dx) return;
     CUDNN_CHECK(cudnnSoftmaxBackward(be_.cudnn(), algo_, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, desc_, y, desc_,
                                      dy, &kZero, desc_, dx));
   }
 
  private:
+  BoundActivations a_;
   static constexpr float kOne = 1.f, kZero = 0.f;
   CudaBackend& be_;
   cudnnSoftmaxAlgorithm_t algo_;

@@ -30,7 +30,6 @@ class StagingRing {
 
   // Queues dst <- src (bytes) on the stream; src may be reused when this returns.
   void copy_to_device(void* dst, const void* src, size_t bytes);
-  size_t capacity() const { return bytes_; }
 
  private:
   struct InFlight {

@@ -72,7 +72,6 @@ class Backend {
   virtual std::string name() const = 0;         // registry key: "cpu", "cuda"
   virtual std::string description() const = 0;  // "CPU: oneDNN 2.6.3, 2 threads"
   virtual Allocator& allocator() = 0;
-  virtual MathMode math_mode() const { return MathMode::strict_fp32; }
 
   // dst/src are backend memory on the device side. The host source may be reused as soon as
   // copy_to_device returns; copy_to_host waits for all queued work and the copy.
@@ -98,8 +97,10 @@ class Backend {
   // *loss_sum; otherwise records the step (update number s->step + 1) in *record.
   virtual void commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) = 0;
 
-  // Optimizer updates over one flat arena of n parameters (PyTorch's formulas; see lib/optim).
-  // Each returns at once, on the device, when s->nonfinite & kNonfiniteSkipsUpdate.
+  // Optimizer updates over one flat arena of n parameters (PyTorch's formulas,
+  // lib/core/optimizer_formulas.h); the state arenas are laid out like the parameters. velocity
+  // may be null when h.momentum is 0. Each returns at once, on the device, when
+  // s->nonfinite & kNonfiniteSkipsUpdate.
   virtual void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
                         const StepScalars* s) = 0;
   virtual void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,

@@ -3,13 +3,26 @@
 // Kernels are created once per (layer, batch size) before training: that is where oneDNN
 // primitives, cuDNN descriptors and algorithm choices are made. The step itself only executes.
 // Lifecycle:
-//   create (plans, no memory) -> workspace_bytes() -> bind(params, grads, workspace) -> forward/backward...
+//   create (plans, no memory) -> workspace_bytes(), output_layout() -> bind(KernelBinding)
+//   -> forward(training) / backward() ...
+//
+// Design: a kernel receives every tensor it touches once, in bind(), as typed views
+// (TensorView: pointer, shape, dtype, layout) taken from the model's tensor slots; forward() and
+// backward() take no pointers. Every arena (parameters, gradients, optimizer state, buffers,
+// activations, workspaces) is sized and placed before the first step and never moves, so binding
+// once is exact, and it is what a captured step (CUDA graph) replays anyway. The executor is the
+// only place that computes where a tensor lives (lib/model/arena_layout.h): a kernel never
+// computes an arena offset, it reads its views (params[1] is the bias, wherever it is).
+// Views carry their dtype; the typed accessors (view.f32()) throw on a mismatch, so a kernel
+// written for f32 cannot silently read bf16. A layer may have several inputs (inputs[i]).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
+#include "lib/core/error.h"
 #include "lib/core/shape.h"
 
 namespace trainer {
@@ -44,6 +57,78 @@ struct Layout {
   virtual ~Layout() = default;
 };
 
+// Element types of tensors. Only f32 is produced today; bf16 and f16 are for mixed precision.
+enum class DType : uint8_t { f32, bf16, f16 };
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "fp32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "fp16";
+  }
+  return "?";
+}
+inline size_t dtype_bytes(DType t) { return t == DType::f32 ? 4 : 2; }
+
+// One tensor in backend memory, as a kernel sees it. data may be null (an input gradient nobody
+// wants, for the first layer). shape: the logical dims, batch first for activations.
+struct TensorView {
+  void* data = nullptr;
+  Shape shape;
+  DType dtype = DType::f32;
+  std::shared_ptr<const Layout> layout;  // null: plain row-major
+
+  bool empty() const { return data == nullptr; }
+  // The data as floats; throws InternalError unless dtype is f32 (null data stays null).
+  float* f32() const {
+    if (dtype != DType::f32)
+      throw InternalError(std::string("a kernel read a ") + dtype_name(dtype) + " tensor " + shape.str() +
+                          " as f32");
+    return static_cast<float*>(data);
+  }
+};
+
+// Every tensor one kernel touches, for bind().
+struct KernelBinding {
+  std::vector<TensorView> params, grads;  // one per ParamSpec of the layer, in declaration order
+  // optimizer_state[slot][k]: the optimizer's state slot (momentum, moments...) of params[k],
+  // for kernels that fuse the update; laid out like params.
+  std::vector<std::vector<TensorView>> optimizer_state;
+  std::vector<TensorView> buffers;      // one per BufferSpec (running statistics)
+  std::vector<TensorView> inputs;       // one per input of the layer (today: one)
+  std::vector<TensorView> input_grads;  // one per input; data null where no gradient is wanted
+  TensorView output, output_grad;       // output_grad has the output's shape and layout
+  void* workspace = nullptr;            // workspace_bytes() of backend memory
+  size_t workspace_bytes = 0;
+
+  const TensorView& input(size_t i = 0) const { return at(inputs, i, "input"); }
+  const TensorView& input_grad(size_t i = 0) const { return at(input_grads, i, "input gradient"); }
+  const TensorView& param(size_t i) const { return at(params, i, "parameter"); }
+  const TensorView& grad(size_t i) const { return at(grads, i, "parameter gradient"); }
+  const TensorView& buffer(size_t i) const { return at(buffers, i, "buffer"); }
+
+ private:
+  static const TensorView& at(const std::vector<TensorView>& v, size_t i, const char* what) {
+    if (i >= v.size())
+      throw InternalError(std::string("a kernel asked for ") + what + " " + std::to_string(i) + " of " +
+                          std::to_string(v.size()));
+    return v[i];
+  }
+};
+
+// The f32 pointers of a single-input layer's activations, as most kernels keep them after bind.
+struct BoundActivations {
+  float* x = nullptr;   // (batch, in...)
+  float* dx = nullptr;  // null: the input's gradient is not wanted (first layer)
+  float* y = nullptr;   // (batch, out...)
+  float* dy = nullptr;
+  BoundActivations() = default;
+  explicit BoundActivations(const KernelBinding& b)
+      : x(b.input().f32()), dx(b.input_grad().f32()), y(b.output.f32()), dy(b.output_grad.f32()) {}
+};
+
 struct KernelContext {
   Backend* backend = nullptr;
   int64_t batch = 0;
@@ -71,13 +156,14 @@ class LayerKernel {
   // Bytes of y (and of dy) in that layout (blocked layouts may pad channels); 0 = plain size,
   // batch * output numel floats.
   virtual size_t output_bytes() const { return 0; }
-  // params/grads: this layer's slices of the parameter and gradient arenas (null if none);
-  // buffers: its non-trainable state (running statistics).
-  virtual void bind(float* params, float* grads, float* buffers, void* workspace) {}
-  // x: (batch, in_shape...), y: (batch, out_shape...).
-  virtual void forward(const float* x, float* y, bool training) = 0;
-  // Overwrites (never accumulates) parameter gradients. dx may be null (first layer).
-  virtual void backward(const float* x, const float* y, const float* dy, float* dx) = 0;
+  // Hands the kernel its tensors (see the design note above). May be called again with other
+  // tensors (tests rebind with and without an input gradient); steps use the latest binding.
+  virtual void bind(const KernelBinding& b) = 0;
+  // output = f(inputs). training: dropout masks, batch statistics.
+  virtual void forward(bool training) = 0;
+  // From output_grad (and the tensors of the last forward): writes input_grads (where wanted)
+  // and overwrites (never accumulates) the parameter gradients.
+  virtual void backward() = 0;
 };
 
 }  // namespace trainer

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "lib/core/counter_rng.h"  // TRAINER_HD
+#include "lib/core/host_device.h"
 
 namespace trainer {
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "lib/core/error.h"
+#include "lib/model/arena_layout.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
@@ -15,7 +16,8 @@ struct Executor::Plan {
   std::vector<std::unique_ptr<LayerKernel>> kernels;  // null for views (flatten)
   // Byte offsets into the activation arena. Index 0 is the input; index i+1 is layer i's output.
   std::vector<size_t> act, grad;
-  std::vector<size_t> workspace;  // per layer
+  std::vector<std::shared_ptr<const Layout>> layout;  // of act[i] and grad[i]; null: plain
+  std::vector<size_t> workspace;                      // per layer
   size_t labels = 0, bytes = 0;
   size_t first_kernel = 0;                        // index of the first layer that runs a kernel
   int train_graph = -1, eval_graph = -1;          // recorded steps (backends with capture)
@@ -25,6 +27,13 @@ struct Executor::Plan {
 static size_t floats_bytes(int64_t n) { return align_up(size_t(n) * sizeof(float)); }
 // Model::check_batch_size() bounds each tensor; this bounds their sum (kernel workspaces included).
 constexpr size_t kMaxArenaBytes = size_t(kMaxArenaElements) * sizeof(float);
+
+// The batched shape (batch, per-sample dims...) of an activation.
+static Shape batched(int64_t batch, const Shape& s) {
+  std::vector<int64_t> d{batch};
+  d.insert(d.end(), s.dims.begin(), s.dims.end());
+  return Shape(std::move(d));
+}
 
 Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimizer, ExecutorOptions opt)
     : model_(model), be_(backend), opt_(optimizer), o_(std::move(opt)) {
@@ -52,23 +61,24 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     model_.check_batch_size(b);  // every tensor of this batch fits: the products below cannot overflow
     auto p = std::make_unique<Plan>();
     p->batch = b;
-    size_t off = 0;
+    ArenaLayout arena(kMaxArenaBytes);
     auto take = [&](size_t bytes) {
-      size_t at = off;
-      if (bytes > kMaxArenaBytes || __builtin_add_overflow(off, align_up(bytes), &off) ||
-          off > kMaxArenaBytes)
+      size_t at = 0;
+      if (!arena.place(bytes, &at))
         throw ConfigError("the activations and workspaces of batch size " + std::to_string(b) +
                           " need more than 2^42 bytes (4 TiB): lower data.batch_size or use smaller layers");
       return at;
     };
-    p->act.push_back(take(floats_bytes(b * model_.input_shape().numel())));
+    p->act.push_back(take(size_t(b * model_.input_shape().numel()) * sizeof(float)));
     p->grad.push_back(0);  // the input needs no gradient
+    p->layout.push_back(nullptr);
     for (size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = *layers[i];
       if (l.aliases_input()) {
         p->kernels.push_back(nullptr);
         p->act.push_back(p->act.back());
         p->grad.push_back(p->grad.back());
+        p->layout.push_back(p->layout.back());
         p->workspace.push_back(0);
         continue;
       }
@@ -82,34 +92,40 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       // Layouts: a kernel may keep its preferred output layout only when the next layer runs a
       // kernel that accepts any layout; views (flatten), the loss and the caller need plain.
       const bool prev_computes = i > 0 && p->kernels[i - 1];
-      ctx.input_layout = prev_computes ? p->kernels[i - 1]->output_layout() : nullptr;
+      ctx.input_layout = prev_computes ? p->layout.back() : nullptr;
       ctx.output_layout_free = !o_.plain_layouts && i + 1 < layers.size() &&
                                !layers[i + 1]->aliases_input() &&
                                reg.accepts_any_input_layout(layers[i + 1]->type(), be_.name());
       p->kernels.push_back(reg.make_kernel(be_.name(), l, ctx));
       if (!ctx.output_layout_free && p->kernels.back()->output_layout())
         throw InternalError("layer '" + l.name() + "' chose an output layout where plain was required");
-      size_t out_bytes = floats_bytes(b * l.output_shape().numel());
-      if (size_t kb = p->kernels.back()->output_bytes()) out_bytes = std::max(out_bytes, align_up(kb));
+      size_t out_bytes = size_t(b * l.output_shape().numel()) * sizeof(float);
+      if (size_t kb = p->kernels.back()->output_bytes()) out_bytes = std::max(out_bytes, kb);
       p->act.push_back(take(out_bytes));
       p->grad.push_back(take(out_bytes));
+      p->layout.push_back(p->kernels.back()->output_layout());
       p->workspace.push_back(take(p->kernels.back()->workspace_bytes()));
     }
     p->labels = take(size_t(b) * sizeof(int32_t));
     while (p->first_kernel < layers.size() && !p->kernels[p->first_kernel]) ++p->first_kernel;
-    p->bytes = off;
-    act_bytes = std::max(act_bytes, off);
+    p->bytes = arena.bytes();
+    act_bytes = std::max(act_bytes, p->bytes);
     plans_[b] = std::move(p);
   }
 
   // 3. Allocate: parameter arena, buffers, activations. Each allocation names what it is for.
+  // Gradients and each optimizer state slot are arenas laid out like the parameters (the Model's
+  // offsets), back to back; the arena's size is a multiple of the alignment, so every tensor of
+  // every slot stays aligned.
   n_param_floats_ = model_.param_arena_floats();
+  if (floats_bytes(n_param_floats_) != size_t(n_param_floats_) * sizeof(float))
+    throw InternalError("the parameter arena's size is not a multiple of the arena alignment");
   const int slots = 2 + optimizer.state_slots();
   try {
     params_ = static_cast<float*>(allocate(std::max<size_t>(floats_bytes(n_param_floats_) * slots, 1),
                                            "parameters, gradients and optimizer state"));
-    grads_ = params_ + floats_bytes(n_param_floats_) / sizeof(float);
-    state_ = grads_ + floats_bytes(n_param_floats_) / sizeof(float);
+    grads_ = params_ + n_param_floats_;
+    for (int k = 0; k < optimizer.state_slots(); ++k) state_.push_back(grads_ + (1 + k) * n_param_floats_);
     buffers_ = static_cast<float*>(
         allocate(floats_bytes(std::max<int64_t>(model_.buffer_arena_floats(), 1)), "layer buffers"));
     int64_t max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
@@ -141,17 +157,45 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   // the arena as one flat vector, so padding must hold zeros, not leftover memory.
   be_.zero(grads_, floats_bytes(n_param_floats_) * size_t(1 + optimizer.state_slots()));
 
-  // 4. Bind every kernel to its slices.
+  // 4. Bind every kernel to views of its tensors (the only place their addresses are taken).
   for (auto& kv : plans_) {
     Plan& p = *kv.second;
-    for (size_t i = 0; i < layers.size(); ++i) {
-      if (!p.kernels[i]) continue;
-      int64_t po = model_.layer_param_offset(int(i)), bo = model_.layer_buffer_offset(int(i));
-      p.kernels[i]->bind(po >= 0 ? params_ + po : nullptr, po >= 0 ? grads_ + po : nullptr,
-                         bo >= 0 ? buffers_ + bo : nullptr, activations_ + p.workspace[i]);
-    }
+    for (size_t i = 0; i < layers.size(); ++i)
+      if (p.kernels[i]) p.kernels[i]->bind(binding(p, i));
   }
   reset_metrics();
+}
+
+KernelBinding Executor::binding(const Plan& p, size_t i) const {
+  const Layer& l = *model_.layers()[i];
+  auto view = [](void* data, Shape shape, std::shared_ptr<const Layout> layout = nullptr) {
+    TensorView v;
+    v.data = data;
+    v.shape = std::move(shape);
+    v.dtype = DType::f32;
+    v.layout = std::move(layout);
+    return v;
+  };
+  KernelBinding b;
+  b.optimizer_state.resize(state_.size());
+  for (const TensorSlot& t : model_.params()) {
+    if (t.layer != int(i)) continue;
+    b.params.push_back(view(params_ + t.offset, t.shape));
+    b.grads.push_back(view(grads_ + t.offset, t.shape));
+    for (size_t k = 0; k < state_.size(); ++k)
+      b.optimizer_state[k].push_back(view(state_[k] + t.offset, t.shape));
+  }
+  for (const TensorSlot& t : model_.buffers())
+    if (t.layer == int(i)) b.buffers.push_back(view(buffers_ + t.offset, t.shape));
+  const Shape in = batched(p.batch, l.input_shape()), out = batched(p.batch, l.output_shape());
+  b.inputs.push_back(view(activations_ + p.act[i], in, p.layout[i]));
+  // The first computing layer's input needs no gradient.
+  b.input_grads.push_back(view(i > p.first_kernel ? activations_ + p.grad[i] : nullptr, in, p.layout[i]));
+  b.output = view(activations_ + p.act[i + 1], out, p.layout[i + 1]);
+  b.output_grad = view(activations_ + p.grad[i + 1], out, p.layout[i + 1]);
+  b.workspace = activations_ + p.workspace[i];
+  b.workspace_bytes = p.kernels[i]->workspace_bytes();
+  return b;
 }
 
 Executor::~Executor() {
@@ -193,19 +237,16 @@ void Executor::download_params(float* params, float* buffers) {
 
 int64_t Executor::optimizer_state_floats() const { return int64_t(opt_.state_slots()) * n_param_floats_; }
 
-// The state arrays sit back to back with aligned strides; host copies are packed.
+// Host copies hold the state slots' arenas one after another, as on the backend.
 void Executor::upload_optimizer_state(const float* state) {
-  const size_t stride = floats_bytes(n_param_floats_) / sizeof(float);
-  for (int s = 0; s < opt_.state_slots(); ++s)
-    be_.copy_to_device(state_ + s * stride, state + s * n_param_floats_,
+  for (size_t k = 0; k < state_.size(); ++k)
+    be_.copy_to_device(state_[k], state + k * size_t(n_param_floats_),
                        size_t(n_param_floats_) * sizeof(float));
 }
 
 void Executor::download_optimizer_state(float* state) {
-  const size_t stride = floats_bytes(n_param_floats_) / sizeof(float);
-  for (int s = 0; s < opt_.state_slots(); ++s)
-    be_.copy_to_host(state + s * n_param_floats_, state_ + s * stride,
-                     size_t(n_param_floats_) * sizeof(float));
+  for (size_t k = 0; k < state_.size(); ++k)
+    be_.copy_to_host(state + k * size_t(n_param_floats_), state_[k], size_t(n_param_floats_) * sizeof(float));
 }
 
 void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y) {
@@ -217,11 +258,8 @@ void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y) 
 // Everything from the uploaded batch to the metric sums; per-step values come from scalars_.
 void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   const auto& layers = model_.layers();
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (!p.kernels[i]) continue;
-    p.kernels[i]->forward(reinterpret_cast<float*>(activations_ + p.act[i]),
-                          reinterpret_cast<float*>(activations_ + p.act[i + 1]), training);
-  }
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (p.kernels[i]) p.kernels[i]->forward(training);
   if (!with_loss) return;
   const int64_t batch = p.batch;
   const int32_t* labels = reinterpret_cast<int32_t*>(activations_ + p.labels);
@@ -239,20 +277,14 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
 
 void Executor::enqueue_backward_and_update(Plan& p) {
   const auto& layers = model_.layers();
-  for (size_t i = layers.size(); i-- > 0;) {
-    if (!p.kernels[i]) continue;
-    // The first computing layer's input needs no gradient.
-    float* dx = i > p.first_kernel ? reinterpret_cast<float*>(activations_ + p.grad[i]) : nullptr;
-    p.kernels[i]->backward(reinterpret_cast<float*>(activations_ + p.act[i]),
-                           reinterpret_cast<float*>(activations_ + p.act[i + 1]),
-                           reinterpret_cast<float*>(activations_ + p.grad[i + 1]), dx);
-  }
+  for (size_t i = layers.size(); i-- > 0;)
+    if (p.kernels[i]) p.kernels[i]->backward();
   if (grad_hook_) grad_hook_(grads_);
   if (clip_) be_.clip_grad_norm(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, clip_);
   // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
   // finite; weights are checked after it; the host reads the record only with the metrics.
   be_.check_finite(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
-  opt_.step(be_, params_, grads_, state_, n_param_floats_, scalars_);
+  opt_.step(be_, params_, grads_, state_.data(), n_param_floats_, scalars_);
   be_.check_finite(params_, n_param_floats_, kNonfiniteWeights, scalars_);
   be_.commit_step(scalars_, p.batch, metrics_, nonfinite_);
 }

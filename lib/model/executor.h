@@ -1,8 +1,8 @@
 // Executor: a Model made runnable on one Backend.
 //
 // Everything is planned and allocated in the constructor, before the first step:
-//   - one arena: parameters | gradients | optimizer state (same layout, so it can be all-reduced
-//     or updated as one flat vector);
+//   - one arena: parameters | gradients | optimizer state slots (each laid out like the
+//     parameters, so it can be all-reduced or updated as one flat vector);
 //   - one activation arena sized for the largest batch: input, every layer's output and its
 //     gradient, kernel workspaces, labels;
 //   - kernels (oneDNN primitives, cuDNN descriptors and algorithms) for each batch size the run
@@ -103,6 +103,8 @@ class Executor {
   void enqueue_backward_and_update(Plan& p);
   void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);
   void* allocate(size_t bytes, const std::string& what);
+  // Views of layer i's tensors in plan p, for LayerKernel::bind.
+  KernelBinding binding(const Plan& p, size_t i) const;
 
   const Model& model_;
   Backend& be_;
@@ -112,9 +114,9 @@ class Executor {
   std::vector<void*> allocations_;
   std::vector<MemoryItem> memory_plan_;
   int64_t n_param_floats_ = 0;
-  float* params_ = nullptr;  // arena: params | grads | state
+  float* params_ = nullptr;  // arena: params | grads | state slots, each laid out like params
   float* grads_ = nullptr;
-  float* state_ = nullptr;
+  std::vector<float*> state_;  // per optimizer state slot
   float* buffers_ = nullptr;
   char* activations_ = nullptr;
   StepScalars* scalars_ = nullptr;        // backend memory

@@ -2,8 +2,9 @@
 //
 // A layer owns its hyper-parameters, infers its per-sample output shape from its input shape and
 // declares its parameter tensors. It owns no memory: the model lays every parameter out in one
-// contiguous arena (llm.c style) and each backend's kernel gets its slice. How the computation
-// runs is the business of the kernels registered for each backend (see lib/backend/layer_kernel.h).
+// contiguous arena (llm.c style) and each backend's kernel gets views of its tensors. How the
+// computation runs is the business of the kernels registered for each backend (see
+// lib/backend/layer_kernel.h).
 #pragma once
 
 #include <yaml-cpp/yaml.h>

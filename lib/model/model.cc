@@ -5,9 +5,9 @@
 #include <map>
 
 #include "lib/config/node_reader.h"
-#include "lib/core/counter_rng.h"
 #include "lib/core/error.h"
-#include "lib/model/param_layout.h"
+#include "lib/core/rng.h"
+#include "lib/model/arena_layout.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
@@ -67,29 +67,32 @@ Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init
     layer->build(in, int(layers_.size()));
     layers_.push_back(std::move(layer));
   }
-  // Every tensor fits (Layer::build checked each); the arena totals are checked here.
-  auto grow = [&](int64_t& total, int64_t add, const Layer& l) {
-    if (!checked_add(total, add, &total) || total > kMaxArenaElements)
-      throw ConfigError("model.layers: the parameters up to layer '" + l.name() + "' need more than " +
-                        with_thousands(kMaxArenaElements) + " floats (2^40); use smaller layers");
+  // Every tensor fits (Layer::build checked each); the arena totals are checked here. Offsets
+  // follow the one alignment rule (lib/model/arena_layout.h), in floats.
+  ArenaLayout param_arena(size_t(kMaxArenaElements) * sizeof(float)),
+      buffer_arena(size_t(kMaxArenaElements) * sizeof(float));
+  auto place = [&](ArenaLayout& arena, const Shape& shape, const Layer& l, const char* what) {
+    size_t at = 0;
+    if (!arena.place(size_t(shape.numel()) * sizeof(float), &at))
+      throw ConfigError(std::string("model.layers: the ") + what + " up to layer '" + l.name() +
+                        "' need more than " + with_thousands(kMaxArenaElements) +
+                        " floats (2^40); use smaller layers");
+    return int64_t(at / sizeof(float));
   };
   for (size_t li = 0; li < layers_.size(); ++li) {
-    layer_param_offset_.push_back(-1);
-    for (const ParamSpec& p : layers_[li]->param_specs()) {
-      if (layer_param_offset_.back() < 0) layer_param_offset_.back() = param_floats_;
-      params_.push_back({layers_[li]->name() + "." + p.name, p.shape, param_floats_, int(li), p});
-      grow(param_floats_, param_slot_floats(p.shape.numel()), *layers_[li]);
-    }
-    layer_buffer_offset_.push_back(-1);
+    for (const ParamSpec& p : layers_[li]->param_specs())
+      params_.push_back({layers_[li]->name() + "." + p.name, p.shape,
+                         place(param_arena, p.shape, *layers_[li], "parameters"), int(li), p});
     for (const BufferSpec& b : layers_[li]->buffer_specs()) {
-      if (layer_buffer_offset_.back() < 0) layer_buffer_offset_.back() = buffer_floats_;
       ParamSpec spec;
       spec.name = b.name;
       spec.shape = b.shape;
-      buffers_.push_back({layers_[li]->name() + "." + b.name, b.shape, buffer_floats_, int(li), spec});
-      grow(buffer_floats_, b.shape.numel(), *layers_[li]);
+      buffers_.push_back({layers_[li]->name() + "." + b.name, b.shape,
+                          place(buffer_arena, b.shape, *layers_[li], "buffers"), int(li), spec});
     }
   }
+  param_floats_ = int64_t(param_arena.bytes() / sizeof(float));
+  buffer_floats_ = int64_t(buffer_arena.bytes() / sizeof(float));
 }
 
 void Model::check_batch_size(int64_t batch) const {
@@ -112,7 +115,7 @@ int64_t Model::num_params() const {
 }
 
 void Model::initialize(float* params, float* buffers, uint64_t seed) const {
-  SplitMix rng(seed ^ 0x1A17u);
+  SplitMix64 rng = SplitMix64::counter(seed ^ 0x1A17u);
   std::fill(params, params + param_floats_, 0.f);
   for (const TensorSlot& s : params_) {
     float* w = params + s.offset;

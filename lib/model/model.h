@@ -53,16 +53,15 @@ class Model {
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   InitScheme init_scheme() const { return init_; }
 
-  // Parameters: one flat arena, layer by layer, in declaration order; each slot 64-float aligned
-  // so kernels may vectorize per tensor.
+  // Parameters: one flat arena, layer by layer, in declaration order; every tensor starts on the
+  // one alignment (lib/model/arena_layout.h), and the arena's size is a multiple of it, so the
+  // gradient and optimizer-state arenas that follow it keep the same per-tensor offsets.
   const std::vector<TensorSlot>& params() const { return params_; }
   int64_t param_arena_floats() const { return param_floats_; }
   int64_t num_params() const;  // excluding alignment padding
-  // The first param slot of a layer, offset in floats (or -1 when it has none).
-  int64_t layer_param_offset(int layer) const { return layer_param_offset_[layer]; }
+  // Buffers (running statistics): their own arena, laid out by the same rule.
   const std::vector<TensorSlot>& buffers() const { return buffers_; }
   int64_t buffer_arena_floats() const { return buffer_floats_; }
-  int64_t layer_buffer_offset(int layer) const { return layer_buffer_offset_[layer]; }
 
   // Fills host copies of the arenas: PyTorch's default init (Kaiming-uniform a=sqrt(5), bias
   // U(+-1/sqrt(fan_in))) or Keras' (Glorot-uniform, zero bias). Deterministic in seed.
@@ -78,7 +77,6 @@ class Model {
   InitScheme init_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<TensorSlot> params_, buffers_;
-  std::vector<int64_t> layer_param_offset_, layer_buffer_offset_;
   int64_t param_floats_ = 0, buffer_floats_ = 0;
 };
 

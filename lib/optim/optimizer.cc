@@ -89,14 +89,14 @@ void Optimizer::prepare(StepScalars& s, int64_t t, float lr) const {
   }
 }
 
-void Optimizer::step(Backend& b, float* w, const float* g, float* state, int64_t n,
+void Optimizer::step(Backend& b, float* w, const float* g, float* const* state, int64_t n,
                      const StepScalars* s) const {
   if (c_.type == "sgd") {
-    b.sgd_step(c_.sgd, w, g, state, n, s);
+    b.sgd_step(c_.sgd, w, g, state_slots() ? state[0] : nullptr, n, s);
   } else if (c_.type == "rmsprop") {
-    b.rmsprop_step(c_.rmsprop, w, g, state, state + n, state + 2 * n, n, s);
+    b.rmsprop_step(c_.rmsprop, w, g, state[0], state[1], state[2], n, s);
   } else {
-    b.adam_step(c_.adam, w, g, state, state + n, n, s);
+    b.adam_step(c_.adam, w, g, state[0], state[1], n, s);
   }
 }
 

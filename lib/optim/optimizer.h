@@ -34,13 +34,15 @@ class Optimizer {
  public:
   explicit Optimizer(const OptimizerConfig& c) : c_(c) {}
   const OptimizerConfig& config() const { return c_; }
-  // Parameter-sized state arrays (momentum, moments...), laid out after the gradients.
+  // Parameter-sized state arenas (momentum, moments...): each laid out like the parameter arena,
+  // with the same per-tensor offsets (lib/model/arena_layout.h).
   int state_slots() const;
   // Fills lr, bias corrections and Nadam's momentum schedule for update number t (1-based).
   // momentum_product carries Nadam's running product between calls.
   void prepare(StepScalars& s, int64_t t, float lr) const;
-  // One update of n parameters; state: state_slots() arrays of n floats each, back to back.
-  void step(Backend& b, float* w, const float* g, float* state, int64_t n, const StepScalars* s) const;
+  // One update of the n floats of the parameter arena w (g: the gradient arena);
+  // state[k]: state slot k's arena, k < state_slots() (state may be null when there are none).
+  void step(Backend& b, float* w, const float* g, float* const* state, int64_t n, const StepScalars* s) const;
 
  private:
   OptimizerConfig c_;

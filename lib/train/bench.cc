@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "lib/core/counter_rng.h"
+#include "lib/core/rng.h"
 #include "lib/layers/embedding.h"
 #include "lib/memory/allocator.h"
 #include "lib/train/session.h"
@@ -22,19 +22,19 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
 
   // One synthetic batch: standard-normal-ish features, or token ids for an embedding model.
   // x: (B, input...)  y: (B)
-  SplitMix rng(cfg.seed ^ 0xBE7C4u);
+  SplitMix64 rng = SplitMix64::counter(cfg.seed ^ 0xBE7C4u);
   std::vector<float> x(size_t(B * model.input_shape().numel()));
   const auto* emb = dynamic_cast<const Embedding*>(model.layers().front().get());
   for (auto& v : x) {
     if (emb) {
-      v = float(rng.next() % uint64_t(emb->input_dim));
+      v = float(rng.next_u64() % uint64_t(emb->input_dim));
     } else {
       const double u = std::max(rng.uniform(), 1e-12), w = rng.uniform();
       v = float(std::sqrt(-2 * std::log(u)) * std::cos(2 * M_PI * w));
     }
   }
   std::vector<int32_t> y(static_cast<size_t>(B));
-  for (auto& v : y) v = int32_t(rng.next() % uint64_t(s->classes));
+  for (auto& v : y) v = int32_t(rng.next_u64() % uint64_t(s->classes));
 
   Executor& ex = *s->executor;
   const float lr = float(cfg.optimizer.lr);

@@ -22,16 +22,15 @@
 #include <utility>
 #include <vector>
 
+#include "lib/backend/layer_kernel.h"
 #include "lib/core/shape.h"
 #include "tests/conformance/reference.h"
 
 namespace trainer::conformance {
 
-// The element type of activations and parameters. Only fp32 exists today; bf16/fp16 add values
-// here and rows below.
-enum class DType { fp32 };
-constexpr DType kDTypes[] = {DType::fp32};  // every dtype: each layer type needs a row per entry
-const char* dtype_name(DType t);
+// The element types of the kernel contract (DType, lib/backend/layer_kernel.h) that layers are
+// tested in. Only f32 exists today; bf16/f16 add entries here and rows below.
+constexpr DType kDTypes[] = {DType::f32};  // every dtype: each layer type needs a row per entry
 
 // Which checks a case runs (bits).
 enum Check : unsigned {
@@ -92,7 +91,7 @@ using PropertyCheck = void (*)(const Row& row, const Case& c, const CaseData& da
 
 struct Row {
   std::string type;
-  DType dtype = DType::fp32;
+  DType dtype = DType::f32;
   ReferenceForward reference = nullptr;  // null: the type runs no kernel (see no_kernel)
   std::string no_kernel;                 // why there is no kernel: a view, a macro
   bool input_differentiable = true;      // false (token ids): dx must be exactly 0

@@ -11,8 +11,8 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "lib/config/node_reader.h"
-#include "lib/core/counter_rng.h"
-#include "lib/model/param_layout.h"
+#include "lib/core/rng.h"
+#include "lib/model/arena_layout.h"
 #include "lib/registry/registry.h"
 #include "tests/warning_sink.h"
 
@@ -31,20 +31,20 @@ std::unique_ptr<Layer> build_layer(const std::string& yaml, const Shape& input) 
 }
 
 std::vector<float> uniform(size_t n, uint64_t seed, double lo, double hi) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<float> v(n);
   for (auto& x : v) x = float(lo + (hi - lo) * rng.uniform());
   return v;
 }
 
 std::vector<float> draw_inputs(const Inputs& in, size_t n, uint64_t seed) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<float> x(n);
   switch (in.kind) {
     case Inputs::Kind::grid: {
       std::vector<size_t> perm(n);
       for (size_t i = 0; i < n; ++i) perm[i] = i;
-      for (size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.next() % i]);
+      for (size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.next_u64() % i]);
       for (size_t i = 0; i < n; ++i) x[i] = -1.f + 2.f * (float(perm[i]) + 0.5f) / float(n);
       break;
     }
@@ -56,7 +56,7 @@ std::vector<float> draw_inputs(const Inputs& in, size_t n, uint64_t seed) {
       for (auto& v : x) v = std::floor(v);
       break;
     case Inputs::Kind::tokens:
-      for (auto& v : x) v = rng.uniform() < in.lo ? 0.f : float(int64_t(rng.next() % uint64_t(in.vocab)));
+      for (auto& v : x) v = rng.uniform() < in.lo ? 0.f : float(int64_t(rng.next_u64() % uint64_t(in.vocab)));
       break;
   }
   return x;
@@ -102,12 +102,12 @@ ReferenceInput reference_input(const CaseData& d) {
   ri.training = d.training;
   ri.forwards = d.forwards;
   ri.x.assign(d.x.begin(), d.x.end());
-  int64_t at = 0;
-  for (const ParamSpec& p : d.layer->param_specs()) {
-    ri.params.emplace_back(d.params.begin() + at, d.params.begin() + at + p.shape.numel());
-    at += param_slot_floats(p.shape.numel());
+  const auto specs = d.layer->param_specs();
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const auto begin = d.params.begin() + long(d.param_offsets[k]);
+    ri.params.emplace_back(begin, begin + specs[k].shape.numel());
   }
-  at = 0;
+  int64_t at = 0;
   for (const BufferSpec& b : d.layer->buffer_specs()) {
     ri.buffers.emplace_back(d.buffers.begin() + at, d.buffers.begin() + at + b.shape.numel());
     at += b.shape.numel();
@@ -173,14 +173,6 @@ std::string describe(const Row& row, const Case& c, const std::string& backend) 
 
 }  // namespace
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::fp32:
-      return "fp32";
-  }
-  return "?";
-}
-
 Backend& cpu_backend() {
   static CpuBackend* b = new CpuBackend();
   return *b;
@@ -215,17 +207,22 @@ CaseData make_case_data(const Case& c) {
   d.x = draw_inputs(c.inputs, size_t(c.batch * c.input.numel()), c.seed);
   for (const auto& [i, v] : c.set_inputs) d.x.at(i) = v;
   d.dy = uniform(size_t(c.batch * d.layer->output_shape().numel()), c.seed + 2, -1, 1);
-  SplitMix rng(c.seed + 1);
+  SplitMix64 rng = SplitMix64::counter(c.seed + 1);
+  ArenaLayout arena(size_t(kMaxArenaElements) * sizeof(float));
   for (const ParamSpec& p : d.layer->param_specs()) {
-    const size_t at = d.params.size(), n = size_t(p.shape.numel());
-    d.params.resize(at + size_t(param_slot_floats(p.shape.numel())), std::numeric_limits<float>::quiet_NaN());
+    size_t at = 0;
+    const size_t n = size_t(p.shape.numel());
+    REQUIRE(arena.place(n * sizeof(float), &at));
+    at /= sizeof(float);
+    d.param_offsets.push_back(at);
+    d.params.resize(arena.bytes() / sizeof(float), std::numeric_limits<float>::quiet_NaN());
     const double shift = p.role == ParamRole::gamma ? 1.0 : 0.0;
     for (size_t i = 0; i < n; ++i) {
       d.params[at + i] = float(shift - 0.5 + rng.uniform());
       d.live.push_back(at + i);
     }
   }
-  SplitMix brng(c.seed + 3);
+  SplitMix64 brng = SplitMix64::counter(c.seed + 3);
   for (const BufferSpec& b : d.layer->buffer_specs())
     for (int64_t i = 0; i < b.shape.numel(); ++i) d.buffers.push_back(float(b.init - 0.5 + brng.uniform()));
   d.scalars.seed = 1234;
@@ -285,8 +282,42 @@ KernelRun::KernelRun(Backend& backend, const CaseData& data) : be_(backend), d_(
   ctx.deterministic = true;
   kernel_ = Registry::global().make_kernel(be_.name(), l, ctx);
   t_->workspace = std::make_unique<DeviceBuffer>(be_, (kernel_->workspace_bytes() + 3) / 4);
-  kernel_->bind(d_.params.empty() ? nullptr : t_->params.get(), d_.params.empty() ? nullptr : t_->grads.get(),
-                d_.buffers.empty() ? nullptr : t_->buffers.get(), t_->workspace->get());
+  kernel_->bind(binding(true));
+}
+
+// Views of the case's tensors, as the executor makes them from the model's slots.
+KernelBinding KernelRun::binding(bool with_dx) const {
+  const Layer& l = *d_.layer;
+  auto view = [&](float* data, const Shape& shape) {
+    TensorView v;
+    v.data = data;
+    v.shape = shape;
+    v.dtype = DType::f32;
+    return v;
+  };
+  auto batched = [&](const Shape& s) {
+    std::vector<int64_t> dims{d_.batch};
+    dims.insert(dims.end(), s.dims.begin(), s.dims.end());
+    return Shape(std::move(dims));
+  };
+  KernelBinding b;
+  const auto specs = l.param_specs();
+  for (size_t k = 0; k < specs.size(); ++k) {
+    b.params.push_back(view(t_->params.get() + d_.param_offsets[k], specs[k].shape));
+    b.grads.push_back(view(t_->grads.get() + d_.param_offsets[k], specs[k].shape));
+  }
+  size_t at = 0;
+  for (const BufferSpec& s : l.buffer_specs()) {
+    b.buffers.push_back(view(t_->buffers.get() + at, s.shape));
+    at += size_t(s.shape.numel());
+  }
+  b.inputs.push_back(view(t_->x.get(), batched(l.input_shape())));
+  b.input_grads.push_back(view(with_dx ? t_->dx.get() : nullptr, batched(l.input_shape())));
+  b.output = view(t_->y.get(), batched(l.output_shape()));
+  b.output_grad = view(t_->dy.get(), batched(l.output_shape()));
+  b.workspace = t_->workspace->get();
+  b.workspace_bytes = kernel_->workspace_bytes();
+  return b;
 }
 
 KernelRun::~KernelRun() {
@@ -300,18 +331,19 @@ RunOutput KernelRun::run(bool with_dx) {
   t_->grads.upload(std::vector<float>(d_.params.size(), kGradientSentinel));
   t_->buffers.upload(d_.buffers);
   t_->dx.upload(std::vector<float>(d_.x.size(), kGradientSentinel));
-  for (int i = 0; i < d_.forwards; ++i) kernel_->forward(t_->x.get(), t_->y.get(), d_.training);
+  kernel_->bind(binding(with_dx));
+  for (int i = 0; i < d_.forwards; ++i) kernel_->forward(d_.training);
   RunOutput out;
   out.y = t_->y.download(d_.dy.size());
   out.buffers = t_->buffers.download(d_.buffers.size());
-  kernel_->backward(t_->x.get(), t_->y.get(), t_->dy.get(), with_dx ? t_->dx.get() : nullptr);
+  kernel_->backward();
   if (with_dx) out.dx = t_->dx.download(d_.x.size());
   out.grads = t_->grads.download(d_.params.size());
   return out;
 }
 
 double KernelRun::objective() {
-  kernel_->forward(t_->x.get(), t_->y.get(), d_.training);
+  kernel_->forward(d_.training);
   const std::vector<float> y = t_->y.download(d_.dy.size());
   double L = 0;
   for (size_t i = 0; i < y.size(); ++i) L += double(y[i]) * double(d_.dy[i]);
@@ -325,7 +357,7 @@ void KernelRun::set_param(size_t i, float v) { be_.copy_to_device(t_->params.get
 
 void run_case(const Row& row, const Case& c, Backend& backend, Backend* cpu) {
   INFO(describe(row, c, backend.name()));
-  REQUIRE(row.dtype == DType::fp32);  // the kernel contract carries no dtype yet (issue 9, item 2)
+  REQUIRE(row.dtype == DType::f32);  // the host data below is float
   const CaseData d = make_case_data(c);
   std::optional<test::ExpectWarning> expected;
   if (!c.expect_warning.empty()) expected.emplace(c.expect_warning);

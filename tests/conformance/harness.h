@@ -18,12 +18,14 @@ struct CaseData {
   int64_t batch = 0;
   bool training = true;
   int forwards = 1;
-  std::vector<float> x, dy;    // dy is also r in the finite differences' L = sum(y * r)
-  std::vector<float> params;   // the layer's slice of the arena, laid out as Model does (64-float
-                               // slots); the slots' padding holds NaN, which no kernel may read
-  std::vector<size_t> live;    // the tensors' elements in `params` (padding excluded)
-  std::vector<float> buffers;  // the buffer specs' tensors, one after another
-  StepScalars scalars;         // seed and step of dropout's mask
+  std::vector<float> x, dy;           // dy is also r in the finite differences' L = sum(y * r)
+  std::vector<float> params;          // the layer's tensors, laid out as Model does (ArenaLayout: one
+                                      // aligned slot each); the slots' padding holds NaN, which no kernel
+                                      // may read
+  std::vector<size_t> param_offsets;  // of each ParamSpec's tensor in `params`, in floats
+  std::vector<size_t> live;           // the tensors' elements in `params` (padding excluded)
+  std::vector<float> buffers;         // the buffer specs' tensors, one after another
+  StepScalars scalars;                // seed and step of dropout's mask
   int layer_index = 3;
 };
 
@@ -55,6 +57,7 @@ class KernelRun {
   void set_param(size_t i, float v);
 
  private:
+  KernelBinding binding(bool with_dx) const;
   struct Tensors;
   Backend& be_;
   const CaseData& d_;

@@ -16,9 +16,8 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "lib/backend/backend_registry.h"
 #include "lib/config/node_reader.h"
-#include "lib/core/counter_rng.h"
+#include "lib/core/rng.h"
 #include "lib/model/layer.h"
-#include "lib/model/param_layout.h"
 #include "lib/optim/optimizer.h"
 #include "lib/registry/registry.h"
 
@@ -61,7 +60,7 @@ inline OptimizerConfig make_optimizer(const std::string& yaml) {
 }
 
 inline std::vector<float> random_vector(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<float> v(n);
   for (auto& x : v) x = lo + (hi - lo) * float(rng.uniform());
   return v;
@@ -109,24 +108,5 @@ class Buffer {
   size_t bytes_;
   void* p_;
 };
-
-// Floats of a layer's slice of the parameter arena, laid out as Model does (64-float slots).
-inline int64_t param_slice_floats(const Layer& l) {
-  int64_t n = 0;
-  for (const ParamSpec& p : l.param_specs()) n += param_slot_floats(p.shape.numel());
-  return n;
-}
-
-// The real elements of each parameter slot of a layer's slice, without the alignment padding.
-inline std::vector<float> unpadded(const Layer& l, const std::vector<float>& arena) {
-  std::vector<float> out;
-  size_t at = 0;
-  for (const ParamSpec& p : l.param_specs()) {
-    const size_t n = size_t(p.shape.numel());
-    out.insert(out.end(), arena.begin() + long(at), arena.begin() + long(at + n));
-    at += size_t(param_slot_floats(p.shape.numel()));
-  }
-  return out;
-}
 
 }  // namespace trainer::gpu_test

@@ -62,9 +62,9 @@ ExecRun run_executor(Backend& be, const Model& model, const std::string& optimiz
   ex.upload_params(r.initial.data(), buffers.data());
   const int64_t in = model.input_shape().numel();
   auto labels = [](int64_t b, uint64_t seed) {
-    SplitMix rng(seed);
+    SplitMix64 rng = SplitMix64::counter(seed);
     std::vector<int32_t> y(static_cast<size_t>(b));
-    for (auto& v : y) v = int32_t(rng.next() % 8);
+    for (auto& v : y) v = int32_t(rng.next_u64() % 8);
     return y;
   };
   for (int64_t t = 1; t <= 4; ++t) {

@@ -93,7 +93,8 @@ TEST_CASE("gpu optimizer kernels update nothing in a step flagged non-finite", "
       opt.prepare(s, 3, 0.01f);
       s.nonfinite = bits;
       be.copy_to_device(scb.get(), &s, sizeof s);
-      opt.step(be, wb.as(), gb.as(), sb.as(), n, scb.as<StepScalars>());
+      float* slots[] = {sb.as(), sb.as() + n, sb.as() + 2 * n};  // state arenas back to back
+      opt.step(be, wb.as(), gb.as(), slots, n, scb.as<StepScalars>());
       REQUIRE(wb.download(size_t(n)) == w0);
       REQUIRE(sb.download(state_n) == st0);
     }

@@ -19,9 +19,9 @@ namespace {
 constexpr int64_t kBatch = 37, kClasses = 10;
 
 std::vector<int32_t> labels_for(int64_t batch, int64_t classes, uint64_t seed) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<int32_t> y(size_t(batch), 0);
-  for (auto& v : y) v = int32_t(rng.next() % uint64_t(classes));
+  for (auto& v : y) v = int32_t(rng.next_u64() % uint64_t(classes));
   return y;
 }
 
@@ -124,11 +124,13 @@ TEST_CASE("gpu optimizer steps match the CPU", "[gpu][optim]") {
     for (int64_t t = 1; t <= 3; ++t) {
       const std::vector<float> g = random_vector(size_t(n), 100 + uint64_t(t), -0.1f, 0.1f);
       opt.prepare(s_cpu, t, 0.01f * float(t));
-      opt.step(cpu_backend(), w_cpu.data(), g.data(), state_cpu.data(), n, &s_cpu);
+      float* cpu_slots[] = {state_cpu.data(), state_cpu.data() + n, state_cpu.data() + 2 * n};
+      opt.step(cpu_backend(), w_cpu.data(), g.data(), cpu_slots, n, &s_cpu);
       opt.prepare(s_gpu, t, 0.01f * float(t));
       be.copy_to_device(scb.get(), &s_gpu, sizeof s_gpu);  // read by the kernel, not passed by value
       gb.upload(g);
-      opt.step(be, wb.as(), gb.as(), sb.as(), n, scb.as<StepScalars>());
+      float* gpu_slots[] = {sb.as(), sb.as() + n, sb.as() + 2 * n};
+      opt.step(be, wb.as(), gb.as(), gpu_slots, n, scb.as<StepScalars>());
     }
     const std::vector<float> w_gpu = wb.download(size_t(n));
     const std::vector<float> state_gpu = sb.download(state_cpu.size());

@@ -23,9 +23,9 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 // Token ids for an embedding of `vocab` rows: a share `pad` of zeros (padding), the rest uniform.
 std::vector<float> token_ids(size_t n, int64_t vocab, double pad, uint64_t seed) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<float> x(n);
-  for (auto& v : x) v = rng.uniform() < pad ? 0.f : float(int64_t(rng.next() % uint64_t(vocab)));
+  for (auto& v : x) v = rng.uniform() < pad ? 0.f : float(int64_t(rng.next_u64() % uint64_t(vocab)));
   return x;
 }
 
@@ -51,9 +51,9 @@ struct TextRun {
 };
 
 std::vector<int32_t> labels(int64_t b, uint64_t seed) {
-  SplitMix rng(seed);
+  SplitMix64 rng = SplitMix64::counter(seed);
   std::vector<int32_t> y(static_cast<size_t>(b));
-  for (auto& v : y) v = int32_t(rng.next() % 5);
+  for (auto& v : y) v = int32_t(rng.next_u64() % 5);
   return y;
 }
 

@@ -1,0 +1,148 @@
+// The optimizer updates, per element, one formula for the CPU and CUDA kernels (PyTorch's
+// torch.optim forms; Nadam as Keras). Each update has two parts:
+//   *_coeffs(): the per-step constants, from the hyper-parameters and the step's scalars
+//               (learning rate, bias corrections), computed once per launch;
+//   *_update(): one parameter w with its gradient g and state, in place.
+// Every operation rounds once (lib/core/host_device.h), so both backends give the same bits.
+#pragma once
+
+#include <cstdint>
+
+#include "lib/core/host_device.h"
+
+namespace trainer {
+
+// ---- SGD: momentum, dampening, Nesterov, L2 weight decay (torch.optim.SGD) ----
+//   g' = g + wd*w;  b = g' on the first step, else mu*b + (1-dampening)*g'
+//   d = nesterov ? g' + mu*b : b;  w -= lr*d
+struct SgdCoeffs {
+  float lr, mu, wd, damp;  // damp = 1 - dampening
+  bool first, nesterov;    // first: update number 1 (step 0), where b = g'
+};
+
+TRAINER_HD SgdCoeffs sgd_coeffs(float momentum, float dampening, float weight_decay, bool nesterov, float lr,
+                                uint64_t step) {
+  return {lr, momentum, weight_decay, sub_rn(1.f, dampening), step == 0, nesterov};
+}
+
+// velocity is read and written only with momentum (c.mu != 0).
+TRAINER_HD void sgd_update(const SgdCoeffs& c, float& w, float g, float& velocity) {
+  const float wi = w;
+  float gi = add_rn(g, mul_rn(c.wd, wi));
+  if (c.mu != 0.f) {
+    const float b = c.first ? gi : add_rn(mul_rn(c.mu, velocity), mul_rn(c.damp, gi));
+    velocity = b;
+    gi = c.nesterov ? add_rn(gi, mul_rn(c.mu, b)) : b;
+  }
+  w = sub_rn(wi, mul_rn(c.lr, gi));
+}
+
+// ---- Adam (L2 decay) and AdamW (decoupled decay) ----
+//   Adam:  g' = g + wd*w; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2
+//          w -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)            (torch.optim.Adam)
+//   AdamW: w *= 1 - lr*wd first, then Adam without the L2 term          (torch.optim.AdamW)
+//   bc1 = 1 - b1^t, bc2 = 1 - b2^t.
+struct AdamCoeffs {
+  float b1, b2, one_b1, one_b2, eps, step_size, sqrt_bc2, decay, l2;
+};
+
+TRAINER_HD AdamCoeffs adam_coeffs(float beta1, float beta2, float eps, float weight_decay, bool decoupled,
+                                  float lr, float bias_correction1, float bias_correction2) {
+  AdamCoeffs c;
+  c.b1 = beta1;
+  c.b2 = beta2;
+  c.one_b1 = sub_rn(1.f, beta1);
+  c.one_b2 = sub_rn(1.f, beta2);
+  c.eps = eps;
+  c.step_size = div_rn(lr, bias_correction1);
+  c.sqrt_bc2 = sqrt_rn(bias_correction2);
+  c.decay = decoupled ? sub_rn(1.f, mul_rn(lr, weight_decay)) : 1.f;
+  c.l2 = decoupled ? 0.f : weight_decay;
+  return c;
+}
+
+TRAINER_HD void adam_update(const AdamCoeffs& c, float& w, float g, float& m, float& v) {
+  const float wi = mul_rn(w, c.decay);
+  const float gi = add_rn(g, mul_rn(c.l2, wi));
+  const float mi = add_rn(mul_rn(c.b1, m), mul_rn(c.one_b1, gi));
+  const float vi = add_rn(mul_rn(c.b2, v), mul_rn(mul_rn(c.one_b2, gi), gi));
+  m = mi;
+  v = vi;
+  const float denom = add_rn(div_rn(sqrt_rn(vi), c.sqrt_bc2), c.eps);
+  w = sub_rn(wi, div_rn(mul_rn(c.step_size, mi), denom));
+}
+
+// ---- Nadam, Keras' formula with momentum decay mu_t = b1 (1 - 0.5 * 0.96^(t*0.004)) ----
+//   m_hat = mu_{t+1} m / (1 - prod_{i<=t+1} mu_i) + (1-mu_t) g' / (1 - prod_{i<=t} mu_i)
+//   w -= lr * m_hat / (sqrt(v / bc2) + eps)
+//   momentum_product = prod mu_i up to t; mu_t, mu_next: mu at t and t+1 (t counted from 1).
+struct NadamCoeffs {
+  float lr, b1, b2, one_b1, one_b2, eps, wd, c_m, c_g, bc2;
+};
+
+TRAINER_HD NadamCoeffs nadam_coeffs(float beta1, float beta2, float eps, float weight_decay, float lr,
+                                    float bias_correction2, float momentum_product, float mu_t,
+                                    float mu_next) {
+  NadamCoeffs c;
+  c.lr = lr;
+  c.b1 = beta1;
+  c.b2 = beta2;
+  c.one_b1 = sub_rn(1.f, beta1);
+  c.one_b2 = sub_rn(1.f, beta2);
+  c.eps = eps;
+  c.wd = weight_decay;
+  const float prod_next = mul_rn(momentum_product, mu_next);
+  c.c_m = div_rn(mu_next, sub_rn(1.f, prod_next));
+  c.c_g = div_rn(sub_rn(1.f, mu_t), sub_rn(1.f, momentum_product));
+  c.bc2 = bias_correction2;
+  return c;
+}
+
+TRAINER_HD void nadam_update(const NadamCoeffs& c, float& w, float g, float& m, float& v) {
+  const float wi = w;
+  const float gi = add_rn(g, mul_rn(c.wd, wi));
+  const float mi = add_rn(mul_rn(c.b1, m), mul_rn(c.one_b1, gi));
+  const float vi = add_rn(mul_rn(c.b2, v), mul_rn(mul_rn(c.one_b2, gi), gi));
+  m = mi;
+  v = vi;
+  const float m_hat = add_rn(mul_rn(c.c_m, mi), mul_rn(c.c_g, gi));
+  const float denom = add_rn(sqrt_rn(div_rn(vi, c.bc2)), c.eps);
+  w = sub_rn(wi, div_rn(mul_rn(c.lr, m_hat), denom));
+}
+
+// ---- RMSprop (torch.optim.RMSprop) ----
+//   g' = g + wd*w; sq = a sq + (1-a) g'^2; var = sq - ga^2 when centered (ga = a ga + (1-a) g')
+//   denom = sqrt(var) + eps; momentum: buf = mu buf + g'/denom, w -= lr buf; else w -= lr g'/denom
+struct RmspropCoeffs {
+  float lr, a, one_a, eps, momentum, wd;
+  bool centered;
+};
+
+TRAINER_HD RmspropCoeffs rmsprop_coeffs(float alpha, float eps, float momentum, float weight_decay,
+                                        bool centered, float lr) {
+  return {lr, alpha, sub_rn(1.f, alpha), eps, momentum, weight_decay, centered};
+}
+
+// avg is touched only when centered, buf only with momentum.
+TRAINER_HD void rmsprop_update(const RmspropCoeffs& c, float& w, float g, float& sq, float& buf, float& avg) {
+  const float wi = w;
+  const float gi = add_rn(g, mul_rn(c.wd, wi));
+  const float sqi = add_rn(mul_rn(c.a, sq), mul_rn(mul_rn(c.one_a, gi), gi));
+  sq = sqi;
+  float var = sqi;
+  if (c.centered) {
+    const float ai = add_rn(mul_rn(c.a, avg), mul_rn(c.one_a, gi));
+    avg = ai;
+    var = sub_rn(var, mul_rn(ai, ai));
+  }
+  const float denom = add_rn(sqrt_rn(var), c.eps);
+  if (c.momentum > 0.f) {
+    const float b = add_rn(mul_rn(c.momentum, buf), div_rn(gi, denom));
+    buf = b;
+    w = sub_rn(wi, mul_rn(c.lr, b));
+  } else {
+    w = sub_rn(wi, div_rn(mul_rn(c.lr, gi), denom));
+  }
+}
+
+}  // namespace trainer

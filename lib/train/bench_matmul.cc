@@ -81,19 +81,28 @@ MatmulTiming time_matmul(const MatmulShape& shape, const DeviceRequest& device, 
   std::unique_ptr<DeviceBuffer> ws =
       ws_bytes ? std::make_unique<DeviceBuffer>(alloc, ws_bytes, "matmul workspace") : nullptr;
   std::vector<float> host_a(a_n), host_b(b_n);
-  SplitMix rng(0x3A7u);
+  SplitMix64 rng = SplitMix64::counter(0x3A7u);
   for (float& v : host_a) v = float(2 * rng.uniform() - 1);
   for (float& v : host_b) v = float(2 * rng.uniform() - 1);
   be->copy_to_device(a.p, host_a.data(), a_n * sizeof(float));
   be->copy_to_device(b.p, host_b.data(), b_n * sizeof(float));
-  kernel->bind(b.f(), nullptr, nullptr, ws ? ws->p : nullptr);
+  KernelBinding binding;  // forward only: no gradients
+  binding.params = {TensorView{b.p, Shape{shape.n, shape.k}}};
+  binding.grads = {TensorView{nullptr, Shape{shape.n, shape.k}}};
+  binding.inputs = {TensorView{a.p, Shape{shape.m, shape.k}}};
+  binding.input_grads = {TensorView{nullptr, Shape{shape.m, shape.k}}};
+  binding.output = TensorView{c.p, Shape{shape.m, shape.n}};
+  binding.output_grad = TensorView{nullptr, Shape{shape.m, shape.n}};
+  binding.workspace = ws ? ws->p : nullptr;
+  binding.workspace_bytes = ws_bytes;
+  kernel->bind(binding);
 
-  kernel->forward(a.f(), c.f(), false);
+  kernel->forward(false);
   be->synchronize();
   std::vector<double> seconds;
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = Clock::now();
-    kernel->forward(a.f(), c.f(), false);
+    kernel->forward(false);
     be->synchronize();
     seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }

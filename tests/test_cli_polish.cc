@@ -63,7 +63,8 @@ TEST_CASE("NO_COLOR turns the coloured log levels off on a terminal", "[cli][pol
   const std::string dir = test::temp_dir("no_color");
   const std::string cfg = test::write_file(dir, "disc.yaml", kDisc);
   REQUIRE(test::run_trainer("fit " + cfg + " --out " + dir + "/run").exit_code == 0);
-  // script(1) gives the trainer a terminal, where spdlog colours the level ("info") by default.
+  // script(1) gives the trainer a terminal, where spdlog colours the level ("info") by default
+  // when TERM names a colour terminal (set here: CI and fresh machines may have no TERM at all).
   const auto on_terminal = [&](const std::string& env) {
     const std::string log = dir + "/tty" + std::to_string(env.size()) + ".log";
     const std::string cmd = "script -qec '" + env + " " + std::string(TRAINER_BINARY) + " eval " + dir +
@@ -71,10 +72,10 @@ TEST_CASE("NO_COLOR turns the coloured log levels off on a terminal", "[cli][pol
     REQUIRE(std::system(cmd.c_str()) == 0);
     return test::slurp(log);
   };
-  const std::string colored = on_terminal("env -u NO_COLOR");
+  const std::string colored = on_terminal("env -u NO_COLOR TERM=xterm");
   REQUIRE_THAT(colored, Contains("info"));
   REQUIRE_THAT(colored, Contains("\x1b["));
-  const std::string plain = on_terminal("NO_COLOR=1");
+  const std::string plain = on_terminal("env NO_COLOR=1 TERM=xterm");
   REQUIRE_THAT(plain, Contains("info: device:"));
   REQUIRE_THAT(plain, !Contains("\x1b["));
 }

@@ -4,12 +4,7 @@
 //                  min_delta for `patience` epochs; restore_best puts back the weights of the
 //                  best epoch when it stops. Its MonitorTracker (monitor.h) is also the run's
 //                  best when early stopping is on.
-//   GradClipper    clip_grad_norm: PyTorch's torch.nn.utils.clip_grad_norm_ over all parameter
-//                  tensors: norm = sqrt(sum g^2), and when norm > max_norm every gradient is
-//                  multiplied by max_norm / (norm + 1e-6). It runs as the Executor's gradient
-//                  hook. Host fallback: the CPU backend's grads are host memory and are scaled in
-//                  place; other backends download the arena and upload it when scaled (a
-//                  device-side Backend::grad_norm_scale op would avoid the round trip).
+// (Gradient clipping is not here: it runs on the device inside the step, Backend::clip_grad_norm.)
 // Every state that must survive --resume has state()/restore() as JSON.
 #pragma once
 

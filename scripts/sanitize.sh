@@ -18,7 +18,10 @@ build_dir="${BUILD_DIR:-build-asan}"
 
 cmake -S . -B "$build_dir" -G Ninja -DTRAINER_CUDA=OFF -DTRAINER_SANITIZE=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
-cmake --build "$build_dir" -j "$(nproc)" --target trainer trainer_tests
+targets=(trainer trainer_tests)
+# The man page (cmake/docs.cmake) exists as a target where help2man is installed; its test reads it.
+if cmake --build "$build_dir" --target help | grep -q trainer_man_page; then targets+=(trainer_man_page); fi
+cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}"
 
 # halt_on_error/abort_on_error: the first report ends the process with a non-zero status.
 # strict_string_checks and detect_stack_use_after_return find more; check_initialization_order

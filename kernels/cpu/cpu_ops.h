@@ -29,5 +29,7 @@ void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, fl
 void dropout_forward(const float* x, float* y, float* mask, int64_t n, int64_t channel_size, float rate,
                      uint64_t seed, uint64_t stream);
 void dropout_backward(const float* dy, const float* mask, float* dx, int64_t n);
+// dst += src (n floats): a gradient of a tensor with several consumers (kernels/cpu/add_cpu.cc).
+void accumulate(float* dst, const float* src, int64_t n);
 
 }  // namespace trainer::cpu

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "kernels/cuda/adam_step.cuh"
+#include "kernels/cuda/add.cuh"
 #include "kernels/cuda/arch_probe.cuh"
 #include "kernels/cuda/classification_loss.cuh"
 #include "kernels/cuda/clip_grad_norm.cuh"
@@ -127,6 +128,10 @@ void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
 
 void CudaBackend::zero(void* dst, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
+}
+
+void CudaBackend::accumulate(float* dst, const float* src, int64_t n) {
+  cuda::launch_accumulate(dst, src, n, stream_);
 }
 
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }

@@ -51,6 +51,7 @@ class CudaBackend : public Backend {
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;
+  void accumulate(float* dst, const float* src, int64_t n) override;
   void synchronize() override;
 
   void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,

@@ -78,6 +78,8 @@ class Backend {
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void zero(void* dst, size_t bytes) = 0;
+  // dst[i] += src[i], i < n: sums the gradient of a tensor that several layers consume.
+  virtual void accumulate(float* dst, const float* src, int64_t n) = 0;
   virtual void synchronize() = 0;
 
   // out: (B, C). Writes dout = d(mean loss)/d(out) and adds the batch's summed loss to *loss_sum.

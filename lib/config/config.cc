@@ -110,8 +110,9 @@ static void read_model(Config& c, NodeReader& r) {
   c.layers = mr.child("layers");
   if (!present(c.layers) || !c.layers.IsSequence() || c.layers.size() == 0)
     mr.fail("layers", "is required: a non-empty list of layers, e.g. - {type: dense, units: 10}");
+  c.blocks = mr.child("blocks");
   mr.finish();
-  read_layer_list(c.layers, c.file);  // every layer's keys, as declared by its type (lib/registry)
+  read_layer_list(c.layers, c.file, c.blocks);  // every layer's keys, as declared by its type (lib/registry)
   c.resolved["model"] = mr.resolved();
 }
 

@@ -103,6 +103,7 @@ class Executor {
   void enqueue_backward_and_update(Plan& p);
   void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);
   void* allocate(size_t bytes, const std::string& what);
+  size_t plan_gradients(Plan& p) const;
   // Views of layer i's tensors in plan p, for LayerKernel::bind.
   KernelBinding binding(const Plan& p, size_t i) const;
 

@@ -13,7 +13,7 @@
 namespace trainer {
 
 std::unique_ptr<Model> make_model(const Config& cfg) {
-  auto model = std::make_unique<Model>(cfg.input_shape, cfg.layers, cfg.init, cfg.file);
+  auto model = std::make_unique<Model>(cfg.input_shape, cfg.layers, cfg.init, cfg.file, cfg.blocks);
   const int64_t C = cfg.data.num_classes;
   if (model->output_shape() != Shape{C})
     throw ConfigError("the model's output shape " + model->output_shape().batched_str() +

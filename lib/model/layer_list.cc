@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
@@ -16,7 +15,6 @@ constexpr size_t kMaxBlockDepth = 16;
 // One use of a block being expanded.
 struct Scope {
   std::string prefix;                // "layer1.0."
-  std::set<std::string> inner;       // the block's own layer names, as written
   std::vector<InputRef> input;       // the block's input (one)
   size_t start = 0;                  // the first declaration of this use
   std::map<std::string, int> count;  // unnamed inner layers per type
@@ -72,7 +70,7 @@ class ListReader {
            std::find(block_names_.begin(), block_names_.end(), type) != block_names_.end();
   }
 
-  // A name in scope: an inner layer's full name, the block's input, or a model-level name.
+  // A name in scope: the block's input, or a layer (the block's own of that name, else the model's).
   void resolve(const std::string& name, Scope* scope, std::vector<InputRef>& refs) const {
     if (name == "input") {
       if (scope)
@@ -81,7 +79,10 @@ class ListReader {
         refs.push_back({"", InputRef::kModelInput});
       return;
     }
-    refs.push_back({scope && scope->inner.count(name) ? scope->prefix + name : name, InputRef::kByName});
+    if (scope)
+      refs.push_back({scope->prefix + name, InputRef::kByName, name});
+    else
+      refs.push_back({name, InputRef::kByName, ""});
   }
 
   // The name a layer gets inside `scope` (as written outside any block).
@@ -215,9 +216,6 @@ class ListReader {
       r.fail("inputs", "a block takes one input, got " + std::to_string(s.input.size()));
     s.start = out.size();
     const YAML::Node layers = def["layers"];
-    for (size_t i = 0; i < layers.size(); ++i)
-      if (layers[i].IsMap() && layers[i]["name"] && layers[i]["name"].IsScalar())
-        s.inner.insert(layers[i]["name"].Scalar());
     active_.push_back(block);
     const std::string block_path = "model.blocks." + block + ".layers";
     for (size_t i = 0; i < layers.size(); ++i) {

@@ -19,8 +19,9 @@
 //     - {type: basic, name: layer1.0, filters: 64}
 // A use's layers are named "<use name>.<inner name>" (layer1.0.conv1, PyTorch's names); an
 // unnamed use is "<block>_<n>", an unnamed inner layer "<use name>.<type>_<k>". Inside a block,
-// `inputs:` names its own layers or `input`; any other name is looked up among the model's
-// layers. A `$param` value anywhere in a block's layer is replaced by the use's value.
+// `inputs:` names its own layers (as written: conv1, relu_1) or `input`; a name that is none of
+// them is looked up among the model's layers. A `$param` value anywhere in a block's layer is replaced by the
+// use's value.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -37,8 +38,10 @@ struct LayerEntry;
 // One input of a declared layer: a layer by name, a declaration by index, or the model's input.
 struct InputRef {
   static constexpr int kByName = -2, kModelInput = -1;
-  std::string name;    // with decl == kByName
-  int decl = kByName;  // >= 0: the declaration at this index of the list
+  std::string name;      // with decl == kByName
+  int decl = kByName;    // >= 0: the declaration at this index of the list
+  std::string fallback;  // inside a block: the name as written, looked up when `name` (the block's
+                         // own layer of that name) does not exist
 };
 
 // One layer of model.layers, validated: every key checked against its type's declaration

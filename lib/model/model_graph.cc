@@ -26,13 +26,17 @@ void Model::build_graph(const std::vector<LayerDecl>& decls, std::vector<std::un
         continue;
       }
       auto it = by_name.find(r.name);
+      if (it == by_name.end() && !r.fallback.empty()) it = by_name.find(r.fallback);
       if (it == by_name.end()) {
-        const std::string near = closest_match(r.name, names);
+        const std::string written = r.fallback.empty() ? r.name : r.fallback;
+        std::vector<std::string> candidates = names;
+        candidates.push_back("input");
+        const std::string near = closest_match(written, candidates);
         std::string known;
         if (names.size() <= 24)
           for (size_t k = 0; k < names.size(); ++k) known += (k ? ", " : "") + names[k];
         throw ConfigError(
-            d.where + ".inputs: layer '" + made[size_t(i)]->name() + "' names an unknown input '" + r.name +
+            d.where + ".inputs: layer '" + made[size_t(i)]->name() + "' names an unknown input '" + written +
             "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; inputs are layer names" +
             (known.empty() ? "" : " (" + known + ")") + " or 'input', the model's input");
       }
@@ -80,10 +84,11 @@ void Model::build_graph(const std::vector<LayerDecl>& decls, std::vector<std::un
           break;
         }
     }
+    // path[k + 1] is an input of path[k]: the data flows from the path's end back to `at`.
     std::string cycle;
     for (size_t k = path.size(); k-- > size_t(seen[size_t(at)]);)
       cycle += made[size_t(path[k])]->name() + " -> ";
-    cycle += made[size_t(at)]->name();
+    cycle += made[size_t(path.back())]->name();
     throw ConfigError(decls[size_t(at)].where + ": the layers' inputs form a cycle: " + cycle +
                       " (each arrow: the output of one layer is an input of the next)");
   }

@@ -4,6 +4,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "lib/layers/add.h"
 
 namespace trainer {
 namespace {

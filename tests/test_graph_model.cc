@@ -17,7 +17,8 @@ using Catch::Contains;
 namespace {
 
 // A config around `layers` (YAML list items, one per line, indented by 4) and optional blocks.
-std::string config(const std::string& layers, const std::string& blocks = "", const std::string& shape = "[4]") {
+std::string config(const std::string& layers, const std::string& blocks = "",
+                   const std::string& shape = "[4]") {
   return "model:\n  input_shape: " + shape + "\n" + (blocks.empty() ? "" : "  blocks:\n" + blocks) +
          "  layers:\n" + layers + "data: {train: {format: random}, num_classes: 3}\n";
 }
@@ -39,7 +40,8 @@ std::string model_error(const std::string& yaml) {
 }  // namespace
 
 TEST_CASE("a layer without inputs takes the previous layer's output, so a list is a stack", "[graph]") {
-  Model m = model_of(config("    - {type: dense, units: 5}\n    - {type: relu}\n    - {type: dense, units: 3}\n"));
+  Model m =
+      model_of(config("    - {type: dense, units: 5}\n    - {type: relu}\n    - {type: dense, units: 3}\n"));
   REQUIRE(m.layers().size() == 3);
   CHECK(m.layer_inputs(0) == std::vector<int>{-1});
   CHECK(m.layer_inputs(1) == std::vector<int>{0});
@@ -51,14 +53,14 @@ TEST_CASE("a layer without inputs takes the previous layer's output, so a list i
 
 TEST_CASE("named inputs make a graph, run in a topological order whatever the declaration order", "[graph]") {
   // `late` is declared before the layer it reads: the model runs it after.
-  Model m = model_of(
-      config("    - {type: dense, units: 5, name: a}\n"
-             "    - {type: dense, units: 5, name: late, inputs: [b]}\n"
-             "    - {type: dense, units: 5, name: b, inputs: [a]}\n"
-             "    - {type: add, name: sum, inputs: [late, b, input_proj]}\n"
-             "    - {type: dense, units: 5, name: input_proj, inputs: [input]}\n"
-             "    - {type: concat, name: cat, inputs: [sum, a]}\n"
-             "    - {type: dense, units: 3, name: out}\n"));
+  Model m =
+      model_of(config("    - {type: dense, units: 5, name: a}\n"
+                      "    - {type: dense, units: 5, name: late, inputs: [b]}\n"
+                      "    - {type: dense, units: 5, name: b, inputs: [a]}\n"
+                      "    - {type: add, name: sum, inputs: [late, b, input_proj]}\n"
+                      "    - {type: dense, units: 5, name: input_proj, inputs: [input]}\n"
+                      "    - {type: concat, name: cat, inputs: [sum, a]}\n"
+                      "    - {type: dense, units: 3, name: out}\n"));
   std::vector<std::string> order;
   for (const auto& l : m.layers()) order.push_back(l->name());
   CHECK(order == std::vector<std::string>{"a", "b", "late", "input_proj", "sum", "cat", "out"});
@@ -67,35 +69,40 @@ TEST_CASE("named inputs make a graph, run in a topological order whatever the de
   CHECK(m.describe_layers()[4]["inputs"][0].as<std::string>() == "late");
 }
 
-TEST_CASE("the graph's errors name the layers: cycle, unknown input, unused output, shapes at add", "[graph]") {
+TEST_CASE("the graph's errors name the layers: cycle, unknown input, unused output, shapes at add",
+          "[graph]") {
   CHECK_THAT(model_error(config("    - {type: dense, units: 4, name: a, inputs: [b]}\n"
                                 "    - {type: dense, units: 4, name: b, inputs: [a]}\n"
                                 "    - {type: add, inputs: [a, input]}\n")),
              Contains("graph.yaml:") && Contains("form a cycle") && Contains("b -> a -> b"));
   CHECK_THAT(model_error(config("    - {type: dense, units: 4, name: a}\n"
                                 "    - {type: add, inputs: [a, inptu]}\n")),
-             Contains("graph.yaml:5:") && Contains("model.layers.1.inputs") && Contains("unknown input 'inptu'") &&
-                 Contains("did you mean 'input'"));
+             Contains("graph.yaml:5:") && Contains("model.layers.1.inputs") &&
+                 Contains("unknown input 'inptu'") && Contains("did you mean 'input'"));
   CHECK_THAT(model_error(config("    - {type: dense, units: 4, name: a}\n"
                                 "    - {type: dense, units: 4, name: unused}\n"
                                 "    - {type: dense, units: 3, inputs: [a]}\n")),
              Contains("model.layers.1") && Contains("output of layer 'unused' (dense) is not used"));
-  CHECK_THAT(model_error(config("    - {type: dense, units: 5, name: a}\n"
-                                "    - {type: add, name: sum, inputs: [a, input]}\n")),
-             Contains("add 'sum'") && Contains("same shape") && Contains("(None, 5)") && Contains("(None, 4)"));
+  CHECK_THAT(
+      model_error(config("    - {type: dense, units: 5, name: a}\n"
+                         "    - {type: add, name: sum, inputs: [a, input]}\n")),
+      Contains("add 'sum'") && Contains("same shape") && Contains("(None, 5)") && Contains("(None, 4)"));
   CHECK_THAT(model_error(config("    - {type: dense, units: 5, inputs: [input, input]}\n")),
              Contains("takes 1 input, got 2"));
-  CHECK_THAT(model_error(config("    - {type: add, inputs: [input]}\n")), Contains("takes 2 or more inputs, got 1"));
+  CHECK_THAT(model_error(config("    - {type: add, inputs: [input]}\n")),
+             Contains("takes 2 or more inputs, got 1"));
   CHECK_THAT(model_error(config("    - {type: dense, units: 3, name: input}\n")),
              Contains("the name 'input' is reserved"));
-  CHECK_THAT(model_error(config("    - {type: conv2d, filters: 4, kernel_size: 1, name: c}\n"
-                                "    - {type: maxpool2d, pool_size: 2, name: p}\n"
-                                "    - {type: concat, inputs: [c, p]}\n",
-                                "", "[2, 4, 4]")),
-             Contains("every other axis must match") && Contains("(None, 4, 4, 4)") && Contains("(None, 4, 2, 2)"));
+  CHECK_THAT(
+      model_error(config("    - {type: conv2d, filters: 4, kernel_size: 1, name: c}\n"
+                         "    - {type: maxpool2d, pool_size: 2, name: p}\n"
+                         "    - {type: concat, inputs: [c, p]}\n",
+                         "", "[2, 4, 4]")),
+      Contains("every other axis must match") && Contains("(None, 4, 4, 4)") && Contains("(None, 4, 2, 2)"));
 }
 
-TEST_CASE("blocks expand with their parameters, PyTorch-style names and the block's input", "[graph][blocks]") {
+TEST_CASE("blocks expand with their parameters, PyTorch-style names and the block's input",
+          "[graph][blocks]") {
   const std::string blocks =
       "    res:\n"
       "      params: {units: ~, scale: 1}\n"
@@ -103,10 +110,11 @@ TEST_CASE("blocks expand with their parameters, PyTorch-style names and the bloc
       "        - {type: dense, name: fc, units: $units}\n"
       "        - {type: tanh}\n"
       "        - {type: add, name: add, inputs: [tanh_1, input]}\n";
-  Model m = model_of(config("    - {type: res, name: layer1.0, units: 4}\n"
-                            "    - {type: res, units: 4}\n"
-                            "    - {type: dense, name: fc, units: 3}\n",
-                            blocks));
+  Model m =
+      model_of(config("    - {type: res, name: layer1.0, units: 4}\n"
+                      "    - {type: res, units: 4}\n"
+                      "    - {type: dense, name: fc, units: 3}\n",
+                      blocks));
   std::vector<std::string> names;
   for (const auto& l : m.layers()) names.push_back(l->name());
   CHECK(names == std::vector<std::string>{"layer1.0.fc", "layer1.0.tanh_1", "layer1.0.add", "res_1.fc",
@@ -117,29 +125,49 @@ TEST_CASE("blocks expand with their parameters, PyTorch-style names and the bloc
   CHECK(m.params()[0].name == "layer1.0.fc.weight");
   CHECK_THAT(model_error(config("    - {type: res}\n", blocks)), Contains("needs 'units'"));
   CHECK_THAT(model_error(config("    - {type: res, units: 4, unit: 3}\n", blocks)),
-             Contains("unknown key 'model.layers.0.unit'") && Contains("units"));
+             Contains("unknown key 'model.layers.0.unit'") && Contains("units") && Contains("scale"));
+  // A layer of a block is located in the block's definition, $params or not.
+  CHECK_THAT(
+      model_error(config("    - {type: res, units: 4, name: x}\n    - {type: dense, units: 2, name: x.fc}\n",
+                         blocks)),
+      Contains("duplicate layer name 'x.fc'"));
+  CHECK_THAT(model_error(config("    - {type: bad}\n",
+                                "    bad:\n      params: {units: 3}\n      layers:\n"
+                                "        - {type: dense, name: spare, units: $units}\n"
+                                "        - {type: dense, units: 2, inputs: [input]}\n")),
+             Contains("graph.yaml:7:") && Contains("model.blocks.bad.layers.0") &&
+                 Contains("'bad_1.spare' (dense) is not used"));
+  // Layers inside blocks do not move the default names of the others.
+  CHECK(model_of(config("    - {type: res, units: 4}\n    - {type: dense, units: 3}\n", blocks))
+            .layers()
+            .back()
+            ->name() == "dense_1");
   CHECK_THAT(model_error(config("    - {type: rse, units: 4}\n", blocks)),
              Contains("unknown layer type or block 'rse'") && Contains("did you mean 'res'"));
   CHECK_THAT(model_error(config("    - {type: loop}\n", "    loop:\n      layers: [{type: loop}]\n")),
              Contains("uses itself"));
-  CHECK_THAT(model_error(config("    - {type: dense, units: 2}\n", "    dense:\n      layers: [{type: relu}]\n")),
-             Contains("'dense' is a layer type"));
-  CHECK_THAT(model_error(config("    - {type: b}\n", "    b:\n      layers: [{type: dense, units: $width}]\n")),
-             Contains("unknown block parameter '$width'"));
+  CHECK_THAT(
+      model_error(config("    - {type: dense, units: 2}\n", "    dense:\n      layers: [{type: relu}]\n")),
+      Contains("'dense' is a layer type"));
+  CHECK_THAT(
+      model_error(config("    - {type: b}\n", "    b:\n      layers: [{type: dense, units: $width}]\n")),
+      Contains("unknown block parameter '$width'"));
 }
 
 // d(loss)/d(parameter) from the executor against central differences of the loss, for a graph
 // where one tensor (t) has four consumers: two dense layers (their gradients go through the scratch
 // gradient and Backend::accumulate), add and concat (which add into the gradient themselves).
-TEST_CASE("gradients of a tensor with several consumers are summed (finite differences)", "[graph][gradients]") {
-  Model m = model_of(config("    - {type: dense, units: 5, name: a}\n"
-                            "    - {type: tanh, name: t}\n"
-                            "    - {type: dense, units: 5, name: b, inputs: [t]}\n"
-                            "    - {type: dense, units: 5, name: c, inputs: [t]}\n"
-                            "    - {type: add, name: s, inputs: [b, c, t]}\n"
-                            "    - {type: concat, name: cat, inputs: [s, t]}\n"
-                            "    - {type: flatten, name: view}\n"
-                            "    - {type: dense, units: 3, name: out}\n"));
+TEST_CASE("gradients of a tensor with several consumers are summed (finite differences)",
+          "[graph][gradients]") {
+  Model m =
+      model_of(config("    - {type: dense, units: 5, name: a}\n"
+                      "    - {type: tanh, name: t}\n"
+                      "    - {type: dense, units: 5, name: b, inputs: [t]}\n"
+                      "    - {type: dense, units: 5, name: c, inputs: [t]}\n"
+                      "    - {type: add, name: s, inputs: [b, c, t]}\n"
+                      "    - {type: concat, name: cat, inputs: [s, t]}\n"
+                      "    - {type: flatten, name: view}\n"
+                      "    - {type: dense, units: 3, name: out}\n"));
   const int64_t batch = 4;
   CpuBackend backend;
   OptimizerConfig oc;

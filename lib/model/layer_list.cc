@@ -107,7 +107,9 @@ class ListReader {
     } else if (scope && out.size() == scope->start) {
       inputs = scope->input;  // a block's first layer takes the block's input
     }
-    const std::string where = node_location(file_, node) + ": " + path;
+    // A block's layer with a $param is a new mapping, without a position: its type has one.
+    const YAML::Node anchor = node.Mark().is_null() && node["type"] ? node["type"] : node;
+    const std::string where = node_location(file_, anchor) + ": " + path;
     if (is_block(type)) return use_block(r, type, name, inputs, scope);
     if (!reg.has_layer(type) && !block_names_.empty()) {
       std::vector<std::string> all = reg.layer_types();
@@ -130,13 +132,14 @@ class ListReader {
         const std::string sub_name =
             name.empty() ? "" : name + "_" + sub_type + "_" + std::to_string(++local[sub_type]);
         out.push_back({&sub_entry, sub_type, scoped(sub_name, sub_type, scope), sub_entry.read(sr),
-                       first ? inputs : std::vector<InputRef>{}, where});
+                       first ? inputs : std::vector<InputRef>{}, where, scope != nullptr});
         first = false;
       }
       return;
     }
     const std::string activation = entry.traits.activation_shortcut ? values.string("activation") : "linear";
-    out.push_back({&entry, type, scoped(name, type, scope), std::move(values), inputs, where});
+    out.push_back(
+        {&entry, type, scoped(name, type, scope), std::move(values), inputs, where, scope != nullptr});
     if (activation != "linear") {  // Keras' `activation:` shortcut: a separate activation layer
       YAML::Node empty(YAML::NodeType::Map);
       NodeReader ar(empty, path + ".activation", file_);
@@ -146,7 +149,8 @@ class ListReader {
                      scoped(name.empty() ? "" : name + "_" + activation, activation, scope),
                      act.read(ar),
                      {},
-                     where});
+                     where,
+                     scope != nullptr});
     }
   }
 
@@ -195,6 +199,7 @@ class ListReader {
     const YAML::Node params = def["params"];
     std::map<std::string, YAML::Node> values;
     r.accept({"inputs"});
+    for (auto p = params.begin(); present(params) && p != params.end(); ++p) r.accept({p->first.Scalar()});
     for (auto p = params.begin(); present(params) && p != params.end(); ++p) {
       const std::string key = p->first.Scalar();
       if (r.has(key))

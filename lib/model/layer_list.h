@@ -54,6 +54,7 @@ struct LayerDecl {
   KeyValues values;
   std::vector<InputRef> inputs;  // empty: the previous declaration (the model's input for the first)
   std::string where;             // "file:line:col: model.layers.3", for the graph's errors
+  bool in_block = false;         // named by its block use (not counted for default names)
 };
 
 // Validates model.layers (a non-empty list; each item's type and keys) and model.blocks without

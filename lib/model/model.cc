@@ -21,8 +21,9 @@ Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init
   for (const LayerDecl& d : decls) {
     std::unique_ptr<Layer> layer = d.entry->make(d.values);
     std::string name = d.name;
-    int n = ++type_count[d.type];
-    if (name.empty()) name = d.type + "_" + std::to_string(n);  // Keras' naming: conv2d_1
+    // Keras' naming: conv2d_1, counting every layer of the type outside blocks (a block names its own)
+    const int n = d.in_block ? 0 : ++type_count[d.type];
+    if (name.empty()) name = d.type + "_" + std::to_string(n);
     if (name == "input")
       throw ConfigError(d.where + ": the name 'input' is reserved for the model's input (inputs: [input])");
     if (by_name.count(name)) throw ConfigError("model.layers: duplicate layer name '" + name + "'");

@@ -225,7 +225,7 @@ TEST_CASE("a residual network learns Fashion-MNIST on a subset", "[graph][fit][e
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
     FAIL("Fashion-MNIST is missing: install dataset-fashion-mnist (scripts/setup.sh does)");
   Config cfg = load_config(std::string(TRAINER_SOURCE_DIR) + "/configs/resnet_fashion_mnist.yaml",
-                           {"train.epochs=2", "data.train.limit=1200", "data.validation.limit=500",
+                           {"train.epochs=2", "data.train.limit=1000", "data.validation.limit=500",
                             "data.batch_size=50", "device=cpu"});
   FitOptions fo;
   fo.out_dir = test::temp_dir("resnet_fmnist") + "/run";

@@ -170,8 +170,8 @@ void CudaBackend::replay(int graph) {
 }
 
 void CudaBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                       float* dout, float* loss_sum) {
-  cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, stream_);
+                       float* dout, float* loss_sum, float smoothing) {
+  cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing, stream_);
 }
 void CudaBackend::confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                             float* m) {

@@ -136,6 +136,8 @@ static void read_loss(Config& c, NodeReader& r) {
     bool from_logits = lr.boolean("from_logits", type == "cross_entropy");
     c.loss = from_logits ? LossKind::cross_entropy_logits : LossKind::cross_entropy_probs;
   }
+  // PyTorch's: the target is (1 - s) one_hot(label) + s / num_classes.
+  c.label_smoothing = float(lr.number("label_smoothing", 0.0, 0.0, 1.0));
   lr.finish();
   c.resolved["loss"] = lr.resolved();
 }

@@ -331,7 +331,7 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   // Training: the batch's loss goes to the step's scalars first; commit_step adds it to the
   // epoch's sum unless the step found a non-finite value.
   float* loss = training ? &scalars_->batch_loss : metrics_;
-  be_.loss(o_.loss, out, labels, batch, o_.num_classes, dout, loss);
+  be_.loss(o_.loss, out, labels, batch, o_.num_classes, dout, loss, o_.label_smoothing);
   if (training) be_.check_finite(loss, 1, kNonfiniteLoss, scalars_);
   for (size_t k = 0; k < o_.top_k.size(); ++k)
     be_.topk_correct(out, labels, batch, o_.num_classes, o_.top_k[k], metrics_ + 1 + k);

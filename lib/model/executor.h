@@ -26,7 +26,8 @@ struct ExecutorOptions {
   std::vector<int64_t> batch_sizes;  // every batch size a step may use
   int64_t num_classes = 0;
   LossKind loss = LossKind::nll;
-  std::vector<int64_t> top_k;  // top-k accuracies to accumulate (besides the confusion matrix)
+  float label_smoothing = 0.f;  // Backend::loss
+  std::vector<int64_t> top_k;   // top-k accuracies to accumulate (besides the confusion matrix)
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
   uint64_t seed = 0;

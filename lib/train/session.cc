@@ -56,6 +56,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   eo.batch_sizes = batch_sizes;
   eo.num_classes = s->classes;
   eo.loss = cfg.loss;
+  eo.label_smoothing = cfg.label_smoothing;
   eo.top_k = topk_needed(cfg.metrics);
   eo.math = device.math;
   eo.deterministic = device.deterministic;

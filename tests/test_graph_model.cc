@@ -146,6 +146,16 @@ TEST_CASE("blocks expand with their parameters, PyTorch-style names and the bloc
              Contains("unknown layer type or block 'rse'") && Contains("did you mean 'res'"));
   CHECK_THAT(model_error(config("    - {type: loop}\n", "    loop:\n      layers: [{type: loop}]\n")),
              Contains("uses itself"));
+  // Blocks of blocks multiply: 8^6 layers are refused before any is expanded.
+  std::string nested;
+  for (int level = 1; level <= 6; ++level) {
+    const std::string inner = level < 6 ? "b" + std::to_string(level + 1) : "relu";
+    nested += "    b" + std::to_string(level) + ":\n      layers: [";
+    for (int k = 0; k < 8; ++k) nested += std::string(k ? ", " : "") + "{type: " + inner + "}";
+    nested += "]\n";
+  }
+  CHECK_THAT(model_error(config("    - {type: b1}\n    - {type: dense, units: 2}\n", nested)),
+             Contains("model.blocks.b1: the model would have more than 4096 layers"));
   CHECK_THAT(
       model_error(config("    - {type: dense, units: 2}\n", "    dense:\n      layers: [{type: relu}]\n")),
       Contains("'dense' is a layer type"));

@@ -11,6 +11,9 @@ namespace trainer {
 namespace {
 
 constexpr size_t kMaxBlockDepth = 16;
+// Blocks that use blocks multiply: a bound on the expanded list, far above any real network
+// (ResNet-152 has about 500 layers), checked before a block is expanded.
+constexpr size_t kMaxLayers = 4096;
 
 // One use of a block being expanded.
 struct Scope {
@@ -30,6 +33,7 @@ class ListReader {
  public:
   ListReader(const std::string& file, const YAML::Node& blocks) : file_(file), blocks_(blocks) {
     if (!present(blocks)) return;
+    scratch_["blocks"] = blocks;  // joins the document's memory once (see fresh())
     if (!blocks.IsMap())
       throw ConfigError(node_location(file, blocks) +
                         ": model.blocks: expected a mapping of block name: {params: {...}, layers: [...]}");
@@ -94,6 +98,7 @@ class ListReader {
 
   void read_item(const YAML::Node& node, const std::string& path, Scope* scope) {
     const Registry& reg = Registry::global();
+    if (out.size() > kMaxLayers) too_many(node, path);
     NodeReader r(node, path, file_);
     if (!r.has("type")) r.fail_here("every layer needs a 'type', e.g. type: dense");
     const std::string type = r.string("type", "");
@@ -154,10 +159,44 @@ class ListReader {
     }
   }
 
+  [[noreturn]] void too_many(const YAML::Node& node, const std::string& path) const {
+    throw ConfigError(node_location(file_, node) + ": " + path + ": the model would have more than " +
+                      std::to_string(kMaxLayers) + " layers once its blocks are expanded");
+  }
+
+  // At most how many layers a use of `block` expands to (an mlp up to 127, any other layer 2 with
+  // its activation), without expanding it; a block that uses itself counts 0 (use_block says so).
+  size_t expanded_size(const std::string& block, std::vector<std::string>& active) const {
+    if (std::find(active.begin(), active.end(), block) != active.end()) return 0;
+    active.push_back(block);
+    size_t n = 0;
+    const YAML::Node layers = blocks_[block]["layers"];
+    for (size_t i = 0; i < layers.size() && n <= kMaxLayers; ++i) {
+      const YAML::Node type = layers[i].IsMap() ? layers[i]["type"] : YAML::Node();
+      const std::string t = type && type.IsScalar() ? type.Scalar() : "";
+      n += is_block(t) ? expanded_size(t, active) : t == "mlp" ? 127 : 2;
+    }
+    active.pop_back();
+    return n;
+  }
+
+  // True when a "$param" scalar occurs in `node`.
+  static bool has_parameter(const YAML::Node& node) {
+    if (node.IsScalar()) return node.Scalar().size() >= 2 && node.Scalar()[0] == '$';
+    if (node.IsSequence())
+      for (size_t i = 0; i < node.size(); ++i)
+        if (has_parameter(node[i])) return true;
+    if (node.IsMap())
+      for (auto it = node.begin(); it != node.end(); ++it)
+        if (has_parameter(it->second)) return true;
+    return false;
+  }
+
   // `node` with every "$param" value replaced by the use's value (shared, unchanged subtrees keep
   // their positions in the file).
   YAML::Node substitute(const YAML::Node& node, const std::map<std::string, YAML::Node>& values,
-                        const std::string& path) const {
+                        const std::string& path) {
+    if (!has_parameter(node)) return node;  // shared: no YAML allocation
     if (node.IsScalar()) {
       const std::string& s = node.Scalar();
       if (s.size() < 2 || s[0] != '$') return node;
@@ -169,7 +208,7 @@ class ListReader {
                         "'; the block's params: " + (names.empty() ? "none" : join(names)));
     }
     if (node.IsSequence()) {
-      YAML::Node seq(YAML::NodeType::Sequence);
+      YAML::Node seq = fresh();
       bool changed = false;
       for (size_t i = 0; i < node.size(); ++i) {
         YAML::Node v = substitute(node[i], values, path);
@@ -179,7 +218,7 @@ class ListReader {
       return changed ? seq : node;
     }
     if (node.IsMap()) {
-      YAML::Node map(YAML::NodeType::Map);
+      YAML::Node map = fresh();
       bool changed = false;
       for (auto it = node.begin(); it != node.end(); ++it) {
         YAML::Node v = substitute(it->second, values, path + "." + it->first.Scalar());
@@ -210,6 +249,8 @@ class ListReader {
         r.fail_here("block '" + block + "' needs '" + key + "' (a parameter without a default)");
     }
     r.finish();  // a key that is not a parameter of the block: the allowed ones are listed
+    std::vector<std::string> active = active_;
+    if (out.size() + expanded_size(block, active) > kMaxLayers) too_many(def, "model.blocks." + block);
     Scope s;
     const std::string use = name.empty() && !outer ? block + "_" + std::to_string(++uses_[block]) : name;
     s.prefix = scoped(use, block, outer) + ".";
@@ -232,6 +273,13 @@ class ListReader {
 
   const std::string& file_;
   YAML::Node blocks_;
+  // yaml-cpp merges the memory of two nodes when one becomes the child of the other, copying the
+  // child's set of nodes into the parent's: a new YAML::Node per substituted layer would copy the
+  // whole document each time (quadratic in the model). Nodes made as children of this scratch
+  // mapping share the document's memory from the start, so building them costs their own size.
+  YAML::Node scratch_{YAML::NodeType::Map};
+  size_t fresh_count_ = 0;
+  YAML::Node fresh() { return scratch_["node " + std::to_string(++fresh_count_)]; }
   std::vector<std::string> block_names_, active_;
   std::map<std::string, int> uses_;
 };

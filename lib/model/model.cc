@@ -132,7 +132,8 @@ std::string Model::summary() const {
   const char* format = "%-28s %-16s %-22s %12s  %s\n";
   std::snprintf(line, sizeof line, format, "Layer", "Type", "Output Shape", "Param #", "Connected to");
   out += rule + "\n" + line + double_rule + "\n";
-  std::snprintf(line, sizeof line, format, "input", "input", input_.batched_str().c_str(), "0", "");
+  std::snprintf(line, sizeof line, "%-28s %-16s %-22s %12s\n", "input", "input", input_.batched_str().c_str(),
+                "0");
   out += line;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = *layers_[i];

@@ -65,8 +65,8 @@ void add_fit_command(CLI::App& app) {
     if (st->deterministic) cf.sets.push_back("train.deterministic=true");
     Config cfg = cf.load();
     if (st->print_config) {
-      Model model(cfg.input_shape, cfg.layers, cfg.init, cfg.file);  // validates every layer
-      YAML::Node resolved = cfg.resolved;                            // data sources and device included
+      Model model(cfg.input_shape, cfg.layers, cfg.init, cfg.file, cfg.blocks);  // validates every layer
+      YAML::Node resolved = cfg.resolved;  // data sources and device included
       resolved["model"]["layers"] = model.describe_layers();
       std::cout << dump_yaml(resolved) << std::endl;
       return;

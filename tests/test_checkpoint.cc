@@ -344,3 +344,34 @@ TEST_CASE("eval and predict read trained weights back and agree with each other"
   REQUIRE(other.exit_code == 3);
   REQUIRE(test::run_trainer("eval " + cfg + " --weights " + dir + "/nothing.safetensors").exit_code == 2);
 }
+
+TEST_CASE("batchnorm's parameters are PyTorch's weight and bias; files naming them gamma and beta still load",
+          "[checkpoint]") {
+  Config c = parse_config(R"(model:
+  input_shape: [2, 3, 3]
+  layers: [{type: conv2d, filters: 2, kernel_size: 1}, {type: batchnorm, name: bn}, {type: global_avg_pool}]
+data: {train: {format: random}, num_classes: 2}
+)",
+                          "bn.yaml", {});
+  Model model(c.input_shape, c.layers, c.init, c.file);
+  std::vector<std::string> names;
+  for (const TensorSlot& t : model.params()) names.push_back(t.name);
+  CHECK(names == std::vector<std::string>{"conv2d_1.weight", "conv2d_1.bias", "bn.weight", "bn.bias"});
+  // The file an older version wrote: bn.gamma and bn.beta.
+  const std::vector<float> w{1, 2, 3, 4}, b{5, 6}, gamma{7, 8}, beta{9, 10}, mean{0, 0}, var{1, 1};
+  const std::string path = test::temp_dir("bn_legacy") + "/model.safetensors";
+  write_safetensors(path,
+                    {{"conv2d_1.weight", {2, 2, 1, 1}, w.data()},
+                     {"conv2d_1.bias", {2}, b.data()},
+                     {"bn.gamma", {2}, gamma.data()},
+                     {"bn.beta", {2}, beta.data()},
+                     {"bn.running_mean", {2}, mean.data()},
+                     {"bn.running_var", {2}, var.data()}},
+                    {});
+  HostWeights loaded = load_weights(path, model, "--weights");
+  for (const TensorSlot& t : model.params())
+    if (t.name == "bn.weight")
+      CHECK(loaded.params[size_t(t.offset) + 1] == 8.f);
+    else if (t.name == "bn.bias")
+      CHECK(loaded.params[size_t(t.offset)] == 9.f);
+}

@@ -85,8 +85,9 @@ TEST_CASE("every layer type's keys are declared in the registry, and the validat
     NodeReader r(node, "model.layers.0", "layers.yaml");
     r.string("type", "");
     REQUIRE_THROWS_WITH(
-        e.read(r), Contains("layers.yaml:1:") && Contains("unknown key 'model.layers.0.bogus_key'") &&
-                       Contains("allowed keys in 'model.layers.0': " + names_of(e.keys, {"name", "type"})));
+        e.read(r),
+        Contains("layers.yaml:1:") && Contains("unknown key 'model.layers.0.bogus_key'") &&
+            Contains("allowed keys in 'model.layers.0': " + names_of(e.keys, {"inputs", "name", "type"})));
   }
 }
 

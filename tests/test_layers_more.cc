@@ -158,7 +158,7 @@ TEST_CASE("the kernels read the Model's parameter slots and update its buffers t
     return p.data();
   };
   const float *w = slot("conv1d_1.weight"), *b = slot("conv1d_1.bias");
-  const float *gamma = slot("batchnorm_1.gamma"), *beta = slot("batchnorm_1.beta");
+  const float *gamma = slot("batchnorm_1.weight"), *beta = slot("batchnorm_1.bias");
   std::vector<double> ref;
   for (int n = 0; n < 2; ++n)
     for (int f = 0; f < 3; ++f) {

@@ -65,3 +65,54 @@ TEST_CASE("confusion matrix and top-k count predictions", "[metrics]") {
   REQUIRE(top1 == 2.f);
   REQUIRE(top2 == 3.f);
 }
+
+TEST_CASE("label smoothing is PyTorch's, and its gradients match finite differences", "[gradient][loss]") {
+  // PyTorch: F.cross_entropy(tensor([[1., 2., 3.]]), tensor([0]), label_smoothing=0.1)
+  // = 0.9 * 2.4076059644 + 0.1 * mean(2.4076, 1.4076, 0.4076) = 2.3076059644.
+  {
+    const std::vector<float> out{1.f, 2.f, 3.f};
+    const std::vector<int32_t> y{0};
+    std::vector<float> d(3);
+    float sum = 0;
+    cpu::classification_loss(LossKind::cross_entropy_logits, out.data(), y.data(), 1, 3, d.data(), &sum,
+                             0.1f);
+    CHECK(std::abs(double(sum) - 2.3076059644) < 1e-6);
+    // The same network as log_softmax + nll.
+    const double log_z = 3.4076059644;
+    const std::vector<float> logp{float(1 - log_z), float(2 - log_z), float(3 - log_z)};
+    float nll = 0;
+    cpu::classification_loss(LossKind::nll, logp.data(), y.data(), 1, 3, d.data(), &nll, 0.1f);
+    CHECK(std::abs(double(nll) - 2.3076059644) < 1e-6);
+  }
+  const int64_t B = 4, C = 5;
+  std::vector<int32_t> y{0, 3, 4, 1};
+  for (LossKind kind : {LossKind::nll, LossKind::cross_entropy_logits, LossKind::cross_entropy_probs}) {
+    std::vector<float> out = test::random_vector(size_t(B * C), 6, -2.f, 2.f);
+    if (kind == LossKind::nll)
+      for (auto& v : out) v = -std::abs(v) - 0.1f;
+    if (kind == LossKind::cross_entropy_probs)
+      for (auto& v : out) v = 0.05f + 0.9f * (v + 2.f) / 4.f;
+    auto loss = [&](const std::vector<float>& o) {
+      std::vector<float> d(o.size());
+      float sum = 0;
+      cpu::classification_loss(kind, o.data(), y.data(), B, C, d.data(), &sum, 0.2f);
+      return double(sum) / double(B);
+    };
+    std::vector<float> d(out.size());
+    float sum = 0;
+    cpu::classification_loss(kind, out.data(), y.data(), B, C, d.data(), &sum, 0.2f);
+    std::vector<float> plain(out.size());
+    float plain_sum = 0;
+    cpu::classification_loss(kind, out.data(), y.data(), B, C, plain.data(), &plain_sum);
+    CHECK(sum != plain_sum);  // smoothing changes the loss
+    for (size_t i = 0; i < out.size(); ++i) {
+      const float h = 1e-3f;
+      auto up = out, down = out;
+      up[i] += h;
+      down[i] -= h;
+      const double numeric = (loss(up) - loss(down)) / (2 * h);
+      INFO("kind " << int(kind) << " element " << i);
+      REQUIRE(std::abs(d[i] - numeric) <= 1e-3 + 1e-2 * std::abs(numeric));
+    }
+  }
+}

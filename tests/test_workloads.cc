@@ -35,7 +35,7 @@ std::string config_path(const std::string& name) {
 
 int64_t params_of(const std::string& name, std::vector<std::string> sets = {}) {
   Config cfg = load_config(config_path(name), sets);
-  return Model(cfg.input_shape, cfg.layers, cfg.init, cfg.file).num_params();
+  return Model(cfg.input_shape, cfg.layers, cfg.init, cfg.file, cfg.blocks).num_params();
 }
 
 void put_be32(std::vector<uint8_t>& v, uint32_t x) {
@@ -105,6 +105,8 @@ TEST_CASE("the shipped configs have the parameter totals their headers state", "
   CHECK(params_of("fashion_mnist_sgd.yaml") == 21840);
   CHECK(params_of("mlp_disc.yaml") == 44710);
   CHECK(params_of("mlp_disc.yaml", {"model.layers.0.depth=10"}) == 703142);
+  CHECK(params_of("resnet18_cifar.yaml") == 11173962);  // as PyTorch counts the CIFAR ResNet-18
+  CHECK(params_of("resnet_fashion_mnist.yaml") == 170298);
 }
 
 TEST_CASE("reuters_conv1d trains an epoch on generated token sequences", "[workloads][fit]") {

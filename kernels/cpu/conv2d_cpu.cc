@@ -1,5 +1,5 @@
 // conv2d on the shared oneDNN convolution kernel (dnnl_conv.h).
-//   x: (B, C, H, W)  W: (F, C, kh, kw)  b: (F)  y: (B, F, OH, OW)
+//   x: (B, C, H, W)  W: (F, C/groups, kh, kw)  b: (F)  y: (B, F, OH, OW)
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_conv.h"
 #include "lib/layers/conv2d.h"
@@ -13,7 +13,8 @@ std::unique_ptr<LayerKernel> make_conv2d_cpu(const Layer& layer, const KernelCon
   ConvGeometry g;
   g.x = {ctx.batch, in[0], in[1], in[2]};
   g.y = {ctx.batch, out[0], out[1], out[2]};
-  g.w = {l.filters, in[0], l.kh, l.kw};
+  g.w = {l.filters, in[0] / l.groups, l.kh, l.kw};
+  g.groups = l.groups;
   g.strides = {l.sh, l.sw};
   g.pad_l = {l.wh.pad_begin, l.ww.pad_begin};
   g.pad_r = {l.wh.pad_end, l.ww.pad_end};

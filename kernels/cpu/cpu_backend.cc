@@ -116,9 +116,11 @@ void CpuBackend::copy_to_device(void* dst, const void* src, size_t bytes) { std:
 void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 void CpuBackend::zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
 
+void CpuBackend::accumulate(float* dst, const float* src, int64_t n) { cpu::accumulate(dst, src, n); }
+
 void CpuBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                      float* dout, float* loss_sum) {
-  cpu::classification_loss(kind, out, labels, batch, classes, dout, loss_sum);
+                      float* dout, float* loss_sum, float smoothing) {
+  cpu::classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing);
 }
 void CpuBackend::confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                            float* m) {

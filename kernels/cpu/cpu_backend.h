@@ -21,10 +21,11 @@ class CpuBackend : public Backend {
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;
+  void accumulate(float* dst, const float* src, int64_t n) override;
   void synchronize() override { dnnl_.stream.wait(); }
 
   void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-            float* dout, float* loss_sum) override;
+            float* dout, float* loss_sum, float smoothing = 0.f) override;
   void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                  float* confusion) override;
   void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,

@@ -25,5 +25,8 @@ std::unique_ptr<LayerKernel> make_conv1d_cpu(const Layer& l, const KernelContext
 std::unique_ptr<LayerKernel> make_pool1d_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_global_avg_pool_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_batchnorm_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_global_max_pool_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_add_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_concat_cpu(const Layer& l, const KernelContext& ctx);
 
 }  // namespace trainer

@@ -8,8 +8,9 @@
 
 namespace trainer::cpu {
 
+// smoothing: label smoothing, target (1 - s) one_hot + s / C (PyTorch's label_smoothing).
 void classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
-                         int64_t classes, float* dout, float* loss_sum);
+                         int64_t classes, float* dout, float* loss_sum, float smoothing = 0.f);
 void confusion_accumulate(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                           float* confusion);
 void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,
@@ -29,5 +30,7 @@ void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, fl
 void dropout_forward(const float* x, float* y, float* mask, int64_t n, int64_t channel_size, float rate,
                      uint64_t seed, uint64_t stream);
 void dropout_backward(const float* dy, const float* mask, float* dx, int64_t n);
+// dst += src (n floats): a gradient of a tensor with several consumers (kernels/cpu/add_cpu.cc).
+void accumulate(float* dst, const float* src, int64_t n);
 
 }  // namespace trainer::cpu

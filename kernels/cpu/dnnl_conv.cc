@@ -30,7 +30,12 @@ bool channels_last_conv(const memory::dims& x) {
 class ConvCpu : public LayerKernel {
  public:
   ConvCpu(const ConvGeometry& g, const KernelContext& ctx) : dc_(dnnl_of(ctx)), bias_(g.bias) {
-    const memory::dims &x_d = g.x, &y_d = g.y, &w_d = g.w;
+    const memory::dims &x_d = g.x, &y_d = g.y;
+    memory::dims w_d = g.w;  // grouped: the same memory as oneDNN's plain goihw
+    if (g.groups > 1) {
+      w_d = {g.groups, g.w[0] / g.groups};
+      w_d.insert(w_d.end(), g.w.begin() + 1, g.w.end());
+    }
     const memory::dims b_d{g.w[0]};
     const memory::dims &strides = g.strides, &pad_l = g.pad_l, &pad_r = g.pad_r;
     // Channels-last for 2-D convolutions whose input channels do not fill 16-channel blocks

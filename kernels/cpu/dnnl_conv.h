@@ -14,6 +14,8 @@ struct ConvGeometry {
   dnnl::memory::dims x, y, w;  // x, y with batch and channels; w: (F, C, k...)
   dnnl::memory::dims strides, pad_l, pad_r;
   bool bias = true;
+  int64_t groups =
+      1;  // > 1: w is (F, C/groups, k...), planned as oneDNN's (groups, F/groups, C/groups, k...)
 };
 
 std::unique_ptr<LayerKernel> make_dnnl_conv(const ConvGeometry& g, const KernelContext& ctx);

@@ -1,5 +1,5 @@
-// maxpool1d / avgpool1d and global_avg_pool on the shared oneDNN pooling kernel (dnnl_pooling.h),
-// which takes 1-D pooling's input in any layout (nCw16c from conv1d...).
+// maxpool1d / avgpool1d and global_avg_pool / global_max_pool on the shared oneDNN pooling kernel
+// (dnnl_pooling.h), which takes 1-D pooling's input in any layout (nCw16c from conv1d...).
 //   pool1d:          x: (B, C, L)  -> y: (B, C, OL)
 //   global_avg_pool: x: (B, C, S...) -> y: (B, C), planned as a window covering all of S with the
 //                    output (B, C, 1, ...), which is the same memory as (B, C).
@@ -24,7 +24,9 @@ std::unique_ptr<LayerKernel> make_pool1d_cpu(const Layer& layer, const KernelCon
   return make_dnnl_pooling(g, ctx);
 }
 
-std::unique_ptr<LayerKernel> make_global_avg_pool_cpu(const Layer& layer, const KernelContext& ctx) {
+// global_avg_pool and global_max_pool: one window over every spatial position.
+static std::unique_ptr<LayerKernel> make_global_pool_cpu(const Layer& layer, const KernelContext& ctx,
+                                                         bool max) {
   const Shape& in = layer.input_shape();
   PoolGeometry g;
   g.x = {ctx.batch, in[0]};
@@ -37,8 +39,16 @@ std::unique_ptr<LayerKernel> make_global_avg_pool_cpu(const Layer& layer, const 
     g.pad_l.push_back(0);
     g.pad_r.push_back(0);
   }
-  g.algo = pooling_algorithm(false);
+  g.algo = pooling_algorithm(max);
   return make_dnnl_pooling(g, ctx);
+}
+
+std::unique_ptr<LayerKernel> make_global_avg_pool_cpu(const Layer& layer, const KernelContext& ctx) {
+  return make_global_pool_cpu(layer, ctx, false);
+}
+
+std::unique_ptr<LayerKernel> make_global_max_pool_cpu(const Layer& layer, const KernelContext& ctx) {
+  return make_global_pool_cpu(layer, ctx, true);
 }
 
 }  // namespace trainer

@@ -13,8 +13,52 @@ namespace {
 
 constexpr int kWarps = 32;
 
+// Label smoothing s (kernels/cpu/classification_loss.cc is the reference): target q = (1 - s)
+// one_hot + s / C; one row per warp, the row's loss summed over the lanes in double.
+__device__ double smoothed_row(LossKind kind, const float* o, float* d, int32_t y, int64_t classes,
+                               double inv_b, float s, int lane) {
+  const double off = double(s) / double(classes), on = 1.0 - double(s) + off;
+  double row = 0;
+  switch (kind) {
+    case LossKind::nll:
+      for (int64_t c = lane; c < classes; c += 32) {
+        const double q = c == y ? on : off;
+        d[c] = float(-q * inv_b);
+        row -= q * double(o[c]);
+      }
+      break;
+    case LossKind::cross_entropy_logits: {
+      float mx = -INFINITY;
+      for (int64_t c = lane; c < classes; c += 32) mx = fmaxf(mx, o[c]);
+      mx = warp_max(mx);
+      double sum = 0;
+      for (int64_t c = lane; c < classes; c += 32) sum += exp(double(__fsub_rn(o[c], mx)));
+      sum = warp_sum(sum);
+      const double log_z = double(mx) + log(sum);
+      for (int64_t c = lane; c < classes; c += 32) {
+        const double q = c == y ? on : off;
+        d[c] = float((exp(double(o[c]) - log_z) - q) * inv_b);
+        row += q * (log_z - double(o[c]));
+      }
+      break;
+    }
+    case LossKind::cross_entropy_probs: {
+      const float eps = 1e-7f;
+      for (int64_t c = lane; c < classes; c += 32) {
+        const double q = c == y ? on : off;
+        const float p = o[c], pc = fminf(fmaxf(p, eps), 1.f - eps);
+        d[c] = (p == pc) ? float(-q * inv_b / double(pc)) : 0.f;
+        row -= q * log(double(pc));
+      }
+      break;
+    }
+  }
+  return warp_sum(row);
+}
+
 __global__ void classification_loss_kernel(LossKind kind, const float* out, const int32_t* labels,
-                                           int64_t batch, int64_t classes, float* dout, float* loss_sum) {
+                                           int64_t batch, int64_t classes, float* dout, float* loss_sum,
+                                           float smoothing) {
   __shared__ double warp_totals[kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float inv_b = 1.f / float(batch);
@@ -23,6 +67,11 @@ __global__ void classification_loss_kernel(LossKind kind, const float* out, cons
     const float* o = out + i * classes;
     float* d = dout + i * classes;
     const int32_t y = labels[i];
+    if (smoothing != 0.f) {
+      const double row = smoothed_row(kind, o, d, y, classes, 1.0 / double(batch), smoothing, lane);
+      if (lane == 0) total += row;
+      continue;
+    }
     switch (kind) {
       case LossKind::nll:
         for (int64_t c = lane; c < classes; c += 32) d[c] = c == y ? -inv_b : 0.f;
@@ -66,10 +115,11 @@ __global__ void classification_loss_kernel(LossKind kind, const float* out, cons
 }  // namespace
 
 void launch_classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
-                                int64_t classes, float* dout, float* loss_sum, cudaStream_t stream) {
+                                int64_t classes, float* dout, float* loss_sum, float smoothing,
+                                cudaStream_t stream) {
   if (batch <= 0) return;
-  classification_loss_kernel<<<1, kWarps * 32, 0, stream>>>(kind, out, labels, batch, classes, dout,
-                                                            loss_sum);
+  classification_loss_kernel<<<1, kWarps * 32, 0, stream>>>(kind, out, labels, batch, classes, dout, loss_sum,
+                                                            smoothing);
   CUDA_CHECK_LAUNCH();
 }
 

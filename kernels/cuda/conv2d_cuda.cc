@@ -31,6 +31,7 @@ std::unique_ptr<LayerKernel> make_conv2d_cuda(const Layer& layer, const KernelCo
   s.pad_right = l.ww.pad_end;
   s.oh = out[1];
   s.ow = out[2];
+  s.groups = l.groups;
   return cuda::make_cudnn_conv_layer(s, l.use_bias, ctx, "conv2d '" + l.name() + "'");
 }
 

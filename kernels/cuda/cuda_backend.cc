@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "kernels/cuda/adam_step.cuh"
+#include "kernels/cuda/add.cuh"
 #include "kernels/cuda/arch_probe.cuh"
 #include "kernels/cuda/classification_loss.cuh"
 #include "kernels/cuda/clip_grad_norm.cuh"
@@ -129,6 +130,10 @@ void CudaBackend::zero(void* dst, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
 }
 
+void CudaBackend::accumulate(float* dst, const float* src, int64_t n) {
+  cuda::launch_accumulate(dst, src, n, stream_);
+}
+
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 // A step is recorded on our one stream in thread-local mode: only this thread's work on this
@@ -165,8 +170,8 @@ void CudaBackend::replay(int graph) {
 }
 
 void CudaBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                       float* dout, float* loss_sum) {
-  cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, stream_);
+                       float* dout, float* loss_sum, float smoothing) {
+  cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing, stream_);
 }
 void CudaBackend::confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                             float* m) {

@@ -23,6 +23,9 @@ std::unique_ptr<LayerKernel> make_embedding_cuda(const Layer& l, const KernelCon
 std::unique_ptr<LayerKernel> make_conv1d_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_pool1d_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_global_avg_pool_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_global_max_pool_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_add_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_concat_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_batchnorm_cuda(const Layer& l, const KernelContext& ctx);
 
 }  // namespace trainer

@@ -96,9 +96,10 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
   set_nchw(x_desc_, s.batch, s.channels, xh, xw);
   set_nchw(y_desc_, s.batch, s.filters, s.oh, s.ow);
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(s.filters),
-                                         int(s.channels), int(s.kh), int(s.kw)));
+                                         int(s.channels / s.groups), int(s.kh), int(s.kw)));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_desc_, pad_h, pad_w, int(s.sh), int(s.sw), 1, 1,
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_desc_, int(s.groups)));
   const bool strict = ctx.math == MathMode::strict_fp32;
   CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
   int n, c, h, w;

@@ -28,6 +28,7 @@ struct ConvShape {
   int64_t filters = 0, kh = 1, kw = 1, sh = 1, sw = 1;  // W and strides
   int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
   int64_t oh = 0, ow = 0;  // y, as the layer inferred it (checked against cuDNN)
+  int64_t groups = 1;      // W: (F, C/groups, kh, kw); cuDNN's group count
 };
 
 class CudnnConv {

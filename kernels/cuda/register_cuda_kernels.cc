@@ -14,6 +14,9 @@ void register_cuda_kernels(Registry& r) {
   r.add_kernel("maxpool1d", "cuda", make_pool1d_cuda);
   r.add_kernel("avgpool1d", "cuda", make_pool1d_cuda);
   r.add_kernel("global_avg_pool", "cuda", make_global_avg_pool_cuda);
+  r.add_kernel("global_max_pool", "cuda", make_global_max_pool_cuda);
+  r.add_kernel("add", "cuda", make_add_cuda);
+  r.add_kernel("concat", "cuda", make_concat_cuda);
   r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda);
   r.add_kernel("dropout", "cuda", make_dropout_cuda);
   r.add_kernel("dropout2d", "cuda", make_dropout_cuda);

@@ -78,11 +78,14 @@ class Backend {
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void zero(void* dst, size_t bytes) = 0;
+  // dst[i] += src[i], i < n: sums the gradient of a tensor that several layers consume.
+  virtual void accumulate(float* dst, const float* src, int64_t n) = 0;
   virtual void synchronize() = 0;
 
   // out: (B, C). Writes dout = d(mean loss)/d(out) and adds the batch's summed loss to *loss_sum.
+  // smoothing: PyTorch's label_smoothing, the target is (1 - s) one_hot(label) + s / C.
   virtual void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                    float* dout, float* loss_sum) = 0;
+                    float* dout, float* loss_sum, float smoothing = 0.f) = 0;
   // confusion: (C, C) row = true label, column = argmax(out); adds one per sample.
   virtual void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                          float* confusion) = 0;

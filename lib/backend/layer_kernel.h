@@ -97,10 +97,13 @@ struct KernelBinding {
   // for kernels that fuse the update; laid out like params.
   std::vector<std::vector<TensorView>> optimizer_state;
   std::vector<TensorView> buffers;      // one per BufferSpec (running statistics)
-  std::vector<TensorView> inputs;       // one per input of the layer (today: one)
+  std::vector<TensorView> inputs;       // one per input of the layer (add, concat: several)
   std::vector<TensorView> input_grads;  // one per input; data null where no gradient is wanted
-  TensorView output, output_grad;       // output_grad has the output's shape and layout
-  void* workspace = nullptr;            // workspace_bytes() of backend memory
+  // Per input: 1 = add into input_grads[i] instead of overwriting it (the tensor has several
+  // consumers and another one wrote first). Only set where accumulates_input_grads(); empty: none.
+  std::vector<uint8_t> accumulate_input_grads;
+  TensorView output, output_grad;  // output_grad has the output's shape and layout
+  void* workspace = nullptr;       // workspace_bytes() of backend memory
   size_t workspace_bytes = 0;
 
   const TensorView& input(size_t i = 0) const { return at(inputs, i, "input"); }
@@ -161,8 +164,13 @@ class LayerKernel {
   virtual void bind(const KernelBinding& b) = 0;
   // output = f(inputs). training: dropout masks, batch statistics.
   virtual void forward(bool training) = 0;
-  // From output_grad (and the tensors of the last forward): writes input_grads (where wanted)
-  // and overwrites (never accumulates) the parameter gradients.
+  // True when backward() can add into an input gradient (KernelBinding::accumulate_input_grads);
+  // otherwise the executor gives the kernel a scratch gradient and adds it with
+  // Backend::accumulate (one more pass).
+  virtual bool accumulates_input_grads() const { return false; }
+  // From output_grad (and the tensors of the last forward): writes input_grads (where wanted,
+  // adding where accumulate_input_grads says so) and overwrites (never accumulates) the parameter
+  // gradients.
   virtual void backward() = 0;
 };
 

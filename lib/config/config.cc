@@ -110,8 +110,9 @@ static void read_model(Config& c, NodeReader& r) {
   c.layers = mr.child("layers");
   if (!present(c.layers) || !c.layers.IsSequence() || c.layers.size() == 0)
     mr.fail("layers", "is required: a non-empty list of layers, e.g. - {type: dense, units: 10}");
+  c.blocks = mr.child("blocks");
   mr.finish();
-  read_layer_list(c.layers, c.file);  // every layer's keys, as declared by its type (lib/registry)
+  read_layer_list(c.layers, c.file, c.blocks);  // every layer's keys, as declared by its type (lib/registry)
   c.resolved["model"] = mr.resolved();
 }
 
@@ -135,6 +136,8 @@ static void read_loss(Config& c, NodeReader& r) {
     bool from_logits = lr.boolean("from_logits", type == "cross_entropy");
     c.loss = from_logits ? LossKind::cross_entropy_logits : LossKind::cross_entropy_probs;
   }
+  // PyTorch's: the target is (1 - s) one_hot(label) + s / num_classes.
+  c.label_smoothing = float(lr.number("label_smoothing", 0.0, 0.0, 1.0));
   lr.finish();
   c.resolved["loss"] = lr.resolved();
 }

@@ -84,7 +84,9 @@ struct Config {
   Shape input_shape;
   InitScheme init = InitScheme::torch;
   YAML::Node layers;
+  YAML::Node blocks;  // model.blocks: named blocks used like layer types (lib/model/layer_list.h)
   LossKind loss = LossKind::cross_entropy_logits;
+  float label_smoothing = 0.f;  // loss.label_smoothing
   OptimizerConfig optimizer;
   std::vector<MetricSpec> metrics;
   DataConfig data;

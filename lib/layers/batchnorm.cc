@@ -21,7 +21,8 @@ Shape BatchNorm::infer(const Shape& in) {
 
 std::vector<ParamSpec> BatchNorm::param_specs() const {
   const int64_t c = channels();
-  return {{"gamma", Shape{c}, ParamRole::gamma, c, c}, {"beta", Shape{c}, ParamRole::beta, c, c}};
+  // PyTorch's names (weight, bias) for the scale (gamma, init 1) and the shift (beta, init 0).
+  return {{"weight", Shape{c}, ParamRole::gamma, c, c}, {"bias", Shape{c}, ParamRole::beta, c, c}};
 }
 
 std::vector<BufferSpec> BatchNorm::buffer_specs() const {

@@ -1,6 +1,7 @@
 // batchnorm: batch normalization per channel (PyTorch's BatchNorm1d/2d/3d conventions).
 //   x, y: (B, F) or (B, C, L) or (B, C, H, W) or (B, C, D, H, W); channel axis 1.
-//   gamma, beta: (C) parameters (init 1 and 0); running_mean, running_var: (C) buffers (0 and 1).
+//   gamma, beta: (C) parameters (init 1 and 0), named weight and bias as in PyTorch;
+//   running_mean, running_var: (C) buffers (0 and 1).
 // Training: y = gamma * (x - mean_b) / sqrt(var_b + eps) + beta with the batch's mean and biased
 //   variance over (B, spatial); then, PyTorch-style with momentum m (default 0.1):
 //     running_mean = (1 - m) * running_mean + m * mean_b

@@ -29,10 +29,16 @@ KeySpecs Conv2d::keys() {
               .require("is required, e.g. kernel_size: 3 or [3, 3]"),
           size_pair_key("strides", 1, 1, 1 << 16, "an integer or [height, width]"),
           padding_key("valid | same (TensorFlow's split) | an integer, both sides"),
-          bool_key("use_bias", true, "add a learned bias per filter")};
+          bool_key("use_bias", true, "add a learned bias per filter"),
+          integer_key("groups", 1, 1, 1 << 20,
+                      "channel groups convolved separately; divides the input channels and filters "
+                      "(channels = filters = groups: depthwise)")};
 }
 
-Conv2d::Conv2d(const KeyValues& v) : filters(v.integer("filters")), use_bias(v.boolean("use_bias")) {
+Conv2d::Conv2d(const KeyValues& v)
+    : filters(v.integer("filters")), use_bias(v.boolean("use_bias")), groups(v.integer("groups")) {
+  if (filters % groups != 0)
+    v.fail("groups", std::to_string(groups) + " does not divide filters (" + std::to_string(filters) + ")");
   const std::vector<int64_t> k = v.integers("kernel_size"), s = v.integers("strides");
   kh = k[0], kw = k[1], sh = s[0], sw = s[1];
   padding_from(v, padding, pad);
@@ -40,7 +46,10 @@ Conv2d::Conv2d(const KeyValues& v) : filters(v.integer("filters")), use_bias(v.b
 
 Shape Conv2d::infer(const Shape& in) {
   if (in.rank() != 3) shape_error("expects (channels, height, width), got " + in.batched_str());
-  check_size("parameter 'weight'", Shape{filters, in[0], kh, kw}, false);  // bounds the fans too
+  if (in[0] % groups != 0)
+    shape_error("groups " + std::to_string(groups) + " does not divide the input's " + std::to_string(in[0]) +
+                " channels (input " + in.batched_str() + ")");
+  check_size("parameter 'weight'", Shape{filters, in[0] / groups, kh, kw}, false);  // bounds the fans too
   wh = Window{kh, sh, 0, 0};
   ww = Window{kw, sw, 0, 0};
   int64_t oh = resolve_window(in[1], padding, pad, wh);
@@ -52,9 +61,10 @@ Shape Conv2d::infer(const Shape& in) {
 }
 
 std::vector<ParamSpec> Conv2d::param_specs() const {
-  int64_t fan_in = in_channels() * kh * kw, fan_out = filters * kh * kw;
+  // PyTorch's fans for a grouped weight (filters, C/G, kh, kw): its dims 1.. and 0, 2..
+  int64_t fan_in = in_channels() / groups * kh * kw, fan_out = filters / groups * kh * kw;
   std::vector<ParamSpec> p{
-      {"weight", Shape{filters, in_channels(), kh, kw}, ParamRole::weight, fan_in, fan_out}};
+      {"weight", Shape{filters, in_channels() / groups, kh, kw}, ParamRole::weight, fan_in, fan_out}};
   if (use_bias) p.push_back({"bias", Shape{filters}, ParamRole::bias, fan_in, fan_out});
   return p;
 }
@@ -68,6 +78,7 @@ void Conv2d::describe(YAML::Node& out) const {
   else
     out["padding"] = padding;
   out["use_bias"] = use_bias;
+  if (groups != 1) out["groups"] = groups;
 }
 
 }  // namespace trainer

@@ -1,6 +1,8 @@
 // conv2d: cross-correlation as in PyTorch/Keras.
 //   x: (B, C, H, W)  W: (filters, C, kh, kw)  b: (filters)  y: (B, filters, OH, OW)
 // padding: valid | same (TensorFlow's split: the extra row/column goes bottom/right) | an integer.
+// groups: G splits channels and filters into G groups convolved separately (PyTorch's groups):
+// W: (filters, C / G, kh, kw); G = C = filters is a depthwise convolution.
 #pragma once
 
 #include "lib/config/key_spec.h"
@@ -24,6 +26,7 @@ class Conv2d : public Layer {
   std::string padding = "valid";
   int64_t pad = 0;  // when padding is an integer
   bool use_bias = true;
+  int64_t groups = 1;
   Window wh, ww;  // resolved in infer()
 
   int64_t in_channels() const { return input_shape()[0]; }

@@ -1,6 +1,8 @@
 // Every built-in layer type, by its YAML name.
 #include "lib/layers/activation.h"
+#include "lib/layers/add.h"
 #include "lib/layers/batchnorm.h"
+#include "lib/layers/concat.h"
 #include "lib/layers/conv1d.h"
 #include "lib/layers/conv2d.h"
 #include "lib/layers/dense.h"
@@ -8,6 +10,7 @@
 #include "lib/layers/embedding.h"
 #include "lib/layers/flatten.h"
 #include "lib/layers/global_pool.h"
+#include "lib/layers/identity.h"
 #include "lib/layers/mlp.h"
 #include "lib/layers/pool1d.h"
 #include "lib/layers/pool2d.h"
@@ -54,9 +57,14 @@ void register_builtin_layers(Registry& r) {
   r.add_layer("embedding", Embedding::keys(),
               [](const KeyValues& v) { return std::make_unique<Embedding>(v); });
   r.add_layer("global_avg_pool", {}, [](const KeyValues&) { return std::make_unique<GlobalAvgPool>(); });
+  r.add_layer("global_max_pool", {}, [](const KeyValues&) { return std::make_unique<GlobalMaxPool>(); });
   r.add_layer("batchnorm", BatchNorm::keys(),
               [](const KeyValues& v) { return std::make_unique<BatchNorm>(v); });
   r.add_layer("flatten", {}, [](const KeyValues&) { return std::make_unique<Flatten>(); });
+  r.add_layer("identity", {}, [](const KeyValues&) { return std::make_unique<Identity>(); });
+  // Several inputs (`inputs: [a, b]`): the element-wise sum, and the join along the channels.
+  r.add_layer("add", {}, [](const KeyValues&) { return std::make_unique<Add>(); });
+  r.add_layer("concat", {}, [](const KeyValues&) { return std::make_unique<Concat>(); });
   r.add_layer("dropout", Dropout::keys(),
               [](const KeyValues& v) { return std::make_unique<Dropout>(v, false); });
   r.add_layer("dropout2d", Dropout::keys(),

@@ -10,6 +10,19 @@
 
 namespace trainer {
 
+// Where a kernel writes the gradient of one of its inputs. A tensor that several layers consume
+// (directly or through views such as flatten) gets the sum of their gradients: the first consumer
+// to run backward writes the tensor's gradient, later ones add into it, natively where the kernel
+// can (LayerKernel::accumulates_input_grads), else through the scratch gradient and one
+// Backend::accumulate after their backward.
+struct InputGrad {
+  bool wanted = false;      // false: the input is (a view of) the model's input
+  bool accumulate = false;  // add into the gradient rather than overwrite it
+  bool scratch = false;     // written to the plan's scratch gradient, then accumulated
+  size_t tensor = 0;        // the gradient's tensor (index into Plan::grad): its storage root
+  int64_t floats = 0;       // elements of the tensor at this batch size
+};
+
 // The layout of one batch size inside the activation arena, and its kernels.
 struct Executor::Plan {
   int64_t batch = 0;
@@ -18,8 +31,10 @@ struct Executor::Plan {
   std::vector<size_t> act, grad;
   std::vector<std::shared_ptr<const Layout>> layout;  // of act[i] and grad[i]; null: plain
   std::vector<size_t> workspace;                      // per layer
+  // Per layer and input: where backward writes that input's gradient (see plan_gradients()).
+  std::vector<std::vector<InputGrad>> input_grads;
+  size_t scratch = 0;  // one gradient buffer for consumers that cannot add into a shared gradient
   size_t labels = 0, bytes = 0;
-  size_t first_kernel = 0;                        // index of the first layer that runs a kernel
   int train_graph = -1, eval_graph = -1;          // recorded steps (backends with capture)
   int train_eager_runs = 0, eval_eager_runs = 0;  // steps run before recording
 };
@@ -74,11 +89,13 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     p->layout.push_back(nullptr);
     for (size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = *layers[i];
-      if (l.aliases_input()) {
+      const std::vector<int>& from = model_.layer_inputs(i);
+      if (l.aliases_input()) {  // a view: the output is the input's memory (and its gradient's)
+        const size_t t = size_t(from[0] + 1);
         p->kernels.push_back(nullptr);
-        p->act.push_back(p->act.back());
-        p->grad.push_back(p->grad.back());
-        p->layout.push_back(p->layout.back());
+        p->act.push_back(p->act[t]);
+        p->grad.push_back(p->grad[t]);
+        p->layout.push_back(p->layout[t]);
         p->workspace.push_back(0);
         continue;
       }
@@ -89,13 +106,16 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       ctx.layer_index = int(i);
       ctx.math = o_.math;
       ctx.deterministic = o_.deterministic;
-      // Layouts: a kernel may keep its preferred output layout only when the next layer runs a
-      // kernel that accepts any layout; views (flatten), the loss and the caller need plain.
-      const bool prev_computes = i > 0 && p->kernels[i - 1];
-      ctx.input_layout = prev_computes ? p->layout.back() : nullptr;
-      ctx.output_layout_free = !o_.plain_layouts && i + 1 < layers.size() &&
-                               !layers[i + 1]->aliases_input() &&
-                               reg.accepts_any_input_layout(layers[i + 1]->type(), be_.name());
+      // Layouts: a kernel may keep its preferred output layout only when exactly one layer takes
+      // its output and that layer runs a kernel that accepts any layout; views (flatten), layers of
+      // several inputs, a tensor with several consumers (its gradients are summed), the loss and
+      // the caller need plain.
+      ctx.input_layout = p->layout[size_t(from[0] + 1)];
+      const std::vector<int> next = model_.consumers(int(i));
+      ctx.output_layout_free = !o_.plain_layouts && next.size() == 1 &&
+                               !layers[size_t(next[0])]->aliases_input() &&
+                               model_.layer_inputs(size_t(next[0])).size() == 1 &&
+                               reg.accepts_any_input_layout(layers[size_t(next[0])]->type(), be_.name());
       p->kernels.push_back(reg.make_kernel(be_.name(), l, ctx));
       if (!ctx.output_layout_free && p->kernels.back()->output_layout())
         throw InternalError("layer '" + l.name() + "' chose an output layout where plain was required");
@@ -106,8 +126,8 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       p->layout.push_back(p->kernels.back()->output_layout());
       p->workspace.push_back(take(p->kernels.back()->workspace_bytes()));
     }
+    if (size_t scratch = plan_gradients(*p)) p->scratch = take(scratch);
     p->labels = take(size_t(b) * sizeof(int32_t));
-    while (p->first_kernel < layers.size() && !p->kernels[p->first_kernel]) ++p->first_kernel;
     p->bytes = arena.bytes();
     act_bytes = std::max(act_bytes, p->bytes);
     plans_[b] = std::move(p);
@@ -166,6 +186,41 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   reset_metrics();
 }
 
+// Fills p.input_grads (see InputGrad) from the graph, walking the layers in backward order;
+// returns the bytes the scratch gradient needs (0: none).
+size_t Executor::plan_gradients(Plan& p) const {
+  const auto& layers = model_.layers();
+  // A tensor's storage root: views (flatten, identity) share their input's memory.
+  std::vector<size_t> root(layers.size() + 1, 0);
+  for (size_t i = 0; i < layers.size(); ++i)
+    root[i + 1] = layers[i]->aliases_input() ? root[size_t(model_.layer_inputs(i)[0] + 1)] : i + 1;
+  std::vector<bool> written(layers.size() + 1, false);
+  written[root[layers.size()]] = true;  // the loss writes the output's gradient first
+  size_t scratch = 0;
+  p.input_grads.assign(layers.size(), {});
+  for (size_t i = layers.size(); i-- > 0;) {
+    const std::vector<int>& from = model_.layer_inputs(i);
+    p.input_grads[i].resize(from.size());
+    if (!p.kernels[i]) continue;
+    int scratch_inputs = 0;
+    for (size_t k = 0; k < from.size(); ++k) {
+      InputGrad& g = p.input_grads[i][k];
+      g.tensor = root[size_t(from[k] + 1)];
+      g.wanted = g.tensor != 0;
+      if (!g.wanted) continue;
+      g.floats = p.batch * layers[i]->input_shapes()[k].numel();
+      g.accumulate = written[g.tensor];
+      written[g.tensor] = true;
+      if (!g.accumulate || p.kernels[i]->accumulates_input_grads()) continue;
+      g.scratch = true;
+      scratch = std::max(scratch, size_t(g.floats) * sizeof(float));
+      if (++scratch_inputs > 1)
+        throw InternalError("layer '" + layers[i]->name() + "' needs two scratch gradients");
+    }
+  }
+  return scratch;
+}
+
 KernelBinding Executor::binding(const Plan& p, size_t i) const {
   const Layer& l = *model_.layers()[i];
   auto view = [](void* data, Shape shape, std::shared_ptr<const Layout> layout = nullptr) {
@@ -187,10 +242,18 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
   }
   for (const TensorSlot& t : model_.buffers())
     if (t.layer == int(i)) b.buffers.push_back(view(buffers_ + t.offset, t.shape));
-  const Shape in = batched(p.batch, l.input_shape()), out = batched(p.batch, l.output_shape());
-  b.inputs.push_back(view(activations_ + p.act[i], in, p.layout[i]));
-  // The first computing layer's input needs no gradient.
-  b.input_grads.push_back(view(i > p.first_kernel ? activations_ + p.grad[i] : nullptr, in, p.layout[i]));
+  const Shape out = batched(p.batch, l.output_shape());
+  const std::vector<int>& from = model_.layer_inputs(i);
+  for (size_t k = 0; k < from.size(); ++k) {
+    const size_t t = size_t(from[k] + 1);
+    const Shape in = batched(p.batch, l.input_shapes()[k]);
+    const InputGrad& g = p.input_grads[i][k];
+    b.inputs.push_back(view(activations_ + p.act[t], in, p.layout[t]));
+    // The model's input needs no gradient.
+    char* dx = !g.wanted ? nullptr : activations_ + (g.scratch ? p.scratch : p.grad[g.tensor]);
+    b.input_grads.push_back(view(dx, in, p.layout[t]));
+    b.accumulate_input_grads.push_back(g.accumulate && !g.scratch);
+  }
   b.output = view(activations_ + p.act[i + 1], out, p.layout[i + 1]);
   b.output_grad = view(activations_ + p.grad[i + 1], out, p.layout[i + 1]);
   b.workspace = activations_ + p.workspace[i];
@@ -268,7 +331,7 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   // Training: the batch's loss goes to the step's scalars first; commit_step adds it to the
   // epoch's sum unless the step found a non-finite value.
   float* loss = training ? &scalars_->batch_loss : metrics_;
-  be_.loss(o_.loss, out, labels, batch, o_.num_classes, dout, loss);
+  be_.loss(o_.loss, out, labels, batch, o_.num_classes, dout, loss, o_.label_smoothing);
   if (training) be_.check_finite(loss, 1, kNonfiniteLoss, scalars_);
   for (size_t k = 0; k < o_.top_k.size(); ++k)
     be_.topk_correct(out, labels, batch, o_.num_classes, o_.top_k[k], metrics_ + 1 + k);
@@ -277,8 +340,14 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
 
 void Executor::enqueue_backward_and_update(Plan& p) {
   const auto& layers = model_.layers();
-  for (size_t i = layers.size(); i-- > 0;)
-    if (p.kernels[i]) p.kernels[i]->backward();
+  for (size_t i = layers.size(); i-- > 0;) {
+    if (!p.kernels[i]) continue;
+    p.kernels[i]->backward();
+    for (const InputGrad& g : p.input_grads[i])
+      if (g.scratch)
+        be_.accumulate(reinterpret_cast<float*>(activations_ + p.grad[g.tensor]),
+                       reinterpret_cast<const float*>(activations_ + p.scratch), g.floats);
+  }
   if (grad_hook_) grad_hook_(grads_);
   if (clip_) be_.clip_grad_norm(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, clip_);
   // The non-finite guard: the update is skipped on the device when the loss or a gradient is not

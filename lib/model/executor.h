@@ -26,7 +26,8 @@ struct ExecutorOptions {
   std::vector<int64_t> batch_sizes;  // every batch size a step may use
   int64_t num_classes = 0;
   LossKind loss = LossKind::nll;
-  std::vector<int64_t> top_k;  // top-k accuracies to accumulate (besides the confusion matrix)
+  float label_smoothing = 0.f;  // Backend::loss
+  std::vector<int64_t> top_k;   // top-k accuracies to accumulate (besides the confusion matrix)
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
   uint64_t seed = 0;
@@ -103,6 +104,7 @@ class Executor {
   void enqueue_backward_and_update(Plan& p);
   void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);
   void* allocate(size_t bytes, const std::string& what);
+  size_t plan_gradients(Plan& p) const;
   // Views of layer i's tensors in plan p, for LayerKernel::bind.
   KernelBinding binding(const Plan& p, size_t i) const;
 

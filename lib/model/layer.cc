@@ -4,13 +4,18 @@
 
 namespace trainer {
 
-void Layer::build(const Shape& input, int index) {
+void Layer::build(const std::vector<Shape>& inputs, int index) {
   index_ = index;
-  in_ = input;
-  check_size("input", input);  // infer() may multiply dimensions: they must not overflow
-  out_ = infer(input);
+  ins_ = inputs;
+  if (int(inputs.size()) < min_inputs() || int(inputs.size()) > max_inputs())
+    shape_error("takes " +
+                (min_inputs() == max_inputs() ? std::to_string(min_inputs())
+                                              : std::to_string(min_inputs()) + " or more") +
+                " input" + (max_inputs() == 1 ? "" : "s") + ", got " + std::to_string(inputs.size()));
+  for (const Shape& s : inputs) check_size("input", s);  // infer() may multiply dimensions
+  out_ = infer_inputs(inputs);
   for (int64_t d : out_.dims)
-    if (d <= 0) shape_error("input " + input.str() + " gives an empty output " + out_.str());
+    if (d <= 0) shape_error("input " + inputs[0].str() + " gives an empty output " + out_.str());
   check_size("output", out_);
   for (const ParamSpec& p : param_specs()) check_size("parameter '" + p.name + "'", p.shape, false);
 }

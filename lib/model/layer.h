@@ -41,12 +41,18 @@ class Layer {
 
   const std::string& type() const { return type_; }
   const std::string& name() const { return name_; }
-  const Shape& input_shape() const { return in_; }
+  const Shape& input_shape() const { return ins_.at(0); }
+  // Every input's per-sample shape, in the order of the layer's `inputs:` (one for most layers).
+  const std::vector<Shape>& input_shapes() const { return ins_; }
   const Shape& output_shape() const { return out_; }
 
   // Infers and records the per-sample output shape. Throws ConfigError naming index, type and
   // shapes on a mismatch.
-  void build(const Shape& input, int index);
+  void build(const Shape& input, int index) { build(std::vector<Shape>{input}, index); }
+  void build(const std::vector<Shape>& inputs, int index);
+  // How many inputs the layer takes (`inputs:`); most take one, add and concat two or more.
+  virtual int min_inputs() const { return 1; }
+  virtual int max_inputs() const { return 1; }
 
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   virtual std::vector<BufferSpec> buffer_specs() const { return {}; }
@@ -65,13 +71,16 @@ class Layer {
  protected:
   // Returns the output shape or throws via shape_error().
   virtual Shape infer(const Shape& input) = 0;  // may resolve derived geometry
+  // Layers of several inputs override this one; the default passes the one input to infer().
+  virtual Shape infer_inputs(const std::vector<Shape>& inputs) { return infer(inputs[0]); }
   [[noreturn]] void shape_error(const std::string& what) const;
   // shape_error() unless `shape` fits in one tensor (kMaxTensorElements); `what` names it.
   void check_size(const std::string& what, const Shape& shape, bool per_sample = true) const;
 
  private:
   std::string type_, name_;
-  Shape in_, out_;
+  std::vector<Shape> ins_;
+  Shape out_;
   int index_ = -1;
 };
 

@@ -12,61 +12,26 @@
 
 namespace trainer {
 
-std::vector<LayerDecl> read_layer_list(const YAML::Node& layers, const std::string& file) {
-  if (!present(layers) || !layers.IsSequence() || layers.size() == 0)
-    throw ConfigError(node_location(file, layers) + ": model.layers: expected a non-empty list of layers");
-  const Registry& reg = Registry::global();
-  std::vector<LayerDecl> out;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const YAML::Node node = layers[i];
-    const std::string path = "model.layers." + std::to_string(i);
-    NodeReader r(node, path, file);
-    if (!r.has("type")) r.fail_here("every layer needs a 'type', e.g. type: dense");
-    const std::string type = r.string("type", "");
-    const LayerEntry& entry = reg.layer(type, node_location(file, node["type"]) + ": " + path + ".type");
-    const std::string name = r.string("name", "");
-    KeyValues values = entry.read(r);
-    if (entry.expand) {  // a macro: with name: x, its layers are x_dense_1, x_relu_1, ...
-      std::map<std::string, int> local;
-      for (const YAML::Node& sub : entry.expand(values)) {
-        NodeReader sr(sub, path, file);
-        const std::string sub_type = sr.string("type", "");
-        const LayerEntry& sub_entry = reg.layer(sub_type, path);
-        out.push_back({&sub_entry, sub_type,
-                       name.empty() ? "" : name + "_" + sub_type + "_" + std::to_string(++local[sub_type]),
-                       sub_entry.read(sr)});
-      }
-      continue;
-    }
-    const std::string activation = entry.traits.activation_shortcut ? values.string("activation") : "linear";
-    out.push_back({&entry, type, name, std::move(values)});
-    if (activation != "linear") {  // Keras' `activation:` shortcut: a separate activation layer
-      YAML::Node empty(YAML::NodeType::Map);
-      NodeReader ar(empty, path + ".activation", file);
-      const LayerEntry& act = reg.layer(activation, path);
-      out.push_back({&act, activation, name.empty() ? "" : name + "_" + activation, act.read(ar)});
-    }
-  }
-  return out;
-}
-
-Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init, const std::string& file)
+Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init, const std::string& file,
+             const YAML::Node& blocks)
     : input_(input_shape), init_(init) {
-  std::map<std::string, int> type_count;
-  std::vector<std::string> names;
-  for (const LayerDecl& d : read_layer_list(layers, file)) {
+  std::vector<LayerDecl> decls = read_layer_list(layers, file, blocks);
+  std::vector<std::unique_ptr<Layer>> made;
+  std::map<std::string, int> type_count, by_name;
+  for (const LayerDecl& d : decls) {
     std::unique_ptr<Layer> layer = d.entry->make(d.values);
     std::string name = d.name;
-    int n = ++type_count[d.type];
-    if (name.empty()) name = d.type + "_" + std::to_string(n);  // Keras' naming: conv2d_1
-    for (const auto& other : names)
-      if (other == name) throw ConfigError("model.layers: duplicate layer name '" + name + "'");
-    names.push_back(name);
+    // Keras' naming: conv2d_1, counting every layer of the type outside blocks (a block names its own)
+    const int n = d.in_block ? 0 : ++type_count[d.type];
+    if (name.empty()) name = d.type + "_" + std::to_string(n);
+    if (name == "input")
+      throw ConfigError(d.where + ": the name 'input' is reserved for the model's input (inputs: [input])");
+    if (by_name.count(name)) throw ConfigError("model.layers: duplicate layer name '" + name + "'");
+    by_name[name] = int(made.size());
     layer->set_identity(d.type, name);
-    const Shape& in = layers_.empty() ? input_ : layers_.back()->output_shape();
-    layer->build(in, int(layers_.size()));
-    layers_.push_back(std::move(layer));
+    made.push_back(std::move(layer));
   }
+  build_graph(decls, made, by_name);
   // Every tensor fits (Layer::build checked each); the arena totals are checked here. Offsets
   // follow the one alignment rule (lib/model/arena_layout.h), in floats.
   ArenaLayout param_arena(size_t(kMaxArenaElements) * sizeof(float)),
@@ -161,28 +126,32 @@ void Model::initialize(float* params, float* buffers, uint64_t seed) const {
 }
 
 std::string Model::summary() const {
-  char line[256];
+  char line[512];
   std::string out;
-  const char* rule = "________________________________________________________________________________\n";
-  std::snprintf(line, sizeof line, "%-28s %-14s %-24s %12s\n", "Layer", "Type", "Output Shape", "Param #");
-  out += rule;
-  out += line;
-  out += "================================================================================\n";
-  std::snprintf(line, sizeof line, "%-28s %-14s %-24s %12s\n", "input", "input", input_.batched_str().c_str(),
+  const std::string rule(100, '_'), double_rule(100, '=');
+  const char* format = "%-28s %-16s %-22s %12s  %s\n";
+  std::snprintf(line, sizeof line, format, "Layer", "Type", "Output Shape", "Param #", "Connected to");
+  out += rule + "\n" + line + double_rule + "\n";
+  std::snprintf(line, sizeof line, "%-28s %-16s %-22s %12s\n", "input", "input", input_.batched_str().c_str(),
                 "0");
   out += line;
-  for (const auto& l : layers_) {
-    std::snprintf(line, sizeof line, "%-28s %-14s %-24s %12s\n", l->name().c_str(), l->type().c_str(),
-                  l->output_shape().batched_str().c_str(), with_thousands(l->num_params()).c_str());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = *layers_[i];
+    std::string from;
+    for (int p : inputs_[i])
+      from += (from.empty() ? "" : ", ") + (p < 0 ? std::string("input") : layers_[size_t(p)]->name());
+    std::snprintf(line, sizeof line, format, l.name().c_str(), l.type().c_str(),
+                  l.output_shape().batched_str().c_str(), with_thousands(l.num_params()).c_str(),
+                  from.c_str());
     out += line;
   }
-  out += "================================================================================\n";
+  out += double_rule + "\n";
   out += "Total params: " + with_thousands(num_params()) + "\n";
   out += "Trainable params: " + with_thousands(num_params()) + "\n";
   int64_t buffers = 0;
   for (const auto& b : buffers_) buffers += b.shape.numel();
   out += "Non-trainable params: " + with_thousands(buffers) + "\n";
-  out += rule;
+  out += rule + "\n";
   return out;
 }
 
@@ -192,6 +161,11 @@ YAML::Node Model::describe_layers() const {
     YAML::Node n;
     n["type"] = l->type();
     n["name"] = l->name();
+    const size_t i = list.size();
+    // A stack's default (the previous layer) is left implicit, so a plain list reads as written.
+    if (inputs_[i] != std::vector<int>{int(i) - 1})
+      for (int p : inputs_[i])
+        n["inputs"].push_back(p < 0 ? std::string("input") : layers_[size_t(p)]->name());
     l->describe(n);
     list.push_back(n);
   }

@@ -4,32 +4,18 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "lib/config/key_spec.h"
 #include "lib/model/layer.h"
+#include "lib/model/layer_list.h"
 
 namespace trainer {
 
 enum class InitScheme { torch, keras };
-
-struct LayerEntry;
-
-// One layer of model.layers, validated: every key checked against its type's declaration
-// (lib/registry/registry.h), macros (mlp) expanded, the `activation:` shortcut split off into a
-// layer of its own.
-struct LayerDecl {
-  const LayerEntry* entry = nullptr;
-  std::string type;
-  std::string name;  // "": the Keras-style default, conv2d_1, dense_2, ...
-  KeyValues values;
-};
-
-// Validates model.layers (a non-empty list; each item's type and keys) without inferring any
-// shape. Throws ConfigError with file:line:column. load_config() and Model both call it.
-std::vector<LayerDecl> read_layer_list(const YAML::Node& layers, const std::string& file);
 
 // One named tensor in the flat parameter (or buffer) arena.
 struct TensorSlot {
@@ -43,14 +29,22 @@ struct TensorSlot {
 class Model {
  public:
   // layers: the YAML list under model.layers; file: for messages.
-  Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init, const std::string& file);
+  // blocks: model.blocks (lib/model/layer_list.h), or null.
+  Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init, const std::string& file,
+        const YAML::Node& blocks = YAML::Node());
 
   const Shape& input_shape() const { return input_; }
   // Throws ConfigError naming the layer and its shape when a tensor of `batch` samples (the input
   // or a layer's output) would exceed kMaxTensorElements. Called before any batch is allocated.
   void check_batch_size(int64_t batch) const;
   const Shape& output_shape() const { return layers_.back()->output_shape(); }
+  // Every layer in run order (a topological order of the graph; the declaration order for a
+  // stack); the last one's output is the model's output.
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // Where layer i's inputs come from: indices into layers(), -1 for the model's input.
+  const std::vector<int>& layer_inputs(size_t i) const { return inputs_.at(i); }
+  // The layers that take layer `producer`'s output (-1: the model's input) as an input.
+  std::vector<int> consumers(int producer) const;
   InitScheme init_scheme() const { return init_; }
 
   // Parameters: one flat arena, layer by layer, in declaration order; every tensor starts on the
@@ -67,15 +61,21 @@ class Model {
   // U(+-1/sqrt(fan_in))) or Keras' (Glorot-uniform, zero bias). Deterministic in seed.
   void initialize(float* params, float* buffers, uint64_t seed) const;
 
-  // Keras-style table: layer, type, output shape, parameters; then the totals.
+  // Keras-style table: layer, type, output shape, parameters, connected to; then the totals.
   std::string summary() const;
   // The resolved layer list (every hyper-parameter, defaults filled) for --print-config.
   YAML::Node describe_layers() const;
 
  private:
+  // Resolves inputs, orders the layers, checks the graph and infers every shape
+  // (lib/model/model_graph.cc). made: the layers in declaration order; by_name: name -> index.
+  void build_graph(const std::vector<LayerDecl>& decls, std::vector<std::unique_ptr<Layer>>& made,
+                   const std::map<std::string, int>& by_name);
+
   Shape input_;
   InitScheme init_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::vector<int>> inputs_;
   std::vector<TensorSlot> params_, buffers_;
   int64_t param_floats_ = 0, buffer_floats_ = 0;
 };

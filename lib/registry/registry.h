@@ -44,9 +44,9 @@ struct LayerEntry {
   // kernel prefers (KernelContext::input_layout); others get plain inputs.
   std::map<std::string, bool> any_input_layout;
 
-  // Validates r's mapping against `keys` (an undeclared key is an error; `type` and `name` are
-  // known) and returns the values.
-  KeyValues read(NodeReader& r) const { return read_keys(r, keys, {"type", "name"}); }
+  // Validates r's mapping against `keys` (an undeclared key is an error; `type`, `name` and
+  // `inputs` are known: the model reads them) and returns the values.
+  KeyValues read(NodeReader& r) const { return read_keys(r, keys, {"type", "name", "inputs"}); }
   // read() and make(); throws InternalError for a macro.
   std::unique_ptr<Layer> make_layer(NodeReader& r) const;
 };
@@ -66,6 +66,7 @@ class Registry {
   // Throws ConfigError "unknown layer type 'x' (did you mean 'y'?); registered types: ...".
   const LayerEntry& layer(const std::string& type, const std::string& where) const;
   std::vector<std::string> layer_types() const;
+  bool has_layer(const std::string& type) const { return layers_.count(type) > 0; }
   // The types registered as activations, in registration order.
   const std::vector<std::string>& activation_types() const { return activations_; }
   std::unique_ptr<LayerKernel> make_kernel(const std::string& backend, const Layer& layer,

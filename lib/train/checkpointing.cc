@@ -158,6 +158,12 @@ void save_weights(const std::string& path, const Model& model, const HostWeights
   write_safetensors(path, refs, metadata);
 }
 
+// A checkpoint of an older version names batchnorm's weight and bias gamma and beta.
+static std::string legacy_name(const TensorSlot& t) {
+  if (t.spec.role != ParamRole::gamma && t.spec.role != ParamRole::beta) return "";
+  return t.name.substr(0, t.name.rfind('.')) + (t.spec.role == ParamRole::gamma ? ".gamma" : ".beta");
+}
+
 HostWeights load_weights(const std::string& path, const Model& model, const std::string& role) {
   SafetensorsFile f = read_safetensors(path);
   HostWeights w;
@@ -168,12 +174,13 @@ HostWeights load_weights(const std::string& path, const Model& model, const std:
   auto take = [&](const std::vector<TensorSlot>& slots, std::vector<float>& arena) {
     for (const TensorSlot& t : slots) {
       auto it = f.tensors.find(t.name);
+      if (it == f.tensors.end() && !legacy_name(t).empty()) it = f.tensors.find(legacy_name(t));
       if (it == f.tensors.end()) {
         problems.push_back("the model has " + t.name + " " + shape_text(t.shape.dims) +
                            " but the file does not");
         continue;
       }
-      used[t.name] = true;
+      used[it->first] = true;
       if (it->second.shape != t.shape.dims) {
         problems.push_back(t.name + " is " + shape_text(t.shape.dims) + " in the model but " +
                            shape_text(it->second.shape) + " in the file");
@@ -307,6 +314,8 @@ TrainState load_checkpoint(const CheckpointInfo& ck, Session& s, const Config& c
     for (const TensorSlot& t : m.params()) {
       const std::string name = t.name + "." + names[size_t(k)];
       auto jt = f.tensors.find(name);
+      if (jt == f.tensors.end() && !legacy_name(t).empty())
+        jt = f.tensors.find(legacy_name(t) + "." + names[size_t(k)]);
       if (jt == f.tensors.end() || jt->second.shape != t.shape.dims)
         throw ConfigError("--resume: the checkpoint " + ck.state() + " has no optimizer state " + name + " " +
                           shape_text(t.shape.dims) + " (were optimizer settings such as momentum changed?)");

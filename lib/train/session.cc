@@ -13,7 +13,7 @@
 namespace trainer {
 
 std::unique_ptr<Model> make_model(const Config& cfg) {
-  auto model = std::make_unique<Model>(cfg.input_shape, cfg.layers, cfg.init, cfg.file);
+  auto model = std::make_unique<Model>(cfg.input_shape, cfg.layers, cfg.init, cfg.file, cfg.blocks);
   const int64_t C = cfg.data.num_classes;
   if (model->output_shape() != Shape{C})
     throw ConfigError("the model's output shape " + model->output_shape().batched_str() +
@@ -56,6 +56,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   eo.batch_sizes = batch_sizes;
   eo.num_classes = s->classes;
   eo.loss = cfg.loss;
+  eo.label_smoothing = cfg.label_smoothing;
   eo.top_k = topk_needed(cfg.metrics);
   eo.math = device.math;
   eo.deterministic = device.deterministic;

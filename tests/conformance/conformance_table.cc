@@ -171,6 +171,15 @@ std::vector<Row> build_table() {
   rows.push_back(kernel_row(
       "conv2d", reference_conv2d, kConv,
       {
+          fd("{type: conv2d, filters: 4, kernel_size: 3, groups: 2}", {4, 5, 5}, 2, 261, 1e-2f, "grouped"),
+          fd("{type: conv2d, filters: 3, kernel_size: 3, groups: 3, padding: same, use_bias: false}",
+             {3, 5, 4}, 1, 262, 1e-2f, "depthwise, batch 1"),
+          fd("{type: conv2d, filters: 6, kernel_size: 1, strides: 2, groups: 3}", {3, 5, 5}, 2, 263, 1e-2f,
+             "grouped 1x1 with stride, two filters per group"),
+          ref("{type: conv2d, filters: 32, kernel_size: 3, padding: 1, groups: 32}", {32, 12, 12}, 3, 1,
+              kWide, "depthwise (MobileNet)"),
+          ref("{type: conv2d, filters: 16, kernel_size: 3, strides: 2, padding: same, groups: 4}",
+              {8, 11, 11}, 2, 1, kWide, "grouped, asymmetric padding"),
           fd("{type: conv2d, filters: 3, kernel_size: 3}", {2, 6, 6}, 2, 21, 1e-2f,
              "was test_layer_gradients"),
           fd("{type: conv2d, filters: 2, kernel_size: 3, padding: same, strides: 2}", {2, 7, 7}, 2, 22, 1e-2f,
@@ -230,6 +239,36 @@ std::vector<Row> build_table() {
       }));
   rows.push_back(kernel_row("maxpool1d", reference_pool1d, kFine, pool1d_cases("maxpool1d", 1e-3f)));
   rows.push_back(kernel_row("avgpool1d", reference_pool1d, kFine, pool1d_cases("avgpool1d", 1e-2f)));
+  rows.push_back(kernel_row(
+      "global_max_pool", reference_global_max_pool, kFine,
+      {
+          fd("{type: global_max_pool}", {3, 7}, 2, 231, 1e-3f, "1-D input"),
+          fd("{type: global_max_pool}", {2, 3, 4}, 3, 232, 1e-3f, "2-D input"),
+          fd("{type: global_max_pool}", {2, 5}, 1, 233, 1e-3f, "batch 1"),
+          ref("{type: global_max_pool}", {5, 17}, 3, 1, kWide),
+          ref("{type: global_max_pool}", {2, 3, 4, 5}, 2, 1, kWide, "3-D input"),
+          ref("{type: global_max_pool}", {8, 56, 56}, 2, 1, kWide, "ResNet's last feature map size"),
+      }));
+  {
+    auto with = [](Case c, std::vector<Shape> more) {
+      c.more_inputs = std::move(more);
+      return c;
+    };
+    rows.push_back(
+        kernel_row("add", reference_add, kExact,
+                   {
+                       with(fd("{type: add}", {2, 3, 4}, 2, 241), {{2, 3, 4}}),
+                       with(fd("{type: add}", {5}, 1, 242, 1e-2f, "batch 1, three inputs"), {{5}, {5}}),
+                       with(ref("{type: add}", {16, 8, 8}, 3, 1, kWide), {{16, 8, 8}}),
+                   }));
+    rows.push_back(kernel_row(
+        "concat", reference_concat, kExact,
+        {
+            with(fd("{type: concat}", {2, 3, 4}, 2, 251), {{1, 3, 4}}),
+            with(fd("{type: concat}", {3}, 1, 252, 1e-2f, "batch 1, three inputs, 1-D"), {{2}, {4}}),
+            with(ref("{type: concat}", {16, 8, 8}, 3, 1, kWide), {{8, 8, 8}}),
+        }));
+  }
   rows.push_back(kernel_row(
       "global_avg_pool", reference_global_avg_pool, kFine,
       {
@@ -390,6 +429,11 @@ std::vector<Row> build_table() {
     flatten.no_kernel = "a view: the output is the input reinterpreted, no kernel runs";
     flatten.cases = {fd("{type: flatten}", {2, 3, 4}, 1, 1), fd("{type: flatten}", {5, 7}, 1, 1)};
     rows.push_back(flatten);
+    Row identity;
+    identity.type = "identity";
+    identity.no_kernel = "a view: the output is the input, no kernel runs";
+    identity.cases = {fd("{type: identity}", {2, 3, 4}, 1, 1), fd("{type: identity}", {5}, 1, 1)};
+    rows.push_back(identity);
     Row mlp;
     mlp.type = "mlp";
     mlp.no_kernel = "a macro: the model expands it into dense and activation layers, whose rows cover it";

@@ -68,6 +68,9 @@ struct CrossBounds {
 struct Case {
   std::string yaml;  // the layer, as in a config: "{type: conv2d, filters: 3, kernel_size: 3}"
   Shape input;       // per sample
+  // Layers of several inputs (add, concat): the inputs after the first, per sample. The host x
+  // (and dx) holds every input's batch one after another: input 1's, then input 2's, ...
+  std::vector<Shape> more_inputs;
   int64_t batch = 1;
   uint64_t seed = 1;
   unsigned checks = kAll;

@@ -19,14 +19,14 @@
 namespace trainer::conformance {
 namespace {
 
-std::unique_ptr<Layer> build_layer(const std::string& yaml, const Shape& input) {
+std::unique_ptr<Layer> build_layer(const std::string& yaml, const std::vector<Shape>& inputs) {
   YAML::Node node = YAML::Load(yaml);
   NodeReader r(node, "layer", "conformance");
   const std::string type = r.string("type", "");
   auto layer = Registry::global().layer(type, "conformance").make_layer(r);
   r.finish();  // a misspelt key in the table fails here
   layer->set_identity(type, type + "_test");
-  layer->build(input, 0);
+  layer->build(inputs, 0);
   return layer;
 }
 
@@ -165,8 +165,9 @@ void check_cross(const char* what, const std::vector<float>& a, const std::vecto
 std::string describe(const Row& row, const Case& c, const std::string& backend) {
   std::ostringstream s;
   s << row.type << " " << dtype_name(row.dtype) << " on " << backend << ": " << c.yaml << " on input "
-    << c.input.batched_str() << ", batch " << c.batch << ", seed " << c.seed
-    << (c.training ? ", training" : ", eval");
+    << c.input.batched_str();
+  for (const Shape& more : c.more_inputs) s << " and " << more.batched_str();
+  s << ", batch " << c.batch << ", seed " << c.seed << (c.training ? ", training" : ", eval");
   if (!c.note.empty()) s << " (" << c.note << ")";
   return s.str();
 }
@@ -200,11 +201,15 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 CaseData make_case_data(const Case& c) {
   CaseData d;
-  d.layer = build_layer(c.yaml, c.input);
+  std::vector<Shape> inputs{c.input};
+  inputs.insert(inputs.end(), c.more_inputs.begin(), c.more_inputs.end());
+  d.layer = build_layer(c.yaml, inputs);
   d.batch = c.batch;
   d.training = c.training;
   d.forwards = c.forwards;
-  d.x = draw_inputs(c.inputs, size_t(c.batch * c.input.numel()), c.seed);
+  int64_t x_floats = 0;
+  for (const Shape& s : inputs) x_floats += c.batch * s.numel();
+  d.x = draw_inputs(c.inputs, size_t(x_floats), c.seed);
   for (const auto& [i, v] : c.set_inputs) d.x.at(i) = v;
   d.dy = uniform(size_t(c.batch * d.layer->output_shape().numel()), c.seed + 2, -1, 1);
   SplitMix64 rng = SplitMix64::counter(c.seed + 1);
@@ -311,8 +316,12 @@ KernelBinding KernelRun::binding(bool with_dx) const {
     b.buffers.push_back(view(t_->buffers.get() + at, s.shape));
     at += size_t(s.shape.numel());
   }
-  b.inputs.push_back(view(t_->x.get(), batched(l.input_shape())));
-  b.input_grads.push_back(view(with_dx ? t_->dx.get() : nullptr, batched(l.input_shape())));
+  size_t x_at = 0;  // every input's batch, one after another
+  for (const Shape& s : l.input_shapes()) {
+    b.inputs.push_back(view(t_->x.get() + x_at, batched(s)));
+    b.input_grads.push_back(view(with_dx ? t_->dx.get() + x_at : nullptr, batched(s)));
+    x_at += size_t(d_.batch * s.numel());
+  }
   b.output = view(t_->y.get(), batched(l.output_shape()));
   b.output_grad = view(t_->dy.get(), batched(l.output_shape()));
   b.workspace = t_->workspace->get();
@@ -445,7 +454,7 @@ void run_kernelless_row(const Row& row, const std::string& backend) {
   CHECK(e.kernels.count(backend) == 0);
   for (const Case& c : row.cases) {
     INFO(c.yaml << " on input " << c.input.batched_str());
-    auto l = build_layer(c.yaml, c.input);
+    auto l = build_layer(c.yaml, {c.input});
     CHECK(l->aliases_input());
     CHECK(l->output_shape().numel() == c.input.numel());
   }

@@ -35,21 +35,23 @@ std::vector<double> reference_conv2d(ReferenceInput& in) {
   const auto& c = static_cast<const Conv2d&>(*in.layer);
   const Shape& s = c.input_shape();
   const int64_t C = s[0], H = s[1], W = s[2], F = c.filters;
+  const int64_t CG = C / c.groups, FG = F / c.groups;  // channels and filters per group
   const int64_t OH = c.output_shape()[1], OW = c.output_shape()[2];
-  const std::vector<double>& w = in.params[0];  // (F, C, kh, kw)
+  const std::vector<double>& w = in.params[0];  // (F, C / groups, kh, kw)
   std::vector<double> y;
   for (int64_t b = 0; b < in.batch; ++b)
     for (int64_t f = 0; f < F; ++f)
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
           double acc = c.use_bias ? in.params[1][size_t(f)] : 0.0;
-          for (int64_t ch = 0; ch < C; ++ch)
+          for (int64_t gc = 0; gc < CG; ++gc)  // filter f sees its group's channels only
             for (int64_t i = 0; i < c.kh; ++i)
               for (int64_t j = 0; j < c.kw; ++j) {
+                const int64_t ch = f / FG * CG + gc;
                 const int64_t ih = oh * c.sh - c.wh.pad_begin + i, iw = ow * c.sw - c.ww.pad_begin + j;
                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                 acc += in.x[size_t(((b * C + ch) * H + ih) * W + iw)] *
-                       w[size_t(((f * C + ch) * c.kh + i) * c.kw + j)];
+                       w[size_t(((f * CG + gc) * c.kh + i) * c.kw + j)];
               }
           y.push_back(acc);
         }
@@ -131,6 +133,42 @@ std::vector<double> reference_global_avg_pool(ReferenceInput& in) {
     double sum = 0;
     for (int64_t i = 0; i < S; ++i) sum += in.x[size_t(bc * S + i)];
     y.push_back(sum / double(S));
+  }
+  return y;
+}
+
+std::vector<double> reference_global_max_pool(ReferenceInput& in) {
+  const Shape& s = in.layer->input_shape();
+  const int64_t C = s[0], S = s.numel() / C;
+  std::vector<double> y;
+  for (int64_t bc = 0; bc < in.batch * C; ++bc) {
+    double m = in.x[size_t(bc * S)];
+    for (int64_t i = 1; i < S; ++i) m = std::max(m, in.x[size_t(bc * S + i)]);
+    y.push_back(m);
+  }
+  return y;
+}
+
+// x holds every input's batch one after another (tests/conformance/conformance_table.h).
+std::vector<double> reference_add(ReferenceInput& in) {
+  const size_t n = size_t(in.batch * in.layer->output_shape().numel());
+  std::vector<double> y(n, 0.0);
+  for (size_t k = 0; k < in.layer->input_shapes().size(); ++k)
+    for (size_t i = 0; i < n; ++i) y[i] += in.x[k * n + i];
+  return y;
+}
+
+std::vector<double> reference_concat(ReferenceInput& in) {
+  std::vector<double> y;
+  const auto& shapes = in.layer->input_shapes();
+  for (int64_t b = 0; b < in.batch; ++b) {
+    size_t start = 0;  // of input k's batch in x
+    for (const Shape& s : shapes) {
+      const size_t per = size_t(s.numel());
+      y.insert(y.end(), in.x.begin() + long(start + size_t(b) * per),
+               in.x.begin() + long(start + size_t(b + 1) * per));
+      start += size_t(in.batch) * per;
+    }
   }
   return y;
 }

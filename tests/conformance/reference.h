@@ -30,7 +30,10 @@ std::vector<double> reference_conv1d(ReferenceInput& in);
 std::vector<double> reference_pool2d(ReferenceInput& in);  // max: padding never wins; avg: padding excluded
 std::vector<double> reference_pool1d(ReferenceInput& in);
 std::vector<double> reference_global_avg_pool(ReferenceInput& in);
-std::vector<double> reference_activation(ReferenceInput& in);  // element-wise, softmax, log_softmax
+std::vector<double> reference_global_max_pool(ReferenceInput& in);  // gradient to the first maximum
+std::vector<double> reference_add(ReferenceInput& in);              // x: every input's batch in turn
+std::vector<double> reference_concat(ReferenceInput& in);           // along the channels (axis 1)
+std::vector<double> reference_activation(ReferenceInput& in);       // element-wise, softmax, log_softmax
 std::vector<double> reference_dropout(ReferenceInput& in);
 std::vector<double> reference_embedding(ReferenceInput& in);
 std::vector<double> reference_batchnorm(ReferenceInput& in);

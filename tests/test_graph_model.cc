@@ -1,0 +1,247 @@
+// Graph models: named inputs, the graph's validation, blocks, and gradients through fan-out.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "lib/config/config.h"
+#include "lib/core/error.h"
+#include "lib/model/executor.h"
+#include "lib/train/fit.h"
+#include "tests/test_util.h"
+
+using namespace trainer;
+using Catch::Contains;
+
+namespace {
+
+// A config around `layers` (YAML list items, one per line, indented by 4) and optional blocks.
+std::string config(const std::string& layers, const std::string& blocks = "",
+                   const std::string& shape = "[4]") {
+  return "model:\n  input_shape: " + shape + "\n" + (blocks.empty() ? "" : "  blocks:\n" + blocks) +
+         "  layers:\n" + layers + "data: {train: {format: random}, num_classes: 3}\n";
+}
+
+Model model_of(const std::string& yaml) {
+  Config c = parse_config(yaml, "graph.yaml", {});
+  return Model(c.input_shape, c.layers, c.init, c.file, c.blocks);
+}
+
+std::string model_error(const std::string& yaml) {
+  try {
+    model_of(yaml);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a layer without inputs takes the previous layer's output, so a list is a stack", "[graph]") {
+  Model m =
+      model_of(config("    - {type: dense, units: 5}\n    - {type: relu}\n    - {type: dense, units: 3}\n"));
+  REQUIRE(m.layers().size() == 3);
+  CHECK(m.layer_inputs(0) == std::vector<int>{-1});
+  CHECK(m.layer_inputs(1) == std::vector<int>{0});
+  CHECK(m.layer_inputs(2) == std::vector<int>{1});
+  CHECK_THAT(m.summary(), Contains("Connected to") && Contains("relu_1") && Contains("dense_1"));
+  // The resolved layers leave the default implicit: a stack stays a plain list.
+  CHECK_FALSE(m.describe_layers()[1]["inputs"]);
+}
+
+TEST_CASE("named inputs make a graph, run in a topological order whatever the declaration order", "[graph]") {
+  // `late` is declared before the layer it reads: the model runs it after.
+  Model m =
+      model_of(config("    - {type: dense, units: 5, name: a}\n"
+                      "    - {type: dense, units: 5, name: late, inputs: [b]}\n"
+                      "    - {type: dense, units: 5, name: b, inputs: [a]}\n"
+                      "    - {type: add, name: sum, inputs: [late, b, input_proj]}\n"
+                      "    - {type: dense, units: 5, name: input_proj, inputs: [input]}\n"
+                      "    - {type: concat, name: cat, inputs: [sum, a]}\n"
+                      "    - {type: dense, units: 3, name: out}\n"));
+  std::vector<std::string> order;
+  for (const auto& l : m.layers()) order.push_back(l->name());
+  CHECK(order == std::vector<std::string>{"a", "b", "late", "input_proj", "sum", "cat", "out"});
+  CHECK(m.layers()[5]->output_shape().str() == Shape{10}.str());
+  CHECK_THAT(m.summary(), Contains("late, b, input_proj"));
+  CHECK(m.describe_layers()[4]["inputs"][0].as<std::string>() == "late");
+}
+
+TEST_CASE("the graph's errors name the layers: cycle, unknown input, unused output, shapes at add",
+          "[graph]") {
+  CHECK_THAT(model_error(config("    - {type: dense, units: 4, name: a, inputs: [b]}\n"
+                                "    - {type: dense, units: 4, name: b, inputs: [a]}\n"
+                                "    - {type: add, inputs: [a, input]}\n")),
+             Contains("graph.yaml:") && Contains("form a cycle") && Contains("b -> a -> b"));
+  CHECK_THAT(model_error(config("    - {type: dense, units: 4, name: a}\n"
+                                "    - {type: add, inputs: [a, inptu]}\n")),
+             Contains("graph.yaml:5:") && Contains("model.layers.1.inputs") &&
+                 Contains("unknown input 'inptu'") && Contains("did you mean 'input'"));
+  CHECK_THAT(model_error(config("    - {type: dense, units: 4, name: a}\n"
+                                "    - {type: dense, units: 4, name: unused}\n"
+                                "    - {type: dense, units: 3, inputs: [a]}\n")),
+             Contains("model.layers.1") && Contains("output of layer 'unused' (dense) is not used"));
+  CHECK_THAT(
+      model_error(config("    - {type: dense, units: 5, name: a}\n"
+                         "    - {type: add, name: sum, inputs: [a, input]}\n")),
+      Contains("add 'sum'") && Contains("same shape") && Contains("(None, 5)") && Contains("(None, 4)"));
+  CHECK_THAT(model_error(config("    - {type: dense, units: 5, inputs: [input, input]}\n")),
+             Contains("takes 1 input, got 2"));
+  CHECK_THAT(model_error(config("    - {type: add, inputs: [input]}\n")),
+             Contains("takes 2 or more inputs, got 1"));
+  CHECK_THAT(model_error(config("    - {type: dense, units: 3, name: input}\n")),
+             Contains("the name 'input' is reserved"));
+  CHECK_THAT(
+      model_error(config("    - {type: conv2d, filters: 4, kernel_size: 1, name: c}\n"
+                         "    - {type: maxpool2d, pool_size: 2, name: p}\n"
+                         "    - {type: concat, inputs: [c, p]}\n",
+                         "", "[2, 4, 4]")),
+      Contains("every other axis must match") && Contains("(None, 4, 4, 4)") && Contains("(None, 4, 2, 2)"));
+}
+
+TEST_CASE("blocks expand with their parameters, PyTorch-style names and the block's input",
+          "[graph][blocks]") {
+  const std::string blocks =
+      "    res:\n"
+      "      params: {units: ~, scale: 1}\n"
+      "      layers:\n"
+      "        - {type: dense, name: fc, units: $units}\n"
+      "        - {type: tanh}\n"
+      "        - {type: add, name: add, inputs: [tanh_1, input]}\n";
+  Model m =
+      model_of(config("    - {type: res, name: layer1.0, units: 4}\n"
+                      "    - {type: res, units: 4}\n"
+                      "    - {type: dense, name: fc, units: 3}\n",
+                      blocks));
+  std::vector<std::string> names;
+  for (const auto& l : m.layers()) names.push_back(l->name());
+  CHECK(names == std::vector<std::string>{"layer1.0.fc", "layer1.0.tanh_1", "layer1.0.add", "res_1.fc",
+                                          "res_1.tanh_1", "res_1.add", "fc"});
+  CHECK(m.layer_inputs(2) == std::vector<int>{1, -1});  // the first use's input is the model's
+  CHECK(m.layer_inputs(3) == std::vector<int>{2});
+  CHECK(m.layer_inputs(5) == std::vector<int>{4, 2});
+  CHECK(m.params()[0].name == "layer1.0.fc.weight");
+  CHECK_THAT(model_error(config("    - {type: res}\n", blocks)), Contains("needs 'units'"));
+  CHECK_THAT(model_error(config("    - {type: res, units: 4, unit: 3}\n", blocks)),
+             Contains("unknown key 'model.layers.0.unit'") && Contains("units") && Contains("scale"));
+  // A layer of a block is located in the block's definition, $params or not.
+  CHECK_THAT(
+      model_error(config("    - {type: res, units: 4, name: x}\n    - {type: dense, units: 2, name: x.fc}\n",
+                         blocks)),
+      Contains("duplicate layer name 'x.fc'"));
+  CHECK_THAT(model_error(config("    - {type: bad}\n",
+                                "    bad:\n      params: {units: 3}\n      layers:\n"
+                                "        - {type: dense, name: spare, units: $units}\n"
+                                "        - {type: dense, units: 2, inputs: [input]}\n")),
+             Contains("graph.yaml:7:") && Contains("model.blocks.bad.layers.0") &&
+                 Contains("'bad_1.spare' (dense) is not used"));
+  // Layers inside blocks do not move the default names of the others.
+  CHECK(model_of(config("    - {type: res, units: 4}\n    - {type: dense, units: 3}\n", blocks))
+            .layers()
+            .back()
+            ->name() == "dense_1");
+  CHECK_THAT(model_error(config("    - {type: rse, units: 4}\n", blocks)),
+             Contains("unknown layer type or block 'rse'") && Contains("did you mean 'res'"));
+  CHECK_THAT(model_error(config("    - {type: loop}\n", "    loop:\n      layers: [{type: loop}]\n")),
+             Contains("uses itself"));
+  // Blocks of blocks multiply: 8^6 layers are refused before any is expanded.
+  std::string nested;
+  for (int level = 1; level <= 6; ++level) {
+    const std::string inner = level < 6 ? "b" + std::to_string(level + 1) : "relu";
+    nested += "    b" + std::to_string(level) + ":\n      layers: [";
+    for (int k = 0; k < 8; ++k) nested += std::string(k ? ", " : "") + "{type: " + inner + "}";
+    nested += "]\n";
+  }
+  CHECK_THAT(model_error(config("    - {type: b1}\n    - {type: dense, units: 2}\n", nested)),
+             Contains("model.blocks.b1: the model would have more than 4096 layers"));
+  CHECK_THAT(
+      model_error(config("    - {type: dense, units: 2}\n", "    dense:\n      layers: [{type: relu}]\n")),
+      Contains("'dense' is a layer type"));
+  CHECK_THAT(
+      model_error(config("    - {type: b}\n", "    b:\n      layers: [{type: dense, units: $width}]\n")),
+      Contains("unknown block parameter '$width'"));
+}
+
+// d(loss)/d(parameter) from the executor against central differences of the loss, for a graph
+// where one tensor (t) has four consumers: two dense layers (their gradients go through the scratch
+// gradient and Backend::accumulate), add and concat (which add into the gradient themselves).
+TEST_CASE("gradients of a tensor with several consumers are summed (finite differences)",
+          "[graph][gradients]") {
+  Model m =
+      model_of(config("    - {type: dense, units: 5, name: a}\n"
+                      "    - {type: tanh, name: t}\n"
+                      "    - {type: dense, units: 5, name: b, inputs: [t]}\n"
+                      "    - {type: dense, units: 5, name: c, inputs: [t]}\n"
+                      "    - {type: add, name: s, inputs: [b, c, t]}\n"
+                      "    - {type: concat, name: cat, inputs: [s, t]}\n"
+                      "    - {type: flatten, name: view}\n"
+                      "    - {type: dense, units: 3, name: out}\n"));
+  const int64_t batch = 4;
+  CpuBackend backend;
+  OptimizerConfig oc;
+  Optimizer opt(oc);
+  ExecutorOptions o;
+  o.batch_sizes = {batch};
+  o.num_classes = 3;
+  o.loss = LossKind::cross_entropy_logits;
+  Executor ex(m, backend, opt, o);
+  std::vector<float> params(size_t(m.param_arena_floats()), 0.f), buffers(1, 0.f);
+  m.initialize(params.data(), buffers.data(), 7);
+  const std::vector<float> x = test::random_vector(size_t(batch * 4), 11);
+  const std::vector<int32_t> y{0, 2, 1, 2};
+
+  std::vector<float> analytic(params.size());
+  ex.set_gradient_hook([&](float* g) { std::copy(g, g + analytic.size(), analytic.begin()); });
+  ex.upload_params(params.data(), buffers.data());
+  ex.train_step(batch, x.data(), y.data(), 1, 0.f);  // lr 0: the weights stay
+  auto loss = [&](const std::vector<float>& p) {
+    ex.upload_params(p.data(), buffers.data());
+    ex.reset_metrics();
+    ex.eval_step(batch, x.data(), y.data());
+    return ex.read_metrics().loss_sum / double(batch);  // the step's gradient is of the mean loss
+  };
+  const float h = 1e-2f;
+  size_t bad = 0, checked = 0;
+  std::ostringstream first;
+  for (const TensorSlot& s : m.params())
+    for (int64_t i = 0; i < s.shape.numel(); ++i) {
+      const size_t at = size_t(s.offset + i);
+      std::vector<float> p = params;
+      p[at] = params[at] + h;
+      const double up = loss(p);
+      p[at] = params[at] - h;
+      const double down = loss(p);
+      const double numeric = (up - down) / (2.0 * double(h));
+      ++checked;
+      if (!(std::abs(analytic[at] - numeric) <= 2e-3 + 2e-2 * std::abs(numeric)) && bad++ < 3)
+        first << " " << s.name << "[" << i << "] analytic " << analytic[at] << " numeric " << numeric << ";";
+    }
+  INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first.str());
+  CHECK(bad == 0);
+  CHECK(checked > 100);
+}
+
+TEST_CASE("trainer summary of resnet18_cifar prints PyTorch's 11,173,962 parameters", "[graph][cli]") {
+  auto r = test::run_trainer("summary " + std::string(TRAINER_SOURCE_DIR) + "/configs/resnet18_cifar.yaml");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("Total params: 11,173,962") && Contains("layer2.0.downsample.0") &&
+                        Contains("layer1.0.bn2, relu"));
+}
+
+TEST_CASE("a residual network learns Fashion-MNIST on a subset", "[graph][fit][e2e]") {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    FAIL("Fashion-MNIST is missing: install dataset-fashion-mnist (scripts/setup.sh does)");
+  Config cfg = load_config(std::string(TRAINER_SOURCE_DIR) + "/configs/resnet_fashion_mnist.yaml",
+                           {"train.epochs=2", "data.train.limit=1000", "data.validation.limit=500",
+                            "data.batch_size=50", "device=cpu"});
+  FitOptions fo;
+  fo.out_dir = test::temp_dir("resnet_fmnist") + "/run";
+  std::ostringstream out;
+  FitResult r = fit(cfg, fo, out);
+  INFO(out.str());
+  REQUIRE(r.epochs_run == 2);
+  CHECK(r.final_val_accuracy > 0.5);  // chance is 0.10
+}

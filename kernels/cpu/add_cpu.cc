@@ -22,44 +22,30 @@ class AddCpu : public LayerKernel {
   AddCpu(const Layer& l, const KernelContext& ctx) : n_(ctx.batch * l.output_shape().numel()) {}
 
   bool accumulates_input_grads() const override { return true; }
-  void bind(const KernelBinding& b) override {
-    x_.clear();
-    dx_.clear();
-    accumulate_.clear();
-    for (size_t k = 0; k < b.inputs.size(); ++k) {
-      x_.push_back(b.input(k).f32());
-      dx_.push_back(b.input_grad(k).f32());
-      accumulate_.push_back(k < b.accumulate_input_grads.size() && b.accumulate_input_grads[k]);
-    }
-    y_ = b.output.f32();
-    dy_ = b.output_grad.f32();
-  }
+  void bind(const KernelBinding& b) override { io_ = BoundInputs(b); }
 
   void forward(bool) override {
-    const float *a = x_[0], *c = x_[1];
-    float* y = y_;
+    const float *a = io_.x[0], *c = io_.x[1];
+    float* y = io_.y;
     const int64_t n = n_;
 #pragma omp parallel for simd if (n > 65536)
     for (int64_t i = 0; i < n; ++i) y[i] = a[i] + c[i];
-    for (size_t k = 2; k < x_.size(); ++k) cpu::accumulate(y_, x_[k], n_);
+    for (size_t k = 2; k < io_.x.size(); ++k) cpu::accumulate(io_.y, io_.x[k], n_);
   }
 
   void backward() override {
-    for (size_t k = 0; k < dx_.size(); ++k) {
-      if (!dx_[k]) continue;
-      if (accumulate_[k])
-        cpu::accumulate(dx_[k], dy_, n_);
+    for (size_t k = 0; k < io_.dx.size(); ++k) {
+      if (!io_.dx[k]) continue;
+      if (io_.accumulate[k])
+        cpu::accumulate(io_.dx[k], io_.dy, n_);
       else
-        std::memcpy(dx_[k], dy_, size_t(n_) * sizeof(float));
+        std::memcpy(io_.dx[k], io_.dy, size_t(n_) * sizeof(float));
     }
   }
 
  private:
   int64_t n_;
-  std::vector<const float*> x_;
-  std::vector<float*> dx_;
-  std::vector<bool> accumulate_;
-  float *y_ = nullptr, *dy_ = nullptr;
+  BoundInputs io_;
 };
 
 }  // namespace

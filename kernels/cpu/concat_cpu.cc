@@ -18,25 +18,14 @@ class ConcatCpu : public LayerKernel {
   }
 
   bool accumulates_input_grads() const override { return true; }
-  void bind(const KernelBinding& b) override {
-    x_.clear();
-    dx_.clear();
-    accumulate_.clear();
-    for (size_t k = 0; k < b.inputs.size(); ++k) {
-      x_.push_back(b.input(k).f32());
-      dx_.push_back(b.input_grad(k).f32());
-      accumulate_.push_back(k < b.accumulate_input_grads.size() && b.accumulate_input_grads[k]);
-    }
-    y_ = b.output.f32();
-    dy_ = b.output_grad.f32();
-  }
+  void bind(const KernelBinding& b) override { io_ = BoundInputs(b); }
 
   void forward(bool) override {
 #pragma omp parallel for schedule(static) if (batch_ * out_ > 65536)
     for (int64_t b = 0; b < batch_; ++b) {
       int64_t at = 0;
-      for (size_t k = 0; k < x_.size(); ++k) {
-        std::memcpy(y_ + b * out_ + at, x_[k] + b * slice_[k], size_t(slice_[k]) * sizeof(float));
+      for (size_t k = 0; k < io_.x.size(); ++k) {
+        std::memcpy(io_.y + b * out_ + at, io_.x[k] + b * slice_[k], size_t(slice_[k]) * sizeof(float));
         at += slice_[k];
       }
     }
@@ -46,11 +35,11 @@ class ConcatCpu : public LayerKernel {
 #pragma omp parallel for schedule(static) if (batch_ * out_ > 65536)
     for (int64_t b = 0; b < batch_; ++b) {
       int64_t at = 0;
-      for (size_t k = 0; k < x_.size(); ++k) {
-        if (dx_[k]) {
-          const float* src = dy_ + b * out_ + at;
-          float* dst = dx_[k] + b * slice_[k];
-          if (accumulate_[k])
+      for (size_t k = 0; k < io_.x.size(); ++k) {
+        if (io_.dx[k]) {
+          const float* src = io_.dy + b * out_ + at;
+          float* dst = io_.dx[k] + b * slice_[k];
+          if (io_.accumulate[k])
             for (int64_t i = 0; i < slice_[k]; ++i) dst[i] += src[i];
           else
             std::memcpy(dst, src, size_t(slice_[k]) * sizeof(float));
@@ -63,10 +52,7 @@ class ConcatCpu : public LayerKernel {
  private:
   int64_t batch_, out_;
   std::vector<int64_t> slice_;  // elements per sample of each input
-  std::vector<const float*> x_;
-  std::vector<float*> dx_;
-  std::vector<bool> accumulate_;
-  float *y_ = nullptr, *dy_ = nullptr;
+  BoundInputs io_;
 };
 
 }  // namespace

@@ -15,42 +15,28 @@ class AddCuda : public LayerKernel {
       : be_(cuda_of(ctx)), n_(ctx.batch * l.output_shape().numel()) {}
 
   bool accumulates_input_grads() const override { return true; }
-  void bind(const KernelBinding& b) override {
-    x_.clear();
-    dx_.clear();
-    accumulate_.clear();
-    for (size_t k = 0; k < b.inputs.size(); ++k) {
-      x_.push_back(b.input(k).f32());
-      dx_.push_back(b.input_grad(k).f32());
-      accumulate_.push_back(k < b.accumulate_input_grads.size() && b.accumulate_input_grads[k]);
-    }
-    y_ = b.output.f32();
-    dy_ = b.output_grad.f32();
-  }
+  void bind(const KernelBinding& b) override { io_ = BoundInputs(b); }
 
   void forward(bool) override {
-    cuda::launch_add(x_[0], x_[1], y_, n_, be_.stream());
-    for (size_t k = 2; k < x_.size(); ++k) cuda::launch_accumulate(y_, x_[k], n_, be_.stream());
+    cuda::launch_add(io_.x[0], io_.x[1], io_.y, n_, be_.stream());
+    for (size_t k = 2; k < io_.x.size(); ++k) cuda::launch_accumulate(io_.y, io_.x[k], n_, be_.stream());
   }
 
   void backward() override {
-    for (size_t k = 0; k < dx_.size(); ++k) {
-      if (!dx_[k]) continue;
-      if (accumulate_[k])
-        cuda::launch_accumulate(dx_[k], dy_, n_, be_.stream());
+    for (size_t k = 0; k < io_.dx.size(); ++k) {
+      if (!io_.dx[k]) continue;
+      if (io_.accumulate[k])
+        cuda::launch_accumulate(io_.dx[k], io_.dy, n_, be_.stream());
       else
-        CUDA_CHECK(
-            cudaMemcpyAsync(dx_[k], dy_, size_t(n_) * sizeof(float), cudaMemcpyDeviceToDevice, be_.stream()));
+        CUDA_CHECK(cudaMemcpyAsync(io_.dx[k], io_.dy, size_t(n_) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                   be_.stream()));
     }
   }
 
  private:
   CudaBackend& be_;
   int64_t n_;
-  std::vector<const float*> x_;
-  std::vector<float*> dx_;
-  std::vector<bool> accumulate_;
-  float *y_ = nullptr, *dy_ = nullptr;
+  BoundInputs io_;
 };
 
 }  // namespace

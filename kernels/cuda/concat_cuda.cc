@@ -17,32 +17,21 @@ class ConcatCuda : public LayerKernel {
   }
 
   bool accumulates_input_grads() const override { return true; }
-  void bind(const KernelBinding& b) override {
-    x_.clear();
-    dx_.clear();
-    accumulate_.clear();
-    for (size_t k = 0; k < b.inputs.size(); ++k) {
-      x_.push_back(b.input(k).f32());
-      dx_.push_back(b.input_grad(k).f32());
-      accumulate_.push_back(k < b.accumulate_input_grads.size() && b.accumulate_input_grads[k]);
-    }
-    y_ = b.output.f32();
-    dy_ = b.output_grad.f32();
-  }
+  void bind(const KernelBinding& b) override { io_ = BoundInputs(b); }
 
   void forward(bool) override {
     int64_t at = 0;
-    for (size_t k = 0; k < x_.size(); ++k) {
-      cuda::launch_copy_rows(x_[k], slice_[k], y_ + at, out_, batch_, slice_[k], false, be_.stream());
+    for (size_t k = 0; k < io_.x.size(); ++k) {
+      cuda::launch_copy_rows(io_.x[k], slice_[k], io_.y + at, out_, batch_, slice_[k], false, be_.stream());
       at += slice_[k];
     }
   }
 
   void backward() override {
     int64_t at = 0;
-    for (size_t k = 0; k < x_.size(); ++k) {
-      if (dx_[k])
-        cuda::launch_copy_rows(dy_ + at, out_, dx_[k], slice_[k], batch_, slice_[k], accumulate_[k],
+    for (size_t k = 0; k < io_.x.size(); ++k) {
+      if (io_.dx[k])
+        cuda::launch_copy_rows(io_.dy + at, out_, io_.dx[k], slice_[k], batch_, slice_[k], io_.accumulate[k],
                                be_.stream());
       at += slice_[k];
     }
@@ -52,10 +41,7 @@ class ConcatCuda : public LayerKernel {
   CudaBackend& be_;
   int64_t batch_, out_;
   std::vector<int64_t> slice_;
-  std::vector<const float*> x_;
-  std::vector<float*> dx_;
-  std::vector<bool> accumulate_;
-  float *y_ = nullptr, *dy_ = nullptr;
+  BoundInputs io_;
 };
 
 }  // namespace

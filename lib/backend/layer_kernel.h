@@ -132,6 +132,24 @@ struct BoundActivations {
       : x(b.input().f32()), dx(b.input_grad().f32()), y(b.output.f32()), dy(b.output_grad.f32()) {}
 };
 
+// The f32 pointers of a several-input layer (add, concat) after bind, and per input whether its
+// gradient is to be added into (KernelBinding::accumulate_input_grads) rather than written.
+struct BoundInputs {
+  std::vector<const float*> x;  // (batch, in_k...) per input
+  std::vector<float*> dx;       // null where the input's gradient is not wanted
+  std::vector<bool> accumulate;
+  float* y = nullptr;  // (batch, out...)
+  float* dy = nullptr;
+  BoundInputs() = default;
+  explicit BoundInputs(const KernelBinding& b) : y(b.output.f32()), dy(b.output_grad.f32()) {
+    for (size_t k = 0; k < b.inputs.size(); ++k) {
+      x.push_back(b.input(k).f32());
+      dx.push_back(b.input_grad(k).f32());
+      accumulate.push_back(k < b.accumulate_input_grads.size() && b.accumulate_input_grads[k]);
+    }
+  }
+};
+
 struct KernelContext {
   Backend* backend = nullptr;
   int64_t batch = 0;

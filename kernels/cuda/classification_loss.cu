@@ -56,7 +56,7 @@ __device__ double smoothed_row(LossKind kind, const float* o, float* d, int32_t 
   return warp_sum(row);
 }
 
-__global__ void classification_loss_kernel(LossKind kind, const float* out, const int32_t* labels,
+__global__ void __launch_bounds__(kWarps * 32) classification_loss_kernel(LossKind kind, const float* out, const int32_t* labels,
                                            int64_t batch, int64_t classes, float* dout, float* loss_sum,
                                            float smoothing) {
   __shared__ double warp_totals[kWarps];

@@ -1,7 +1,11 @@
-// Bias add and bias gradient. The gradient uses one block per channel: each thread sums a
-// strided subset of the (batch x spatial) values, then a fixed-shape tree in shared memory
-// combines them, so the result is the same every run (no atomics).
+// Bias add and bias gradient (see bias.cuh).
 //   y, dy: (B, F, S)  bias, dbias: (F)
+// The gradient: block b sums piece b % parts of channel b / parts (a contiguous range of that
+// channel's B * S values, walked as (sample, position) without a division per value), in double,
+// then fixed warp-shuffle trees; with parts > 1 a second kernel adds each channel's pieces in
+// order.
+#include <algorithm>
+
 #include "kernels/cuda/bias.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
@@ -13,23 +17,45 @@ __global__ void bias_add_kernel(float* y, const float* bias, int64_t n, int64_t 
   for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] += bias[(i / spatial) % channels];
 }
 
-__global__ void bias_grad_kernel(const float* dy, float* dbias, int64_t batch, int64_t channels,
-                                 int64_t spatial) {
-  __shared__ float partial[kThreads];
-  const int64_t f = blockIdx.x;
-  const int64_t per_channel = batch * spatial;
-  float sum = 0.f;
-  for (int64_t j = threadIdx.x; j < per_channel; j += blockDim.x) {
-    const int64_t b = j / spatial, s = j % spatial;
-    sum += dy[(b * channels + f) * spatial + s];
+__global__ void bias_grad_piece_kernel(BiasGradSplit s, const float* dy, float* dbias, double* partial) {
+  __shared__ double sums[kThreads / 32];
+  const int64_t c = blockIdx.x / s.parts, piece = blockIdx.x % s.parts;
+  const int64_t n = s.batch * s.spatial, begin = piece * s.part_len;
+  const int64_t end = std::min(begin + s.part_len, n);
+  double sum = 0;
+  // Values j = begin + threadIdx.x + k * blockDim.x; (sample, position) advanced by adding.
+  int64_t j = begin + threadIdx.x;
+  int64_t b = j / s.spatial, p = j % s.spatial;
+  const int64_t step_b = blockDim.x / s.spatial, step_p = blockDim.x % s.spatial;
+  for (; j < end; j += blockDim.x) {
+    sum += double(dy[(b * s.channels + c) * s.spatial + p]);
+    b += step_b;
+    p += step_p;
+    if (p >= s.spatial) {
+      p -= s.spatial;
+      ++b;
+    }
   }
-  partial[threadIdx.x] = sum;
+  // Warps first (shuffles), then the 8 warp sums by one warp: one barrier, a fixed order.
+  sum = warp_sum(sum);
+  if (threadIdx.x % 32 == 0) sums[threadIdx.x / 32] = sum;
   __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride >>= 1) {
-    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-    __syncthreads();
+  if (threadIdx.x >= 32) return;
+  sum = threadIdx.x < kThreads / 32 ? sums[threadIdx.x] : 0.0;
+  sum = warp_sum(sum);
+  if (threadIdx.x != 0) return;
+  if (s.parts == 1)
+    dbias[c] = float(sum);
+  else
+    partial[blockIdx.x] = sum;
+}
+
+__global__ void bias_grad_combine_kernel(BiasGradSplit s, const double* partial, float* dbias) {
+  for (int64_t c = global_index(); c < s.channels; c += grid_stride()) {
+    double sum = 0;
+    for (int64_t p = 0; p < s.parts; ++p) sum += partial[c * s.parts + p];
+    dbias[c] = float(sum);
   }
-  if (threadIdx.x == 0) dbias[f] = partial[0];
 }
 
 }  // namespace
@@ -42,10 +68,37 @@ void launch_bias_add(float* y, const float* bias, int64_t batch, int64_t channel
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_bias_grad(const float* dy, float* dbias, int64_t batch, int64_t channels, int64_t spatial,
+BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial) {
+  BiasGradSplit s;
+  s.batch = batch;
+  s.channels = channels;
+  s.spatial = spatial;
+  const int64_t n = batch * spatial;
+  // One block per channel up to 32K values (a few microseconds; a second kernel would cost more
+  // in a small network's step than it saves); beyond that, pieces of at least 64 values a thread,
+  // and about 1024 blocks in all at most.
+  if (n <= 32768) {
+    s.part_len = std::max<int64_t>(1, n);
+    return s;
+  }
+  const int64_t by_size = (n + kThreads * 64 - 1) / (kThreads * 64);
+  const int64_t by_blocks = std::max<int64_t>(1, 1024 / std::max<int64_t>(1, channels));
+  s.parts = std::max<int64_t>(1, std::min(by_size, by_blocks));
+  s.part_len = std::max<int64_t>(1, (n + s.parts - 1) / s.parts);
+  return s;
+}
+
+size_t bias_grad_scratch_bytes(const BiasGradSplit& s) {
+  return s.parts > 1 ? size_t(s.channels * s.parts) * sizeof(double) : 0;
+}
+
+void launch_bias_grad(const BiasGradSplit& s, const float* dy, float* dbias, double* scratch,
                       cudaStream_t stream) {
-  if (channels <= 0) return;
-  bias_grad_kernel<<<unsigned(channels), kThreads, 0, stream>>>(dy, dbias, batch, channels, spatial);
+  if (s.channels <= 0) return;
+  bias_grad_piece_kernel<<<unsigned(s.channels * s.parts), kThreads, 0, stream>>>(s, dy, dbias, scratch);
+  CUDA_CHECK_LAUNCH();
+  if (s.parts == 1) return;
+  bias_grad_combine_kernel<<<grid_for(s.channels), kThreads, 0, stream>>>(s, scratch, dbias);
   CUDA_CHECK_LAUNCH();
 }
 

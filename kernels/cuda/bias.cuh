@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace trainer::cuda {
@@ -11,8 +12,22 @@ namespace trainer::cuda {
 // y += bias (broadcast over batch and spatial positions).
 void launch_bias_add(float* y, const float* bias, int64_t batch, int64_t channels, int64_t spatial,
                      cudaStream_t stream);
-// dbias = sum over batch and spatial of dy (overwrites). Deterministic: fixed reduction order.
-void launch_bias_grad(const float* dy, float* dbias, int64_t batch, int64_t channels, int64_t spatial,
+
+// How the bias gradient splits each channel's batch * spatial values over blocks: `parts`
+// blocks per channel, so that a few channels with many values (a first convolution: 10 filters
+// x 200 x 576 positions) still fill the GPU. From the shape alone: the same on every GPU.
+struct BiasGradSplit {
+  int64_t batch = 0, channels = 0, spatial = 0;
+  int64_t parts = 1, part_len = 0;
+};
+BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial);
+// Scratch for the per-block sums (0 when parts = 1: the blocks write dbias directly).
+size_t bias_grad_scratch_bytes(const BiasGradSplit& s);
+
+// dbias = sum over batch and spatial of dy (overwrites), summed in double. Deterministic: each
+// block sums its piece in a fixed tree, and the pieces of a channel are added in order (no
+// atomics). scratch: bias_grad_scratch_bytes(s) bytes (may be null when that is 0).
+void launch_bias_grad(const BiasGradSplit& s, const float* dy, float* dbias, double* scratch,
                       cudaStream_t stream);
 
 }  // namespace trainer::cuda

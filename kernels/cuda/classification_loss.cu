@@ -56,9 +56,9 @@ __device__ double smoothed_row(LossKind kind, const float* o, float* d, int32_t 
   return warp_sum(row);
 }
 
-__global__ void __launch_bounds__(kWarps * 32) classification_loss_kernel(LossKind kind, const float* out, const int32_t* labels,
-                                           int64_t batch, int64_t classes, float* dout, float* loss_sum,
-                                           float smoothing) {
+__global__ void __launch_bounds__(kWarps * 32)
+    classification_loss_kernel(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
+                               int64_t classes, float* dout, float* loss_sum, float smoothing) {
   __shared__ double warp_totals[kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float inv_b = 1.f / float(batch);

@@ -1,7 +1,11 @@
 // CudnnConv and the conv layer kernel: see cudnn_conv.h.
 #include "kernels/cuda/cudnn_conv.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "kernels/cuda/bias.cuh"
 #include "lib/memory/allocator.h"
@@ -9,14 +13,17 @@
 namespace trainer::cuda {
 namespace {
 
-constexpr size_t kMaxScratch = size_t(64) << 20;
+// cuDNN scratch per algorithm: at most 256 MiB (1/8 of a --mem-limit cap). Convolution
+// workspaces are transient, so the executor gives all of them one shared region.
+constexpr size_t kMaxScratch = size_t(256) << 20;
 constexpr int kMaxAlgos = 16;
 constexpr float kOne = 1.f, kZero = 0.f;
 
-// The first acceptable algorithm of cuDNN's ranked list and its scratch size.
+// The first acceptable algorithm of cuDNN's ranked list (measured or heuristic), its math type
+// and its scratch size with that math type.
 template <class Perf, class Algo, class WsFn>
 Algo pick(const Perf* perf, int count, bool deterministic, bool strict, size_t max_ws, WsFn ws_of, size_t* ws,
-          const std::string& what) {
+          cudnnMathType_t* math, const std::string& what) {
   for (int i = 0; i < count; ++i) {
     const Perf& p = perf[i];
     if (p.status != CUDNN_STATUS_SUCCESS) continue;
@@ -24,8 +31,9 @@ Algo pick(const Perf* perf, int count, bool deterministic, bool strict, size_t m
     if (strict && (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
     size_t bytes = 0;
-    if (ws_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > max_ws) continue;
+    if (ws_of(p.algo, p.mathType, &bytes) != CUDNN_STATUS_SUCCESS || bytes > max_ws) continue;
     *ws = bytes;
+    *math = p.mathType;
     return p.algo;
   }
   throw RuntimeError(what + ": cuDNN offers no usable algorithm" +
@@ -41,9 +49,14 @@ class CudnnConvLayer : public LayerKernel {
         batch_(s.batch),
         filters_(s.filters),
         out_spatial_(s.oh * s.ow),
+        bias_split_(bias_grad_split(s.batch, s.filters, s.oh * s.ow)),
         conv_(be_, s, ctx, what) {}
 
-  size_t workspace_bytes() const override { return conv_.workspace_bytes(); }
+  // [the convolution's workspace] [the bias gradient's scratch]: rebuilt by every call.
+  size_t workspace_bytes() const override {
+    return conv_.workspace_bytes() + (bias_ ? align_up(bias_grad_scratch_bytes(bias_split_)) : 0);
+  }
+  bool workspace_is_transient() const override { return true; }
 
   void bind(const KernelBinding& b) override {
     a_ = BoundActivations(b);
@@ -54,6 +67,7 @@ class CudnnConvLayer : public LayerKernel {
       db_ = b.grad(1).f32();
     }
     conv_.bind(b.workspace);
+    bias_scratch_ = reinterpret_cast<double*>(static_cast<char*>(b.workspace) + conv_.workspace_bytes());
   }
 
   void forward(bool) override {
@@ -67,7 +81,7 @@ class CudnnConvLayer : public LayerKernel {
     const float *x = a_.x, *dy = a_.dy;
     float* dx = a_.dx;
     conv_.backward(x, w_, dy, dw_, dx);
-    if (bias_) launch_bias_grad(dy, db_, batch_, filters_, out_spatial_, be_.stream());
+    if (bias_) launch_bias_grad(bias_split_, dy, db_, bias_scratch_, be_.stream());
   }
 
  private:
@@ -75,7 +89,9 @@ class CudnnConvLayer : public LayerKernel {
   CudaBackend& be_;
   bool bias_;
   int64_t batch_, filters_, out_spatial_;
+  BiasGradSplit bias_split_;
   CudnnConv conv_;
+  double* bias_scratch_ = nullptr;
   const float *w_ = nullptr, *b_ = nullptr;
   float *dw_ = nullptr, *db_ = nullptr;
 };
@@ -97,17 +113,26 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
   set_nchw(y_desc_, s.batch, s.filters, s.oh, s.ow);
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(s.filters),
                                          int(s.channels / s.groups), int(s.kh), int(s.kw)));
-  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_desc_, pad_h, pad_w, int(s.sh), int(s.sw), 1, 1,
-                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_desc_, int(s.groups)));
   const bool strict = ctx.math == MathMode::strict_fp32;
-  CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+  for (ConvDesc& d : conv_desc_) {
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d, pad_h, pad_w, int(s.sh), int(s.sw), 1, 1,
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, int(s.groups)));
+  }
+  reset_math(strict);
   int n, c, h, w;
-  CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_desc_, x_desc_, w_desc_, &n, &c, &h, &w));
+  CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_desc_[kFwd], x_desc_, w_desc_, &n, &c, &h, &w));
   if (n != s.batch || c != s.filters || h != s.oh || w != s.ow)
     throw InternalError(what + ": cuDNN's output shape (" + std::to_string(n) + ", " + std::to_string(c) +
                         ", " + std::to_string(h) + ", " + std::to_string(w) + ") differs from the layer's");
-  choose_algorithms(what, ctx.deterministic, strict);
+  const size_t x_bytes = size_t(s.batch * s.channels * xh * xw) * sizeof(float);
+  const size_t w_bytes = size_t(s.filters * (s.channels / s.groups) * s.kh * s.kw) * sizeof(float);
+  const size_t y_bytes = size_t(s.batch * s.filters * s.oh * s.ow) * sizeof(float);
+  std::string key;  // the convolution cuDNN sees
+  for (int64_t v : {s.batch, s.channels, xh, xw, s.filters, s.kh, s.kw, s.sh, s.sw, int64_t(pad_h),
+                    int64_t(pad_w), s.groups})
+    key += std::to_string(v) + ",";
+  choose_algorithms(what, ctx.deterministic, strict, key, x_bytes, w_bytes, y_bytes);
   if (asym_) padded_bytes_ = align_up(size_t(pad_.planes * pad_.ph() * pad_.pw()) * sizeof(float));
 }
 
@@ -119,19 +144,19 @@ void CudnnConv::bind(void* workspace) {
 
 void CudnnConv::forward(const float* x, const float* w, float* y) {
   const float* xin = padded_input(x);
-  CUDNN_CHECK(cudnnConvolutionForward(be_.cudnn(), &kOne, x_desc_, xin, w_desc_, w, conv_desc_, fwd_algo_,
-                                      scratch_, fwd_ws_, &kZero, y_desc_, y));
+  CUDNN_CHECK(cudnnConvolutionForward(be_.cudnn(), &kOne, x_desc_, xin, w_desc_, w, conv_desc_[kFwd],
+                                      fwd_algo_, scratch_, fwd_ws_, &kZero, y_desc_, y));
 }
 
 void CudnnConv::backward(const float* x, const float* w, const float* dy, float* dw, float* dx) {
   const float* xin = padded_input(x);
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(be_.cudnn(), &kOne, x_desc_, xin, y_desc_, dy, conv_desc_,
-                                             bwd_filter_algo_, scratch_, bwd_filter_ws_, &kZero, w_desc_,
-                                             dw));
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(be_.cudnn(), &kOne, x_desc_, xin, y_desc_, dy,
+                                             conv_desc_[kBwdFilter], bwd_filter_algo_, scratch_,
+                                             bwd_filter_ws_, &kZero, w_desc_, dw));
   if (!dx) return;
   // With explicit padding the padded input is no longer needed: its buffer takes d(padded x).
   float* dxin = asym_ ? xpad_ : dx;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(be_.cudnn(), &kOne, w_desc_, w, y_desc_, dy, conv_desc_,
+  CUDNN_CHECK(cudnnConvolutionBackwardData(be_.cudnn(), &kOne, w_desc_, w, y_desc_, dy, conv_desc_[kBwdData],
                                            bwd_data_algo_, scratch_, bwd_data_ws_, &kZero, x_desc_, dxin));
   if (asym_) launch_crop2d(pad_, xpad_, dx, be_.stream());
 }
@@ -144,39 +169,278 @@ const float* CudnnConv::padded_input(const float* x) {
   return xpad_;
 }
 
-void CudnnConv::choose_algorithms(const std::string& what, bool deterministic, bool strict) {
-  const cudnnHandle_t h = be_.cudnn();
+namespace {
+
+// Algorithms measured once per process for each distinct convolution (the descriptors' text, the
+// GPU and the math mode): ResNet-18 has 20 convolutions but 12 shapes, and a second plan (another
+// batch size) of the same shapes measures nothing again.
+std::mutex g_chosen_mutex;
+std::map<std::string, CudnnConv::Chosen>& chosen_cache() {
+  static std::map<std::string, CudnnConv::Chosen> m;
+  return m;
+}
+
+// Device buffers for the measurement, from the backend's allocator (so --mem-limit holds), freed
+// on every path.
+struct ScratchBuffers {
+  Allocator& a;
+  std::vector<void*> p;
+  explicit ScratchBuffers(Allocator& alloc) : a(alloc) {}
+  void* take(size_t bytes, const std::string& what) {
+    p.push_back(a.allocate(std::max<size_t>(bytes, kArenaAlign), what));
+    return p.back();
+  }
+  ~ScratchBuffers() {
+    for (void* q : p) a.deallocate(q);
+  }
+};
+
+}  // namespace
+
+// Algorithms: without --deterministic, cuDNN measures every algorithm on this shape once (the
+// cudnnFind*Ex calls, what PyTorch's cudnn.benchmark does) and the fastest acceptable one is
+// kept. cuDNN's heuristic ranking (cudnnGet*_v7) picked legacy kernels for several ResNet
+// shapes (wgrad_alg0_engine, dgrad_engine: 0.3-0.5 ms where the measured best takes a fraction).
+// With --deterministic the heuristic ranking is used: the choice must not depend on timing noise,
+// or two runs could differ. If the measurement buffers do not fit (--mem-limit), the heuristics
+// are used too. Either way each direction's descriptor then gets the math type the algorithm was
+// ranked with: an algorithm number alone, run under another math type, is another kernel (TF32
+// runs measured on tensor cores ran as the legacy implicit_convolve_sgemm without this).
+void CudnnConv::choose_algorithms(const std::string& what, bool deterministic, bool strict,
+                                  const std::string& shape_key, size_t x_bytes, size_t w_bytes,
+                                  size_t y_bytes) {
   const size_t max_ws =
-      be_.allocator().cap_bytes() ? std::min(kMaxScratch, be_.allocator().cap_bytes() / 16) : kMaxScratch;
-  int count = 0;
-  cudnnConvolutionFwdAlgoPerf_t fwd[kMaxAlgos];
-  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, x_desc_, w_desc_, conv_desc_, y_desc_, kMaxAlgos,
-                                                     &count, fwd));
-  fwd_algo_ = pick<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
-      fwd, count, deterministic, strict, max_ws,
-      [&](cudnnConvolutionFwdAlgo_t a, size_t* b) {
-        return cudnnGetConvolutionForwardWorkspaceSize(h, x_desc_, w_desc_, conv_desc_, y_desc_, a, b);
-      },
-      &fwd_ws_, what + " forward");
-  cudnnConvolutionBwdDataAlgoPerf_t bd[kMaxAlgos];
-  CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_desc_, y_desc_, conv_desc_, x_desc_, kMaxAlgos,
-                                                          &count, bd));
-  bwd_data_algo_ = pick<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
-      bd, count, deterministic, strict, max_ws,
-      [&](cudnnConvolutionBwdDataAlgo_t a, size_t* b) {
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_desc_, y_desc_, conv_desc_, x_desc_, a, b);
-      },
-      &bwd_data_ws_, what + " backward-data");
-  cudnnConvolutionBwdFilterAlgoPerf_t bf[kMaxAlgos];
-  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_desc_, y_desc_, conv_desc_, w_desc_,
-                                                            kMaxAlgos, &count, bf));
-  bwd_filter_algo_ = pick<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
-      bf, count, deterministic, strict, max_ws,
-      [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* b) {
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_desc_, y_desc_, conv_desc_, w_desc_, a, b);
-      },
-      &bwd_filter_ws_, what + " backward-filter");
+      be_.allocator().cap_bytes() ? std::min(kMaxScratch, be_.allocator().cap_bytes() / 8) : kMaxScratch;
+  Chosen c{};
+  if (!deterministic) {
+    if (!measure_algorithms(what, false, strict, max_ws, shape_key, x_bytes, w_bytes, y_bytes, &c))
+      c = heuristic_algorithms(what, false, strict, max_ws);
+  } else {
+    try {
+      c = heuristic_algorithms(what, true, strict, max_ws);
+    } catch (const RuntimeError&) {
+      // The heuristic list has no deterministic entry (TF32, ResNet's 64-channel backward-data):
+      // every algorithm cuDNN can run, the deterministic ones in algorithm-number order (not by
+      // time, so two runs choose the same).
+      if (!measure_algorithms(what, true, strict, max_ws, shape_key, x_bytes, w_bytes, y_bytes, &c)) throw;
+    }
+  }
+  fwd_algo_ = c.fwd;
+  bwd_data_algo_ = c.bwd_data;
+  bwd_filter_algo_ = c.bwd_filter;
+  if (strict) {  // heuristics report FMA algorithms as CUDNN_DEFAULT_MATH, which permits TF32
+    c.fwd_math = CUDNN_FMA_MATH;
+    c.bwd_data_math = CUDNN_FMA_MATH;
+    c.bwd_filter_math = CUDNN_FMA_MATH;
+  }
+  CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_[kFwd], c.fwd_math));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_[kBwdData], c.bwd_data_math));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_[kBwdFilter], c.bwd_filter_math));
+  const cudnnHandle_t h = be_.cudnn();
+  CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, x_desc_, w_desc_, conv_desc_[kFwd], y_desc_,
+                                                      fwd_algo_, &fwd_ws_));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_desc_, y_desc_, conv_desc_[kBwdData], x_desc_,
+                                                           bwd_data_algo_, &bwd_data_ws_));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_desc_, y_desc_, conv_desc_[kBwdFilter],
+                                                             w_desc_, bwd_filter_algo_, &bwd_filter_ws_));
   scratch_bytes_ = align_up(std::max({fwd_ws_, bwd_data_ws_, bwd_filter_ws_}));  // 0 stays 0
+}
+
+// Scratch size of `algo` run under `math` on direction d's descriptor (its math type is set for
+// the query; choose_algorithms sets the final one).
+template <class Algo, class Query>
+cudnnStatus_t scratch_of(cudnnConvolutionDescriptor_t d, cudnnMathType_t math, Algo algo, size_t* bytes,
+                         Query query) {
+  cudnnStatus_t st = cudnnSetConvolutionMathType(d, math);
+  return st == CUDNN_STATUS_SUCCESS ? query(algo, bytes) : st;
+}
+
+CudnnConv::Chosen CudnnConv::ranked(const std::string& what, bool deterministic, bool strict, size_t max_ws,
+                                    const cudnnConvolutionFwdAlgoPerf_t* fwd, int n_fwd,
+                                    const cudnnConvolutionBwdDataAlgoPerf_t* bd, int n_bd,
+                                    const cudnnConvolutionBwdFilterAlgoPerf_t* bf, int n_bf) {
+  const cudnnHandle_t h = be_.cudnn();
+  Chosen c{};
+  size_t unused = 0;
+  c.fwd = pick<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
+      fwd, n_fwd, deterministic, strict, max_ws,
+      [&](cudnnConvolutionFwdAlgo_t a, cudnnMathType_t m, size_t* b) {
+        return scratch_of(conv_desc_[kFwd], m, a, b, [&](cudnnConvolutionFwdAlgo_t a2, size_t* b2) {
+          return cudnnGetConvolutionForwardWorkspaceSize(h, x_desc_, w_desc_, conv_desc_[kFwd], y_desc_, a2,
+                                                         b2);
+        });
+      },
+      &unused, &c.fwd_math, what + " forward");
+  c.bwd_data = pick<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
+      bd, n_bd, deterministic, strict, max_ws,
+      [&](cudnnConvolutionBwdDataAlgo_t a, cudnnMathType_t m, size_t* b) {
+        return scratch_of(conv_desc_[kBwdData], m, a, b, [&](cudnnConvolutionBwdDataAlgo_t a2, size_t* b2) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_desc_, y_desc_, conv_desc_[kBwdData],
+                                                              x_desc_, a2, b2);
+        });
+      },
+      &unused, &c.bwd_data_math, what + " backward-data");
+  c.bwd_filter = pick<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
+      bf, n_bf, deterministic, strict, max_ws,
+      [&](cudnnConvolutionBwdFilterAlgo_t a, cudnnMathType_t m, size_t* b) {
+        return scratch_of(conv_desc_[kBwdFilter], m, a, b,
+                          [&](cudnnConvolutionBwdFilterAlgo_t a2, size_t* b2) {
+                            return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                                h, x_desc_, y_desc_, conv_desc_[kBwdFilter], w_desc_, a2, b2);
+                          });
+      },
+      &unused, &c.bwd_filter_math, what + " backward-filter");
+  return c;
+}
+
+bool CudnnConv::measure_algorithms(const std::string& what, bool deterministic, bool strict, size_t max_ws,
+                                   const std::string& shape_key, size_t x_bytes, size_t w_bytes,
+                                   size_t y_bytes, Chosen* out) {
+  const std::string key = "gpu" + std::to_string(be_.device()) + (strict ? " fma " : " any ") +
+                          (deterministic ? "det " : "") + shape_key + std::to_string(max_ws);
+  {
+    std::lock_guard<std::mutex> lock(g_chosen_mutex);
+    auto it = chosen_cache().find(key);
+    if (it != chosen_cache().end()) {
+      *out = it->second;
+      return true;
+    }
+  }
+  const cudnnHandle_t h = be_.cudnn();
+  reset_math(strict);
+  try {
+    ScratchBuffers buf(be_.allocator());
+    void* x = buf.take(x_bytes, what + ": measuring algorithms (input)");
+    void* w = buf.take(w_bytes, what + ": measuring algorithms (weights)");
+    void* y = buf.take(y_bytes, what + ": measuring algorithms (output)");
+    void* ws = buf.take(max_ws, what + ": measuring algorithms (scratch)");
+    be_.zero(x, x_bytes);
+    be_.zero(w, w_bytes);
+    be_.zero(y, y_bytes);
+    int n_fwd = 0, n_bd = 0, n_bf = 0;
+    cudnnConvolutionFwdAlgoPerf_t fwd[kMaxAlgos];
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, x_desc_, x, w_desc_, w, conv_desc_[kFwd], y_desc_,
+                                                       y, kMaxAlgos, &n_fwd, fwd, ws, max_ws));
+    cudnnConvolutionBwdDataAlgoPerf_t bd[kMaxAlgos];
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, w_desc_, w, y_desc_, y, conv_desc_[kBwdData],
+                                                            x_desc_, x, kMaxAlgos, &n_bd, bd, ws, max_ws));
+    cudnnConvolutionBwdFilterAlgoPerf_t bf[kMaxAlgos];
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        h, x_desc_, x, y_desc_, y, conv_desc_[kBwdFilter], w_desc_, w, kMaxAlgos, &n_bf, bf, ws, max_ws));
+    if (deterministic) {  // algorithm-number order, stable across runs
+      const auto by_algo = [](const auto& a, const auto& b) {
+        return std::make_pair(int(a.algo), int(a.mathType)) < std::make_pair(int(b.algo), int(b.mathType));
+      };
+      std::sort(fwd, fwd + n_fwd, by_algo);
+      std::sort(bd, bd + n_bd, by_algo);
+      std::sort(bf, bf + n_bf, by_algo);
+    }
+    *out = ranked(what, deterministic, strict, max_ws, fwd, n_fwd, bd, n_bd, bf, n_bf);
+    if (!deterministic) prefer_recommended(what, strict, max_ws, fwd, n_fwd, bd, n_bd, bf, n_bf, out);
+    if (spdlog::should_log(spdlog::level::debug)) {
+      const auto list = [](const auto* perf, int n) {
+        std::string t;
+        for (int i = 0; i < n && i < 4; ++i)
+          t += fmt::format(" algo {} math {} {:.3f} ms {} ({});", int(perf[i].algo), int(perf[i].mathType),
+                           perf[i].time, format_bytes(perf[i].memory), int(perf[i].status));
+        return t;
+      };
+      spdlog::debug("{}: measured forward:{} chose {}/{}", what, list(fwd, n_fwd), int(out->fwd),
+                    int(out->fwd_math));
+      spdlog::debug("{}: measured backward-data:{} chose {}/{}", what, list(bd, n_bd), int(out->bwd_data),
+                    int(out->bwd_data_math));
+      spdlog::debug("{}: measured backward-filter:{} chose {}/{}", what, list(bf, n_bf), int(out->bwd_filter),
+                    int(out->bwd_filter_math));
+    }
+  } catch (const OutOfMemoryError& e) {
+    spdlog::debug("{}: measuring convolution algorithms does not fit ({}); using cuDNN's heuristics", what,
+                  e.what());
+    return false;
+  } catch (const RuntimeError& e) {  // no measured algorithm fits the scratch bound
+    spdlog::debug("{}: {}; using cuDNN's heuristics", what, e.what());
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(g_chosen_mutex);
+  chosen_cache()[key] = *out;
+  return true;
+}
+
+// Every direction's descriptor back to the mode's math type, before cuDNN ranks algorithms on it
+// (scratch queries leave the math type of the last algorithm they asked about).
+//   tf32: CUDNN_TENSOR_OP_MATH, so that measurement and heuristics rank the TF32 tensor-core
+//   algorithms (under CUDNN_DEFAULT_MATH cuDNN 9 measured only its FMA variants on the H100).
+void CudnnConv::reset_math(bool strict) {
+  for (ConvDesc& d : conv_desc_)
+    CUDNN_CHECK(cudnnSetConvolutionMathType(d, strict ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+}
+
+namespace {
+
+bool tensor_op(cudnnMathType_t m) {
+  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+// The measured entry of `algo` on the same kind of unit (tensor cores or not) as `math`; null when
+// it was not measured. (Heuristics report FMA algorithms as CUDNN_DEFAULT_MATH, measurement under
+// an FMA descriptor as CUDNN_FMA_MATH.)
+template <class Perf, class Algo>
+const Perf* measured(const Perf* perf, int n, Algo algo, cudnnMathType_t math) {
+  for (int i = 0; i < n; ++i)
+    if (perf[i].algo == algo && tensor_op(perf[i].mathType) == tensor_op(math) &&
+        perf[i].status == CUDNN_STATUS_SUCCESS)
+      return &perf[i];
+  return nullptr;
+}
+
+// Keeps cuDNN's recommended choice where the measured best saves less than 20 microseconds: on
+// small convolutions a measurement in isolation (cold caches, no neighbours) ranks algorithms
+// differently from a step, where the CIFAR CNN ran slower on measured choices 5-15 microseconds
+// apart (implicit_convolve_sgemm 50 us where the recommended kernel takes 27 us in the step).
+// ResNet's convolutions differ by tens to hundreds of microseconds.
+template <class Perf, class Algo>
+void keep_if_close(const Perf* perf, int n, Algo recommended, cudnnMathType_t recommended_math, Algo* algo,
+                   cudnnMathType_t* math) {
+  constexpr float kNoiseMs = 0.02f;
+  const Perf* rec = measured(perf, n, recommended, recommended_math);
+  const Perf* best = measured(perf, n, *algo, *math);
+  if (rec && best && rec->time - best->time < kNoiseMs) {
+    *algo = rec->algo;
+    *math = rec->mathType;
+  }
+}
+
+}  // namespace
+
+void CudnnConv::prefer_recommended(const std::string& what, bool strict, size_t max_ws,
+                                   const cudnnConvolutionFwdAlgoPerf_t* fwd, int n_fwd,
+                                   const cudnnConvolutionBwdDataAlgoPerf_t* bd, int n_bd,
+                                   const cudnnConvolutionBwdFilterAlgoPerf_t* bf, int n_bf, Chosen* c) {
+  Chosen rec;
+  try {
+    rec = heuristic_algorithms(what, false, strict, max_ws);
+  } catch (const RuntimeError&) {
+    return;  // no recommendation fits: the measured choice stands
+  }
+  keep_if_close(fwd, n_fwd, rec.fwd, rec.fwd_math, &c->fwd, &c->fwd_math);
+  keep_if_close(bd, n_bd, rec.bwd_data, rec.bwd_data_math, &c->bwd_data, &c->bwd_data_math);
+  keep_if_close(bf, n_bf, rec.bwd_filter, rec.bwd_filter_math, &c->bwd_filter, &c->bwd_filter_math);
+}
+
+CudnnConv::Chosen CudnnConv::heuristic_algorithms(const std::string& what, bool deterministic, bool strict,
+                                                  size_t max_ws) {
+  const cudnnHandle_t h = be_.cudnn();
+  reset_math(strict);
+  int n_fwd = 0, n_bd = 0, n_bf = 0;
+  cudnnConvolutionFwdAlgoPerf_t fwd[kMaxAlgos];
+  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, x_desc_, w_desc_, conv_desc_[kFwd], y_desc_,
+                                                     kMaxAlgos, &n_fwd, fwd));
+  cudnnConvolutionBwdDataAlgoPerf_t bd[kMaxAlgos];
+  CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_desc_, y_desc_, conv_desc_[kBwdData], x_desc_,
+                                                          kMaxAlgos, &n_bd, bd));
+  cudnnConvolutionBwdFilterAlgoPerf_t bf[kMaxAlgos];
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_desc_, y_desc_, conv_desc_[kBwdFilter],
+                                                            w_desc_, kMaxAlgos, &n_bf, bf));
+  return ranked(what, deterministic, strict, max_ws, fwd, n_fwd, bd, n_bd, bf, n_bf);
 }
 
 }  // namespace trainer::cuda

@@ -1,10 +1,12 @@
 // One 2-D cuDNN cross-correlation (NCHW, fp32) with any padding, planned once per batch size, and
 // the conv layer kernel built on it: conv2d uses it as is, conv1d as H = 1.
 //   - descriptors and the forward / backward-data / backward-filter algorithms are chosen in the
-//     constructor with cudnnGet*Algorithm_v7 heuristics: strict fp32 sets FMA math and skips
-//     tensor-core (TF32) results, tf32 allows them; ctx.deterministic keeps only algorithms
-//     cuDNN reports as deterministic; each algorithm's scratch is at most 64 MiB (1/16 of a
-//     --mem-limit cap) and comes from the kernel's workspace;
+//     constructor: measured by cuDNN (cudnnFind*Ex, once per shape per process, on buffers from
+//     the backend's allocator, freed again), or with ctx.deterministic from cudnnGet*Algorithm_v7
+//     heuristics keeping only algorithms cuDNN reports as deterministic; strict fp32 sets FMA
+//     math and skips tensor-core (TF32) results, tf32 allows them; each algorithm's scratch is at
+//     most 256 MiB (1/8 of a --mem-limit cap) and comes from the kernel's workspace,
+//     which is transient (one region shared by all such kernels of a step);
 //   - asymmetric padding (TensorFlow "same" with an even kernel or a stride), which a cuDNN
 //     descriptor cannot express, pads the input explicitly into the workspace (pad2d.cu) and
 //     convolves with no padding; backward-data goes to that buffer and is cropped into dx.
@@ -48,14 +50,40 @@ class CudnnConv {
 
  private:
   const float* padded_input(const float* x);
-  void choose_algorithms(const std::string& what, bool deterministic, bool strict);
+
+ public:
+  // The algorithm and math type chosen for each direction.
+  struct Chosen {
+    cudnnConvolutionFwdAlgo_t fwd{};
+    cudnnConvolutionBwdDataAlgo_t bwd_data{};
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+    cudnnMathType_t fwd_math{}, bwd_data_math{}, bwd_filter_math{};
+  };
+
+ private:
+  enum Direction { kFwd, kBwdData, kBwdFilter };
+  void choose_algorithms(const std::string& what, bool deterministic, bool strict,
+                         const std::string& shape_key, size_t x_bytes, size_t w_bytes, size_t y_bytes);
+  bool measure_algorithms(const std::string& what, bool deterministic, bool strict, size_t max_ws,
+                          const std::string& shape_key, size_t x_bytes, size_t w_bytes, size_t y_bytes,
+                          Chosen* out);
+  Chosen heuristic_algorithms(const std::string& what, bool deterministic, bool strict, size_t max_ws);
+  void reset_math(bool strict);
+  void prefer_recommended(const std::string& what, bool strict, size_t max_ws,
+                          const cudnnConvolutionFwdAlgoPerf_t* fwd, int n_fwd,
+                          const cudnnConvolutionBwdDataAlgoPerf_t* bd, int n_bd,
+                          const cudnnConvolutionBwdFilterAlgoPerf_t* bf, int n_bf, Chosen* c);
+  Chosen ranked(const std::string& what, bool deterministic, bool strict, size_t max_ws,
+                const cudnnConvolutionFwdAlgoPerf_t* fwd, int n_fwd,
+                const cudnnConvolutionBwdDataAlgoPerf_t* bd, int n_bd,
+                const cudnnConvolutionBwdFilterAlgoPerf_t* bf, int n_bf);
 
   CudaBackend& be_;
   bool asym_ = false;
   PadGeometry pad_;
   TensorDesc x_desc_, y_desc_;
   FilterDesc w_desc_;
-  ConvDesc conv_desc_;
+  ConvDesc conv_desc_[3];  // per Direction: each carries its algorithm's math type
   cudnnConvolutionFwdAlgo_t fwd_algo_{};
   cudnnConvolutionBwdDataAlgo_t bwd_data_algo_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo_{};

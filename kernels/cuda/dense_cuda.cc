@@ -25,7 +25,14 @@ class DenseCuda : public LayerKernel {
         batch_(int(ctx.batch)),
         in_(int(l.in_features())),
         units_(int(l.units)),
-        math_(ctx.math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) {}
+        math_(ctx.math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+        bias_split_(cuda::bias_grad_split(ctx.batch, l.units, 1)) {}
+
+  // The bias gradient's scratch.
+  size_t workspace_bytes() const override {
+    return bias_ ? align_up(cuda::bias_grad_scratch_bytes(bias_split_)) : 0;
+  }
+  bool workspace_is_transient() const override { return true; }
 
   void bind(const KernelBinding& b) override {
     a_ = BoundActivations(b);
@@ -35,6 +42,7 @@ class DenseCuda : public LayerKernel {
       b_ = b.param(1).f32();
       db_ = b.grad(1).f32();
     }
+    bias_scratch_ = static_cast<double*>(b.workspace);
   }
 
   void forward(bool) override {
@@ -54,7 +62,7 @@ class DenseCuda : public LayerKernel {
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
     CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, batch_, &kOne, x, in_, dy, units_,
                              &kZero, dw_, in_));
-    if (bias_) cuda::launch_bias_grad(dy, db_, batch_, units_, 1, be_.stream());
+    if (bias_) cuda::launch_bias_grad(bias_split_, dy, db_, bias_scratch_, be_.stream());
     if (dx)
       CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in_, batch_, units_, &kOne, w_, in_, dy, units_,
                                &kZero, dx, in_));
@@ -67,6 +75,8 @@ class DenseCuda : public LayerKernel {
   bool bias_;
   int batch_, in_, units_;
   cublasMath_t math_;
+  cuda::BiasGradSplit bias_split_;
+  double* bias_scratch_ = nullptr;
   const float *w_ = nullptr, *b_ = nullptr;
   float *dw_ = nullptr, *db_ = nullptr;
 };

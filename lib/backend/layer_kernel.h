@@ -172,6 +172,11 @@ class LayerKernel {
   // Bytes of backend memory this kernel keeps between forward and backward (pooling indices,
   // dropout masks) plus library scratch (cuDNN workspace). Aligned slices of one arena.
   virtual size_t workspace_bytes() const { return 0; }
+  // True when nothing in the workspace is needed after the forward or backward call that wrote
+  // it (library scratch, padded copies rebuilt each call): such workspaces share one region of
+  // the arena, the largest of them, since the layers of a step run one after another on one
+  // stream. False (the default): the workspace is the kernel's own for the whole step.
+  virtual bool workspace_is_transient() const { return false; }
   // The layout of y and dy when not plain (see KernelContext::output_layout_free); null = plain.
   virtual std::shared_ptr<const Layout> output_layout() const { return nullptr; }
   // Bytes of y (and of dy) in that layout (blocked layouts may pad channels); 0 = plain size,

@@ -87,6 +87,8 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     p->act.push_back(take(size_t(b * model_.input_shape().numel()) * sizeof(float)));
     p->grad.push_back(0);  // the input needs no gradient
     p->layout.push_back(nullptr);
+    size_t transient_bytes = 0;  // the largest transient workspace: one region for all of them
+    std::vector<size_t> transient_users;
     for (size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = *layers[i];
       const std::vector<int>& from = model_.layer_inputs(i);
@@ -124,7 +126,17 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       p->act.push_back(take(out_bytes));
       p->grad.push_back(take(out_bytes));
       p->layout.push_back(p->kernels.back()->output_layout());
-      p->workspace.push_back(take(p->kernels.back()->workspace_bytes()));
+      if (p->kernels.back()->workspace_is_transient()) {
+        transient_bytes = std::max(transient_bytes, p->kernels.back()->workspace_bytes());
+        transient_users.push_back(i);
+        p->workspace.push_back(0);  // placed below
+      } else {
+        p->workspace.push_back(take(p->kernels.back()->workspace_bytes()));
+      }
+    }
+    if (transient_bytes) {
+      const size_t shared = take(transient_bytes);
+      for (size_t i : transient_users) p->workspace[i] = shared;
     }
     if (size_t scratch = plan_gradients(*p)) p->scratch = take(scratch);
     p->labels = take(size_t(b) * sizeof(int32_t));
@@ -387,6 +399,7 @@ void Executor::run_captured(int& graph, int& eager_runs, const std::function<voi
 
 void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr) {
   Plan& p = plan_for(batch);
+  const ProfileRange range(be_, "train_step");
   opt_.prepare(host_scalars_, t, lr);
   host_scalars_.seed = o_.seed;
   be_.copy_to_device(scalars_, &host_scalars_, sizeof(StepScalars));
@@ -400,6 +413,7 @@ void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64
 
 void Executor::eval_step(int64_t batch, const float* x, const int32_t* y) {
   Plan& p = plan_for(batch);
+  const ProfileRange range(be_, "eval_step");
   upload(p, batch, x, y);
   run_captured(p.eval_graph, p.eval_eager_runs, [&] { enqueue_forward(p, false, true); });
   samples_ += batch;

@@ -140,6 +140,15 @@ int main(int argc, char** argv) {
       "trainer", no_color && *no_color ? spdlog::color_mode::never : spdlog::color_mode::automatic);
   logger->set_pattern("[%Y-%m-%d %H:%M:%S] %^%l%$: %v");
   spdlog::set_default_logger(logger);
+  // TRAINER_LOG_LEVEL=debug shows the planning details (e.g. each convolution's algorithms).
+  if (const char* level = std::getenv("TRAINER_LOG_LEVEL"); level && *level) {
+    const spdlog::level::level_enum l = spdlog::level::from_str(level);
+    if (l == spdlog::level::off && std::string(level) != "off")
+      spdlog::warn("TRAINER_LOG_LEVEL='{}' is not a level (trace, debug, info, warn, error, off); ignored",
+                   level);
+    else
+      spdlog::set_level(l);
+  }
   // A closed stdout (fit ... | head -1) must not end a run: writes fail with EPIPE instead, and
   // fit stops writing there but completes its run directory (lib/train/progress.h).
   std::signal(SIGPIPE, SIG_IGN);

@@ -1,6 +1,8 @@
 // CudaBackend: device, stream, library handles, allocator and the non-layer ops (see the header).
 #include "kernels/cuda/cuda_backend.h"
 
+#include <nvtx3/nvToolsExt.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -291,5 +293,8 @@ std::string cuda_version_string() {
 std::unique_ptr<Backend> create_cuda_backend(int index, const DeviceRequest& req) {
   return std::make_unique<CudaBackend>(index, req);
 }
+
+void CudaBackend::range_push(const char* name) { nvtxRangePushA(name); }
+void CudaBackend::range_pop() { nvtxRangePop(); }
 
 }  // namespace trainer

@@ -75,6 +75,8 @@ class CudaBackend : public Backend {
   int end_capture() override;
   void abort_capture() noexcept override;
   void replay(int graph) override;
+  void range_push(const char* name) override;
+  void range_pop() override;
   // Step recordings instantiated so far (tests check that a step stayed inside a graph).
   size_t graph_count() const { return graphs_.size(); }
 

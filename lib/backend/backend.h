@@ -126,6 +126,24 @@ class Backend {
   // Ends a capture abandoned after an error, discarding it.
   virtual void abort_capture() noexcept {}
   virtual void replay(int graph) {}
+
+  // Named ranges for profilers (NVTX on the GPU, so `nsys` shows the steps and `ncu --nvtx
+  // --nvtx-include "train_step/"` profiles only a step's kernels); nothing elsewhere. Host-side
+  // only: no sync, nothing enqueued.
+  virtual void range_push(const char* name) {}
+  virtual void range_pop() {}
+};
+
+// Pushes a profiler range for the lifetime of the object.
+class ProfileRange {
+ public:
+  ProfileRange(Backend& be, const char* name) : be_(be) { be_.range_push(name); }
+  ~ProfileRange() { be_.range_pop(); }
+  ProfileRange(const ProfileRange&) = delete;
+  ProfileRange& operator=(const ProfileRange&) = delete;
+
+ private:
+  Backend& be_;
 };
 
 }  // namespace trainer

@@ -138,3 +138,18 @@ TEST_CASE("bench's comparisons refuse --device, a wrong --out and a config witho
   REQUIRE(size.exit_code == 2);
   REQUIRE_THAT(size.err, Contains("--size 10x10: expected MxKxN"));
 }
+
+TEST_CASE("bench counts a step's FLOPs: 3 forwards of the convolutions and matrix products", "[bench]") {
+  // mnist_cnn per sample: conv 1->10 5x5 on 28x28 (10 x 24 x 24 outputs x 25 MACs), conv 10->20
+  // 5x5 (20 x 8 x 8 x 250), dense 320->50 and 50->10; a multiply-add is 2 FLOPs.
+  const double forward = 2.0 * (10 * 24 * 24 * 25 + 20 * 8 * 8 * 250 + 320 * 50 + 50 * 10);
+  auto r =
+      test::run_trainer("bench " + std::string(TRAINER_SOURCE_DIR) +
+                        "/configs/mnist_cnn.yaml --device cpu --steps 2 --warmup 0 --batch-size 8 --json");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  CHECK(j.at("flops_per_step").get<double>() == Approx(3 * forward * 8));
+  CHECK(j.at("tflops").get<double>() > 0);
+  CHECK(j.at("mfu").is_null());  // no peak known for CPUs
+}

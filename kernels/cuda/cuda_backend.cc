@@ -297,4 +297,40 @@ std::unique_ptr<Backend> create_cuda_backend(int index, const DeviceRequest& req
 void CudaBackend::range_push(const char* name) { nvtxRangePushA(name); }
 void CudaBackend::range_pop() { nvtxRangePop(); }
 
+// SMs x peak clock x FLOP per clock per SM of the architecture (dense; a multiply-add is 2):
+// FP32 FMA units, or TF32 tensor cores with --math tf32. 0 for architectures not listed.
+//   A100 (8.0): 108 x 1.41 GHz x 1024 = 156 TFLOP/s tf32;  H100 SXM (9.0): 132 x 1.98 GHz x
+//   2048 = 535 TFLOP/s tf32 at the boost clock (NVIDIA quotes 495 at its sustained clock).
+double CudaBackend::peak_flops() const {
+  const int cc = prop_.major * 10 + prop_.minor;
+  double fp32 = 0, tf32 = 0;  // per SM per clock
+  switch (cc) {
+    case 75:
+      fp32 = 128;
+      break;  // Turing: no TF32
+    case 80:
+      fp32 = 128;
+      tf32 = 1024;
+      break;  // A100
+    case 86:
+    case 87:
+    case 89:
+      fp32 = 256;
+      tf32 = 256;
+      break;  // RTX 30xx / 40xx, L4, L40
+    case 90:
+      fp32 = 256;
+      tf32 = 2048;
+      break;  // H100, H200
+    default:
+      return 0;
+  }
+  int clock_khz = 0, sms = 0;
+  if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device_) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_) != cudaSuccess)
+    return 0;
+  const double per_clock = math_ == MathMode::tf32 && tf32 > 0 ? tf32 : fp32;
+  return double(sms) * double(clock_khz) * 1e3 * per_clock;
+}
+
 }  // namespace trainer

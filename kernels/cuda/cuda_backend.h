@@ -87,6 +87,7 @@ class CudaBackend : public Backend {
   bool deterministic() const { return deterministic_; }
   CappedDeviceAllocator& device_allocator() { return *alloc_; }
   const cudaDeviceProp& properties() const { return prop_; }
+  double peak_flops() const override;
 
  private:
   void release() noexcept;

@@ -72,6 +72,9 @@ class Backend {
   virtual std::string name() const = 0;         // registry key: "cpu", "cuda"
   virtual std::string description() const = 0;  // "CPU: oneDNN 2.6.3, 2 threads"
   virtual Allocator& allocator() = 0;
+  // The device's peak rate in FLOP/s for dense matrix arithmetic in this backend's math mode (for
+  // MFU figures); 0 when unknown.
+  virtual double peak_flops() const { return 0; }
 
   // dst/src are backend memory on the device side. The host source may be reused as soon as
   // copy_to_device returns; copy_to_host waits for all queued work and the copy.

@@ -21,6 +21,9 @@ class Conv1d : public Layer {
   Window w;  // resolved in infer()
 
   int64_t in_channels() const { return input_shape()[0]; }
+  double forward_flops() const override {  // (F, OL) outputs, each C x k MACs
+    return 2.0 * double(output_shape().numel()) * double(in_channels() * k);
+  }
   std::vector<ParamSpec> param_specs() const override;
   void describe(YAML::Node& out) const override;
 

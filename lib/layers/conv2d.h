@@ -30,6 +30,9 @@ class Conv2d : public Layer {
   Window wh, ww;  // resolved in infer()
 
   int64_t in_channels() const { return input_shape()[0]; }
+  double forward_flops() const override {  // (F, OH, OW) outputs, each C/groups x kh x kw MACs
+    return 2.0 * double(output_shape().numel()) * double(in_channels() / groups) * double(kh * kw);
+  }
   std::vector<ParamSpec> param_specs() const override;
   void describe(YAML::Node& out) const override;
 

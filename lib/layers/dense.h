@@ -13,6 +13,7 @@ class Dense : public Layer {
   int64_t units = 0;
   bool use_bias = true;
   int64_t in_features() const { return input_shape()[0]; }
+  double forward_flops() const override { return 2.0 * double(in_features()) * double(units); }
 
   std::vector<ParamSpec> param_specs() const override;
   void describe(YAML::Node& out) const override;

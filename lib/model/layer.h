@@ -60,6 +60,11 @@ class Layer {
   virtual bool aliases_input() const { return false; }
   // Resolved hyper-parameters, for --print-config and run directories.
   virtual void describe(YAML::Node& out) const {}
+  // Floating-point operations of the forward pass per sample, counting the multiply-adds of
+  // convolutions and matrix products as 2 (the convention of MFU figures); 0 for layers whose
+  // work is element-wise. A training step is counted as 3 forwards (forward, backward-data,
+  // backward-weights).
+  virtual double forward_flops() const { return 0; }
 
   int64_t num_params() const;
 

@@ -53,6 +53,12 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
   r.steps_per_second = double(opt.steps) / seconds;
   r.samples_per_second = r.steps_per_second * double(B);
   r.peak_bytes = s->backend->allocator().peak_bytes();
+  double forward = 0;
+  for (const auto& l : model.layers()) forward += l->forward_flops();
+  r.flops_per_step = 3.0 * forward * double(B);
+  r.peak_flops = s->backend->peak_flops();
+  const double achieved = r.flops_per_step * r.steps_per_second;
+  const double mfu = r.peak_flops > 0 ? achieved / r.peak_flops : 0;
   if (opt.json) {
     out << nlohmann::json{{"config", cfg.file},
                           {"device", s->backend->description()},
@@ -63,7 +69,11 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
                           {"ms_per_step", r.ms_per_step},
                           {"steps_per_s", r.steps_per_second},
                           {"samples_per_s", r.samples_per_second},
-                          {"peak_bytes", r.peak_bytes}}
+                          {"peak_bytes", r.peak_bytes},
+                          {"flops_per_step", r.flops_per_step},
+                          {"tflops", achieved / 1e12},
+                          {"peak_tflops", r.peak_flops / 1e12},
+                          {"mfu", r.peak_flops > 0 ? nlohmann::json(mfu) : nlohmann::json(nullptr)}}
                .dump()
         << std::endl;
   } else {
@@ -74,7 +84,18 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
                   cfg.file.c_str(), s->backend->description().c_str(), (long long)B, (long long)opt.steps,
                   r.ms_per_step, r.steps_per_second, r.samples_per_second, r.first_step_seconds,
                   format_bytes(r.peak_bytes).c_str());
-    out << line << std::endl;
+    out << line;
+    // Arithmetic: the step's FLOPs, the rate, and the fraction of the device's peak (MFU).
+    if (r.flops_per_step > 0) {
+      std::snprintf(line, sizeof line, "; %.3g GFLOP/step, %.3g TFLOP/s", r.flops_per_step / 1e9,
+                    achieved / 1e12);
+      out << line;
+      if (r.peak_flops > 0) {
+        std::snprintf(line, sizeof line, ", MFU %.1f%% of %.0f TFLOP/s", 100 * mfu, r.peak_flops / 1e12);
+        out << line;
+      }
+    }
+    out << std::endl;
   }
   return r;
 }

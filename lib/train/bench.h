@@ -21,6 +21,8 @@ struct BenchResult {
   double first_step_seconds = 0;  // from the config load to the end of the first step
   double ms_per_step = 0, steps_per_second = 0, samples_per_second = 0;
   size_t peak_bytes = 0;
+  double flops_per_step = 0;  // 3 x the forward's convolution and matrix-product FLOPs
+  double peak_flops = 0;      // the device's, in its math mode; 0 when unknown
 };
 
 BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out);

@@ -235,13 +235,15 @@ TEST_CASE("a residual network learns Fashion-MNIST on a subset", "[graph][fit][e
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
     FAIL("Fashion-MNIST is missing: install dataset-fashion-mnist (scripts/setup.sh does)");
   Config cfg = load_config(std::string(TRAINER_SOURCE_DIR) + "/configs/resnet_fashion_mnist.yaml",
-                           {"train.epochs=2", "data.train.limit=1000", "data.validation.limit=500",
+                           // The config's recipe, augmentation included (random crops and flips): 120
+                           // steps; 40 were too few for the crops (0.22 at the end, 0.78 after 160).
+                           {"train.epochs=3", "data.train.limit=2000", "data.validation.limit=500",
                             "data.batch_size=50", "device=cpu"});
   FitOptions fo;
   fo.out_dir = test::temp_dir("resnet_fmnist") + "/run";
   std::ostringstream out;
   FitResult r = fit(cfg, fo, out);
   INFO(out.str());
-  REQUIRE(r.epochs_run == 2);
-  CHECK(r.final_val_accuracy > 0.5);  // chance is 0.10
+  REQUIRE(r.epochs_run == 3);
+  CHECK(r.final_val_accuracy > 0.6);  // chance is 0.10; 0.76 here
 }

@@ -130,6 +130,10 @@ void CpuBackend::topk_correct(const float* out, const int32_t* labels, int64_t b
                               int64_t k, float* correct) {
   cpu::topk_correct(out, labels, batch, classes, k, correct);
 }
+void CpuBackend::augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
+                         const StepScalars* s) {
+  cpu::augment(spec, in, out, batch, *s);
+}
 void CpuBackend::check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) {
   cpu::check_finite(x, n, bit, *s);
 }

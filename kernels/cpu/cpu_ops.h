@@ -15,6 +15,8 @@ void confusion_accumulate(const float* out, const int32_t* labels, int64_t batch
                           float* confusion);
 void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,
                   float* correct);
+// Random crop and flip of a training batch (lib/core/augment_formula.h).  in, out: (B, C, H, W)
+void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch, const StepScalars& s);
 // The non-finite guard (lib/backend/backend.h).
 void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars& s);
 void commit_step(const StepScalars& s, int64_t batch, float* loss_sum, NonfiniteRecord& r);

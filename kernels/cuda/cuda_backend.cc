@@ -9,6 +9,7 @@
 #include "kernels/cuda/adam_step.cuh"
 #include "kernels/cuda/add.cuh"
 #include "kernels/cuda/arch_probe.cuh"
+#include "kernels/cuda/augment.cuh"
 #include "kernels/cuda/classification_loss.cuh"
 #include "kernels/cuda/clip_grad_norm.cuh"
 #include "kernels/cuda/confusion_accumulate.cuh"
@@ -182,6 +183,10 @@ void CudaBackend::confusion(const float* out, const int32_t* labels, int64_t bat
 void CudaBackend::topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                                int64_t k, float* correct) {
   cuda::launch_topk_correct(out, labels, batch, classes, k, correct, stream_);
+}
+void CudaBackend::augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
+                          const StepScalars* s) {
+  cuda::launch_augment(spec, in, out, batch, s, stream_);
 }
 void CudaBackend::check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) {
   cuda::launch_check_finite(x, n, bit, s, stream_);

@@ -61,6 +61,8 @@ class CudaBackend : public Backend {
   void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,
                     float* correct) override;
   void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) override;
+  void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
+               const StepScalars* s) override;
   void commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) override;
   void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
                 const StepScalars* s) override;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "lib/backend/layer_kernel.h"
+#include "lib/core/augment_formula.h"
 #include "lib/memory/allocator.h"
 
 namespace trainer {
@@ -99,6 +100,11 @@ class Backend {
   // The non-finite guard; everything comes from backend memory, so a captured step replays it.
   // ORs `bit` into s->nonfinite when any of x[0, n) is NaN or infinite.
   virtual void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) = 0;
+  // Random crop and horizontal flip of a training batch (lib/core/augment_formula.h), with the
+  // step's seed and counter read from s on the device: out = augment(in), in and out distinct.
+  //   in, out: (B, C, H, W)
+  virtual void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
+                       const StepScalars* s) = 0;
   // Ends a training step of `batch` samples: when s->nonfinite is 0, adds s->batch_loss to
   // *loss_sum; otherwise records the step (update number s->step + 1) in *record.
   virtual void commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) = 0;

@@ -7,6 +7,7 @@
 #include "lib/config/device_section.h"
 #include "lib/config/node_reader.h"
 #include "lib/config/yaml_loader.h"
+#include "lib/core/augment_formula.h"
 #include "lib/core/error.h"
 #include "lib/train/data_sources.h"
 
@@ -201,8 +202,21 @@ static void read_data(Config& c, NodeReader& r) {
   dc.normalize.mean = nr.number_list("mean", {0.0}, -1e12, 1e12);
   dc.normalize.std = nr.number_list("std", {1.0}, 1e-12, 1e12);
   nr.finish();
+  YAML::Node aug = dr.child("augment");
+  NodeReader ar(aug, "data.augment", c.file);
+  dc.augment.crop_padding = ar.integer("crop_padding", 0, 0, 4096);
+  dc.augment.flip = ar.choice("flip", "none", {"none", "horizontal"}) == "horizontal";
+  if ((dc.augment.crop_padding > 0 || dc.augment.flip) && c.input_shape.rank() != 3)
+    ar.fail(ar.has("crop_padding") ? "crop_padding" : "flip",
+            "needs image inputs (channels, height, width); model.input_shape is " + c.input_shape.str());
+  if ((dc.augment.crop_padding > 0 || dc.augment.flip) && c.input_shape[0] > kMaxAugmentChannels)
+    ar.fail(ar.has("crop_padding") ? "crop_padding" : "flip",
+            "works on images of at most " + std::to_string(kMaxAugmentChannels) +
+                " channels; model.input_shape is " + c.input_shape.str());
+  ar.finish();
   dr.finish();
   c.resolved["data"] = dr.resolved();
+  if (present(aug)) c.resolved["data"]["augment"] = ar.resolved();
   // Each source's keys, as declared by its format (lib/train/data_sources.cc); no file is read.
   c.resolved["data"]["train"] = describe_source(dc.train, "data.train", c.file);
   if (present(dc.validation))

@@ -27,6 +27,12 @@ struct NormalizeConfig {
   std::vector<double> mean{0.0}, std{1.0};
 };
 
+// data.augment: {crop_padding: P, flip: none|horizontal} (lib/core/augment_formula.h)
+struct AugmentConfig {
+  int64_t crop_padding = 0;
+  bool flip = false;
+};
+
 struct DataConfig {
   YAML::Node train, validation;  // source sections, read by lib/train/data_sources.cc
   int64_t num_classes = 0;
@@ -35,6 +41,7 @@ struct DataConfig {
   bool drop_last = false;
   double validation_split = 0;
   NormalizeConfig normalize;
+  AugmentConfig augment;
   bool scale_given = false;              // false: 1/255 for uint8 sources, 1 otherwise
   std::vector<std::string> class_names;  // data.class_names (lib/config/class_names.h); empty: ids
 };

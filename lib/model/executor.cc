@@ -35,6 +35,7 @@ struct Executor::Plan {
   std::vector<std::vector<InputGrad>> input_grads;
   size_t scratch = 0;  // one gradient buffer for consumers that cannot add into a shared gradient
   size_t labels = 0, bytes = 0;
+  size_t raw_input = 0;  // training batches land here when augmenting; the augmented copy is act[0]
   int train_graph = -1, eval_graph = -1;          // recorded steps (backends with capture)
   int train_eager_runs = 0, eval_eager_runs = 0;  // steps run before recording
 };
@@ -86,6 +87,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     };
     p->act.push_back(take(size_t(b * model_.input_shape().numel()) * sizeof(float)));
     p->grad.push_back(0);  // the input needs no gradient
+    if (o_.augment.active()) p->raw_input = take(size_t(b * model_.input_shape().numel()) * sizeof(float));
     p->layout.push_back(nullptr);
     size_t transient_bytes = 0;  // the largest transient workspace: one region for all of them
     std::vector<size_t> transient_users;
@@ -324,8 +326,9 @@ void Executor::download_optimizer_state(float* state) {
     be_.copy_to_host(state + k * size_t(n_param_floats_), state_[k], size_t(n_param_floats_) * sizeof(float));
 }
 
-void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y) {
-  be_.copy_to_device(activations_ + p.act[0], x,
+void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training) {
+  const bool raw = training && o_.augment.active();
+  be_.copy_to_device(activations_ + (raw ? p.raw_input : p.act[0]), x,
                      size_t(batch * model_.input_shape().numel()) * sizeof(float));
   if (y) be_.copy_to_device(activations_ + p.labels, y, size_t(batch) * sizeof(int32_t));
 }
@@ -333,6 +336,9 @@ void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y) 
 // Everything from the uploaded batch to the metric sums; per-step values come from scalars_.
 void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   const auto& layers = model_.layers();
+  if (training && o_.augment.active())
+    be_.augment(o_.augment, reinterpret_cast<const float*>(activations_ + p.raw_input),
+                reinterpret_cast<float*>(activations_ + p.act[0]), p.batch, scalars_);
   for (size_t i = 0; i < layers.size(); ++i)
     if (p.kernels[i]) p.kernels[i]->forward(training);
   if (!with_loss) return;
@@ -403,7 +409,7 @@ void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64
   opt_.prepare(host_scalars_, t, lr);
   host_scalars_.seed = o_.seed;
   be_.copy_to_device(scalars_, &host_scalars_, sizeof(StepScalars));
-  upload(p, batch, x, y);
+  upload(p, batch, x, y, true);
   run_captured(p.train_graph, p.train_eager_runs, [&] {
     enqueue_forward(p, true, true);
     enqueue_backward_and_update(p);

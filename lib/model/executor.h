@@ -37,6 +37,9 @@ struct ExecutorOptions {
   bool plain_layouts = false;
   // > 0: scale the gradients to this global L2 norm before each update, on the device.
   float clip_grad_norm = 0.f;
+  // Random crop / flip of training batches (data.augment), on the device at the start of each
+  // training step; inactive by default. Evaluation and prediction never augment.
+  AugmentSpec augment;
 };
 
 // Sums accumulated on the device since reset_metrics().
@@ -99,7 +102,7 @@ class Executor {
  private:
   struct Plan;
   Plan& plan_for(int64_t batch);
-  void upload(Plan& p, int64_t batch, const float* x, const int32_t* y);
+  void upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training = false);
   void enqueue_forward(Plan& p, bool training, bool with_loss);
   void enqueue_backward_and_update(Plan& p);
   void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);

@@ -40,6 +40,27 @@ static void note_gpu_only_settings(const Backend& backend, const DeviceRequest& 
         "for one seed, build and thread count");
 }
 
+// data.augment for the executor: the image geometry, and the pad value of each channel, what a 0
+// byte (or 0.0) becomes after normalization: (0 * scale - mean) / std.
+static AugmentSpec augment_spec(const Config& cfg) {
+  AugmentSpec a;
+  const AugmentConfig& c = cfg.data.augment;
+  if (c.crop_padding == 0 && !c.flip) return a;
+  a.channels = cfg.input_shape[0];
+  a.height = cfg.input_shape[1];
+  a.width = cfg.input_shape[2];
+  a.crop_padding = int32_t(c.crop_padding);
+  a.flip = c.flip;
+  const auto& mean = cfg.data.normalize.mean;
+  const auto& sd = cfg.data.normalize.std;
+  for (int64_t k = 0; k < a.channels; ++k) {
+    const double m = size_t(k) < mean.size() ? mean[size_t(k)] : mean[0];  // one value: every channel
+    const double s = size_t(k) < sd.size() ? sd[size_t(k)] : sd[0];
+    a.fill[k] = float(-m / s);
+  }
+  return a;
+}
+
 std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& device,
                                       std::vector<int64_t> batch_sizes, std::unique_ptr<Model> model) {
   auto s = std::make_unique<Session>();
@@ -62,6 +83,14 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   eo.deterministic = device.deterministic;
   eo.seed = cfg.seed;
   eo.clip_grad_norm = float(cfg.clip_grad_norm);
+  eo.augment = augment_spec(cfg);
+  if (eo.augment.active())
+    spdlog::info("augment: training batches {}{}{}, on the device at each step",
+                 eo.augment.crop_padding ? "cropped at random after padding " +
+                                               std::to_string(eo.augment.crop_padding) + " pixels"
+                                         : "",
+                 eo.augment.crop_padding && eo.augment.flip ? " and " : "",
+                 eo.augment.flip ? "flipped left-right at random" : "");
   s->executor = std::make_unique<Executor>(*s->model, *s->backend, *s->optimizer, eo);
   std::vector<float> params(size_t(s->model->param_arena_floats())),
       buffers(size_t(std::max<int64_t>(s->model->buffer_arena_floats(), 1)));

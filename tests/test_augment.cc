@@ -1,0 +1,144 @@
+// data.augment: random crop (zero padding in pixel space) and horizontal flip of training batches
+// (lib/core/augment_formula.h, kernels/cpu/augment_cpu.cc). Checked against a reference written
+// here from torchvision's definition (pad, take the window at (dy, dx), mirror), for determinism,
+// for the spread of the draws, and through the config and fit.
+#include <catch2/catch.hpp>
+#include <set>
+#include <sstream>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "lib/config/config.h"
+#include "lib/train/fit.h"
+#include "tests/test_util.h"
+
+using namespace trainer;
+using Catch::Contains;
+
+namespace {
+
+AugmentSpec spec(int64_t c, int64_t h, int64_t w, int32_t pad, bool flip) {
+  AugmentSpec s;
+  s.channels = c;
+  s.height = h;
+  s.width = w;
+  s.crop_padding = pad;
+  s.flip = flip;
+  for (int64_t k = 0; k < c; ++k) s.fill[k] = -100.f - float(k);  // distinct from every pixel value
+  return s;
+}
+
+std::vector<float> run(const AugmentSpec& s, const std::vector<float>& in, int64_t batch, uint64_t seed,
+                       uint64_t step) {
+  std::vector<float> out(in.size(), 0.f);
+  StepScalars sc;
+  sc.seed = seed;
+  sc.step = step;
+  cpu::augment(s, in.data(), out.data(), batch, sc);
+  return out;
+}
+
+std::vector<float> ramp(size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = float(i);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("augment equals pad, crop at the drawn offset, then mirror", "[augment]") {
+  const int64_t B = 64, C = 2, H = 5, W = 7;
+  const int32_t P = 2;
+  const AugmentSpec s = spec(C, H, W, P, true);
+  const std::vector<float> in = ramp(size_t(B * C * H * W));
+  const std::vector<float> out = run(s, in, B, 11, 3);
+  int flipped = 0;
+  for (int64_t n = 0; n < B; ++n) {
+    const AugmentDraw d = augment_draw(s, 11, 3, n);
+    REQUIRE(d.dy >= 0);
+    REQUIRE(d.dy <= 2 * P);
+    REQUIRE(d.dx >= 0);
+    REQUIRE(d.dx <= 2 * P);
+    flipped += d.flip;
+    for (int64_t c = 0; c < C; ++c) {
+      // The reference: the padded image (H + 2P, W + 2P), its (H, W) window at (dy, dx), mirrored.
+      std::vector<float> padded(size_t((H + 2 * P) * (W + 2 * P)), s.fill[c]);
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j)
+          padded[size_t((i + P) * (W + 2 * P) + j + P)] = in[size_t(((n * C + c) * H + i) * W + j)];
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j) {
+          const int64_t cj = d.flip ? W - 1 - j : j;  // the flip acts on the cropped window
+          const float want = padded[size_t((i + d.dy) * (W + 2 * P) + cj + d.dx)];
+          INFO("sample " << n << " channel " << c << " pixel (" << i << ", " << j << ") dy " << d.dy << " dx "
+                         << d.dx << " flip " << d.flip);
+          REQUIRE(out[size_t(((n * C + c) * H + i) * W + j)] == want);
+        }
+    }
+  }
+  CHECK(flipped > 0);
+  CHECK(flipped < B);
+}
+
+TEST_CASE("augment is a function of (seed, step, sample): repeatable, and new at another step or seed",
+          "[augment]") {
+  const AugmentSpec s = spec(3, 8, 8, 4, true);
+  const int64_t B = 16;
+  const std::vector<float> in = ramp(size_t(B * 3 * 8 * 8));
+  const auto a = run(s, in, B, 5, 100);
+  CHECK(run(s, in, B, 5, 100) == a);
+  CHECK(run(s, in, B, 5, 101) != a);
+  CHECK(run(s, in, B, 6, 100) != a);
+  // Sample n's draw does not depend on the batch around it (resume and other batch sizes agree).
+  const auto first8 = run(s, std::vector<float>(in.begin(), in.begin() + 8 * 3 * 64), 8, 5, 100);
+  CHECK(std::equal(first8.begin(), first8.end(), a.begin()));
+  // Off: crop_padding 0 and no flip copies.
+  CHECK(run(spec(3, 8, 8, 0, false), in, B, 5, 100) == in);
+}
+
+TEST_CASE("augment's offsets cover [0, 2P] evenly and about half the samples are flipped", "[augment]") {
+  const AugmentSpec s = spec(1, 32, 32, 4, true);
+  std::vector<int> dy(9, 0), dx(9, 0);
+  int flips = 0;
+  const int n = 18000;
+  for (int64_t k = 0; k < n; ++k) {
+    const AugmentDraw d = augment_draw(s, 1, uint64_t(k / 128), k % 128);
+    ++dy[size_t(d.dy)];
+    ++dx[size_t(d.dx)];
+    flips += d.flip;
+  }
+  for (int v = 0; v <= 8; ++v) {
+    INFO("offset " << v);
+    CHECK(dy[size_t(v)] == Approx(n / 9.0).epsilon(0.08));
+    CHECK(dx[size_t(v)] == Approx(n / 9.0).epsilon(0.08));
+  }
+  CHECK(flips == Approx(n / 2.0).epsilon(0.03));
+}
+
+TEST_CASE("data.augment: validated keys, image inputs only, and fit runs with it", "[augment][config]") {
+  const std::string base = R"(model:
+  input_shape: [1, 8, 8]
+  layers: [{type: conv2d, filters: 4, kernel_size: 3}, {type: relu}, {type: flatten}, {type: dense, units: 2}]
+loss: {type: cross_entropy}
+optimizer: {type: sgd, lr: 0.05}
+data: {train: {format: random, samples: 64, seed: 2}, num_classes: 2, batch_size: 16, validation_split: 0.25,
+       augment: {crop_padding: 2, flip: horizontal}}
+train: {epochs: 2, seed: 3}
+device: cpu
+)";
+  const std::string path = test::write_file(test::temp_dir("augment_cfg"), "a.yaml", base);
+  Config cfg = load_config(path, {});
+  CHECK(cfg.data.augment.crop_padding == 2);
+  CHECK(cfg.data.augment.flip);
+  FitOptions fo;
+  fo.out_dir = "";
+  std::ostringstream out;
+  const FitResult r = fit(cfg, fo, out);
+  CHECK(r.epochs_run == 2);
+
+  CHECK_THROWS_WITH(load_config(path, {"data.augment.flip=vertical"}),
+                    Contains("data.augment.flip") && Contains("allowed: none, horizontal"));
+  CHECK_THROWS_WITH(load_config(path, {"data.augment.crop_padding=-2"}), Contains("data.augment.crop_padding"));
+  CHECK_THROWS_WITH(load_config(path, {"data.augment.zoom=2"}), Contains("data.augment") && Contains("zoom"));
+  CHECK_THROWS_WITH(load_config(path, {"model.input_shape=[64]", "model.layers=[{type: dense, units: 2}]"}),
+                    Contains("needs image inputs"));
+}

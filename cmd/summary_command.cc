@@ -7,6 +7,7 @@
 #include "cmd/commands.h"
 #include "cmd/config_flags.h"
 #include "lib/model/model.h"
+#include "lib/model/model_json.h"
 #include "lib/train/session.h"
 
 namespace trainer::cmd {
@@ -16,10 +17,19 @@ void add_summary_command(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("summary", "Print the model's layers, output shapes and parameter counts");
   cf->add_to(sub, FlagSet::config_only);
-  sub->callback([cf]() {
+  auto json = std::make_shared<bool>(false);
+  sub->add_flag(
+      "--json", *json,
+      "Print the model as one JSON document instead: every layer in run order (blocks expanded) with "
+      "its inputs, output shape, tensor names and shapes and resolved hyper-parameters, and the "
+      "resolved config (for scripts/torch_peer.py)");
+  sub->callback([cf, json]() {
     Config cfg = cf->load();
     std::unique_ptr<Model> model = make_model(cfg);  // shapes and num_classes, as fit checks them
-    std::cout << "Model: " << cfg.file << "\n" << model->summary();
+    if (*json)
+      std::cout << model_json(cfg, *model).dump(1) << "\n";
+    else
+      std::cout << "Model: " << cfg.file << "\n" << model->summary();
   });
 }
 

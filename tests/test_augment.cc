@@ -137,7 +137,8 @@ device: cpu
 
   CHECK_THROWS_WITH(load_config(path, {"data.augment.flip=vertical"}),
                     Contains("data.augment.flip") && Contains("allowed: none, horizontal"));
-  CHECK_THROWS_WITH(load_config(path, {"data.augment.crop_padding=-2"}), Contains("data.augment.crop_padding"));
+  CHECK_THROWS_WITH(load_config(path, {"data.augment.crop_padding=-2"}),
+                    Contains("data.augment.crop_padding"));
   CHECK_THROWS_WITH(load_config(path, {"data.augment.zoom=2"}), Contains("data.augment") && Contains("zoom"));
   CHECK_THROWS_WITH(load_config(path, {"model.input_shape=[64]", "model.layers=[{type: dense, units: 2}]"}),
                     Contains("needs image inputs"));

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -246,4 +247,42 @@ TEST_CASE("a residual network learns Fashion-MNIST on a subset", "[graph][fit][e
   INFO(out.str());
   REQUIRE(r.epochs_run == 3);
   CHECK(r.final_val_accuracy > 0.6);  // chance is 0.10; 0.76 here
+}
+
+TEST_CASE("trainer summary --json gives the expanded graph with checkpoint names and hyper-parameters",
+          "[graph][cli]") {
+  auto r = test::run_trainer("summary " + std::string(TRAINER_SOURCE_DIR) +
+                             "/configs/resnet_fashion_mnist.yaml --json");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("total_params") == 170298);
+  CHECK(j.at("input_shape") == nlohmann::json({1, 28, 28}));
+  const auto& layers = j.at("layers");
+  REQUIRE(layers.size() == 44);
+  int64_t counted = 0;
+  for (const auto& l : layers)
+    for (const auto& p : l.at("params")) {
+      int64_t n = 1;
+      for (const auto& d : p.at("shape")) n *= d.get<int64_t>();
+      counted += n;
+    }
+  CHECK(counted == 170298);
+  // layer2.0's projection shortcut reads the block's input; its add reads both branches.
+  bool found_add = false;
+  for (const auto& l : layers) {
+    if (l.at("name") == "layer2.0.downsample.0") {
+      CHECK(l.at("inputs") == nlohmann::json({"layer1.0.relu2"}));
+      CHECK(l.at("hyper").at("strides") == nlohmann::json({2, 2}));
+      CHECK(l.at("params").at(0).at("name") == "layer2.0.downsample.0.weight");
+      CHECK(l.at("params").at(0).at("shape") == nlohmann::json({32, 16, 1, 1}));
+    }
+    if (l.at("name") == "layer2.0.add") {
+      found_add = true;
+      CHECK(l.at("inputs") == nlohmann::json({"layer2.0.bn2", "layer2.0.downsample.1"}));
+    }
+  }
+  CHECK(found_add);
+  CHECK(j.at("config").at("data").at("augment").at("crop_padding") == 2);
+  CHECK(j.at("config").at("optimizer").at("nesterov") == true);
 }

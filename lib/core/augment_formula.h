@@ -52,8 +52,8 @@ TRAINER_HD AugmentDraw augment_draw(const AugmentSpec& s, uint64_t seed, uint64_
 }
 
 // Output pixel (c, i, j) of one sample from its input plane x_c (H, W) and its draw.
-TRAINER_HD float augment_pixel(const AugmentSpec& s, const AugmentDraw& d, const float* x_c, int64_t c, int64_t i,
-                               int64_t j) {
+TRAINER_HD float augment_pixel(const AugmentSpec& s, const AugmentDraw& d, const float* x_c, int64_t c,
+                               int64_t i, int64_t j) {
   const int64_t jj = d.flip ? s.width - 1 - j : j;
   const int64_t si = i + d.dy - s.crop_padding, sj = jj + d.dx - s.crop_padding;
   if (si < 0 || si >= s.height || sj < 0 || sj >= s.width) return s.fill[c];

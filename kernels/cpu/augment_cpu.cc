@@ -14,7 +14,8 @@ void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch
       const float* x_c = in + n * sample + c * plane;
       float* y_c = out + n * sample + c * plane;
       for (int64_t i = 0; i < spec.height; ++i)
-        for (int64_t j = 0; j < spec.width; ++j) y_c[i * spec.width + j] = augment_pixel(spec, d, x_c, c, i, j);
+        for (int64_t j = 0; j < spec.width; ++j)
+          y_c[i * spec.width + j] = augment_pixel(spec, d, x_c, c, i, j);
     }
   }
 }

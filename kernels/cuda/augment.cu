@@ -6,7 +6,8 @@
 namespace trainer::cuda {
 namespace {
 
-__global__ void augment_kernel(AugmentSpec spec, const float* in, float* out, int64_t batch, const StepScalars* s) {
+__global__ void augment_kernel(AugmentSpec spec, const float* in, float* out, int64_t batch,
+                               const StepScalars* s) {
   const int64_t plane = spec.height * spec.width, sample = spec.channels * plane, n_all = batch * sample;
   const uint64_t seed = s->seed, step = s->step;
   for (int64_t k = global_index(); k < n_all; k += grid_stride()) {

@@ -14,9 +14,9 @@ fail() { echo "sweep_test: $*" >&2; exit 1; }
 "$repo/scripts/sweep.sh" "$repo/configs/mlp_disc.yaml" optimizer.lr=0.3,0.03 model.layers.0.depth=2,3 \
   --out sw -- --epochs 3 >table.txt 2>log.txt || fail "the sweep failed: $(cat log.txt)"
 cat table.txt
-[ "$(head -1 table.txt | tr -s ' ')" = "run optimizer.lr model.layers.0.depth status exit epochs_run monitor best_value best_epoch final_loss seconds" ] ||
+[ "$(head -1 table.txt | tr -s ' ')" = "run optimizer.lr model.layers.0.depth device status exit epochs_run monitor best_value best_epoch final_loss seconds" ] ||
   fail "unexpected table header"
-[ "$(grep -cE ' completed +0 ' table.txt)" -eq 4 ] || fail "expected 4 completed runs"
+[ "$(grep -cE ' config +completed +0 ' table.txt)" -eq 4 ] || fail "expected 4 completed runs on the config's device"
 grep -q '^lr=0.03_depth=3 ' table.txt || fail "run names are key=value"
 [ "$(wc -l <sw/summary.csv)" -eq 5 ] || fail "summary.csv: expected a header and 4 rows"
 [ "$(wc -l <sw/sweep.csv)" -eq 13 ] || fail "sweep.csv: expected a header and 4 x 3 epoch rows"
@@ -35,4 +35,29 @@ grep -q '^lr=0.1 .* completed' bad.txt || fail "the other runs still run"
 rc=0
 "$repo/scripts/sweep.sh" "$repo/configs/mlp_disc.yaml" 2>/dev/null || rc=$?
 [ "$rc" -eq 2 ] || fail "no KEY=values is a usage error (exit 2), got $rc"
+
+# Concurrent runs over a device list (two CPU slots here; gpu:0,gpu:1 on a GPU machine), one run
+# forced to fail: the others finish, the table names each run's device and is sorted by the
+# monitored value, best first, failed runs last.
+rc=0
+"$repo/scripts/sweep.sh" "$repo/configs/mlp_disc.yaml" optimizer.lr=0.03,-1,0.3,0.1 --devices cpu,cpu \
+  --out par -- --epochs 2 >par.txt 2>parlog.txt || rc=$?
+cat par.txt
+[ "$rc" -eq 1 ] || fail "one failed run of four: the sweep exits 1, got $rc"
+[ "$(grep -cE ' cpu +completed +0 ' par.txt)" -eq 3 ] || fail "three runs complete on cpu: $(cat par.txt)"
+[ "$(tail -1 par.txt | awk '{print $1}')" = "lr=-1" ] || fail "the failed run is listed last"
+python3 - par/summary.csv <<'PY' || fail "summary.csv is not sorted by best_value"
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["status"] == "completed"]
+vals = [float(r["best_value"]) for r in rows]
+assert rows and all(r["monitor"].endswith("loss") for r in rows), rows
+assert vals == sorted(vals), vals
+PY
+grep -q 'sweep: lr=0.3 on cpu' parlog.txt || fail "each run's device is logged"
+for bad in "--devices tpu:0" "--per-gpu 0" "--devices"; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$repo/scripts/sweep.sh" "$repo/configs/mlp_disc.yaml" optimizer.lr=0.1 $bad 2>/dev/null || rc=$?
+  [ "$rc" -eq 2 ] || fail "'$bad' is a usage error (exit 2), got $rc"
+done
 echo "sweep_test: OK"

@@ -4,7 +4,11 @@
 //            window and stores its position; avg divides by the in-bounds count (oneDNN's
 //            avg_exclude_padding, Keras' and PyTorch's count_include_pad=False).
 //   backward: one thread per input, gathering over the outputs whose window covers it, in a
-//            fixed order: deterministic, and it overwrites dx.
+//            fixed order: deterministic, and it overwrites dx. Windows that tile the input
+//            exactly (stride = kernel, no padding, no remainder: the usual 2x2 pool) take a faster
+//            path: one thread per output writes its whole window, each input written once, with
+//            32-bit index arithmetic (the gather's 64-bit divisions made VGG's first pool
+//            backward 110 us on an H100).
 //   x, dx: (B, C, H, W)  y, dy, argmax: (B, C, OH, OW)
 #include <cfloat>
 
@@ -89,6 +93,26 @@ __global__ void pool_backward_kernel(PoolGeometry g, const float* dy, const int3
   }
 }
 
+// The tiling case: output o's window is rows [oh kh, oh kh + kh), columns [ow kw, ow kw + kw).
+__global__ void pool_backward_tiled_kernel(PoolGeometry g, const float* dy, const int32_t* argmax, float* dx,
+                                           uint32_t n_out) {
+  const uint32_t ow_n = uint32_t(g.ow), oh_n = uint32_t(g.oh), w = uint32_t(g.w);
+  const uint32_t kh = uint32_t(g.kh), kw = uint32_t(g.kw);
+  const float count = float(kh * kw);
+  for (uint32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < n_out; o += gridDim.x * blockDim.x) {
+    const uint32_t ow = o % ow_n, rest = o / ow_n, oh = rest % oh_n, plane = rest / oh_n;
+    float* dxp = dx + size_t(plane) * uint32_t(g.h) * w;
+    const float d = dy[o];
+    const int32_t at = g.max ? argmax[o] : -1;
+    const float share = g.max ? 0.f : d / count;
+    for (uint32_t a = 0; a < kh; ++a)
+      for (uint32_t b = 0; b < kw; ++b) {
+        const uint32_t idx = (oh * kh + a) * w + ow * kw + b;
+        dxp[idx] = g.max ? (int32_t(idx) == at ? d : 0.f) : share;
+      }
+  }
+}
+
 }  // namespace
 
 void launch_pool2d_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax,
@@ -103,6 +127,14 @@ void launch_pool2d_backward(const PoolGeometry& g, const float* dy, const int32_
                             cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.h * g.w;
   if (n <= 0) return;
+  const bool tiles = g.kh == g.sh && g.kw == g.sw && g.pad_top == 0 && g.pad_left == 0 &&
+                     g.h == g.oh * g.sh && g.w == g.ow * g.sw;
+  if (tiles && n < (int64_t(1) << 31)) {
+    const int64_t n_out = g.batch * g.channels * g.oh * g.ow;
+    pool_backward_tiled_kernel<<<grid_for(n_out), kThreads, 0, stream>>>(g, dy, argmax, dx, uint32_t(n_out));
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   pool_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, dy, argmax, dx);
   CUDA_CHECK_LAUNCH();
 }

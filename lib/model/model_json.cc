@@ -51,7 +51,8 @@ nlohmann::json model_json(const Config& cfg, const Model& model) {
   for (size_t i = 0; i < ls.size(); ++i) {
     const Layer& l = *ls[i];
     nlohmann::json inputs = nlohmann::json::array();
-    for (int p : model.layer_inputs(i)) inputs.push_back(p < 0 ? std::string("input") : ls[size_t(p)]->name());
+    for (int p : model.layer_inputs(i))
+      inputs.push_back(p < 0 ? std::string("input") : ls[size_t(p)]->name());
     nlohmann::json params = nlohmann::json::array(), buffers = nlohmann::json::array();
     for (const ParamSpec& p : l.param_specs())
       params.push_back({{"name", l.name() + "." + p.name}, {"shape", dims(p.shape)}});

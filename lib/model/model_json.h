@@ -8,8 +8,9 @@
 // Layers are in run order, blocks and macros expanded; tensor names are the checkpoint's.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+
+#include <nlohmann/json.hpp>
 
 #include "lib/config/config.h"
 #include "lib/model/model.h"

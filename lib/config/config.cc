@@ -206,13 +206,15 @@ static void read_data(Config& c, NodeReader& r) {
   NodeReader ar(aug, "data.augment", c.file);
   dc.augment.crop_padding = ar.integer("crop_padding", 0, 0, 4096);
   dc.augment.flip = ar.choice("flip", "none", {"none", "horizontal"}) == "horizontal";
-  if ((dc.augment.crop_padding > 0 || dc.augment.flip) && c.input_shape.rank() != 3)
-    ar.fail(ar.has("crop_padding") ? "crop_padding" : "flip",
-            "needs image inputs (channels, height, width); model.input_shape is " + c.input_shape.str());
-  if ((dc.augment.crop_padding > 0 || dc.augment.flip) && c.input_shape[0] > kMaxAugmentChannels)
-    ar.fail(ar.has("crop_padding") ? "crop_padding" : "flip",
-            "works on images of at most " + std::to_string(kMaxAugmentChannels) +
-                " channels; model.input_shape is " + c.input_shape.str());
+  if (dc.augment.active()) {
+    const char* key = ar.has("crop_padding") ? "crop_padding" : "flip";
+    if (c.input_shape.rank() != 3)
+      ar.fail(key,
+              "needs image inputs (channels, height, width); model.input_shape is " + c.input_shape.str());
+    if (c.input_shape[0] > kMaxAugmentChannels)
+      ar.fail(key, "works on images of at most " + std::to_string(kMaxAugmentChannels) +
+                       " channels; model.input_shape is " + c.input_shape.str());
+  }
   ar.finish();
   dr.finish();
   c.resolved["data"] = dr.resolved();

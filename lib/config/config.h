@@ -31,6 +31,7 @@ struct NormalizeConfig {
 struct AugmentConfig {
   int64_t crop_padding = 0;
   bool flip = false;
+  bool active() const { return crop_padding > 0 || flip; }
 };
 
 struct DataConfig {

@@ -24,17 +24,28 @@ std::string fmt_float(double v) {
 
 // Expands a mean/std list of 0, 1 or `channels` values to one per channel.
 std::vector<float> per_channel(const std::vector<float>& v, float fallback, int64_t channels,
-                               const char* what, const Dataset& d) {
+                               const char* what, const Shape& sample_shape) {
   if (v.empty()) return std::vector<float>(channels, fallback);
   if (v.size() == 1) return std::vector<float>(channels, v[0]);
   if (static_cast<int64_t>(v.size()) != channels)
     throw DataError(std::string("normalization ") + what + " has " + std::to_string(v.size()) +
                     " values; expected 1 or " + std::to_string(channels) +
-                    " (one per channel of sample shape " + d.sample_shape.str() + ")");
+                    " (one per channel of sample shape " + sample_shape.str() + ")");
   return v;
 }
 
+int64_t channels_of(const Shape& sample_shape) { return sample_shape.rank() > 0 ? sample_shape[0] : 1; }
+
 }  // namespace
+
+std::vector<float> normalized_zero(const Normalization& norm, const Shape& sample_shape) {
+  const int64_t channels = channels_of(sample_shape);
+  const std::vector<float> mean = per_channel(norm.mean, 0.f, channels, "mean", sample_shape);
+  const std::vector<float> stdv = per_channel(norm.std, 1.f, channels, "std", sample_shape);
+  std::vector<float> zero(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) zero[c] = -mean[c] / stdv[c];  // 0 * (scale / std) + add
+  return zero;
+}
 
 BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, bool drop_last,
                          Normalization norm, uint64_t seed)
@@ -51,13 +62,13 @@ BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, 
   if (numel_ < 1 || stored != static_cast<size_t>(n * numel_))
     throw InternalError("dataset '" + data.name + "' holds " + std::to_string(stored) + " values for " +
                         std::to_string(n) + " samples of shape " + data.sample_shape.str());
-  channels_ = data.sample_shape.rank() > 0 ? data.sample_shape[0] : 1;
+  channels_ = channels_of(data.sample_shape);
   inner_ = numel_ / channels_;
 
   if (!std::isfinite(norm.scale) || norm.scale == 0.f)
     throw DataError("normalization scale must be a finite non-zero number, got " + fmt_float(norm.scale));
-  const std::vector<float> mean = per_channel(norm.mean, 0.f, channels_, "mean", data);
-  const std::vector<float> stdv = per_channel(norm.std, 1.f, channels_, "std", data);
+  const std::vector<float> mean = per_channel(norm.mean, 0.f, channels_, "mean", data.sample_shape);
+  const std::vector<float> stdv = per_channel(norm.std, 1.f, channels_, "std", data.sample_shape);
   for (int64_t c = 0; c < channels_; ++c) {
     if (!std::isfinite(mean[c]))
       throw DataError("normalization mean must be finite, got " + fmt_float(mean[c]));
@@ -65,7 +76,7 @@ BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, 
       throw DataError("normalization std must be finite and > 0, got " + fmt_float(stdv[c]) +
                       " for channel " + std::to_string(c));
     mul_.push_back(norm.scale / stdv[c]);
-    add_.push_back(-mean[c] / stdv[c]);
+    add_.push_back(-mean[c] / stdv[c]);  // = normalized_zero()
   }
 
   batches_ = drop_last ? n / batch_size : (n + batch_size - 1) / batch_size;

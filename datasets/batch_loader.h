@@ -30,6 +30,11 @@ struct Normalization {
   std::vector<float> std;
 };
 
+// What an input value of 0 becomes after `norm` in each channel of samples of `sample_shape`
+// (the loader's own arithmetic: x * (scale / std_c) + (-mean_c / std_c) at x = 0): the value
+// data.augment pads images with. Throws DataError for mean/std lists of the wrong length.
+std::vector<float> normalized_zero(const Normalization& norm, const Shape& sample_shape);
+
 class BatchLoader {
  public:
   // `data` must outlive the loader and stay unchanged. batch_size >= 1. drop_last=false keeps

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "datasets/batch_loader.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "lib/config/config.h"
 #include "lib/train/fit.h"
@@ -142,4 +143,32 @@ device: cpu
   CHECK_THROWS_WITH(load_config(path, {"data.augment.zoom=2"}), Contains("data.augment") && Contains("zoom"));
   CHECK_THROWS_WITH(load_config(path, {"model.input_shape=[64]", "model.layers=[{type: dense, units: 2}]"}),
                     Contains("needs image inputs"));
+}
+
+TEST_CASE("augment pads with what the loader makes of a 0 byte, per channel", "[augment]") {
+  Dataset d;
+  d.name = "zeros";
+  d.sample_shape = Shape({3, 2, 2});
+  d.u8.assign(12, 0);
+  d.labels = {0};
+  Normalization norm;
+  norm.scale = 1.f / 255.f;
+  norm.mean = {0.4914f, 0.4822f, 0.4465f};
+  norm.std = {0.2470f, 0.2435f, 0.2616f};
+  BatchLoader loader(d, 1, false, false, norm, 1);
+  loader.start_epoch(0);
+  const float* x = nullptr;
+  const int32_t* y = nullptr;
+  int64_t rows = 0;
+  REQUIRE(loader.next(&x, &y, &rows));
+  const std::vector<float> zero = normalized_zero(norm, d.sample_shape);
+  REQUIRE(zero.size() == 3);
+  for (int c = 0; c < 3; ++c)
+    for (int k = 0; k < 4; ++k) CHECK(x[c * 4 + k] == zero[size_t(c)]);  // bit for bit
+  // One value serves every channel; a list of another length is refused, as the loader refuses it.
+  norm.mean = {0.5f};
+  norm.std = {0.25f};
+  CHECK(normalized_zero(norm, d.sample_shape) == std::vector<float>(3, -2.f));
+  norm.mean = {0.1f, 0.2f};
+  CHECK_THROWS_WITH(normalized_zero(norm, d.sample_shape), Contains("normalization mean has 2 values"));
 }

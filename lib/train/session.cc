@@ -40,24 +40,27 @@ static void note_gpu_only_settings(const Backend& backend, const DeviceRequest& 
         "for one seed, build and thread count");
 }
 
+// data.normalize's mean and std lists as the loader takes them (scale left at 1).
+static Normalization mean_and_std(const Config& cfg) {
+  Normalization n;
+  for (double m : cfg.data.normalize.mean) n.mean.push_back(float(m));
+  for (double s : cfg.data.normalize.std) n.std.push_back(float(s));
+  return n;
+}
+
 // data.augment for the executor: the image geometry, and the pad value of each channel, what a 0
-// byte (or 0.0) becomes after normalization: (0 * scale - mean) / std.
+// byte (or 0.0) becomes after the loader's normalization.
 static AugmentSpec augment_spec(const Config& cfg) {
   AugmentSpec a;
   const AugmentConfig& c = cfg.data.augment;
-  if (c.crop_padding == 0 && !c.flip) return a;
+  if (!c.active()) return a;
   a.channels = cfg.input_shape[0];
   a.height = cfg.input_shape[1];
   a.width = cfg.input_shape[2];
   a.crop_padding = int32_t(c.crop_padding);
   a.flip = c.flip;
-  const auto& mean = cfg.data.normalize.mean;
-  const auto& sd = cfg.data.normalize.std;
-  for (int64_t k = 0; k < a.channels; ++k) {
-    const double m = size_t(k) < mean.size() ? mean[size_t(k)] : mean[0];  // one value: every channel
-    const double s = size_t(k) < sd.size() ? sd[size_t(k)] : sd[0];
-    a.fill[k] = float(-m / s);
-  }
+  const std::vector<float> zero = normalized_zero(mean_and_std(cfg), cfg.input_shape);  // any scale: x = 0
+  std::copy(zero.begin(), zero.end(), a.fill);
   return a;
 }
 
@@ -125,11 +128,9 @@ void add_batch_sizes(std::vector<int64_t>& sizes, int64_t n, int64_t batch, bool
 }
 
 Normalization normalization_for(const Config& cfg, const Dataset& d) {
-  Normalization n;
+  Normalization n = mean_and_std(cfg);
   n.scale = float(cfg.data.scale_given ? cfg.data.normalize.scale
                                        : (d.dtype == SampleDtype::u8 ? 1.0 / 255.0 : 1.0));
-  for (double m : cfg.data.normalize.mean) n.mean.push_back(float(m));
-  for (double s : cfg.data.normalize.std) n.std.push_back(float(s));
   return n;
 }
 

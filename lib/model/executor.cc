@@ -85,9 +85,10 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
                           " need more than 2^42 bytes (4 TiB): lower data.batch_size or use smaller layers");
       return at;
     };
-    p->act.push_back(take(size_t(b * model_.input_shape().numel()) * sizeof(float)));
+    const size_t input_bytes = size_t(b * model_.input_shape().numel()) * sizeof(float);
+    p->act.push_back(take(input_bytes));
     p->grad.push_back(0);  // the input needs no gradient
-    if (o_.augment.active()) p->raw_input = take(size_t(b * model_.input_shape().numel()) * sizeof(float));
+    if (o_.augment.active()) p->raw_input = take(input_bytes);
     p->layout.push_back(nullptr);
     size_t transient_bytes = 0;  // the largest transient workspace: one region for all of them
     std::vector<size_t> transient_users;

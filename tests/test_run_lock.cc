@@ -1,6 +1,8 @@
 // One run per run directory: the flock on run.lock, the message a second run gets, the lock's
 // release when its holder is killed, and the removal of temporary files that killed runs left.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -104,6 +106,25 @@ TEST_CASE("the run lock is released when its holder is killed with SIGKILL", "[r
   REQUIRE_NOTHROW(RunLock(dir, "--out"));
   close(ready[0]);
   close(hold[1]);
+}
+
+TEST_CASE("a rival never names the dead pid that an earlier run left in the lock file", "[run_dir][lock]") {
+  std::string dir = test::temp_dir("lock_stale_pid");
+  const std::string path = RunLock::file_in(dir);
+  { RunLock first(dir, "--out"); }
+  REQUIRE(test::slurp(path).empty());  // a run that ends normally leaves no pid behind
+
+  // As a killed run leaves it: its pid, this host. A new holder has locked the file but not yet
+  // written its own pid (here: never).
+  const pid_t dead = dead_pid();
+  std::ofstream(path) << "pid " << dead << "\nhost " << host_name() << "\n";
+  int fd = open(path.c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  REQUIRE(flock(fd, LOCK_EX | LOCK_NB) == 0);
+  REQUIRE_THROWS_WITH(RunLock(dir, "--out"), Contains("its lock file names no holder yet") &&
+                                                 !Contains("pid " + std::to_string(dead)));
+  close(fd);
+  REQUIRE_NOTHROW(RunLock(dir, "--out"));
 }
 
 TEST_CASE("temporary files of dead processes are removed when a run resumes, others are kept",

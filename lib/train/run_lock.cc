@@ -40,7 +40,9 @@ std::string read_all(int fd) {
   return text;
 }
 
-// "pid 4242 on host build-7" from the lock file's "pid 4242\nhost build-7\n".
+// "pid 4242 on host build-7" from the lock file's "pid 4242\nhost build-7\n"; "" when the text
+// names no holder, or names a process of this host that no longer lives: a file left by a killed
+// run (its lock died with it) whose new holder has not written its own pid yet.
 std::string describe_holder(const std::string& text) {
   std::string pid, host;
   size_t at = 0;
@@ -54,7 +56,8 @@ std::string describe_holder(const std::string& text) {
   }
   for (char& c : host)
     if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
-  if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) return "";
+  if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) return "";
+  if (host == host_name() && ::kill(pid_t(std::stol(pid)), 0) != 0 && errno == ESRCH) return "";
   return "pid " + pid + " on host " + (host.empty() ? "unknown" : host);
 }
 
@@ -76,10 +79,11 @@ RunLock::RunLock(const std::string& dir, const std::string& flag) {
     const int err = errno;
     std::string holder;
     if (err == EWOULDBLOCK) {
-      // The holder writes its pid right after it takes the lock: give it a moment to do so.
-      for (int i = 0; i < 50 && holder.empty(); ++i) {
+      // The holder writes its pid right after it takes the lock: give it a moment to do so (up to
+      // a second, for a loaded machine that descheduled it in between).
+      for (int i = 0; i < 200 && holder.empty(); ++i) {
         holder = describe_holder(read_all(fd_));
-        if (holder.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        if (holder.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }
     ::close(fd_);
@@ -99,7 +103,12 @@ RunLock::RunLock(const std::string& dir, const std::string& flag) {
 }
 
 RunLock::~RunLock() {
-  if (fd_ >= 0) ::close(fd_);  // releases the flock
+  if (fd_ < 0) return;
+  // Still holding the lock: empty the file so that the next run's rival never reads this pid as
+  // its holder's. Best effort (a killed run leaves its pid; describe_holder skips dead pids).
+  const int ignored = ::ftruncate(fd_, 0);
+  (void)ignored;
+  ::close(fd_);  // releases the flock
 }
 
 int remove_stale_temp_files(const std::string& dir) {

@@ -4,7 +4,8 @@
 // whole life, taken before it reads or writes anything else in DIR. The file holds the holder's
 // pid and host ("pid 4242\nhost build-7\n") so that a second run can say who has the directory.
 // The kernel drops the lock when the holder's descriptor closes: on a normal exit, on an
-// exception, on kill -9. The file itself stays behind; it means nothing without the lock.
+// exception, on kill -9. The file itself stays behind, emptied by a holder that ends normally; it
+// means nothing without the lock, and a rival never names a dead pid that a killed run left in it.
 //
 // While it holds the lock a run also removes "<name>.tmp-<pid>" files (lib/checkpoint/
 // atomic_file.h) that a killed process left in DIR and DIR/checkpoints: those whose pid is no

@@ -12,6 +12,7 @@
 
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
+#include "lib/core/shard.h"
 
 namespace trainer {
 namespace {
@@ -48,8 +49,10 @@ std::vector<float> normalized_zero(const Normalization& norm, const Shape& sampl
 }
 
 BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, bool drop_last,
-                         Normalization norm, uint64_t seed)
-    : data_(data), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
+                         Normalization norm, uint64_t seed, int rank, int ranks)
+    : data_(data), batch_size_(batch_size), shuffle_(shuffle), seed_(seed), rank_(rank), ranks_(ranks) {
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    throw InternalError("BatchLoader: rank " + std::to_string(rank) + " of " + std::to_string(ranks));
   const int64_t n = data.size();
   if (n == 0) throw DataError("dataset '" + data.name + "' has no samples");
   if (batch_size < 1) throw DataError("batch size must be >= 1, got " + std::to_string(batch_size));
@@ -81,7 +84,7 @@ BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, 
 
   batches_ = drop_last ? n / batch_size : (n + batch_size - 1) / batch_size;
   perm_.resize(n);
-  const int64_t max_rows = std::min(batch_size, n);
+  const int64_t max_rows = max_shard_rows(std::min(batch_size, n), ranks);
   for (int s = 0; s < 2; ++s) {
     x_buf_[s].resize(max_rows * numel_);
     y_buf_[s].resize(max_rows);
@@ -113,7 +116,7 @@ void BatchLoader::start_epoch(int64_t epoch) {
   cv_.notify_all();
 }
 
-bool BatchLoader::next(const float** x, const int32_t** y, int64_t* batch_rows) {
+bool BatchLoader::next(const float** x, const int32_t** y, int64_t* batch_rows, int64_t* global_rows) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!active_) throw InternalError("BatchLoader::next() called before start_epoch()");
   held_ = -1;  // the caller is done with the previous batch
@@ -128,6 +131,7 @@ bool BatchLoader::next(const float** x, const int32_t** y, int64_t* batch_rows) 
   *x = x_buf_[held_].data();
   *y = y_buf_[held_].data();
   *batch_rows = rows_[held_];
+  if (global_rows) *global_rows = global_rows_[held_];
   return true;
 }
 
@@ -159,8 +163,10 @@ void BatchLoader::worker_loop() {
 }
 
 void BatchLoader::fill(int slot, int64_t batch) {
-  const int64_t first = batch * batch_size_;
-  const int64_t rows = std::min(batch_size_, data_.size() - first);
+  const int64_t global = std::min(batch_size_, data_.size() - batch * batch_size_);
+  const Shard shard = shard_of(global, rank_, ranks_);
+  const int64_t first = batch * batch_size_ + shard.begin;
+  const int64_t rows = shard.rows;
   float* out = x_buf_[slot].data();
   int32_t* labels = y_buf_[slot].data();
   const bool is_u8 = data_.dtype == SampleDtype::u8;
@@ -190,6 +196,7 @@ void BatchLoader::fill(int slot, int64_t batch) {
     }
   }
   rows_[slot] = rows;
+  global_rows_[slot] = global;
 }
 
 }  // namespace trainer

@@ -8,6 +8,10 @@
 // next() call that would have returned that batch; start_epoch() clears it.
 //
 // Batch layout: x is (rows, *sample_shape) row-major floats, y is (rows) int32 labels.
+//
+// Data parallelism: a loader made for rank r of R ranks yields only its shard of each global
+// batch (lib/core/shard.h): the same batches in the same shuffled order as one process's loader,
+// cut into R contiguous pieces; a piece may be empty (rows = 0).
 #pragma once
 
 #include <condition_variable>
@@ -40,8 +44,9 @@ class BatchLoader {
   // `data` must outlive the loader and stay unchanged. batch_size >= 1. drop_last=false keeps
   // the final partial batch. Throws DataError for an empty dataset, bad normalization sizes or
   // values, or drop_last with fewer samples than one batch.
+  // rank / ranks: this loader's shard of every batch (0 of 1: whole batches).
   BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, bool drop_last, Normalization norm,
-              uint64_t seed);
+              uint64_t seed, int rank = 0, int ranks = 1);
   ~BatchLoader();  // stops and joins the worker, also mid-epoch
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -56,7 +61,8 @@ class BatchLoader {
   // Blocks until the next batch is ready; returns false at the end of the epoch (and keeps
   // returning false until start_epoch). The pointers stay valid until the following next() call
   // (start_epoch does not invalidate them). Rethrows an error raised while preparing the batch.
-  bool next(const float** x, const int32_t** y, int64_t* batch_rows);
+  // batch_rows: this shard's rows (0 .. batch size); global_rows: the whole batch's rows.
+  bool next(const float** x, const int32_t** y, int64_t* batch_rows, int64_t* global_rows = nullptr);
 
  private:
   void worker_loop();
@@ -66,13 +72,15 @@ class BatchLoader {
   const int64_t batch_size_;
   const bool shuffle_;
   const uint64_t seed_;
+  const int rank_, ranks_;
   int64_t batches_ = 0;
   int64_t numel_ = 0, channels_ = 1, inner_ = 0;  // sample_numel = channels_ * inner_
   std::vector<float> mul_, add_;                  // per channel: y = x * mul_[c] + add_[c]
   std::vector<int64_t> perm_;                     // sample order of the current epoch
   std::vector<float> x_buf_[2];
   std::vector<int32_t> y_buf_[2];
-  int64_t rows_[2] = {0, 0};
+  int64_t rows_[2] = {0, 0};         // this shard's rows of the batch in each buffer
+  int64_t global_rows_[2] = {0, 0};  // the whole batch's
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -4,9 +4,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "datasets/batch_loader.h"
 #include "lib/core/error.h"
+#include "lib/core/shard.h"
 
 using namespace trainer;
 
@@ -238,4 +240,74 @@ TEST_CASE("BatchLoader never overwrites the batch the caller holds (stress)", "[
   }
   REQUIRE(intact);
   REQUIRE(seen == 40 * 257);
+}
+
+TEST_CASE("shards partition every batch in rank order, sizes within one row, empty ones allowed",
+          "[datasets][shard]") {
+  for (int64_t rows : {0, 1, 2, 3, 7, 100, 101, 1023})
+    for (int ranks : {1, 2, 3, 4, 8}) {
+      INFO("rows " << rows << ", ranks " << ranks);
+      int64_t next = 0, smallest = rows, largest = 0;
+      for (int r = 0; r < ranks; ++r) {
+        const Shard s = shard_of(rows, r, ranks);
+        REQUIRE(s.begin == next);
+        REQUIRE(s.rows >= 0);
+        next += s.rows;
+        smallest = std::min(smallest, s.rows);
+        largest = std::max(largest, s.rows);
+        REQUIRE(s.rows <= max_shard_rows(rows, ranks));
+      }
+      REQUIRE(next == rows);
+      REQUIRE(largest - smallest <= 1);
+    }
+  // A batch smaller than the world: 3 rows over 4 ranks leave one rank empty.
+  int empty = 0;
+  for (int r = 0; r < 4; ++r) empty += shard_of(3, r, 4).rows == 0;
+  REQUIRE(empty == 1);
+  // The executor's plans: every non-empty shard size of the full (100) and tail (7) batches.
+  REQUIRE(shard_batch_sizes({100, 7}, 4) == std::vector<int64_t>{1, 2, 25});
+  REQUIRE(shard_batch_sizes({3}, 4) == std::vector<int64_t>{1});
+  REQUIRE(shard_batch_sizes({100, 7}, 1) == std::vector<int64_t>{7, 100});
+}
+
+TEST_CASE(
+    "sharded loaders together yield each batch of the single loader, in order, uneven and empty shards "
+    "included",
+    "[datasets][shard]") {
+  // 23 samples, batches of 5 (tail 3), shuffled: over 2 ranks the shards are 2|3 and 1|2; over 4
+  // ranks the tail's 3 rows leave one rank empty.
+  const Dataset d = indexed(23);
+  for (int ranks : {2, 4}) {
+    INFO(ranks << " ranks");
+    BatchLoader whole(d, 5, true, false, {}, 9);
+    std::vector<std::unique_ptr<BatchLoader>> shards;
+    for (int r = 0; r < ranks; ++r)
+      shards.push_back(std::make_unique<BatchLoader>(d, 5, true, false, Normalization{}, 9, r, ranks));
+    for (int64_t epoch : {0, 3}) {
+      whole.start_epoch(epoch);
+      for (auto& s : shards) {
+        REQUIRE(s->batches_per_epoch() == whole.batches_per_epoch());
+        s->start_epoch(epoch);
+      }
+      const float* x;
+      const int32_t* y;
+      int64_t n, global;
+      int empty = 0;
+      while (whole.next(&x, &y, &n)) {
+        std::vector<float> expect(x, x + n), got;
+        for (auto& s : shards) {
+          REQUIRE(s->next(&x, &y, &n, &global));
+          REQUIRE(global == int64_t(expect.size()));
+          empty += n == 0;
+          for (int64_t r = 0; r < n; ++r) {
+            REQUIRE(y[r] == int32_t(int64_t(x[r]) % 7));
+            got.push_back(x[r]);
+          }
+        }
+        REQUIRE(got == expect);
+      }
+      for (auto& s : shards) REQUIRE_FALSE(s->next(&x, &y, &n));
+      REQUIRE(empty == (ranks == 4 ? 1 : 0));
+    }
+  }
 }

@@ -1,5 +1,7 @@
 // trainer fit CONFIG [flags]: train; epoch lines (or JSON lines) on stdout, a run directory with
 // checkpoints under runs/ (or --out), --resume to continue one.
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
 #include <iostream>
 
@@ -8,11 +10,27 @@
 #include "lib/config/node_reader.h"
 #include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
+#include "lib/dist/world.h"
 #include "lib/model/model.h"
 #include "lib/train/fit.h"
 #include "lib/train/run_dir.h"
 
 namespace trainer::cmd {
+namespace {
+
+// Where the epoch lines of ranks other than 0 go: a stream that accepts and drops everything (and
+// so, unlike a stream without a buffer, never looks closed to the reporter).
+std::ostream& discard_stream() {
+  struct Discard : std::streambuf {
+    int overflow(int c) override { return traits_type::not_eof(c); }
+    std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
+  };
+  static Discard buffer;
+  static std::ostream stream(&buffer);
+  return stream;
+}
+
+}  // namespace
 
 void add_fit_command(CLI::App& app) {
   struct State {
@@ -73,11 +91,21 @@ void add_fit_command(CLI::App& app) {
     }
     FitOptions fo;
     fo.device = device_request(cfg);
+    // Under mpirun every rank runs this; they train one model together (lib/train/fit.h).
+    Communicator& comm = world();
+    if (comm.size() > 1) {
+      if (fo.device.device != "cpu")
+        throw UsageError("--device " + fo.device.device + " under mpirun (" + std::to_string(comm.size()) +
+                         " ranks): data parallelism over MPI ranks runs on --device cpu in this build "
+                         "(GPU ranks need NCCL, which it does not have)");
+      if (!comm.is_root()) spdlog::set_level(spdlog::level::err);  // rank 0 alone logs
+    }
+    fo.comm = &comm;
     fo.report = st->of.options();
     fo.resume_dir = st->resume;
     if (st->resume.empty() && !st->no_out)
       fo.out_dir = st->out.empty() ? RunDir::default_path(cfg.file) : st->out;
-    fit(cfg, fo, std::cout);
+    fit(cfg, fo, comm.is_root() ? std::cout : discard_stream());
   });
 }
 

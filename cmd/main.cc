@@ -23,6 +23,7 @@
 #include "lib/backend/backend_registry.h"
 #include "lib/core/error.h"
 #include "lib/core/printable.h"
+#include "lib/dist/world.h"
 #include "lib/registry/registry.h"
 #include "lib/train/fit.h"
 #include "trainer_build_info.h"
@@ -74,12 +75,28 @@ void start_signal_thread(const sigset_t& signals) {
 
 // Messages quote what the user gave (paths, keys, values, arguments): printable() escapes control
 // and non-UTF-8 bytes, so the message stays one line and nothing raw reaches the terminal.
+// Data parallel (mpirun): errors name the rank; an interrupt is every rank's (they stop together)
+// and only rank 0 reports it.
 int fail(trainer::ExitCode code, const std::string& message) {
   std::cout.flush();
   std::fflush(stdout);
-  std::cerr << (code == trainer::ExitCode::interrupted ? "" : "error: ") << trainer::printable(message)
-            << std::endl;
+  const trainer::Communicator* world = trainer::joined_world();
+  if (world && code == trainer::ExitCode::interrupted && !world->is_root()) return int(code);
+  const std::string rank =
+      world ? "rank " + std::to_string(world->rank()) + " of " + std::to_string(world->size()) + ": " : "";
+  std::cerr << (code == trainer::ExitCode::interrupted ? "" : "error: ") << rank
+            << trainer::printable(message) << std::endl;
   return int(code);
+}
+
+// The end of a process that joined a world of several ranks: a success or an interrupt happens on
+// every rank at the same step, so they leave MPI together; any other error is this rank's alone,
+// and the others may be waiting for it in a collective: MPI_Abort ends them all with its code.
+int leave_world(int code) {
+  trainer::Communicator* world = trainer::joined_world();
+  if (world && code != 0 && code != int(trainer::ExitCode::interrupted)) world->abort(code);
+  trainer::finalize_world();
+  return code;
 }
 
 // The verb being run ("fit"), or "" before one was recognized.
@@ -116,6 +133,8 @@ std::string version_text() {
       std::string("trainer ") + TRAINER_VERSION + " (commit " + TRAINER_GIT_COMMIT + ")\n" +
       "compiler: " + TRAINER_BUILD_COMPILER + ", C++" + std::to_string(__cplusplus / 100 % 100) + "\n" +
       "oneDNN: " + trainer::CpuBackend::onednn_version() + " (built against " + TRAINER_BUILD_ONEDNN + ")\n";
+  const std::string mpi = trainer::mpi_library();
+  text += "MPI: " + (mpi.empty() ? std::string("none (mpirun runs are refused)") : mpi) + "\n";
   if (cuda.empty())
     text += "CUDA: none (a CPU-only build)";
   else
@@ -126,7 +145,7 @@ std::string version_text() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   // SIGINT/SIGTERM are blocked first thing, before any thread exists, and stay blocked in every
   // thread for the whole run (see on_stop_signal); a signal during start-up is handled like any other.
   sigset_t stop_signals;
@@ -206,3 +225,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+int main(int argc, char** argv) { return leave_world(run(argc, argv)); }

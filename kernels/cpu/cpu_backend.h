@@ -22,6 +22,7 @@ class CpuBackend : public Backend {
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;
   void accumulate(float* dst, const float* src, int64_t n) override;
+  bool host_memory() const override { return true; }
   void synchronize() override { dnnl_.stream.wait(); }
 
   void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,

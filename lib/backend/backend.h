@@ -128,6 +128,9 @@ class Backend {
   // recorded rather than run; replay() enqueues the whole recording again with one launch.
   // Recorded work must take every per-step value from backend memory (StepScalars), never
   // from host arguments. Backends without capture keep the defaults.
+  // Whether backend memory is host memory that the host may read and write directly once
+  // synchronize() returned (the CPU backend): what MPI's host collectives need.
+  virtual bool host_memory() const { return false; }
   virtual bool supports_capture() const { return false; }
   virtual void begin_capture() {}
   // Returns a handle for replay(). Throws if the capture failed.

@@ -54,6 +54,10 @@ static Shape batched(int64_t batch, const Shape& s) {
 Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimizer, ExecutorOptions opt)
     : model_(model), be_(backend), opt_(optimizer), o_(std::move(opt)) {
   if (o_.batch_sizes.empty()) throw InternalError("executor: no batch sizes");
+  if (o_.comm && o_.comm->size() > 1 && !be_.host_memory())
+    throw UsageError(
+        "data parallelism over MPI ranks runs on --device cpu only in this build: GPU "
+        "ranks need NCCL, which it does not have");
   const auto& layers = model_.layers();
   const Registry& reg = Registry::global();
 
@@ -367,6 +371,23 @@ void Executor::enqueue_backward_and_update(Plan& p) {
         be_.accumulate(reinterpret_cast<float*>(activations_ + p.grad[g.tensor]),
                        reinterpret_cast<const float*>(activations_ + p.scratch), g.floats);
   }
+  enqueue_update(p.batch);
+}
+
+// Rank r's gradients are the mean over its shard's n_r rows; the global batch's mean is the sum
+// over ranks of (n_r / N) * mean_r. The loss's non-finite flag is ORed too, so that every rank
+// skips or applies the same update. Host memory, after the backend's queued work.
+void Executor::reduce_gradients(int64_t batch) {
+  be_.synchronize();
+  const float weight = global_batch_ > 0 ? float(double(batch) / double(global_batch_)) : 1.f;
+  if (weight != 1.f)
+    for (int64_t i = 0; i < n_param_floats_; ++i) grads_[i] *= weight;
+  o_.comm->all_reduce_sum(grads_, n_param_floats_);
+  o_.comm->all_reduce_or(&scalars_->nonfinite, 1);
+}
+
+void Executor::enqueue_update(int64_t batch) {
+  if (o_.comm && o_.comm->size() > 1) reduce_gradients(batch);
   if (grad_hook_) grad_hook_(grads_);
   if (clip_) be_.clip_grad_norm(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, clip_);
   // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
@@ -374,14 +395,16 @@ void Executor::enqueue_backward_and_update(Plan& p) {
   be_.check_finite(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
   opt_.step(be_, params_, grads_, state_.data(), n_param_floats_, scalars_);
   be_.check_finite(params_, n_param_floats_, kNonfiniteWeights, scalars_);
-  be_.commit_step(scalars_, p.batch, metrics_, nonfinite_);
+  be_.commit_step(scalars_, batch, metrics_, nonfinite_);
 }
 
 // Runs `enqueue` eagerly the first time (libraries finish their lazy setup there), records it
 // as a graph the second time, and replays the graph from then on. A failed capture turns graphs
 // off for this executor with a warning, and the step runs eagerly.
 void Executor::run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue) {
-  const bool capture = o_.use_graphs && be_.supports_capture() && !grad_hook_;
+  // A host all-reduce (data parallel over MPI) cannot be part of a graph.
+  const bool capture =
+      o_.use_graphs && be_.supports_capture() && !grad_hook_ && !(o_.comm && o_.comm->size() > 1);
   if (capture && graph >= 0) {
     be_.replay(graph);
     return;
@@ -404,11 +427,19 @@ void Executor::run_captured(int& graph, int& eager_runs, const std::function<voi
   be_.replay(graph);
 }
 
-void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr) {
-  Plan& p = plan_for(batch);
+void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr,
+                          int64_t global_batch) {
   const ProfileRange range(be_, "train_step");
   opt_.prepare(host_scalars_, t, lr);
   host_scalars_.seed = o_.seed;
+  global_batch_ = global_batch;
+  if (batch == 0) {  // an empty shard: no forward or backward, zero gradients into the all-reduce
+    be_.copy_to_device(scalars_, &host_scalars_, sizeof(StepScalars));
+    be_.zero(grads_, size_t(n_param_floats_) * sizeof(float));
+    enqueue_update(0);
+    return;
+  }
+  Plan& p = plan_for(batch);
   be_.copy_to_device(scalars_, &host_scalars_, sizeof(StepScalars));
   upload(p, batch, x, y, true);
   run_captured(p.train_graph, p.train_eager_runs, [&] {
@@ -419,6 +450,7 @@ void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64
 }
 
 void Executor::eval_step(int64_t batch, const float* x, const int32_t* y) {
+  if (batch == 0) return;
   Plan& p = plan_for(batch);
   const ProfileRange range(be_, "eval_step");
   upload(p, batch, x, y);

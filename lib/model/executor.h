@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lib/backend/backend.h"
+#include "lib/dist/communicator.h"
 #include "lib/model/model.h"
 #include "lib/optim/optimizer.h"
 
@@ -40,6 +41,11 @@ struct ExecutorOptions {
   // Random crop / flip of training batches (data.augment), on the device at the start of each
   // training step; inactive by default. Evaluation and prediction never augment.
   AugmentSpec augment;
+  // Data parallelism: this process is one rank of `comm` (null or one rank: a single process).
+  // Each train_step trains on this rank's shard of a global batch; its gradients, weighted by
+  // shard rows / global rows, are summed over the ranks before the update (MPI all-reduce on
+  // host memory: a backend with host_memory() only), so every rank applies the same update.
+  Communicator* comm = nullptr;
 };
 
 // Sums accumulated on the device since reset_metrics().
@@ -75,8 +81,11 @@ class Executor {
   void download_optimizer_state(float* state);
 
   // x: (batch, input...) host floats, y: (batch) labels. lr and the update counter t (1-based)
-  // feed the optimizer's per-step scalars.
-  void train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr);
+  // feed the optimizer's per-step scalars. Data parallel: `batch` is this rank's shard (0 for an
+  // empty one: the rank adds zero gradients and still updates) of a batch of `global_batch` rows.
+  void train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr,
+                  int64_t global_batch = 0);
+  // batch 0 (an empty shard) accumulates nothing.
   void eval_step(int64_t batch, const float* x, const int32_t* y);
   // Forward only, copies the model output (batch, out...) to host memory.
   void predict(int64_t batch, const float* x, float* out);
@@ -105,6 +114,10 @@ class Executor {
   void upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training = false);
   void enqueue_forward(Plan& p, bool training, bool with_loss);
   void enqueue_backward_and_update(Plan& p);
+  // Gradient all-reduce (data parallel), clipping, the non-finite guard, the optimizer, the
+  // metric commit: everything after the gradients of this rank's `batch` rows exist.
+  void enqueue_update(int64_t batch);
+  void reduce_gradients(int64_t batch);
   void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);
   void* allocate(size_t bytes, const std::string& what);
   size_t plan_gradients(Plan& p) const;
@@ -131,6 +144,7 @@ class Executor {
   double* clip_partials_ = nullptr;       // backend memory: kClipPartials partial sums
   StepScalars host_scalars_;
   int64_t samples_ = 0;
+  int64_t global_batch_ = 0;  // the rows of the current step's global batch (data parallel)
   GradientHook grad_hook_;
 };
 

@@ -10,6 +10,11 @@
 // An interrupt (SIGINT/SIGTERM, or FitOptions::stop_after_step) lets the current step finish,
 // writes a checkpoint (mid-epoch checkpoints carry the batch position and the partial metric
 // sums) and throws InterruptedError naming it.
+//
+// Data parallel (FitOptions::comm with several ranks): every rank runs this same loop on its shard
+// of each batch; the executor all-reduces the gradients, and every decision here (metrics, early
+// stopping, schedules, divergence, stop requests) is taken on all-reduced values, so all ranks
+// take it at the same step. Rank 0 alone writes the run directory.
 #include "lib/train/fit.h"
 
 #include <spdlog/spdlog.h>
@@ -28,9 +33,11 @@
 #include "lib/config/node_reader.h"
 #include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
+#include "lib/core/shard.h"
 #include "lib/metrics/metrics.h"
 #include "lib/train/callbacks.h"
 #include "lib/train/checkpointing.h"
+#include "lib/train/data_parallel.h"
 #include "lib/train/divergence.h"
 #include "lib/train/input_files.h"
 #include "lib/train/run_claim.h"
@@ -78,7 +85,11 @@ class ReadsNotInterrupted {
 class FitRun {
  public:
   FitRun(const Config& cfg, const FitOptions& opt, std::ostream& out)
-      : cfg_(cfg), opt_(opt), rep_(opt.report, out), t_start_(Clock::now()) {}
+      : cfg_(cfg),
+        opt_(opt),
+        comm_(opt.comm ? *opt.comm : single_),
+        rep_(opt.report, out),
+        t_start_(Clock::now()) {}
 
   FitResult run() {
     try {
@@ -88,7 +99,7 @@ class FitRun {
       throw;
     }
     // A signal during start-up (data loading, planning): stop before the first step, saving nothing.
-    if (stop_requested()) {
+    if (comm_.any(stop_requested())) {
       if (run_) run_->event({{"event", "interrupted"}, {"epoch", st_.epochs_done + 1}, {"step", t_}});
       throw InterruptedError(
           std::string("interrupted before training started; nothing was trained or saved") +
@@ -107,6 +118,11 @@ class FitRun {
   bool stop_now() const {
     return stop_requested() || (opt_.stop_after_step > 0 && t_ >= opt_.stop_after_step);
   }
+  // stop_now() on any rank (each rank calls it at the same points).
+  bool agree_stop() { return comm_.any(stop_now()); }
+  bool root() const { return comm_.rank() == 0; }
+  // One pass over the validation data: every rank's shard with rank 0's buffers, the sums of all.
+  MetricSums evaluate(bool* complete);
   std::string resume_command() const;
   [[noreturn]] void interrupt(int64_t epoch, int64_t batches_done, const MetricSums& partial);
   void fill_state(int64_t epochs_done, int64_t batches_done, const MetricSums& partial);
@@ -120,6 +136,8 @@ class FitRun {
 
   const Config& cfg_;
   const FitOptions& opt_;
+  SingleProcess single_;  // the world without FitOptions::comm
+  Communicator& comm_;
   Reporter rep_;
   Clock::time_point t_start_;
   RunData data_;
@@ -156,8 +174,8 @@ void FitRun::setup() {
                       "early_stopping.restore_best: false");
   // Paths before the data is read and the model built: the run directory, then the data files.
   if (!opt_.resume_dir.empty())
-    claim_ = claim_resume_dir(opt_.resume_dir);
-  else if (!opt_.out_dir.empty())
+    claim_ = claim_resume_dir(opt_.resume_dir, root());
+  else if (!opt_.out_dir.empty() && root())
     claim_ = claim_out_dir(opt_.out_dir);
   check_input_files(cfg_, true);
   auto model = make_model(cfg_);  // config errors before data errors
@@ -165,14 +183,16 @@ void FitRun::setup() {
   const int64_t B = cfg_.data.batch_size;
   std::vector<int64_t> sizes;
   add_batch_sizes(sizes, data_.train.size(), B, cfg_.data.drop_last);
+  const int rank = comm_.rank(), ranks = comm_.size();
   train_loader_ = std::make_unique<BatchLoader>(data_.train, B, cfg_.data.shuffle, cfg_.data.drop_last,
-                                                normalization_for(cfg_, data_.train), cfg_.seed);
+                                                normalization_for(cfg_, data_.train), cfg_.seed, rank, ranks);
   if (data_.has_val) {
     add_batch_sizes(sizes, data_.val.size(), B, false);
     val_loader_ = std::make_unique<BatchLoader>(data_.val, B, false, false,
-                                                normalization_for(cfg_, data_.val), cfg_.seed);
+                                                normalization_for(cfg_, data_.val), cfg_.seed, rank, ranks);
   }
-  s_ = open_session(cfg_, opt_.device, sizes, std::move(model));
+  if (ranks > 1) sizes = shard_batch_sizes(sizes, ranks);
+  s_ = open_session(cfg_, opt_.device, sizes, std::move(model), &comm_);
   resolved_ = YAML::Clone(cfg_.resolved);
   resolved_["model"]["layers"] = s_->model->describe_layers();
 
@@ -194,10 +214,15 @@ void FitRun::setup() {
                s_->model->num_params(), data_.train.size(),
                data_.has_val ? ", validation " + std::to_string(data_.val.size()) + " samples" : "");
   spdlog::info("memory reserved before the first step: {}", format_bytes(s_->executor->planned_bytes()));
+  if (ranks > 1)
+    spdlog::info(
+        "data parallel: {}; each batch of {} split into {} shards of {}{} rows, gradients all-reduced",
+        comm_.description(), B, ranks, B / ranks,
+        B % ranks ? "-" + std::to_string(max_shard_rows(B, ranks)) : std::string());
 
   if (!opt_.resume_dir.empty()) {
     resume(claim_.newest);
-  } else if (!opt_.out_dir.empty()) {
+  } else if (!opt_.out_dir.empty() && root()) {
     run_ = std::make_unique<RunDir>(opt_.out_dir, false);
     run_->event({{"event", "start"},
                  {"config", cfg_.file},
@@ -207,6 +232,14 @@ void FitRun::setup() {
   }
   if (run_) run_->write_config(resolved_);
   result_.params = s_->model->num_params();
+  broadcast_state(comm_, *s_->executor, *s_->model);  // the replicas start from rank 0's state
+}
+
+MetricSums FitRun::evaluate(bool* complete) {
+  broadcast_buffers(comm_, *s_->executor, *s_->model);
+  const MetricSums local = evaluate_pass(
+      *s_->executor, *val_loader_, [this] { return agree_stop(); }, complete);
+  return all_reduce_sums(comm_, local);
 }
 
 void FitRun::resume(const CheckpointInfo& ck) {
@@ -235,20 +268,22 @@ void FitRun::resume(const CheckpointInfo& ck) {
   sched_->restore(st_.schedule);
   es_->restore(st_.early_stopping);
   if (!best_is_es_) own_best_.restore(st_.best);
-  run_ = std::make_unique<RunDir>(dir, true);
-  run_->truncate_metrics(st_.epochs_done);
-  run_->event({{"event", "resume"},
-               {"checkpoint", ck.weights()},
-               {"epochs_done", st_.epochs_done},
-               {"batches_done", st_.batches_done},
-               {"step", st_.step},
-               {"epochs", cfg_.epochs}});
+  if (root()) {
+    run_ = std::make_unique<RunDir>(dir, true);
+    run_->truncate_metrics(st_.epochs_done);
+    run_->event({{"event", "resume"},
+                 {"checkpoint", ck.weights()},
+                 {"epochs_done", st_.epochs_done},
+                 {"batches_done", st_.batches_done},
+                 {"step", st_.step},
+                 {"epochs", cfg_.epochs}});
+  }
   spdlog::info("resuming from {} (epoch {}{}, step {})", ck.weights(),
                st_.epochs_done + (st_.batches_done ? 1 : 0),
                st_.batches_done ? ", batch " + std::to_string(st_.batches_done) : "", st_.step);
   // restore_best needs the best weights: checkpoints/best.safetensors when it is of that epoch.
   if (es_->enabled() && cfg_.early_stopping.restore_best && es_->best_epoch() > 0 && !es_->stopped()) {
-    const std::string path = run_->checkpoints() + "/best.safetensors";
+    const std::string path = dir + "/checkpoints/best.safetensors";
     try {
       if (es_->best_epoch() == st_.epochs_done && st_.batches_done == 0) {
         es_best_ = download_weights(*s_);
@@ -326,29 +361,41 @@ bool FitRun::run_epoch(int64_t epoch) {
   rep_.epoch_begin(epoch, cfg_.epochs, N, skip);
   ex.reset_metrics();
   // A resumed epoch goes on from the saved device sums, so its loss is the uninterrupted one.
-  if (resumed_here) ex.restore_metrics(st_.partial);
+  // Data parallel: rank 0 carries the saved sums into the all-reduce; every rank carries the
+  // non-finite record (its steps and kinds are the same on every rank, its samples are summed).
+  if (resumed_here) {
+    MetricSums carried = st_.partial;
+    if (!root()) {
+      carried = MetricSums{};
+      carried.nonfinite = st_.partial.nonfinite;
+      carried.nonfinite.samples = 0;
+    }
+    ex.restore_metrics(carried);
+  }
   epoch_t0_ = t_ - skip;
   train_loader_->start_epoch(epoch - 1);
   const float* x;
   const int32_t* y;
-  int64_t rows, done = 0;
+  int64_t rows, global_rows, done = 0;
   while (done < skip && train_loader_->next(&x, &y, &rows)) ++done;  // batches trained before the resume
   bool interrupted = false;
-  while (done < N && train_loader_->next(&x, &y, &rows)) {
+  while (done < N && train_loader_->next(&x, &y, &rows, &global_rows)) {
     const double lr = sched_->lr_at(t_ + 1);
-    ex.train_step(rows, x, y, ++t_, float(lr));
+    ex.train_step(rows, x, y, ++t_, float(lr), global_rows);
     ++done;
     if (rep_.wants_refresh(done)) {
-      const MetricSums running = ex.read_metrics();  // a sync the live line makes anyway
-      check_nonfinite(epoch, running.nonfinite);
+      // A sync the live line makes anyway. Data parallel: rank 0's shard only, and no divergence
+      // check (the live line comes at different steps on different ranks; the epoch's end checks).
+      const MetricSums running = ex.read_metrics();
+      if (comm_.size() == 1) check_nonfinite(epoch, running.nonfinite);
       rep_.refresh(done, train_metrics(running));
     }
-    if (stop_now()) {
+    if (agree_stop()) {
       interrupted = true;
       break;
     }
   }
-  const MetricSums train_sums = ex.read_metrics();
+  const MetricSums train_sums = all_reduce_sums(comm_, ex.read_metrics());
   check_nonfinite(epoch, train_sums.nonfinite);  // before any checkpoint of these weights
   if (interrupted) interrupt(epoch, done, train_sums);
   const double train_seconds = seconds_since(t0);
@@ -356,8 +403,7 @@ bool FitRun::run_epoch(int64_t epoch) {
   MetricList val_m;
   if (data_.has_val) {
     bool complete = true;
-    last_val_ = evaluate_pass(
-        ex, *val_loader_, [this] { return stop_now(); }, &complete);
+    last_val_ = evaluate(&complete);
     if (!complete) interrupt(epoch, N, train_sums);
     val_m = compute_metrics(last_val_, cfg_.metrics, C);
   }
@@ -436,7 +482,8 @@ bool FitRun::run_epoch(int64_t epoch) {
               " epochs (best epoch " + std::to_string(es_->best_epoch()) + ")\n");
     if (run_) run_->event({{"event", "early_stop"}, {"epoch", epoch}, {"best_epoch", es_->best_epoch()}});
   }
-  if (stop_requested() && !stop && epoch < cfg_.epochs)
+  const bool stop_requested_anywhere = comm_.any(stop_requested());
+  if (stop_requested_anywhere && !stop && epoch < cfg_.epochs)
     interrupt(epoch + 1, 0, {});  // arrived after the last step
   return !stop;
 }
@@ -472,6 +519,7 @@ Json FitRun::summary_record() {
   if (cfg_.on_nan_skip) sum["skipped_batches"] = st_.skipped_batches;
   if (!growth_.warnings().empty()) sum["warnings"] = growth_.warnings();
   if (run_) sum["run_dir"] = run_->path();
+  if (comm_.size() > 1) sum["ranks"] = comm_.size();
   return sum;
 }
 
@@ -528,7 +576,7 @@ FitResult FitRun::finish() {
     upload_weights(*s_, es_best_);
     report_title = "validation report (restored best epoch " + std::to_string(es_->best_epoch()) + ")";
     rep_.note("restored the weights of epoch " + std::to_string(es_->best_epoch()) + "\n");
-    if (data_.has_val) last_val_ = evaluate_pass(*s_->executor, *val_loader_);
+    if (data_.has_val) last_val_ = evaluate(nullptr);
   }
   if (data_.has_val && last_val_.samples > 0)
     rep_.note(report_title + ":\n" + format_class_report(last_val_, C, cfg_.data.class_names));

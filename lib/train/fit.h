@@ -14,6 +14,7 @@
 
 #include "lib/backend/backend_registry.h"
 #include "lib/config/config.h"
+#include "lib/dist/communicator.h"
 #include "lib/train/progress.h"
 
 namespace trainer {
@@ -25,6 +26,11 @@ struct FitOptions {
   ReportOptions report;
   // Tests: behave as if SIGINT arrived during update number stop_after_step (0: never).
   int64_t stop_after_step = 0;
+  // Data parallel (mpirun): this process is one rank of `comm` (null: a single process). Every
+  // rank runs fit with the same config and options; rank 0 alone owns the run directory (it locks
+  // it, writes records and checkpoints), the others read a --resume directory without locking it.
+  // `out` of ranks other than 0 should discard (the epoch lines are rank 0's).
+  Communicator* comm = nullptr;
 };
 
 struct FitResult {

@@ -24,12 +24,12 @@ std::unique_ptr<RunLock> lock_run_dir(const std::string& dir, const std::string&
 
 }  // namespace
 
-RunClaim claim_resume_dir(const std::string& dir) {
+RunClaim claim_resume_dir(const std::string& dir, bool lock) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw UsageError("--resume " + dir + ": no such run directory");
   RunClaim c;
   c.dir = dir;
-  c.lock = lock_run_dir(dir, "--resume");
+  if (lock) c.lock = lock_run_dir(dir, "--resume");
   std::vector<std::string> unreadable;
   auto cks = list_checkpoints(dir + "/checkpoints", &unreadable);
   // A state file is written last and atomically, so one that cannot be read is damage, not a

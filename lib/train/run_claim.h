@@ -27,7 +27,9 @@ struct RunClaim {
 };
 
 // UsageError for a missing directory or one without checkpoints, or one in use by another run.
-RunClaim claim_resume_dir(const std::string& dir);
+// lock=false: only find the newest checkpoint (data-parallel ranks other than 0, which read the
+// run directory that rank 0 holds).
+RunClaim claim_resume_dir(const std::string& dir, bool lock = true);
 // UsageError for a path that exists and is no directory, cannot be created, is in use or holds a
 // run with checkpoints (use --resume); RuntimeError for a full or failing disk.
 RunClaim claim_out_dir(const std::string& dir);

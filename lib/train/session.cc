@@ -7,6 +7,7 @@
 #include "datasets/split.h"
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
+#include "lib/core/rng.h"
 #include "lib/metrics/metrics.h"
 #include "lib/train/data_sources.h"
 
@@ -65,7 +66,8 @@ static AugmentSpec augment_spec(const Config& cfg) {
 }
 
 std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& device,
-                                      std::vector<int64_t> batch_sizes, std::unique_ptr<Model> model) {
+                                      std::vector<int64_t> batch_sizes, std::unique_ptr<Model> model,
+                                      Communicator* comm) {
   auto s = std::make_unique<Session>();
   s->model = model ? std::move(model) : make_model(cfg);
   s->classes = cfg.data.num_classes;
@@ -85,6 +87,10 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   eo.math = device.math;
   eo.deterministic = device.deterministic;
   eo.seed = cfg.seed;
+  eo.comm = comm;
+  // Rank r's shard would draw the same dropout masks and crops as rank 0's, row for row: mix the
+  // rank in (rank 0 keeps the seed, so one rank is exactly the single-process run).
+  if (comm && comm->rank() > 0) eo.seed = mix64(cfg.seed + uint64_t(comm->rank()) * 0x9E3779B97F4A7C15ull);
   eo.clip_grad_norm = float(cfg.clip_grad_norm);
   eo.augment = augment_spec(cfg);
   if (eo.augment.active())

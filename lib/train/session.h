@@ -31,9 +31,11 @@ std::unique_ptr<Model> make_model(const Config& cfg);
 
 // Backend + executor for these batch sizes, parameters initialized from cfg.seed.
 // `model`: one made by make_model already, or null to make it here.
+// `comm`: data parallel, this process is one of its ranks (ExecutorOptions::comm); the ranks'
+// dropout and augmentation draws differ (rank r > 0 mixes r into the seed).
 std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& device,
                                       std::vector<int64_t> batch_sizes,
-                                      std::unique_ptr<Model> model = nullptr);
+                                      std::unique_ptr<Model> model = nullptr, Communicator* comm = nullptr);
 
 // The training and validation data of the config (validation: data.validation, else the
 // data.validation_split tail of the training data). need_train=false still reads data.train

@@ -1,0 +1,51 @@
+#include "lib/train/data_parallel.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace trainer {
+
+MetricSums all_reduce_sums(Communicator& comm, const MetricSums& local) {
+  if (comm.size() == 1) return local;
+  // One message: loss_sum, samples, skipped samples, top-k counts, the confusion matrix. Counts
+  // are whole numbers far below 2^53, exact in doubles.
+  std::vector<double> v{local.loss_sum, double(local.samples), double(local.nonfinite.samples)};
+  v.insert(v.end(), local.topk.begin(), local.topk.end());
+  v.insert(v.end(), local.confusion.begin(), local.confusion.end());
+  comm.all_reduce_sum(v.data(), int64_t(v.size()));
+  MetricSums m = local;
+  m.loss_sum = v[0];
+  m.samples = int64_t(v[1]);
+  // Every rank ORed its non-finite flags into each step before the update (Executor), so the
+  // steps, the first step and the kinds are the same on every rank; only the samples differ.
+  m.nonfinite.samples = uint64_t(v[2]);
+  auto at = v.begin() + 3;
+  std::copy(at, at + long(m.topk.size()), m.topk.begin());
+  at += long(m.topk.size());
+  std::copy(at, at + long(m.confusion.size()), m.confusion.begin());
+  return m;
+}
+
+void broadcast_state(Communicator& comm, Executor& ex, const Model& model) {
+  if (comm.size() == 1) return;
+  std::vector<float> params(size_t(model.param_arena_floats())),
+      buffers(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1))),
+      state(size_t(std::max<int64_t>(ex.optimizer_state_floats(), 1)));
+  ex.download_params(params.data(), buffers.data());
+  if (ex.optimizer_state_floats()) ex.download_optimizer_state(state.data());
+  comm.broadcast(params.data(), params.size() * sizeof(float), 0);
+  comm.broadcast(buffers.data(), buffers.size() * sizeof(float), 0);
+  comm.broadcast(state.data(), state.size() * sizeof(float), 0);
+  ex.upload_params(params.data(), buffers.data());
+  if (ex.optimizer_state_floats()) ex.upload_optimizer_state(state.data());
+}
+
+void broadcast_buffers(Communicator& comm, Executor& ex, const Model& model) {
+  if (comm.size() == 1 || model.buffer_arena_floats() == 0) return;
+  std::vector<float> params(size_t(model.param_arena_floats())), buffers(size_t(model.buffer_arena_floats()));
+  ex.download_params(params.data(), buffers.data());
+  comm.broadcast(buffers.data(), buffers.size() * sizeof(float), 0);
+  ex.upload_params(params.data(), buffers.data());
+}
+
+}  // namespace trainer

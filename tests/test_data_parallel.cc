@@ -1,0 +1,114 @@
+// Data parallelism without mpirun: the ranks are threads of this process (tests/thread_world.h),
+// each with its own CPU backend and executor. Ranks training on their shards of every batch, with
+// gradients all-reduced, end with the weights of one process training on the whole batches: even
+// and uneven shards, and more ranks than rows (empty shards). The MPI path itself runs in
+// tests/scripts/mpi_test.sh.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <thread>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "lib/config/config.h"
+#include "lib/core/rng.h"
+#include "lib/core/shard.h"
+#include "lib/model/executor.h"
+#include "lib/train/data_parallel.h"
+#include "tests/thread_world.h"
+
+using namespace trainer;
+
+namespace {
+
+const char* kYaml = R"(model:
+  input_shape: [6]
+  layers: [{type: dense, units: 16}, {type: relu}, {type: dense, units: 3}]
+data: {train: {format: random}, num_classes: 3}
+)";
+
+struct Batches {
+  int64_t rows = 0, steps = 0;
+  std::vector<float> x;  // (steps * rows, 6)
+  std::vector<int32_t> y;
+};
+
+Batches make_batches(int64_t rows, int64_t steps) {
+  Batches b;
+  b.rows = rows;
+  b.steps = steps;
+  SplitMix64 rng(42);
+  for (int64_t i = 0; i < rows * steps * 6; ++i) b.x.push_back(float(rng.next_below(2001)) / 1000.f - 1.f);
+  for (int64_t i = 0; i < rows * steps; ++i) b.y.push_back(int32_t(rng.next_below(3)));
+  return b;
+}
+
+struct Trained {
+  std::vector<float> params;
+  MetricSums sums;
+};
+
+// One rank's run: its shard of every batch, `comm` null for the single process.
+Trained train(const Model& model, const Batches& b, Communicator* comm) {
+  const int rank = comm ? comm->rank() : 0, ranks = comm ? comm->size() : 1;
+  CpuBackend backend(0, 1);
+  OptimizerConfig oc;  // adam: its state must stay identical on every rank too
+  oc.lr = 0.01;
+  Optimizer opt(oc);
+  ExecutorOptions o;
+  o.batch_sizes = shard_batch_sizes({b.rows}, ranks);
+  o.num_classes = 3;
+  o.loss = LossKind::cross_entropy_logits;
+  o.comm = comm;
+  Executor ex(model, backend, opt, o);
+  std::vector<float> params(size_t(model.param_arena_floats())), buffers(size_t(model.buffer_arena_floats()));
+  model.initialize(params.data(), buffers.data(), 5);
+  ex.upload_params(params.data(), buffers.data());
+  ex.reset_metrics();
+  for (int64_t s = 0; s < b.steps; ++s) {
+    const Shard sh = shard_of(b.rows, rank, ranks);
+    const int64_t first = s * b.rows + sh.begin;
+    ex.train_step(sh.rows, b.x.data() + first * 6, b.y.data() + first, s + 1, float(oc.lr), b.rows);
+  }
+  Trained t;
+  SingleProcess one;
+  t.sums = all_reduce_sums(comm ? *comm : one, ex.read_metrics());
+  ex.download_params(params.data(), buffers.data());
+  t.params = params;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("ranks training on shards of each batch end with the single process's weights and metrics",
+          "[data_parallel]") {
+  // No batchnorm: it normalizes each rank's shard by that shard's statistics (PyTorch DDP's
+  // default), where one process uses the whole batch's.
+  Config c = parse_config(kYaml, "dp.yaml", {});
+  Model mlp(c.input_shape, c.layers, c.init, c.file);
+  for (auto [rows, ranks] : {std::pair<int64_t, int>{8, 2}, {7, 2}, {7, 3}, {3, 4}}) {
+    INFO(rows << " rows over " << ranks << " ranks");
+    const Batches b = make_batches(rows, 5);
+    const Trained one = train(mlp, b, nullptr);
+    test::ThreadHub hub(ranks);
+    std::vector<Trained> got(static_cast<size_t>(ranks));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r)
+      threads.emplace_back([&, r] {
+        test::ThreadRank comm(hub, r);
+        got[size_t(r)] = train(mlp, b, &comm);
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < ranks; ++r) {
+      INFO("rank " << r);
+      REQUIRE(got[size_t(r)].params == got[0].params);  // every replica applies the same update
+      REQUIRE(got[size_t(r)].sums.samples == rows * 5);
+      REQUIRE(got[size_t(r)].sums.loss_sum == Approx(one.sums.loss_sum).epsilon(1e-5));
+      REQUIRE(got[size_t(r)].sums.confusion == got[0].sums.confusion);
+    }
+    REQUIRE(got[0].sums.confusion == one.sums.confusion);
+    double worst = 0;
+    for (size_t i = 0; i < one.params.size(); ++i)
+      worst = std::max(worst, double(std::fabs(got[0].params[i] - one.params[i])));
+    // Only the order of the float sums differs (rank shards, then ranks).
+    REQUIRE(worst < 1e-5);
+  }
+}

@@ -16,7 +16,10 @@ cd "$(dirname "$0")/.."
 root="$(pwd)"
 build_dir="${BUILD_DIR:-build-asan}"
 
-cmake -S . -B "$build_dir" -G Ninja -DTRAINER_CUDA=OFF -DTRAINER_SANITIZE=ON \
+# Without MPI: Open MPI's runtime (its malloc hooks, its never-freed globals) is not ASan-clean, so
+# ctest mpi_data_parallel is skipped here; the data-parallel code itself runs under ASan in
+# trainer_tests (ranks as threads: tests/test_data_parallel.cc).
+cmake -S . -B "$build_dir" -G Ninja -DTRAINER_CUDA=OFF -DTRAINER_SANITIZE=ON -DTRAINER_MPI=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
 targets=(trainer trainer_tests)
 # The man page (cmake/docs.cmake) exists as a target where help2man is installed; its test reads it.

@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/check_layers.sh  # includes only from the own layer or below (README, Layout)
 scripts/setup.sh
-scripts/install_missing.sh test python3-matplotlib  # scripts/plot.py, checked by ctest's plot_script
+# scripts/plot.py (ctest plot_script); numpy for the weight comparisons of ctest mpi_data_parallel
+scripts/install_missing.sh test python3-matplotlib python3-numpy
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"

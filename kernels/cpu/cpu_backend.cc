@@ -108,6 +108,11 @@ std::string CpuBackend::cpu_isa() {
   }
 }
 
+bool CpuBackend::has_bf16_instructions() {
+  const auto isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
 std::string CpuBackend::description() const {
   return "CPU (oneDNN " + onednn_version() + ", " + cpu_isa() + ", " + std::to_string(threads_) + " threads)";
 }

@@ -23,6 +23,9 @@ class CpuBackend : public Backend {
   void zero(void* dst, size_t bytes) override;
   void accumulate(float* dst, const float* src, int64_t n) override;
   bool host_memory() const override { return true; }
+  // bf16 where the CPU has bf16 instructions (AVX-512 BF16, AMX); tf32 is a GPU mode (a no-op here).
+  bool supports_math(MathMode m) const override { return m != MathMode::bf16 || has_bf16_instructions(); }
+  static bool has_bf16_instructions();
   void synchronize() override { dnnl_.stream.wait(); }
 
   void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,

@@ -8,6 +8,10 @@
 // primitive's choice differs from those, a reorder into/out of a scratch slice of the kernel's
 // workspace runs at the edge (weights are always plain). On the Fashion-MNIST CNN this is ~5x
 // faster than the plain-layout gemm convolution.
+//
+// math: bf16 (CPUs with AVX-512 BF16 or AMX): the primitives read x, W and dy in bf16 and write y,
+// dx and dW in fp32 (oneDNN accumulates in fp32). The edges' reorders convert on the way in, so
+// everything between layers, and the weights, stay fp32: bf16 is the arithmetic, not the storage.
 #include "kernels/cpu/dnnl_conv.h"
 
 #include <unordered_map>
@@ -45,32 +49,35 @@ class ConvCpu : public LayerKernel {
     // AVX-512 host, 10->20 channels 12x12 (batch 200), forward + both backwards: 4.6 against 6.7
     // ms on 1 thread, 0.61 against 0.80 ms on 16; mnist_cnn 63 against 49 steps/s on 1 thread.
     const bool channels_last = channels_last_conv(x_d);
-    auto any = [](const memory::dims& d) {
-      return memory::desc(d, memory::data_type::f32, memory::format_tag::any);
+    using dt = memory::data_type;
+    const dt lo = ctx.math == MathMode::bf16 ? dt::bf16 : dt::f32;  // what the primitives read
+    auto any = [](const memory::dims& d, dt t = dt::f32) {
+      return memory::desc(d, t, memory::format_tag::any);
     };
-    auto act = [&](const memory::dims& d) {  // x, y and their gradients
-      return channels_last ? memory::desc(d, memory::data_type::f32, memory::format_tag::nhwc) : any(d);
+    auto act = [&](const memory::dims& d, dt t = dt::f32) {  // x, y and their gradients
+      return channels_last ? memory::desc(d, t, memory::format_tag::nhwc) : any(d, t);
     };
     auto x_md = input_md(ctx, x_d), w_md = plain_md(w_d), b_md = plain_md(b_d);
     const auto algo = dnnl::algorithm::convolution_direct;
     const auto& e = dc_.engine;
     DNNL_CHECK({
-      auto fd = bias_ ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, act(x_d),
-                                                        any(w_d), b_md, act(y_d), strides, pad_l, pad_r)
-                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, act(x_d),
-                                                        any(w_d), act(y_d), strides, pad_l, pad_r);
+      auto fd = bias_ ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, act(x_d, lo),
+                                                        any(w_d, lo), b_md, act(y_d), strides, pad_l, pad_r)
+                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, act(x_d, lo),
+                                                        any(w_d, lo), act(y_d), strides, pad_l, pad_r);
       dnnl::convolution_forward::primitive_desc fwd_pd(fd, e);
       fwd_ = dnnl::convolution_forward(fwd_pd);
       y_md_ = ctx.output_layout_free ? fwd_pd.dst_desc() : plain_md(y_d);
       y_layout_ = layout_of(y_md_);
       const auto& y_md = y_md_;
-      dnnl::convolution_backward_data::desc bdd(algo, act(x_d), any(w_d), act(y_d), strides, pad_l, pad_r);
+      dnnl::convolution_backward_data::desc bdd(algo, act(x_d), any(w_d, lo), act(y_d, lo), strides, pad_l,
+                                                pad_r);
       dnnl::convolution_backward_data::primitive_desc bd_pd(bdd, e, fwd_pd);
       bwd_data_ = dnnl::convolution_backward_data(bd_pd);
-      auto bwd = bias_ ? dnnl::convolution_backward_weights::desc(algo, act(x_d), any(w_d), b_md, act(y_d),
-                                                                  strides, pad_l, pad_r)
-                       : dnnl::convolution_backward_weights::desc(algo, act(x_d), any(w_d), act(y_d), strides,
-                                                                  pad_l, pad_r);
+      auto bwd = bias_ ? dnnl::convolution_backward_weights::desc(algo, act(x_d, lo), any(w_d), b_md,
+                                                                  act(y_d, lo), strides, pad_l, pad_r)
+                       : dnnl::convolution_backward_weights::desc(algo, act(x_d, lo), any(w_d), act(y_d, lo),
+                                                                  strides, pad_l, pad_r);
       dnnl::convolution_backward_weights::primitive_desc bw_pd(bwd, e, fwd_pd);
       bwd_weights_ = dnnl::convolution_backward_weights(bw_pd);
       f_x_.init(x_md, fwd_pd.src_desc(), e, true, false);

@@ -131,6 +131,8 @@ class Backend {
   // Whether backend memory is host memory that the host may read and write directly once
   // synchronize() returned (the CPU backend): what MPI's host collectives need.
   virtual bool host_memory() const { return false; }
+  // Whether this backend (on this machine) computes in math mode `m`; strict fp32 always.
+  virtual bool supports_math(MathMode m) const { return m == MathMode::strict_fp32; }
   virtual bool supports_capture() const { return false; }
   virtual void begin_capture() {}
   // Returns a handle for replay(). Throws if the capture failed.

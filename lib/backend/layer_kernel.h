@@ -47,7 +47,15 @@ struct StepScalars {
   float batch_loss = 0.f;  // this step's summed loss, added to the epoch's sum if finite
 };
 
-enum class MathMode { strict_fp32, tf32 };
+// strict_fp32: IEEE fp32 arithmetic. tf32: GPU tensor cores read fp32 operands as TF32. bf16: the
+// matrix arithmetic (convolutions, dense) reads bf16 operands and accumulates in fp32; tensors
+// between layers, weights and optimizer state stay fp32 (CPU: AVX-512 BF16 / AMX).
+enum class MathMode { strict_fp32, tf32, bf16 };
+
+// "fp32", "tf32", "bf16": the config's and --math's names.
+inline const char* math_name(MathMode m) {
+  return m == MathMode::tf32 ? "tf32" : m == MathMode::bf16 ? "bf16" : "fp32";
+}
 
 // How a tensor between two layers is laid out when it is not plain row-major (oneDNN's blocked
 // nChw16c...). Opaque to lib: only the backend that made it looks inside (the CPU backend's

@@ -381,8 +381,9 @@ static Config parse_document(YAML::Node root, const std::string& file,
     c.resolved["train"] = t.resolved();
   }
   read_device(c, r);
-  c.math = r.choice("math", "fp32", {"fp32", "tf32"}) == "tf32" ? MathMode::tf32 : MathMode::strict_fp32;
-  c.resolved["math"] = c.math == MathMode::tf32 ? "tf32" : "fp32";
+  const std::string math = r.choice("math", "fp32", {"fp32", "tf32", "bf16"});
+  c.math = math == "tf32" ? MathMode::tf32 : math == "bf16" ? MathMode::bf16 : MathMode::strict_fp32;
+  c.resolved["math"] = math_name(c.math);
   c.threads = int(r.integer("threads", 0, 0, 4096));
   c.resolved["threads"] = c.threads;
   read_training_controls(c, r);

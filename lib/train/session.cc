@@ -77,6 +77,16 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   note_gpu_only_settings(*s->backend, device);
   s->optimizer = std::make_unique<Optimizer>(cfg.optimizer);
   ExecutorOptions eo;
+  eo.math = device.math;
+  if (!s->backend->supports_math(device.math)) {
+    if (s->backend->name() != "cpu")
+      throw ConfigError(std::string("math: ") + math_name(device.math) + " is not implemented on " +
+                        s->backend->description() + " in this build; use math: tf32 (tensor cores) or fp32");
+    spdlog::info(
+        "math: {} needs AVX-512 BF16 or AMX instructions, which this CPU lacks ({}); computing in fp32",
+        math_name(device.math), s->backend->description());
+    eo.math = MathMode::strict_fp32;
+  }
   std::sort(batch_sizes.begin(), batch_sizes.end());
   batch_sizes.erase(std::unique(batch_sizes.begin(), batch_sizes.end()), batch_sizes.end());
   eo.batch_sizes = batch_sizes;
@@ -84,7 +94,6 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   eo.loss = cfg.loss;
   eo.label_smoothing = cfg.label_smoothing;
   eo.top_k = topk_needed(cfg.metrics);
-  eo.math = device.math;
   eo.deterministic = device.deterministic;
   eo.seed = cfg.seed;
   eo.comm = comm;

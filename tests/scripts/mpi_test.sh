@@ -69,7 +69,7 @@ train: {epochs: 4, seed: 7}
 YAML
 "$trainer" fit mlp.yaml --out one -q
 for np in 2 3; do
-  mpirun -np "$np" "$trainer" fit mlp.yaml --out "np$np" -q 2>"np$np.err" || {
+  timeout 300 mpirun -np "$np" "$trainer" fit mlp.yaml --out "np$np" -q 2>"np$np.err" || {
     cat "np$np.err" >&2
     fail "mpirun -np $np fit failed"
   }
@@ -108,7 +108,7 @@ say "a failing rank: mpirun exit $status; $(grep -m1 '^error: rank' nan.err | cu
 # About 35 ms an epoch on one core: 40 epochs leave the signal time to land mid-run.
 sed -e 's/units: 32/units: 128/g' -e 's/samples: 1990/samples: 20000/' -e 's/epochs: 4/epochs: 40/' mlp.yaml >long.yaml
 "$trainer" fit long.yaml --out long_one -q
-mpirun -np 2 "$trainer" fit long.yaml --out long_two -q >long.out 2>long.err &
+timeout 300 mpirun -np 2 "$trainer" fit long.yaml --out long_two -q >long.out 2>long.err &
 mpirun_pid=$!
 for _ in $(seq 600); do
   [ -f long_two/metrics.csv ] && [ "$(wc -l <long_two/metrics.csv)" -ge 2 ] && break
@@ -126,7 +126,7 @@ wait "$mpirun_pid" || status=$?
 grep -Eq '"event": ?"interrupted"' long_two/events.jsonl || fail "rank 0 wrote no interrupted event"
 grep -q 'checkpoint saved' long.err || { cat long.err >&2; fail "no checkpoint saved message"; }
 say "SIGTERM to rank 1 (pid $rank1): mpirun exit 130; $(grep -m1 interrupted long.err | cut -c1-110)"
-mpirun -np 3 "$trainer" fit --resume long_two -q 2>resume.err || { cat resume.err >&2; fail "--resume at 3 ranks failed"; }
+timeout 300 mpirun -np 3 "$trainer" fit --resume long_two -q 2>resume.err || { cat resume.err >&2; fail "--resume at 3 ranks failed"; }
 grep -Eq '"status": ?"completed"' long_two/summary.json || fail "the resumed run did not complete"
 d=$(max_diff long_one/model.safetensors long_two/model.safetensors)
 within "$d" 5e-5 || fail "interrupted at 2 ranks + resumed at 3: weights differ from one process by $d"
@@ -136,14 +136,14 @@ say "interrupted at 2 ranks, resumed at 3: max |weight difference| to the uninte
 # on in every step; the same weights as one process.
 sed -e 's/samples: 1990/samples: 3/' -e 's/, validation_split: 0.2//' mlp.yaml >three.yaml
 "$trainer" fit three.yaml --out three_one -q 2>/dev/null
-mpirun -np 4 "$trainer" fit three.yaml --out three_four -q 2>three.err || { cat three.err >&2; fail "3 samples over 4 ranks failed"; }
+timeout 300 mpirun -np 4 "$trainer" fit three.yaml --out three_four -q 2>three.err || { cat three.err >&2; fail "3 samples over 4 ranks failed"; }
 d=$(max_diff three_one/model.safetensors three_four/model.safetensors)
 within "$d" 1e-6 || fail "3 samples over 4 ranks: weights differ from one process by $d"
 say "3 samples over 4 ranks (one empty shard): max |weight difference| to one process $d"
 
 # 5. GPU ranks need NCCL.
 status=0
-mpirun -np 2 "$trainer" fit mlp.yaml --no-out --device gpu >/dev/null 2>gpu.err || status=$?
+timeout 300 mpirun -np 2 "$trainer" fit mlp.yaml --no-out --device gpu >/dev/null 2>gpu.err || status=$?
 [ "$status" -eq 2 ] || { cat gpu.err >&2; fail "--device gpu under mpirun: exit $status, expected 2"; }
 grep -q 'runs on --device cpu' gpu.err || fail "--device gpu under mpirun: no explanation"
 say "PASSED"

@@ -5,11 +5,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <iostream>
+#include <sstream>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "lib/config/config.h"
 #include "lib/core/rng.h"
 #include "lib/model/executor.h"
+#include "lib/train/fit.h"
+#include "tests/test_util.h"
 
 using namespace trainer;
 
@@ -92,4 +95,29 @@ TEST_CASE("math bf16 on the CPU: convolutions and dense layers within bf16's err
   REQUIRE(grads < 2e-2);
   // The same inputs give the same bits (no hidden nondeterminism in the bf16 path).
   REQUIRE(run(model, MathMode::bf16, x, y, batch).grads == bf16.grads);
+}
+
+TEST_CASE("a run resumes across math modes: fp32 -> bf16 -> fp32, checkpoints stay fp32", "[bf16]") {
+  // Where the CPU has no bf16 instructions, bf16 falls back to fp32 with a note, and this still holds.
+  const char* yaml = R"(model:
+  input_shape: [1, 8, 8]
+  layers: [{type: conv2d, filters: 4, kernel_size: 3}, {type: relu}, {type: flatten}, {type: dense, units: 3}]
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+optimizer: {type: adam, lr: 0.01}
+data: {train: {format: random, samples: 120, seed: 2}, num_classes: 3, batch_size: 40}
+train: {epochs: 1, seed: 4}
+)";
+  const std::string dir = test::temp_dir("bf16_resume") + "/run";
+  std::ostringstream out;
+  FitOptions first;
+  first.out_dir = dir;
+  REQUIRE(fit(parse_config(yaml, "r.yaml", {}), first, out).epochs_run == 1);
+  FitOptions again;
+  again.resume_dir = dir;
+  const FitResult bf16 = fit(parse_config(yaml, "r.yaml", {"train.epochs=2", "math=bf16"}), again, out);
+  REQUIRE(bf16.epochs_run == 2);
+  const FitResult fp32 = fit(parse_config(yaml, "r.yaml", {"train.epochs=3", "math=fp32"}), again, out);
+  REQUIRE(fp32.epochs_run == 3);
+  REQUIRE(std::isfinite(fp32.final_train_loss));
+  REQUIRE(fp32.steps == 9);
 }

@@ -150,3 +150,20 @@ TEST_CASE("dropout2d in blocked and channels-last layouts equals plain, forward 
     {type: dense, units: 10}])");
   check_blocked_equals_plain(Model(Shape{1, 22, 22}, layers, InitScheme::torch, "test"));
 }
+
+TEST_CASE("batchnorm in blocked and channels-last layouts equals plain, forward and backward",
+          "[executor][layout]") {
+  // The first batchnorm gets the first convolution's nChw16c (10 channels padded to 16) and hands
+  // it on to relu; the second gets the channels-last output of the second convolution and must
+  // give flatten a plain output.
+  const YAML::Node layers = YAML::Load(R"([
+    {type: conv2d, filters: 10, kernel_size: 3},
+    {type: batchnorm},
+    {type: relu},
+    {type: maxpool2d, pool_size: 2},
+    {type: conv2d, filters: 20, kernel_size: 3},
+    {type: batchnorm},
+    {type: flatten},
+    {type: dense, units: 10}])");
+  check_blocked_equals_plain(Model(Shape{1, 14, 14}, layers, InitScheme::torch, "test"));
+}

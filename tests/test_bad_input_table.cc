@@ -133,9 +133,12 @@ Exit signal_when(const std::string& dir, const std::vector<std::string>& args, c
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   bool seen = false;
   while (!seen && std::chrono::steady_clock::now() < until) {
-    for (const auto& e :
-         fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied)) {
-      const std::string rel = fs::relative(e.path(), dir).string();
+    // The run renames its temporary files while this looks: a name is taken lexically (never
+    // resolved on disk, where it may have just vanished), and iteration errors end this pass.
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end; it.increment(ec)) {
+      const std::string rel = it->path().lexically_relative(dir).string();
       if (rel == wait_for ||
           (wait_for.back() == '*' && rel.rfind(wait_for.substr(0, wait_for.size() - 1), 0) == 0 &&
            rel.find(".tmp-") != std::string::npos)) {

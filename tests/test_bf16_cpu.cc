@@ -12,6 +12,7 @@
 #include "lib/core/rng.h"
 #include "lib/model/executor.h"
 #include "lib/train/fit.h"
+#include "tests/conformance/harness.h"
 #include "tests/test_util.h"
 
 using namespace trainer;
@@ -43,10 +44,7 @@ Run run(const Model& model, MathMode math, const std::vector<float>& x, const st
   OptimizerConfig oc;
   oc.type = "sgd";
   Optimizer opt(oc);
-  ExecutorOptions eo;
-  eo.batch_sizes = {batch};
-  eo.num_classes = 10;
-  eo.loss = LossKind::cross_entropy_logits;
+  ExecutorOptions eo = test::classifier_options({batch}, 10);
   eo.math = math;
   Executor ex(model, backend, opt, eo);
   std::vector<float> params(size_t(model.param_arena_floats())), buffers(1);
@@ -58,15 +56,6 @@ Run run(const Model& model, MathMode math, const std::vector<float>& x, const st
   ex.set_gradient_hook([&](float* g) { r.grads.assign(g, g + model.param_arena_floats()); });
   ex.train_step(batch, x.data(), y.data(), 1, 0.f);
   return r;
-}
-
-double rel_error(const std::vector<float>& a, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return std::sqrt(num / den);
 }
 
 }  // namespace
@@ -86,7 +75,8 @@ TEST_CASE("math bf16 on the CPU: convolutions and dense layers within bf16's err
   for (int32_t& v : y) v = int32_t(rng.next_below(10));
   const Run fp32 = run(model, MathMode::strict_fp32, x, y, batch);
   const Run bf16 = run(model, MathMode::bf16, x, y, batch);
-  const double out = rel_error(bf16.out, fp32.out), grads = rel_error(bf16.grads, fp32.grads);
+  const double out = conformance::rel_error(bf16.out, fp32.out),
+               grads = conformance::rel_error(bf16.grads, fp32.grads);
   INFO("relative error of bf16 against fp32: outputs " << out << ", gradients " << grads);
   // bf16 keeps 8 bits of mantissa (relative rounding 2^-9 = 2e-3 per operand); sums in fp32.
   REQUIRE(out > 1e-4);  // not fp32: the bf16 primitives ran

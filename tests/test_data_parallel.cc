@@ -13,6 +13,7 @@
 #include "lib/core/shard.h"
 #include "lib/model/executor.h"
 #include "lib/train/data_parallel.h"
+#include "tests/test_util.h"
 #include "tests/thread_world.h"
 
 using namespace trainer;
@@ -53,10 +54,7 @@ Trained train(const Model& model, const Batches& b, Communicator* comm) {
   OptimizerConfig oc;  // adam: its state must stay identical on every rank too
   oc.lr = 0.01;
   Optimizer opt(oc);
-  ExecutorOptions o;
-  o.batch_sizes = shard_batch_sizes({b.rows}, ranks);
-  o.num_classes = 3;
-  o.loss = LossKind::cross_entropy_logits;
+  ExecutorOptions o = test::classifier_options(shard_batch_sizes({b.rows}, ranks), 3);
   o.comm = comm;
   Executor ex(model, backend, opt, o);
   std::vector<float> params(size_t(model.param_arena_floats())), buffers(size_t(model.buffer_arena_floats()));

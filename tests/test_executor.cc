@@ -6,6 +6,7 @@
 #include "lib/config/config.h"
 #include "lib/core/error.h"
 #include "lib/model/executor.h"
+#include "tests/test_util.h"
 
 using namespace trainer;
 using Catch::Contains;
@@ -22,13 +23,7 @@ const char* kYaml = R"(model:
 data: {train: {format: random}, num_classes: 10}
 )";
 
-ExecutorOptions options(int64_t batch) {
-  ExecutorOptions o;
-  o.batch_sizes = {batch};
-  o.num_classes = 10;
-  o.loss = LossKind::cross_entropy_logits;
-  return o;
-}
+ExecutorOptions options(int64_t batch) { return test::classifier_options({batch}, 10); }
 
 }  // namespace
 

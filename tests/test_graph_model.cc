@@ -183,11 +183,7 @@ TEST_CASE("gradients of a tensor with several consumers are summed (finite diffe
   CpuBackend backend;
   OptimizerConfig oc;
   Optimizer opt(oc);
-  ExecutorOptions o;
-  o.batch_sizes = {batch};
-  o.num_classes = 3;
-  o.loss = LossKind::cross_entropy_logits;
-  Executor ex(m, backend, opt, o);
+  Executor ex(m, backend, opt, test::classifier_options({batch}, 3));
   std::vector<float> params(size_t(m.param_arena_floats()), 0.f), buffers(1, 0.f);
   m.initialize(params.data(), buffers.data(), 7);
   const std::vector<float> x = test::random_vector(size_t(batch * 4), 11);

@@ -131,11 +131,7 @@ TEST_CASE("the kernels read the Model's parameter slots and update its buffers t
   CpuBackend backend;
   OptimizerConfig oc;
   Optimizer opt(oc);
-  ExecutorOptions eo;
-  eo.batch_sizes = {2};
-  eo.num_classes = 3;
-  eo.loss = LossKind::cross_entropy_logits;
-  Executor ex(model, backend, opt, eo);
+  Executor ex(model, backend, opt, test::classifier_options({2}, 3));
   std::vector<float> p(size_t(model.param_arena_floats())), buf(size_t(model.buffer_arena_floats()));
   model.initialize(p.data(), buf.data(), 3);
   for (const TensorSlot& s : model.params())  // distinct values everywhere, padding included

@@ -26,10 +26,7 @@ Run run(const Model& model, bool plain, const std::vector<float>& p0, const std:
   OptimizerConfig oc;
   oc.type = "sgd";
   Optimizer opt(oc);
-  ExecutorOptions eo;
-  eo.batch_sizes = {batch};
-  eo.num_classes = 10;
-  eo.loss = LossKind::cross_entropy_logits;
+  ExecutorOptions eo = test::classifier_options({batch}, 10);
   eo.plain_layouts = plain;
   Executor ex(model, backend, opt, eo);
   std::vector<float> buf(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1)));

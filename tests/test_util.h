@@ -11,6 +11,7 @@
 
 #include "lib/config/node_reader.h"
 #include "lib/core/rng.h"
+#include "lib/model/executor.h"
 #include "lib/model/layer.h"
 #include "lib/registry/registry.h"
 
@@ -32,6 +33,16 @@ inline std::vector<float> random_vector(size_t n, uint64_t seed, float lo = -1.f
   std::vector<float> v(n);
   for (auto& x : v) x = lo + (hi - lo) * float(rng.uniform());
   return v;
+}
+
+// Executor options of a classifier trained on logits (the tests' usual model): these batch sizes,
+// `classes` classes, softmax cross-entropy from logits; everything else at its default.
+inline ExecutorOptions classifier_options(std::vector<int64_t> batch_sizes, int64_t classes) {
+  ExecutorOptions o;
+  o.batch_sizes = std::move(batch_sizes);
+  o.num_classes = classes;
+  o.loss = LossKind::cross_entropy_logits;
+  return o;
 }
 
 struct CommandResult {

@@ -54,7 +54,7 @@ static Shape batched(int64_t batch, const Shape& s) {
 Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimizer, ExecutorOptions opt)
     : model_(model), be_(backend), opt_(optimizer), o_(std::move(opt)) {
   if (o_.batch_sizes.empty()) throw InternalError("executor: no batch sizes");
-  if (o_.comm && o_.comm->size() > 1 && !be_.host_memory())
+  if (data_parallel() && !be_.host_memory())
     throw UsageError(
         "data parallelism over MPI ranks runs on --device cpu only in this build: GPU "
         "ranks need NCCL, which it does not have");
@@ -307,13 +307,21 @@ Executor::Plan& Executor::plan_for(int64_t batch) {
 
 void Executor::upload_params(const float* params, const float* buffers) {
   be_.copy_to_device(params_, params, size_t(n_param_floats_) * sizeof(float));
-  if (model_.buffer_arena_floats())
-    be_.copy_to_device(buffers_, buffers, size_t(model_.buffer_arena_floats()) * sizeof(float));
+  upload_buffers(buffers);
 }
 
 void Executor::download_params(float* params, float* buffers) {
   be_.copy_to_host(params, params_, size_t(n_param_floats_) * sizeof(float));
-  if (model_.buffer_arena_floats() && buffers)
+  if (buffers) download_buffers(buffers);
+}
+
+void Executor::upload_buffers(const float* buffers) {
+  if (model_.buffer_arena_floats())
+    be_.copy_to_device(buffers_, buffers, size_t(model_.buffer_arena_floats()) * sizeof(float));
+}
+
+void Executor::download_buffers(float* buffers) {
+  if (model_.buffer_arena_floats())
     be_.copy_to_host(buffers, buffers_, size_t(model_.buffer_arena_floats()) * sizeof(float));
 }
 
@@ -387,7 +395,7 @@ void Executor::reduce_gradients(int64_t batch) {
 }
 
 void Executor::enqueue_update(int64_t batch) {
-  if (o_.comm && o_.comm->size() > 1) reduce_gradients(batch);
+  if (data_parallel()) reduce_gradients(batch);
   if (grad_hook_) grad_hook_(grads_);
   if (clip_) be_.clip_grad_norm(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, clip_);
   // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
@@ -403,8 +411,7 @@ void Executor::enqueue_update(int64_t batch) {
 // off for this executor with a warning, and the step runs eagerly.
 void Executor::run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue) {
   // A host all-reduce (data parallel over MPI) cannot be part of a graph.
-  const bool capture =
-      o_.use_graphs && be_.supports_capture() && !grad_hook_ && !(o_.comm && o_.comm->size() > 1);
+  const bool capture = o_.use_graphs && be_.supports_capture() && !grad_hook_ && !data_parallel();
   if (capture && graph >= 0) {
     be_.replay(graph);
     return;

@@ -75,6 +75,9 @@ class Executor {
   // Host <-> backend copies of the parameter and buffer arenas (checkpoints, init).
   void upload_params(const float* params, const float* buffers);
   void download_params(float* params, float* buffers);
+  // The buffer arena alone (batchnorm running statistics), buffer_arena_floats() floats.
+  void upload_buffers(const float* buffers);
+  void download_buffers(float* buffers);
   // Optimizer state as n_state * param_arena_floats floats.
   int64_t optimizer_state_floats() const;
   void upload_optimizer_state(const float* state);
@@ -118,6 +121,8 @@ class Executor {
   // metric commit: everything after the gradients of this rank's `batch` rows exist.
   void enqueue_update(int64_t batch);
   void reduce_gradients(int64_t batch);
+  // This process is one of several ranks (ExecutorOptions::comm).
+  bool data_parallel() const { return o_.comm && o_.comm->size() > 1; }
   void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);
   void* allocate(size_t bytes, const std::string& what);
   size_t plan_gradients(Plan& p) const;

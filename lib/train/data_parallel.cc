@@ -42,10 +42,10 @@ void broadcast_state(Communicator& comm, Executor& ex, const Model& model) {
 
 void broadcast_buffers(Communicator& comm, Executor& ex, const Model& model) {
   if (comm.size() == 1 || model.buffer_arena_floats() == 0) return;
-  std::vector<float> params(size_t(model.param_arena_floats())), buffers(size_t(model.buffer_arena_floats()));
-  ex.download_params(params.data(), buffers.data());
+  std::vector<float> buffers(size_t(model.buffer_arena_floats()));
+  ex.download_buffers(buffers.data());
   comm.broadcast(buffers.data(), buffers.size() * sizeof(float), 0);
-  ex.upload_params(params.data(), buffers.data());
+  ex.upload_buffers(buffers.data());
 }
 
 }  // namespace trainer

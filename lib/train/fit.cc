@@ -191,7 +191,7 @@ void FitRun::setup() {
     val_loader_ = std::make_unique<BatchLoader>(data_.val, B, false, false,
                                                 normalization_for(cfg_, data_.val), cfg_.seed, rank, ranks);
   }
-  if (ranks > 1) sizes = shard_batch_sizes(sizes, ranks);
+  sizes = shard_batch_sizes(sizes, ranks);  // one rank: the sizes themselves
   s_ = open_session(cfg_, opt_.device, sizes, std::move(model), &comm_);
   resolved_ = YAML::Clone(cfg_.resolved);
   resolved_["model"]["layers"] = s_->model->describe_layers();
@@ -283,7 +283,7 @@ void FitRun::resume(const CheckpointInfo& ck) {
                st_.batches_done ? ", batch " + std::to_string(st_.batches_done) : "", st_.step);
   // restore_best needs the best weights: checkpoints/best.safetensors when it is of that epoch.
   if (es_->enabled() && cfg_.early_stopping.restore_best && es_->best_epoch() > 0 && !es_->stopped()) {
-    const std::string path = dir + "/checkpoints/best.safetensors";
+    const std::string path = RunDir::checkpoints_of(dir) + "/best.safetensors";
     try {
       if (es_->best_epoch() == st_.epochs_done && st_.batches_done == 0) {
         es_best_ = download_weights(*s_);

@@ -24,13 +24,28 @@ std::unique_ptr<Model> make_model(const Config& cfg) {
   return model;
 }
 
-// The GPU-only settings say so when they do nothing (the CPU backend is registered as "cpu").
-static void note_gpu_only_settings(const Backend& backend, const DeviceRequest& d) {
-  if (backend.name() != "cpu") return;
-  if (d.math == MathMode::tf32)
+// The math mode the kernels are planned with, and a note where it is not the one asked for: tf32
+// on the CPU is a no-op (its kernels ignore it), bf16 on a CPU without bf16 instructions falls back
+// to fp32, and a mode a GPU backend lacks is a config error.
+static MathMode planned_math(const Backend& backend, MathMode asked) {
+  const bool cpu = backend.name() == "cpu";
+  if (cpu && asked == MathMode::tf32)
     spdlog::info(
         "--math tf32 (math: tf32) does nothing on the CPU: TF32 is a GPU tensor-core mode; the CPU "
         "computes in strict fp32");
+  if (backend.supports_math(asked)) return asked;
+  if (!cpu)
+    throw ConfigError(std::string("math: ") + math_name(asked) + " is not implemented on " +
+                      backend.description() + " in this build; use math: tf32 (tensor cores) or fp32");
+  spdlog::info(
+      "math: {} needs AVX-512 BF16 or AMX instructions, which this CPU lacks ({}); computing in fp32",
+      math_name(asked), backend.description());
+  return MathMode::strict_fp32;
+}
+
+// The GPU-only settings say so when they do nothing (the CPU backend is registered as "cpu").
+static void note_gpu_only_settings(const Backend& backend, const DeviceRequest& d) {
+  if (backend.name() != "cpu") return;
   if (d.mem_growth)
     spdlog::info(
         "--mem-growth (device.memory_growth) does nothing on the CPU: its memory is sized before the first "
@@ -74,19 +89,11 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   std::string note;
   s->backend = BackendRegistry::global().create(device, &note);
   if (!note.empty()) spdlog::warn("{}", note);
+  const MathMode math = planned_math(*s->backend, device.math);
   note_gpu_only_settings(*s->backend, device);
   s->optimizer = std::make_unique<Optimizer>(cfg.optimizer);
   ExecutorOptions eo;
-  eo.math = device.math;
-  if (!s->backend->supports_math(device.math)) {
-    if (s->backend->name() != "cpu")
-      throw ConfigError(std::string("math: ") + math_name(device.math) + " is not implemented on " +
-                        s->backend->description() + " in this build; use math: tf32 (tensor cores) or fp32");
-    spdlog::info(
-        "math: {} needs AVX-512 BF16 or AMX instructions, which this CPU lacks ({}); computing in fp32",
-        math_name(device.math), s->backend->description());
-    eo.math = MathMode::strict_fp32;
-  }
+  eo.math = math;
   std::sort(batch_sizes.begin(), batch_sizes.end());
   batch_sizes.erase(std::unique(batch_sizes.begin(), batch_sizes.end()), batch_sizes.end());
   eo.batch_sizes = batch_sizes;

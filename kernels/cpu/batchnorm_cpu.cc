@@ -64,9 +64,7 @@ class BatchNormCpu : public LayerKernel {
   std::shared_ptr<const Layout> output_layout() const override { return y_layout_; }
   size_t output_bytes() const override { return y_md_.get_size(); }
   // The batch mean and variance, from forward to backward; then the edges' scratch.
-  size_t workspace_bytes() const override {
-    return align_up(size_t(2 * C_) * sizeof(float)) + y_.scratch_bytes + dy_.scratch_bytes;
-  }
+  size_t workspace_bytes() const override { return stats_bytes() + y_.scratch_bytes + dy_.scratch_bytes; }
 
   void bind(const KernelBinding& b) override {
     a_ = BoundActivations(b);
@@ -84,7 +82,7 @@ class BatchNormCpu : public LayerKernel {
     batch_ = static_cast<float*>(b.workspace);
     mean_.set_data_handle(batch_);
     var_.set_data_handle(batch_ + C_);
-    char* p = static_cast<char*>(b.workspace) + align_up(size_t(2 * C_) * sizeof(float));
+    char* p = static_cast<char*>(b.workspace) + stats_bytes();
     p += y_.bind_scratch(p);
     dy_.bind_scratch(p);
   }
@@ -132,6 +130,8 @@ class BatchNormCpu : public LayerKernel {
   }
 
  private:
+  size_t stats_bytes() const { return align_up(size_t(2 * C_) * sizeof(float)); }  // mean, variance
+
   // dgamma[c] = sum dy * (x - mean) / sqrt(var + eps), dbeta[c] = sum dy, over (B, S).
   void param_grads_only(const float* x, const float* dy, const float* mean, const float* var) {
     float* dg = static_cast<float*>(dgamma_.get_data_handle());

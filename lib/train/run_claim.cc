@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lib/core/error.h"
+#include "lib/train/run_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -17,7 +18,7 @@ namespace {
 std::unique_ptr<RunLock> lock_run_dir(const std::string& dir, const std::string& flag) {
   auto lock = std::make_unique<RunLock>(dir, flag);
   int removed = 0;
-  for (const std::string& d : {dir, dir + "/checkpoints"}) removed += remove_stale_temp_files(d);
+  for (const std::string& d : {dir, RunDir::checkpoints_of(dir)}) removed += remove_stale_temp_files(d);
   if (removed) spdlog::info("removed {} temporary file(s) left in {} by killed runs", removed, dir);
   return lock;
 }
@@ -31,7 +32,7 @@ RunClaim claim_resume_dir(const std::string& dir, bool lock) {
   c.dir = dir;
   if (lock) c.lock = lock_run_dir(dir, "--resume");
   std::vector<std::string> unreadable;
-  auto cks = list_checkpoints(dir + "/checkpoints", &unreadable);
+  auto cks = list_checkpoints(RunDir::checkpoints_of(dir), &unreadable);
   // A state file is written last and atomically, so one that cannot be read is damage, not a
   // crash mid-write: refuse rather than silently resume from an older checkpoint.
   if (!unreadable.empty())
@@ -39,7 +40,7 @@ RunClaim claim_resume_dir(const std::string& dir, bool lock) {
         "--resume " + dir + ": " + unreadable.front() +
         (unreadable.size() > 1 ? " (and " + std::to_string(unreadable.size() - 1) + " more)" : "") +
         "; move the damaged checkpoint away to resume from an older one");
-  if (cks.empty()) throw UsageError("--resume " + dir + ": no checkpoint in " + dir + "/checkpoints");
+  if (cks.empty()) throw UsageError("--resume " + dir + ": no checkpoint in " + RunDir::checkpoints_of(dir));
   c.newest = cks.back();
   return c;
 }
@@ -61,7 +62,7 @@ RunClaim claim_out_dir(const std::string& dir) {
   c.created = !existed;
   try {
     c.lock = lock_run_dir(dir, "--out");
-    if (!list_checkpoints(dir + "/checkpoints").empty())
+    if (!list_checkpoints(RunDir::checkpoints_of(dir)).empty())
       throw UsageError("--out " + dir + " already holds a run with checkpoints: continue it with --resume " +
                        dir + " or choose another --out");
   } catch (...) {
@@ -76,7 +77,7 @@ void RunClaim::release_unused() {
   std::error_code ec;
   if (lock) fs::remove(RunLock::file_in(dir), ec);
   lock.reset();
-  fs::remove(dir + "/checkpoints", ec);  // only when empty
+  fs::remove(RunDir::checkpoints_of(dir), ec);  // only when empty
   fs::remove(dir, ec);
   created = false;
 }

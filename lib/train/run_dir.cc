@@ -33,11 +33,11 @@ RunDir::RunDir(std::string dir, bool resume) : dir_(std::move(dir)) {
   std::error_code ec;
   // Only a complete checkpoint makes a run. A run killed while writing its first one leaves an
   // orphan weights file or a *.tmp-PID file, from which --resume cannot continue either.
-  const bool has_run = !list_checkpoints(dir_ + "/checkpoints").empty();
+  const bool has_run = !list_checkpoints(checkpoints()).empty();
   if (!resume && has_run)
     throw UsageError("--out " + dir_ + " already holds a run with checkpoints: continue it with --resume " +
                      dir_ + " or choose another --out");
-  fs::create_directories(dir_ + "/checkpoints", ec);
+  fs::create_directories(checkpoints(), ec);
   if (ec) throw RuntimeError("--out " + dir_ + ": cannot create the directory: " + ec.message());
   const std::string csv = dir_ + "/metrics.csv";
   csv_has_header_ = resume && fs::exists(csv) && fs::file_size(csv) > 0;

@@ -33,7 +33,9 @@ class RunDir {
   RunDir(std::string dir, bool resume);
 
   const std::string& path() const { return dir_; }
-  std::string checkpoints() const { return dir_ + "/checkpoints"; }
+  std::string checkpoints() const { return checkpoints_of(dir_); }
+  // The checkpoints folder of run directory `dir`.
+  static std::string checkpoints_of(const std::string& dir) { return dir + "/checkpoints"; }
 
   void write_config(const YAML::Node& resolved);
   // Appends one row; the header is written with the first row of a new file. Resuming drops

@@ -121,7 +121,10 @@ void CpuBackend::copy_to_device(void* dst, const void* src, size_t bytes) { std:
 void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 void CpuBackend::zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
 
-void CpuBackend::accumulate(float* dst, const float* src, int64_t n) { cpu::accumulate(dst, src, n); }
+void CpuBackend::convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n,
+                         bool accumulate) {
+  cpu::convert(dst, dst_type, src, src_type, n, accumulate);
+}
 
 void CpuBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                       float* dout, float* loss_sum, float smoothing) {

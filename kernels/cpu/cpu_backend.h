@@ -21,7 +21,8 @@ class CpuBackend : public Backend {
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;
-  void accumulate(float* dst, const float* src, int64_t n) override;
+  void convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n,
+               bool accumulate) override;
   bool host_memory() const override { return true; }
   // bf16 where the CPU has bf16 instructions (AVX-512 BF16, AMX); tf32 is a GPU mode (a no-op here).
   bool supports_math(MathMode m) const override { return m != MathMode::bf16 || has_bf16_instructions(); }

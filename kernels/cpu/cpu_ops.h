@@ -34,5 +34,7 @@ void dropout_forward(const float* x, float* y, float* mask, int64_t n, int64_t c
 void dropout_backward(const float* dy, const float* mask, float* dx, int64_t n);
 // dst += src (n floats): a gradient of a tensor with several consumers (kernels/cpu/add_cpu.cc).
 void accumulate(float* dst, const float* src, int64_t n);
+// Backend::convert (kernels/cpu/convert_cpu.cc): f32 and bf16.
+void convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n, bool accumulate);
 
 }  // namespace trainer::cpu

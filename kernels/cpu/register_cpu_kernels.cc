@@ -5,10 +5,12 @@
 
 namespace trainer {
 
-// `true`: the kernel takes its input in the layout the previous kernel prefers (oneDNN's blocked
-// nChw16c, nCw16c...), so convolutions, pooling and activations chain without reorders.
+// any_layout: the kernel takes its input in the layout the previous kernel prefers (oneDNN's
+// blocked nChw16c, nCw16c...), so convolutions, pooling and activations chain without reorders.
+// No CPU kernel takes low-precision activations: in math bf16 the CPU converts at each kernel's
+// edge (Backend::activation_dtype is f32 here).
 void register_cpu_kernels(Registry& r) {
-  const bool any_layout = true;
+  const unsigned any_layout = kAnyInputLayout;
   r.add_kernel("dense", "cpu", make_dense_cpu);
   r.add_kernel("conv2d", "cpu", make_conv2d_cpu, any_layout);
   r.add_kernel("maxpool2d", "cpu", make_pool2d_cpu, any_layout);

@@ -1,17 +1,17 @@
-// Element-wise sums on the GPU: the add layer's forward (y = a + b, then y += c ...) and the
-// gradient accumulation of a tensor with several consumers (Backend::accumulate).
-//   a, b, y, dst, src: (n)
+// Element-wise sums on the GPU, in the activations' dtype (f32, bf16 or fp16; the sum is formed in
+// f32): the add layer's forward (y = a + b, then y += c ...) and its input gradients.
+//   a, b, y, dst, src: (n) of dtype t
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "lib/backend/layer_kernel.h"
+
 namespace trainer::cuda {
 
 // y = a + b (y may be a or b).
-void launch_add(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
-// dst += src.
-void launch_accumulate(float* dst, const float* src, int64_t n, cudaStream_t stream);
+void launch_add(DType t, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -3,6 +3,7 @@
 
 #include "kernels/cuda/batchnorm.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace trainer::cuda {
@@ -37,21 +38,24 @@ __global__ void batchnorm_partial_kernel(BatchNormGeometry g, Term term, double*
   }
 }
 
+template <class T>
 struct StatsTerm {  // x, x^2
-  const float* x;
+  const T* x;
   __device__ void operator()(int64_t i, int64_t, double& a, double& b) const {
-    const double v = x[i];
+    const double v = to_f32(x[i]);
     a += v;
     b += v * v;
   }
 };
 
+template <class T>
 struct GradTerm {  // dy, dy (x - mean)
-  const float *x, *dy, *mean;
+  const T *x, *dy;
+  const float* mean;
   __device__ void operator()(int64_t i, int64_t c, double& a, double& b) const {
-    const double g = dy[i];
+    const double g = to_f32(dy[i]);
     a += g;
-    b += g * (double(x[i]) - double(mean[c]));
+    b += g * (double(to_f32(x[i])) - double(mean[c]));
   }
 };
 
@@ -91,13 +95,13 @@ __global__ void batchnorm_running_stats_kernel(int64_t channels, const float* ru
   }
 }
 
-__global__ void batchnorm_normalize_kernel(BatchNormGeometry g, const float* x, const float* mean,
-                                           const float* inv, const float* gamma, const float* beta,
-                                           float* y) {
+template <class T>
+__global__ void batchnorm_normalize_kernel(BatchNormGeometry g, const T* x, const float* mean,
+                                           const float* inv, const float* gamma, const float* beta, T* y) {
   const int64_t n = g.batch * g.channels * g.spatial;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const int64_t c = (i / g.spatial) % g.channels;
-    y[i] = (x[i] - mean[c]) * (gamma[c] * inv[c]) + beta[c];
+    y[i] = from_f32<T>((to_f32(x[i]) - mean[c]) * (gamma[c] * inv[c]) + beta[c]);
   }
 }
 
@@ -119,12 +123,13 @@ __global__ void batchnorm_grad_kernel(BatchNormGeometry g, const double* partial
   }
 }
 
-__global__ void batchnorm_dx_kernel(BatchNormGeometry g, const float* x, const float* dy, const float* mean,
-                                    const float* coef, float* dx) {
+template <class T>
+__global__ void batchnorm_dx_kernel(BatchNormGeometry g, const T* x, const T* dy, const float* mean,
+                                    const float* coef, T* dx) {
   const int64_t n = g.batch * g.channels * g.spatial, C = g.channels;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const int64_t c = (i / g.spatial) % C;
-    dx[i] = coef[c] * (dy[i] - coef[C + c] - (x[i] - mean[c]) * coef[2 * C + c]);
+    dx[i] = from_f32<T>(coef[c] * (to_f32(dy[i]) - coef[C + c] - (to_f32(x[i]) - mean[c]) * coef[2 * C + c]));
   }
 }
 
@@ -144,11 +149,15 @@ BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t sp
   return g;
 }
 
-void launch_batchnorm_batch_stats(const BatchNormGeometry& g, const float* x, float momentum, float eps,
-                                  double* partial, float* mean, float* inv, float* running_mean,
+void launch_batchnorm_batch_stats(const BatchNormGeometry& g, DType t, const void* x, float momentum,
+                                  float eps, double* partial, float* mean, float* inv, float* running_mean,
                                   float* running_var, cudaStream_t stream) {
   if (g.channels <= 0 || g.count() <= 0) return;
-  batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(g, StatsTerm{x}, partial);
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(
+        g, StatsTerm<T>{static_cast<const T*>(x)}, partial);
+  });
   CUDA_CHECK_LAUNCH();
   const int64_t n = g.count();
   const float unbias = n > 1 ? float(n) / float(n - 1) : 1.f;  // as the CPU computes it
@@ -166,28 +175,40 @@ void launch_batchnorm_running_stats(const BatchNormGeometry& g, const float* run
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_batchnorm_normalize(const BatchNormGeometry& g, const float* x, const float* mean,
-                                const float* inv, const float* gamma, const float* beta, float* y,
+void launch_batchnorm_normalize(const BatchNormGeometry& g, DType t, const void* x, const float* mean,
+                                const float* inv, const float* gamma, const float* beta, void* y,
                                 cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.spatial;
   if (n <= 0) return;
-  batchnorm_normalize_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, x, mean, inv, gamma, beta, y);
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    batchnorm_normalize_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(x), mean,
+                                                                        inv, gamma, beta, static_cast<T*>(y));
+  });
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_batchnorm_backward(const BatchNormGeometry& g, const float* x, const float* dy, const float* mean,
-                               const float* inv, const float* gamma, bool batch_stats, double* partial,
-                               float* coef, float* dgamma, float* dbeta, float* dx, cudaStream_t stream) {
+void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
+                               const float* mean, const float* inv, const float* gamma, bool batch_stats,
+                               double* partial, float* coef, float* dgamma, float* dbeta, void* dx,
+                               cudaStream_t stream) {
   if (g.channels <= 0 || g.count() <= 0) return;
-  batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(g, GradTerm{x, dy, mean},
-                                                                                    partial);
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(
+        g, GradTerm<T>{static_cast<const T*>(x), static_cast<const T*>(dy), mean}, partial);
+  });
   CUDA_CHECK_LAUNCH();
   batchnorm_grad_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(g, partial, inv, gamma, batch_stats,
                                                                        dgamma, dbeta, coef);
   CUDA_CHECK_LAUNCH();
   if (!dx) return;
   const int64_t n = g.batch * g.channels * g.spatial;
-  batchnorm_dx_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, x, dy, mean, coef, dx);
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    batchnorm_dx_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        g, static_cast<const T*>(x), static_cast<const T*>(dy), mean, coef, static_cast<T*>(dx));
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -10,12 +10,16 @@
 // Reductions: each channel's n values are split into `parts` contiguous pieces, one block each,
 // summed in double (per thread, then a fixed tree); a per-channel pass adds the pieces in order.
 // No atomics: results repeat bit for bit. Variance = E[x^2] - mean^2 in double.
+// x, y, dy, dx are of dtype t (f32, bf16, fp16; read and computed in f32); parameters,
+// statistics and their gradients are f32.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+
+#include "lib/backend/layer_kernel.h"
 
 namespace trainer::cuda {
 
@@ -36,22 +40,23 @@ inline size_t batchnorm_partial_bytes(const BatchNormGeometry& g) {
 }
 
 // Training: batch statistics into mean / inv (= 1 / sqrt(var + eps)) and the running update.
-void launch_batchnorm_batch_stats(const BatchNormGeometry& g, const float* x, float momentum, float eps,
-                                  double* partial, float* mean, float* inv, float* running_mean,
+void launch_batchnorm_batch_stats(const BatchNormGeometry& g, DType t, const void* x, float momentum,
+                                  float eps, double* partial, float* mean, float* inv, float* running_mean,
                                   float* running_var, cudaStream_t stream);
 // Eval: mean / inv from the running statistics.
 void launch_batchnorm_running_stats(const BatchNormGeometry& g, const float* running_mean,
                                     const float* running_var, float eps, float* mean, float* inv,
                                     cudaStream_t stream);
 // y = (x - mean) * (gamma * inv) + beta.
-void launch_batchnorm_normalize(const BatchNormGeometry& g, const float* x, const float* mean,
-                                const float* inv, const float* gamma, const float* beta, float* y,
+void launch_batchnorm_normalize(const BatchNormGeometry& g, DType t, const void* x, const float* mean,
+                                const float* inv, const float* gamma, const float* beta, void* y,
                                 cudaStream_t stream);
 // dgamma, dbeta (overwritten) and, when dx is not null, dx (overwritten). batch_stats: mean / inv
 // came from this batch (training forward), so dx includes their gradient. coef: 3 * channels
 // floats of scratch.
-void launch_batchnorm_backward(const BatchNormGeometry& g, const float* x, const float* dy, const float* mean,
-                               const float* inv, const float* gamma, bool batch_stats, double* partial,
-                               float* coef, float* dgamma, float* dbeta, float* dx, cudaStream_t stream);
+void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
+                               const float* mean, const float* inv, const float* gamma, bool batch_stats,
+                               double* partial, float* coef, float* dgamma, float* dbeta, void* dx,
+                               cudaStream_t stream);
 
 }  // namespace trainer::cuda

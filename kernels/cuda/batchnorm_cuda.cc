@@ -9,6 +9,7 @@
 //   params/grads: views 0 gamma, 1 beta; buffers: views 0 running_mean, 1 running_var
 //   workspace: [reduction pieces: 2 C parts doubles] [mean (C) | inv (C) | dx coefficients (3 C)]
 //   (mean / inv: those the last forward normalized with, kept for the backward)
+// Activations in any dtype (KernelContext::act_dtype); statistics and parameters f32.
 #include "kernels/cuda/batchnorm.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -25,7 +26,8 @@ class BatchNormCuda : public LayerKernel {
         name_(l.name()),
         g_(cuda::batchnorm_geometry(ctx.batch, l.channels(), l.spatial())),
         momentum_(l.momentum),
-        eps_(l.epsilon) {}
+        eps_(l.epsilon),
+        dtype_(ctx.act_dtype) {}
 
   size_t workspace_bytes() const override {
     return align_up(cuda::batchnorm_partial_bytes(g_)) + align_up(size_t(5 * g_.channels) * sizeof(float));
@@ -33,7 +35,7 @@ class BatchNormCuda : public LayerKernel {
 
   void bind(const KernelBinding& b) override {
     const int64_t C = g_.channels;
-    a_ = BoundActivations(b);
+    a_ = TypedActivations(b, dtype_);
     gamma_ = b.param(0).f32();
     beta_ = b.param(1).f32();
     dgamma_ = b.grad(0).f32();
@@ -48,31 +50,28 @@ class BatchNormCuda : public LayerKernel {
   }
 
   void forward(bool training) override {
-    const float* x = a_.x;
-    float* y = a_.y;
     if (!running_mean_) throw InternalError("batchnorm '" + name_ + "': no running statistics bound");
     trained_ = training;
     if (training)
-      cuda::launch_batchnorm_batch_stats(g_, x, momentum_, eps_, partial_, mean_, inv_, running_mean_,
-                                         running_var_, be_.stream());
+      cuda::launch_batchnorm_batch_stats(g_, dtype_, a_.x, momentum_, eps_, partial_, mean_, inv_,
+                                         running_mean_, running_var_, be_.stream());
     else
       cuda::launch_batchnorm_running_stats(g_, running_mean_, running_var_, eps_, mean_, inv_, be_.stream());
-    cuda::launch_batchnorm_normalize(g_, x, mean_, inv_, gamma_, beta_, y, be_.stream());
+    cuda::launch_batchnorm_normalize(g_, dtype_, a_.x, mean_, inv_, gamma_, beta_, a_.y, be_.stream());
   }
 
   void backward() override {
-    const float *x = a_.x, *dy = a_.dy;
-    float* dx = a_.dx;
-    cuda::launch_batchnorm_backward(g_, x, dy, mean_, inv_, gamma_, trained_, partial_, coef_, dgamma_,
-                                    dbeta_, dx, be_.stream());
+    cuda::launch_batchnorm_backward(g_, dtype_, a_.x, a_.dy, mean_, inv_, gamma_, trained_, partial_, coef_,
+                                    dgamma_, dbeta_, a_.dx, be_.stream());
   }
 
  private:
-  BoundActivations a_;
+  TypedActivations a_;
   CudaBackend& be_;
   std::string name_;
   cuda::BatchNormGeometry g_;
   float momentum_, eps_;
+  DType dtype_;
   bool trained_ = false;
   const float *gamma_ = nullptr, *beta_ = nullptr;
   float *dgamma_ = nullptr, *dbeta_ = nullptr, *running_mean_ = nullptr, *running_var_ = nullptr;

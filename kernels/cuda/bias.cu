@@ -8,16 +8,20 @@
 
 #include "kernels/cuda/bias.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace trainer::cuda {
 namespace {
 
-__global__ void bias_add_kernel(float* y, const float* bias, int64_t n, int64_t channels, int64_t spatial) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] += bias[(i / spatial) % channels];
+template <class T>
+__global__ void bias_add_kernel(T* y, const float* bias, int64_t n, int64_t channels, int64_t spatial) {
+  for (int64_t i = global_index(); i < n; i += grid_stride())
+    y[i] = from_f32<T>(to_f32(y[i]) + bias[(i / spatial) % channels]);
 }
 
-__global__ void bias_grad_piece_kernel(BiasGradSplit s, const float* dy, float* dbias, double* partial) {
+template <class T>
+__global__ void bias_grad_piece_kernel(BiasGradSplit s, const T* dy, float* dbias, double* partial) {
   __shared__ double sums[kThreads / 32];
   const int64_t c = blockIdx.x / s.parts, piece = blockIdx.x % s.parts;
   const int64_t n = s.batch * s.spatial, begin = piece * s.part_len;
@@ -28,7 +32,7 @@ __global__ void bias_grad_piece_kernel(BiasGradSplit s, const float* dy, float* 
   int64_t b = j / s.spatial, p = j % s.spatial;
   const int64_t step_b = blockDim.x / s.spatial, step_p = blockDim.x % s.spatial;
   for (; j < end; j += blockDim.x) {
-    sum += double(dy[(b * s.channels + c) * s.spatial + p]);
+    sum += double(to_f32(dy[(b * s.channels + c) * s.spatial + p]));
     b += step_b;
     p += step_p;
     if (p >= s.spatial) {
@@ -60,11 +64,14 @@ __global__ void bias_grad_combine_kernel(BiasGradSplit s, const double* partial,
 
 }  // namespace
 
-void launch_bias_add(float* y, const float* bias, int64_t batch, int64_t channels, int64_t spatial,
+void launch_bias_add(DType t, void* y, const float* bias, int64_t batch, int64_t channels, int64_t spatial,
                      cudaStream_t stream) {
   const int64_t n = batch * channels * spatial;
   if (n <= 0) return;
-  bias_add_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, bias, n, channels, spatial);
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    bias_add_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), bias, n, channels, spatial);
+  });
   CUDA_CHECK_LAUNCH();
 }
 
@@ -92,10 +99,14 @@ size_t bias_grad_scratch_bytes(const BiasGradSplit& s) {
   return s.parts > 1 ? size_t(s.channels * s.parts) * sizeof(double) : 0;
 }
 
-void launch_bias_grad(const BiasGradSplit& s, const float* dy, float* dbias, double* scratch,
+void launch_bias_grad(const BiasGradSplit& s, DType t, const void* dy, float* dbias, double* scratch,
                       cudaStream_t stream) {
   if (s.channels <= 0) return;
-  bias_grad_piece_kernel<<<unsigned(s.channels * s.parts), kThreads, 0, stream>>>(s, dy, dbias, scratch);
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    bias_grad_piece_kernel<T><<<unsigned(s.channels * s.parts), kThreads, 0, stream>>>(
+        s, static_cast<const T*>(dy), dbias, scratch);
+  });
   CUDA_CHECK_LAUNCH();
   if (s.parts == 1) return;
   bias_grad_combine_kernel<<<grid_for(s.channels), kThreads, 0, stream>>>(s, scratch, dbias);

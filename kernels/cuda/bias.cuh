@@ -1,5 +1,6 @@
 // Per-channel bias for dense and conv2d on the GPU.
-//   y, dy: (B, F, spatial) (spatial = 1 for dense, OH*OW for conv2d)  bias, dbias: (F)
+//   y, dy: (B, F, spatial) (spatial = 1 for dense, OH*OW for conv2d) of dtype t (f32, bf16, fp16;
+//   summed in f32 / double)  bias, dbias: (F) f32
 #pragma once
 
 #include <cuda_runtime.h>
@@ -7,10 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lib/backend/layer_kernel.h"
+
 namespace trainer::cuda {
 
 // y += bias (broadcast over batch and spatial positions).
-void launch_bias_add(float* y, const float* bias, int64_t batch, int64_t channels, int64_t spatial,
+void launch_bias_add(DType t, void* y, const float* bias, int64_t batch, int64_t channels, int64_t spatial,
                      cudaStream_t stream);
 
 // How the bias gradient splits each channel's batch * spatial values over blocks: `parts`
@@ -27,7 +30,7 @@ size_t bias_grad_scratch_bytes(const BiasGradSplit& s);
 // dbias = sum over batch and spatial of dy (overwrites), summed in double. Deterministic: each
 // block sums its piece in a fixed tree, and the pieces of a channel are added in order (no
 // atomics). scratch: bias_grad_scratch_bytes(s) bytes (may be null when that is 0).
-void launch_bias_grad(const BiasGradSplit& s, const float* dy, float* dbias, double* scratch,
+void launch_bias_grad(const BiasGradSplit& s, DType t, const void* dy, float* dbias, double* scratch,
                       cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -7,12 +7,12 @@
 #include <cstdio>
 
 #include "kernels/cuda/adam_step.cuh"
-#include "kernels/cuda/add.cuh"
 #include "kernels/cuda/arch_probe.cuh"
 #include "kernels/cuda/augment.cuh"
 #include "kernels/cuda/classification_loss.cuh"
 #include "kernels/cuda/clip_grad_norm.cuh"
 #include "kernels/cuda/confusion_accumulate.cuh"
+#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/nonfinite_guard.cuh"
 #include "kernels/cuda/rmsprop_step.cuh"
@@ -112,7 +112,8 @@ std::string CudaBackend::description() const {
   std::snprintf(gib, sizeof gib, "%.1f GiB", double(prop_.totalGlobalMem) / double(1 << 30));
   std::string s = "GPU " + std::to_string(device_) + ": " + prop_.name + " (compute capability " +
                   std::to_string(prop_.major) + "." + std::to_string(prop_.minor) + ", " + gib + "; " +
-                  cuda_version_string() + "; " + (math_ == MathMode::tf32 ? "tf32" : "strict fp32");
+                  cuda_version_string() + "; " +
+                  (math_ == MathMode::strict_fp32 ? std::string("strict fp32") : math_name(math_));
   if (deterministic_) s += ", deterministic";
   if (alloc_->cap_bytes()) s += ", cap " + format_bytes(alloc_->cap_bytes());
   if (alloc_->growth()) s += ", memory growth";
@@ -133,8 +134,9 @@ void CudaBackend::zero(void* dst, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
 }
 
-void CudaBackend::accumulate(float* dst, const float* src, int64_t n) {
-  cuda::launch_accumulate(dst, src, n, stream_);
+void CudaBackend::convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n,
+                          bool accumulate) {
+  cuda::launch_convert(dst, dst_type, src, src_type, n, accumulate, stream_);
 }
 
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
@@ -303,9 +305,11 @@ void CudaBackend::range_push(const char* name) { nvtxRangePushA(name); }
 void CudaBackend::range_pop() { nvtxRangePop(); }
 
 // SMs x peak clock x FLOP per clock per SM of the architecture (dense; a multiply-add is 2):
-// FP32 FMA units, or TF32 tensor cores with --math tf32. 0 for architectures not listed.
+// FP32 FMA units, TF32 tensor cores with --math tf32, BF16 tensor cores (twice TF32's rate) with
+// --math bf16. 0 for architectures not listed.
 //   A100 (8.0): 108 x 1.41 GHz x 1024 = 156 TFLOP/s tf32;  H100 SXM (9.0): 132 x 1.98 GHz x
-//   2048 = 535 TFLOP/s tf32 at the boost clock (NVIDIA quotes 495 at its sustained clock).
+//   2048 = 535 TFLOP/s tf32 at the boost clock (NVIDIA quotes 495 at its sustained clock), 1,070
+//   bf16 (NVIDIA: 989).
 double CudaBackend::peak_flops() const {
   const int cc = prop_.major * 10 + prop_.minor;
   double fp32 = 0, tf32 = 0;  // per SM per clock
@@ -334,7 +338,9 @@ double CudaBackend::peak_flops() const {
   if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device_) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_) != cudaSuccess)
     return 0;
-  const double per_clock = math_ == MathMode::tf32 && tf32 > 0 ? tf32 : fp32;
+  const double per_clock = math_ == MathMode::tf32 && tf32 > 0   ? tf32
+                           : math_ == MathMode::bf16 && tf32 > 0 ? 2 * tf32
+                                                                 : fp32;
   return double(sms) * double(clock_khz) * 1e3 * per_clock;
 }
 

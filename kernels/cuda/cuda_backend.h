@@ -51,7 +51,8 @@ class CudaBackend : public Backend {
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;
-  void accumulate(float* dst, const float* src, int64_t n) override;
+  void convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n,
+               bool accumulate) override;
   void synchronize() override;
 
   void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
@@ -73,8 +74,11 @@ class CudaBackend : public Backend {
                     int64_t n, const StepScalars* s) override;
 
   bool supports_capture() const override { return true; }
-  // bf16 (issue 11) is not built for the GPU yet.
-  bool supports_math(MathMode m) const override { return m != MathMode::bf16; }
+  // bf16 needs BF16 tensor cores (compute capability 8.0, Ampere, or later).
+  bool supports_math(MathMode m) const override { return m != MathMode::bf16 || prop_.major >= 8; }
+  // bf16: activations and their gradients are stored in bf16 (kernels registered with
+  // kLowPrecisionActivations; the executor converts around the others).
+  DType activation_dtype(MathMode m) const override { return m == MathMode::bf16 ? DType::bf16 : DType::f32; }
   void begin_capture() override;
   int end_capture() override;
   void abort_capture() noexcept override;

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "kernels/cuda/bias.cuh"
+#include "kernels/cuda/convert.cuh"
 #include "lib/memory/allocator.h"
 
 namespace trainer::cuda {
@@ -59,7 +60,7 @@ class CudnnConvLayer : public LayerKernel {
   bool workspace_is_transient() const override { return true; }
 
   void bind(const KernelBinding& b) override {
-    a_ = BoundActivations(b);
+    a_ = TypedActivations(b, conv_.dtype());
     w_ = b.param(0).f32();
     dw_ = b.grad(0).f32();
     if (bias_) {
@@ -71,21 +72,17 @@ class CudnnConvLayer : public LayerKernel {
   }
 
   void forward(bool) override {
-    const float* x = a_.x;
-    float* y = a_.y;
-    conv_.forward(x, w_, y);
-    if (bias_) launch_bias_add(y, b_, batch_, filters_, out_spatial_, be_.stream());
+    conv_.forward(a_.x, w_, a_.y);
+    if (bias_) launch_bias_add(a_.dtype, a_.y, b_, batch_, filters_, out_spatial_, be_.stream());
   }
 
   void backward() override {
-    const float *x = a_.x, *dy = a_.dy;
-    float* dx = a_.dx;
-    conv_.backward(x, w_, dy, dw_, dx);
-    if (bias_) launch_bias_grad(bias_split_, dy, db_, bias_scratch_, be_.stream());
+    conv_.backward(a_.x, w_, a_.dy, dw_, a_.dx);
+    if (bias_) launch_bias_grad(bias_split_, a_.dtype, a_.dy, db_, bias_scratch_, be_.stream());
   }
 
  private:
-  BoundActivations a_;
+  TypedActivations a_;
   CudaBackend& be_;
   bool bias_;
   int64_t batch_, filters_, out_spatial_;
@@ -104,14 +101,14 @@ std::unique_ptr<LayerKernel> make_cudnn_conv_layer(const ConvShape& s, bool bias
 }
 
 CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& ctx, const std::string& what)
-    : be_(be) {
+    : be_(be), dtype_(ctx.act_dtype) {
   asym_ = s.pad_top != s.pad_bottom || s.pad_left != s.pad_right;
   pad_ = PadGeometry{s.batch * s.channels, s.h, s.w, s.pad_top, s.pad_bottom, s.pad_left, s.pad_right};
   const int64_t xh = asym_ ? pad_.ph() : s.h, xw = asym_ ? pad_.pw() : s.w;
   const int pad_h = asym_ ? 0 : int(s.pad_top), pad_w = asym_ ? 0 : int(s.pad_left);
-  set_nchw(x_desc_, s.batch, s.channels, xh, xw);
-  set_nchw(y_desc_, s.batch, s.filters, s.oh, s.ow);
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(s.filters),
+  set_nchw(x_desc_, s.batch, s.channels, xh, xw, dtype_);
+  set_nchw(y_desc_, s.batch, s.filters, s.oh, s.ow, dtype_);
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, cudnn_type(dtype_), CUDNN_TENSOR_NCHW, int(s.filters),
                                          int(s.channels / s.groups), int(s.kh), int(s.kw)));
   const bool strict = ctx.math == MathMode::strict_fp32;
   for (ConvDesc& d : conv_desc_) {
@@ -125,47 +122,62 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
   if (n != s.batch || c != s.filters || h != s.oh || w != s.ow)
     throw InternalError(what + ": cuDNN's output shape (" + std::to_string(n) + ", " + std::to_string(c) +
                         ", " + std::to_string(h) + ", " + std::to_string(w) + ") differs from the layer's");
-  const size_t x_bytes = size_t(s.batch * s.channels * xh * xw) * sizeof(float);
-  const size_t w_bytes = size_t(s.filters * (s.channels / s.groups) * s.kh * s.kw) * sizeof(float);
-  const size_t y_bytes = size_t(s.batch * s.filters * s.oh * s.ow) * sizeof(float);
-  std::string key;  // the convolution cuDNN sees
+  const size_t elem = dtype_bytes(dtype_);
+  w_elems_ = s.filters * (s.channels / s.groups) * s.kh * s.kw;
+  const size_t x_bytes = size_t(s.batch * s.channels * xh * xw) * elem;
+  const size_t w_bytes = size_t(w_elems_) * elem;
+  const size_t y_bytes = size_t(s.batch * s.filters * s.oh * s.ow) * elem;
+  std::string key = std::string(dtype_name(dtype_)) + " ";  // the convolution cuDNN sees
   for (int64_t v : {s.batch, s.channels, xh, xw, s.filters, s.kh, s.kw, s.sh, s.sw, int64_t(pad_h),
                     int64_t(pad_w), s.groups})
     key += std::to_string(v) + ",";
   choose_algorithms(what, ctx.deterministic, strict, key, x_bytes, w_bytes, y_bytes);
-  if (asym_) padded_bytes_ = align_up(size_t(pad_.planes * pad_.ph() * pad_.pw()) * sizeof(float));
+  if (asym_) padded_bytes_ = align_up(size_t(pad_.planes * pad_.ph() * pad_.pw()) * elem);
+  if (dtype_ != DType::f32) weight_bytes_ = 2 * align_up(w_bytes);
 }
 
 void CudnnConv::bind(void* workspace) {
   char* base = static_cast<char*>(workspace);
-  xpad_ = asym_ ? reinterpret_cast<float*>(base) : nullptr;
-  scratch_ = scratch_bytes_ ? base + padded_bytes_ : nullptr;
+  xpad_ = asym_ ? base : nullptr;
+  w_typed_ = weight_bytes_ ? base + padded_bytes_ : nullptr;
+  dw_typed_ = weight_bytes_ ? base + padded_bytes_ + weight_bytes_ / 2 : nullptr;
+  scratch_ = scratch_bytes_ ? base + padded_bytes_ + weight_bytes_ : nullptr;
 }
 
-void CudnnConv::forward(const float* x, const float* w, float* y) {
-  const float* xin = padded_input(x);
-  CUDNN_CHECK(cudnnConvolutionForward(be_.cudnn(), &kOne, x_desc_, xin, w_desc_, w, conv_desc_[kFwd],
+const void* CudnnConv::typed_weights(const float* w) {
+  if (dtype_ == DType::f32) return w;
+  launch_convert(w_typed_, dtype_, w, DType::f32, w_elems_, false, be_.stream());
+  return w_typed_;
+}
+
+void CudnnConv::forward(const void* x, const float* w, void* y) {
+  const void* xin = padded_input(x);
+  const void* wt = typed_weights(w);
+  CUDNN_CHECK(cudnnConvolutionForward(be_.cudnn(), &kOne, x_desc_, xin, w_desc_, wt, conv_desc_[kFwd],
                                       fwd_algo_, scratch_, fwd_ws_, &kZero, y_desc_, y));
 }
 
-void CudnnConv::backward(const float* x, const float* w, const float* dy, float* dw, float* dx) {
-  const float* xin = padded_input(x);
+void CudnnConv::backward(const void* x, const float* w, const void* dy, float* dw, void* dx) {
+  const void* xin = padded_input(x);
+  void* dwt = dtype_ == DType::f32 ? static_cast<void*>(dw) : dw_typed_;
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(be_.cudnn(), &kOne, x_desc_, xin, y_desc_, dy,
                                              conv_desc_[kBwdFilter], bwd_filter_algo_, scratch_,
-                                             bwd_filter_ws_, &kZero, w_desc_, dw));
+                                             bwd_filter_ws_, &kZero, w_desc_, dwt));
+  if (dwt != dw) launch_convert(dw, DType::f32, dwt, dtype_, w_elems_, false, be_.stream());
   if (!dx) return;
   // With explicit padding the padded input is no longer needed: its buffer takes d(padded x).
-  float* dxin = asym_ ? xpad_ : dx;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(be_.cudnn(), &kOne, w_desc_, w, y_desc_, dy, conv_desc_[kBwdData],
+  void* dxin = asym_ ? xpad_ : dx;
+  const void* wt = typed_weights(w);
+  CUDNN_CHECK(cudnnConvolutionBackwardData(be_.cudnn(), &kOne, w_desc_, wt, y_desc_, dy, conv_desc_[kBwdData],
                                            bwd_data_algo_, scratch_, bwd_data_ws_, &kZero, x_desc_, dxin));
-  if (asym_) launch_crop2d(pad_, xpad_, dx, be_.stream());
+  if (asym_) launch_crop2d(pad_, dtype_, xpad_, dx, be_.stream());
 }
 
 // Pads x into the workspace when the padding is asymmetric (every call: backward does not rely
 // on what forward left there).
-const float* CudnnConv::padded_input(const float* x) {
+const void* CudnnConv::padded_input(const void* x) {
   if (!asym_) return x;
-  launch_pad2d(pad_, x, xpad_, be_.stream());
+  launch_pad2d(pad_, dtype_, x, xpad_, be_.stream());
   return xpad_;
 }
 

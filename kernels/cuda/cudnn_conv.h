@@ -1,4 +1,4 @@
-// One 2-D cuDNN cross-correlation (NCHW, fp32) with any padding, planned once per batch size, and
+// One 2-D cuDNN cross-correlation (NCHW) with any padding, planned once per batch size, and
 // the conv layer kernel built on it: conv2d uses it as is, conv1d as H = 1.
 //   - descriptors and the forward / backward-data / backward-filter algorithms are chosen in the
 //     constructor: measured by cuDNN (cudnnFind*Ex, once per shape per process, on buffers from
@@ -12,8 +12,13 @@
 //     convolves with no padding; backward-data goes to that buffer and is cropped into dx.
 // forward/backward only launch work on the backend's stream (no allocation, no descriptor, no
 // sync). No bias in CudnnConv: the layer kernel (make_cudnn_conv_layer) adds it (bias.cu).
-//   x, dx: (B, C, H, W)  W, dW: (F, C, kh, kw)  y, dy: (B, F, OH, OW)
-//   workspace: [padded x (B, C, H+pt+pb, W+pl+pr), only when asymmetric] [cuDNN scratch]
+// Activations in ctx.act_dtype: with bf16 (or fp16) x, y and their gradients are bf16, the
+// tensor-core algorithms compute in f32, and the f32 weights are converted to bf16 into the
+// workspace by every call that reads them (cuDNN takes one dtype for x, W and y); dW comes out
+// in bf16 and is converted into the f32 gradient.
+//   x, dx: (B, C, H, W)  W, dW: (F, C, kh, kw) f32  y, dy: (B, F, OH, OW)
+//   workspace: [padded x (B, C, H+pt+pb, W+pl+pr), only when asymmetric] [W, dW in the
+//   activation dtype, only when it is not f32] [cuDNN scratch]
 #pragma once
 
 #include <memory>
@@ -40,16 +45,19 @@ class CudnnConv {
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;
 
-  size_t workspace_bytes() const { return padded_bytes_ + scratch_bytes_; }
   void bind(void* workspace);
 
-  // y = conv(x, W) (overwritten).
-  void forward(const float* x, const float* w, float* y);
+  size_t workspace_bytes() const { return padded_bytes_ + weight_bytes_ + scratch_bytes_; }
+  // x, y, dy, dx: the activation dtype. y = conv(x, W) (overwritten).
+  void forward(const void* x, const float* w, void* y);
   // dW (overwritten) and, when dx is not null, dx (overwritten).
-  void backward(const float* x, const float* w, const float* dy, float* dw, float* dx);
+  void backward(const void* x, const float* w, const void* dy, float* dw, void* dx);
+  DType dtype() const { return dtype_; }
 
  private:
-  const float* padded_input(const float* x);
+  const void* padded_input(const void* x);
+  // W in the activation dtype (W itself when that is f32).
+  const void* typed_weights(const float* w);
 
  public:
   // The algorithm and math type chosen for each direction.
@@ -79,6 +87,8 @@ class CudnnConv {
                 const cudnnConvolutionBwdFilterAlgoPerf_t* bf, int n_bf);
 
   CudaBackend& be_;
+  DType dtype_ = DType::f32;
+  int64_t w_elems_ = 0;
   bool asym_ = false;
   PadGeometry pad_;
   TensorDesc x_desc_, y_desc_;
@@ -88,7 +98,10 @@ class CudnnConv {
   cudnnConvolutionBwdDataAlgo_t bwd_data_algo_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo_{};
   size_t fwd_ws_ = 0, bwd_data_ws_ = 0, bwd_filter_ws_ = 0, scratch_bytes_ = 0, padded_bytes_ = 0;
-  float* xpad_ = nullptr;
+  size_t weight_bytes_ = 0;  // W and dW in the activation dtype (0 in f32)
+  void* xpad_ = nullptr;
+  void* w_typed_ = nullptr;
+  void* dw_typed_ = nullptr;
   void* scratch_ = nullptr;
 };
 

@@ -5,6 +5,7 @@
 #include <cudnn.h>
 
 #include "kernels/cuda/cuda_check.h"
+#include "lib/backend/layer_kernel.h"
 
 namespace trainer::cuda {
 
@@ -30,10 +31,23 @@ using FilterDesc =
 using ConvDesc = CudnnDesc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
                            cudnnDestroyConvolutionDescriptor>;
 
-// A plain NCHW float tensor descriptor.
-inline void set_nchw(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w) {
+// cuDNN's name for a tensor dtype.
+inline cudnnDataType_t cudnn_type(DType t) {
+  switch (t) {
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    default:
+      return CUDNN_DATA_FLOAT;
+  }
+}
+
+// A plain NCHW tensor descriptor (float unless t says otherwise).
+inline void set_nchw(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w,
+                     DType t = DType::f32) {
   CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(n), int(c), int(h), int(w)));
+      cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_type(t), int(n), int(c), int(h), int(w)));
 }
 
 }  // namespace trainer::cuda

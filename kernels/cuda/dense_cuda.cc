@@ -6,9 +6,14 @@
 // Bias add and bias gradient are own kernels (bias.cu). The handle's math mode is set from
 // ctx.math before each call (host-side state, no sync): strict fp32 = CUBLAS_DEFAULT_MATH (no
 // TF32), tf32 = CUBLAS_TF32_TENSOR_OP_MATH. cuBLAS scratch is the backend's workspace.
+// Activations in bf16 (or fp16, ctx.act_dtype): cublasGemmEx on tensor cores with f32
+// accumulation; W is converted into the workspace by each call that reads it, and dW is written
+// in f32 directly (cuBLAS takes 16-bit A and B with an f32 C).
 //   x: (B, in)  W: (units, in)  b: (units)  y: (B, units)
-//   W and b: the parameter views 0 and 1.
+//   W and b: the parameter views 0 and 1 (f32).
+//   workspace: [bias gradient scratch] [W in the activation dtype, when it is not f32]
 #include "kernels/cuda/bias.cuh"
+#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -26,16 +31,15 @@ class DenseCuda : public LayerKernel {
         in_(int(l.in_features())),
         units_(int(l.units)),
         math_(ctx.math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+        dtype_(ctx.act_dtype),
         bias_split_(cuda::bias_grad_split(ctx.batch, l.units, 1)) {}
 
-  // The bias gradient's scratch.
-  size_t workspace_bytes() const override {
-    return bias_ ? align_up(cuda::bias_grad_scratch_bytes(bias_split_)) : 0;
-  }
+  size_t workspace_bytes() const override { return bias_bytes() + weight_bytes(); }
   bool workspace_is_transient() const override { return true; }
 
   void bind(const KernelBinding& b) override {
-    a_ = BoundActivations(b);
+    a_ = TypedActivations(b, dtype_);
+    w_typed_ = weight_bytes() ? static_cast<char*>(b.workspace) + bias_bytes() : nullptr;
     w_ = b.param(0).f32();
     dw_ = b.grad(0).f32();
     if (bias_) {
@@ -46,35 +50,61 @@ class DenseCuda : public LayerKernel {
   }
 
   void forward(bool) override {
-    const float* x = a_.x;
-    float* y = a_.y;
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
-    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, units_, batch_, in_, &kOne, w_, in_, x, in_, &kZero,
-                             y, units_));
-    if (bias_) cuda::launch_bias_add(y, b_, batch_, units_, 1, be_.stream());
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, units_, batch_, in_, typed_weights(), dtype_, a_.x, dtype_, a_.y, dtype_,
+         units_);
+    if (bias_) cuda::launch_bias_add(dtype_, a_.y, b_, batch_, units_, 1, be_.stream());
   }
 
   void backward() override {
-    const float *x = a_.x, *dy = a_.dy;
-    float* dx = a_.dx;
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
-    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, batch_, &kOne, x, in_, dy, units_,
-                             &kZero, dw_, in_));
-    if (bias_) cuda::launch_bias_grad(bias_split_, dy, db_, bias_scratch_, be_.stream());
-    if (dx)
-      CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in_, batch_, units_, &kOne, w_, in_, dy, units_,
-                               &kZero, dx, in_));
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, batch_, a_.x, dtype_, a_.dy, dtype_, dw_, DType::f32, in_);
+    if (bias_) cuda::launch_bias_grad(bias_split_, dtype_, a_.dy, db_, bias_scratch_, be_.stream());
+    if (a_.dx)
+      gemm(CUBLAS_OP_N, CUBLAS_OP_N, in_, batch_, units_, typed_weights(), dtype_, a_.dy, dtype_, a_.dx,
+           dtype_, in_);
   }
 
  private:
-  BoundActivations a_;
+  size_t bias_bytes() const { return bias_ ? align_up(cuda::bias_grad_scratch_bytes(bias_split_)) : 0; }
+  size_t weight_bytes() const {
+    return dtype_ == DType::f32 ? 0 : align_up(size_t(units_) * size_t(in_) * dtype_bytes(dtype_));
+  }
+  // W in the activation dtype (W itself in f32).
+  const void* typed_weights() {
+    if (dtype_ == DType::f32) return w_;
+    cuda::launch_convert(w_typed_, dtype_, w_, DType::f32, int64_t(units_) * in_, false, be_.stream());
+    return w_typed_;
+  }
+  static cudaDataType_t cuda_type(DType t) {
+    return t == DType::bf16 ? CUDA_R_16BF : t == DType::f16 ? CUDA_R_16F : CUDA_R_32F;
+  }
+  // Column-major C (m, n) = op(A) op(B), lda = rows of A as stored (the row-major matrices' widths
+  // are the leading dimensions: A's is (ta == T ? k : m), B's (tb == T ? n : k)). All f32: sgemm,
+  // as before mixed precision; otherwise cublasGemmEx with f32 accumulation.
+  void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, DType at,
+            const void* b, DType bt, void* c, DType ct, int ldc) {
+    const int lda = ta == CUBLAS_OP_T ? k : m, ldb = tb == CUBLAS_OP_T ? n : k;
+    const cublasHandle_t h = be_.cublas();
+    if (at == DType::f32 && bt == DType::f32 && ct == DType::f32) {
+      CUBLAS_CHECK(cublasSgemm(h, ta, tb, m, n, k, &kOne, static_cast<const float*>(a), lda,
+                               static_cast<const float*>(b), ldb, &kZero, static_cast<float*>(c), ldc));
+      return;
+    }
+    CUBLAS_CHECK(cublasGemmEx(h, ta, tb, m, n, k, &kOne, a, cuda_type(at), lda, b, cuda_type(bt), ldb, &kZero,
+                              c, cuda_type(ct), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+
+  TypedActivations a_;
   static constexpr float kOne = 1.f, kZero = 0.f;
   CudaBackend& be_;
   bool bias_;
   int batch_, in_, units_;
   cublasMath_t math_;
+  DType dtype_;
+  void* w_typed_ = nullptr;
   cuda::BiasGradSplit bias_split_;
   double* bias_scratch_ = nullptr;
   const float *w_ = nullptr, *b_ = nullptr;

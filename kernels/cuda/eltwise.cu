@@ -4,8 +4,12 @@
 //   tanh:       y = tanh(x)                        dx = dy (1 - t^2)
 //   gelu (erf): y = 0.5 x (1 + erf(x / sqrt 2))
 //               dx = dy 0.5 (1 + erf(v) + x sqrt(2/pi) exp(-v^2)),  v = x / sqrt 2
-// One templated grid-stride kernel per direction; the kind is a template parameter.
+// One templated grid-stride kernel per direction; the kind and the element type (f32, bf16, fp16:
+// computed in f32) are template parameters.
+#include <type_traits>
+
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/eltwise.cuh"
 #include "kernels/cuda/launch.cuh"
 
@@ -53,70 +57,60 @@ __device__ __forceinline__ float backward_one(float x, float dy, float alpha) {
   return 0.f;
 }
 
-template <Eltwise K>
-__global__ void eltwise_forward_kernel(const float* x, float* y, int64_t n, float alpha) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) y[i] = forward_one<K>(x[i], alpha);
+template <Eltwise K, class T>
+__global__ void eltwise_forward_kernel(const T* x, T* y, int64_t n, float alpha) {
+  for (int64_t i = global_index(); i < n; i += grid_stride())
+    y[i] = from_f32<T>(forward_one<K>(to_f32(x[i]), alpha));
 }
 
-template <Eltwise K>
-__global__ void eltwise_backward_kernel(const float* x, const float* dy, float* dx, int64_t n, float alpha) {
-  for (int64_t i = global_index(); i < n; i += grid_stride()) dx[i] = backward_one<K>(x[i], dy[i], alpha);
+template <Eltwise K, class T>
+__global__ void eltwise_backward_kernel(const T* x, const T* dy, T* dx, int64_t n, float alpha) {
+  for (int64_t i = global_index(); i < n; i += grid_stride())
+    dx[i] = from_f32<T>(backward_one<K>(to_f32(x[i]), to_f32(dy[i]), alpha));
 }
 
-template <Eltwise K>
-void forward_as(const float* x, float* y, int64_t n, float alpha, cudaStream_t stream) {
-  eltwise_forward_kernel<K><<<grid_for(n), kThreads, 0, stream>>>(x, y, n, alpha);
-}
-template <Eltwise K>
-void backward_as(const float* x, const float* dy, float* dx, int64_t n, float alpha, cudaStream_t stream) {
-  eltwise_backward_kernel<K><<<grid_for(n), kThreads, 0, stream>>>(x, dy, dx, n, alpha);
+// Calls f(integral_constant<Eltwise, kind>).
+template <class F>
+void with_kind(Eltwise kind, F&& f) {
+  switch (kind) {
+    case Eltwise::relu:
+      return f(std::integral_constant<Eltwise, Eltwise::relu>());
+    case Eltwise::leaky_relu:
+      return f(std::integral_constant<Eltwise, Eltwise::leaky_relu>());
+    case Eltwise::sigmoid:
+      return f(std::integral_constant<Eltwise, Eltwise::sigmoid>());
+    case Eltwise::tanh:
+      return f(std::integral_constant<Eltwise, Eltwise::tanh>());
+    case Eltwise::gelu:
+      return f(std::integral_constant<Eltwise, Eltwise::gelu>());
+  }
 }
 
 }  // namespace
 
-void launch_eltwise_forward(Eltwise kind, float alpha, const float* x, float* y, int64_t n,
+void launch_eltwise_forward(Eltwise kind, float alpha, DType t, const void* x, void* y, int64_t n,
                             cudaStream_t stream) {
   if (n <= 0) return;
-  switch (kind) {
-    case Eltwise::relu:
-      forward_as<Eltwise::relu>(x, y, n, 0.f, stream);
-      break;
-    case Eltwise::leaky_relu:
-      forward_as<Eltwise::leaky_relu>(x, y, n, alpha, stream);
-      break;
-    case Eltwise::sigmoid:
-      forward_as<Eltwise::sigmoid>(x, y, n, alpha, stream);
-      break;
-    case Eltwise::tanh:
-      forward_as<Eltwise::tanh>(x, y, n, alpha, stream);
-      break;
-    case Eltwise::gelu:
-      forward_as<Eltwise::gelu>(x, y, n, alpha, stream);
-      break;
-  }
+  with_kind(kind, [&](auto k) {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      eltwise_forward_kernel<decltype(k)::value, T>
+          <<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n, alpha);
+    });
+  });
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_eltwise_backward(Eltwise kind, float alpha, const float* x, const float* dy, float* dx, int64_t n,
-                             cudaStream_t stream) {
+void launch_eltwise_backward(Eltwise kind, float alpha, DType t, const void* x, const void* dy, void* dx,
+                             int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  switch (kind) {
-    case Eltwise::relu:
-      backward_as<Eltwise::relu>(x, dy, dx, n, 0.f, stream);
-      break;
-    case Eltwise::leaky_relu:
-      backward_as<Eltwise::leaky_relu>(x, dy, dx, n, alpha, stream);
-      break;
-    case Eltwise::sigmoid:
-      backward_as<Eltwise::sigmoid>(x, dy, dx, n, alpha, stream);
-      break;
-    case Eltwise::tanh:
-      backward_as<Eltwise::tanh>(x, dy, dx, n, alpha, stream);
-      break;
-    case Eltwise::gelu:
-      backward_as<Eltwise::gelu>(x, dy, dx, n, alpha, stream);
-      break;
-  }
+  with_kind(kind, [&](auto k) {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      eltwise_backward_kernel<decltype(k)::value, T><<<grid_for(n), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), n, alpha);
+    });
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,5 +1,6 @@
 // relu, leaky_relu, sigmoid, tanh, gelu on own element-wise kernels (eltwise.cu); the tensor is
-// viewed as flat (B * n). Backward uses x, as the CPU's oneDNN eltwise backward does.
+// viewed as flat (B * n). Backward uses x, as the CPU's oneDNN eltwise backward does. Any
+// activation dtype (KernelContext::act_dtype), computed in f32.
 //   x, y, dy, dx: (B, ...)
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -33,28 +34,26 @@ class EltwiseCuda : public LayerKernel {
       : be_(cuda_of(ctx)),
         kind_(eltwise_kind(l.kind)),
         alpha_(l.kind == ActivationKind::leaky_relu ? l.alpha : 0.f),
-        n_(ctx.batch * l.input_shape().numel()) {}
+        n_(ctx.batch * l.input_shape().numel()),
+        dtype_(ctx.act_dtype) {}
 
-  void bind(const KernelBinding& b) override { a_ = BoundActivations(b); }
+  void bind(const KernelBinding& b) override { a_ = TypedActivations(b, dtype_); }
 
   void forward(bool) override {
-    const float* x = a_.x;
-    float* y = a_.y;
-    cuda::launch_eltwise_forward(kind_, alpha_, x, y, n_, be_.stream());
+    cuda::launch_eltwise_forward(kind_, alpha_, dtype_, a_.x, a_.y, n_, be_.stream());
   }
 
   void backward() override {
-    const float *x = a_.x, *dy = a_.dy;
-    float* dx = a_.dx;
-    if (dx) cuda::launch_eltwise_backward(kind_, alpha_, x, dy, dx, n_, be_.stream());
+    if (a_.dx) cuda::launch_eltwise_backward(kind_, alpha_, dtype_, a_.x, a_.dy, a_.dx, n_, be_.stream());
   }
 
  private:
-  BoundActivations a_;
+  TypedActivations a_;
   CudaBackend& be_;
   cuda::Eltwise kind_;
   float alpha_;
   int64_t n_;
+  DType dtype_;
 };
 
 }  // namespace

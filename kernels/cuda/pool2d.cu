@@ -9,10 +9,12 @@
 //            path: one thread per output writes its whole window, each input written once, with
 //            32-bit index arithmetic (the gather's 64-bit divisions made VGG's first pool
 //            backward 110 us on an H100).
-//   x, dx: (B, C, H, W)  y, dy, argmax: (B, C, OH, OW)
+//   x, dx: (B, C, H, W)  y, dy, argmax: (B, C, OH, OW); x, y, dx, dy of one dtype (f32, bf16,
+//   fp16), compared and summed in f32.
 #include <cfloat>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/pool2d.cuh"
 
@@ -27,11 +29,12 @@ __device__ __forceinline__ void window(int64_t o, int64_t stride, int64_t pad, i
   end = start + k < in ? start + k : in;
 }
 
-__global__ void pool_forward_kernel(PoolGeometry g, const float* x, float* y, int32_t* argmax) {
+template <class T>
+__global__ void pool_forward_kernel(PoolGeometry g, const T* x, T* y, int32_t* argmax) {
   const int64_t n = g.batch * g.channels * g.oh * g.ow;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const int64_t ow = i % g.ow, oh = (i / g.ow) % g.oh, plane = i / (g.ow * g.oh);
-    const float* xp = x + plane * g.h * g.w;
+    const T* xp = x + plane * g.h * g.w;
     int64_t h0, h1, w0, w1;
     window(oh, g.sh, g.pad_top, g.kh, g.h, h0, h1);
     window(ow, g.sw, g.pad_left, g.kw, g.w, w0, w1);
@@ -40,20 +43,20 @@ __global__ void pool_forward_kernel(PoolGeometry g, const float* x, float* y, in
       int32_t best_at = -1;
       for (int64_t h = h0; h < h1; ++h)
         for (int64_t w = w0; w < w1; ++w) {
-          const float v = xp[h * g.w + w];
+          const float v = to_f32(xp[h * g.w + w]);
           if (best_at < 0 || v > best) {
             best = v;
             best_at = int32_t(h * g.w + w);
           }
         }
-      y[i] = best_at < 0 ? 0.f : best;
+      y[i] = from_f32<T>(best_at < 0 ? 0.f : best);
       argmax[i] = best_at;
     } else {
       float sum = 0.f;
       for (int64_t h = h0; h < h1; ++h)
-        for (int64_t w = w0; w < w1; ++w) sum += xp[h * g.w + w];
+        for (int64_t w = w0; w < w1; ++w) sum += to_f32(xp[h * g.w + w]);
       const int64_t count = (h1 - h0) * (w1 - w0);
-      y[i] = count > 0 ? sum / float(count) : 0.f;
+      y[i] = from_f32<T>(count > 0 ? sum / float(count) : 0.f);
     }
   }
 }
@@ -67,7 +70,8 @@ __device__ __forceinline__ void covering(int64_t at, int64_t stride, int64_t pad
   last = hi < out - 1 ? hi : out - 1;
 }
 
-__global__ void pool_backward_kernel(PoolGeometry g, const float* dy, const int32_t* argmax, float* dx) {
+template <class T>
+__global__ void pool_backward_kernel(PoolGeometry g, const T* dy, const int32_t* argmax, T* dx) {
   const int64_t n = g.batch * g.channels * g.h * g.w;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const int64_t w = i % g.w, h = (i / g.w) % g.h, plane = i / (g.w * g.h);
@@ -81,49 +85,54 @@ __global__ void pool_backward_kernel(PoolGeometry g, const float* dy, const int3
       for (int64_t ow = ow0; ow <= ow1; ++ow) {
         const int64_t o = out_plane + oh * g.ow + ow;
         if (g.max) {
-          if (argmax[o] == me) acc += dy[o];
+          if (argmax[o] == me) acc += to_f32(dy[o]);
         } else {
           int64_t h0, h1, w0, w1;
           window(oh, g.sh, g.pad_top, g.kh, g.h, h0, h1);
           window(ow, g.sw, g.pad_left, g.kw, g.w, w0, w1);
-          acc += dy[o] / float((h1 - h0) * (w1 - w0));
+          acc += to_f32(dy[o]) / float((h1 - h0) * (w1 - w0));
         }
       }
-    dx[i] = acc;
+    dx[i] = from_f32<T>(acc);
   }
 }
 
 // The tiling case: output o's window is rows [oh kh, oh kh + kh), columns [ow kw, ow kw + kw).
-__global__ void pool_backward_tiled_kernel(PoolGeometry g, const float* dy, const int32_t* argmax, float* dx,
+template <class T>
+__global__ void pool_backward_tiled_kernel(PoolGeometry g, const T* dy, const int32_t* argmax, T* dx,
                                            uint32_t n_out) {
   const uint32_t ow_n = uint32_t(g.ow), oh_n = uint32_t(g.oh), w = uint32_t(g.w);
   const uint32_t kh = uint32_t(g.kh), kw = uint32_t(g.kw);
   const float count = float(kh * kw);
   for (uint32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < n_out; o += gridDim.x * blockDim.x) {
     const uint32_t ow = o % ow_n, rest = o / ow_n, oh = rest % oh_n, plane = rest / oh_n;
-    float* dxp = dx + size_t(plane) * uint32_t(g.h) * w;
-    const float d = dy[o];
+    T* dxp = dx + size_t(plane) * uint32_t(g.h) * w;
+    const float d = to_f32(dy[o]);
     const int32_t at = g.max ? argmax[o] : -1;
     const float share = g.max ? 0.f : d / count;
     for (uint32_t a = 0; a < kh; ++a)
       for (uint32_t b = 0; b < kw; ++b) {
         const uint32_t idx = (oh * kh + a) * w + ow * kw + b;
-        dxp[idx] = g.max ? (int32_t(idx) == at ? d : 0.f) : share;
+        dxp[idx] = from_f32<T>(g.max ? (int32_t(idx) == at ? d : 0.f) : share);
       }
   }
 }
 
 }  // namespace
 
-void launch_pool2d_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax,
+void launch_pool2d_forward(const PoolGeometry& g, DType t, const void* x, void* y, int32_t* argmax,
                            cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.oh * g.ow;
   if (n <= 0) return;
-  pool_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, x, y, argmax);
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    pool_forward_kernel<T>
+        <<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(x), static_cast<T*>(y), argmax);
+  });
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_pool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax, float* dx,
+void launch_pool2d_backward(const PoolGeometry& g, DType t, const void* dy, const int32_t* argmax, void* dx,
                             cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.h * g.w;
   if (n <= 0) return;
@@ -131,11 +140,19 @@ void launch_pool2d_backward(const PoolGeometry& g, const float* dy, const int32_
                      g.h == g.oh * g.sh && g.w == g.ow * g.sw;
   if (tiles && n < (int64_t(1) << 31)) {
     const int64_t n_out = g.batch * g.channels * g.oh * g.ow;
-    pool_backward_tiled_kernel<<<grid_for(n_out), kThreads, 0, stream>>>(g, dy, argmax, dx, uint32_t(n_out));
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      pool_backward_tiled_kernel<T><<<grid_for(n_out), kThreads, 0, stream>>>(
+          g, static_cast<const T*>(dy), argmax, static_cast<T*>(dx), uint32_t(n_out));
+    });
     CUDA_CHECK_LAUNCH();
     return;
   }
-  pool_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, dy, argmax, dx);
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    pool_backward_kernel<T>
+        <<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(dy), argmax, static_cast<T*>(dx));
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,10 +1,13 @@
 // Max and average pooling kernels on the GPU with any (also asymmetric) padding.
-//   x, dx: (B, C, H, W)  y, dy: (B, C, OH, OW)  argmax: (B, C, OH, OW) int32, index h*W + w
+//   x, dx: (B, C, H, W)  y, dy: (B, C, OH, OW), all of dtype t  argmax: (B, C, OH, OW) int32,
+//   index h*W + w
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "lib/backend/layer_kernel.h"
 
 namespace trainer::cuda {
 
@@ -15,10 +18,10 @@ struct PoolGeometry {
 };
 
 // Max pooling records the first maximal position of each window in `argmax` (as oneDNN does).
-void launch_pool2d_forward(const PoolGeometry& g, const float* x, float* y, int32_t* argmax,
+void launch_pool2d_forward(const PoolGeometry& g, DType t, const void* x, void* y, int32_t* argmax,
                            cudaStream_t stream);
 // Overwrites dx; every input gathers from the windows that contain it (no atomics).
-void launch_pool2d_backward(const PoolGeometry& g, const float* dy, const int32_t* argmax, float* dx,
+void launch_pool2d_backward(const PoolGeometry& g, DType t, const void* dy, const int32_t* argmax, void* dx,
                             cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -4,6 +4,7 @@
 // keeps the first maximum of the in-bounds window and its backward routes each gradient there,
 // avg divides by the in-bounds count (padding excluded), backward gathers without atomics; all as
 // the CPU (oneDNN) computes. The argmax indices live in the workspace between forward and backward.
+// Any activation dtype (KernelContext::act_dtype), compared and summed in f32.
 //   x: (B, C, H, W)  y: (B, C, OH, OW)  workspace (max only): argmax int32 (B, C, OH, OW)
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -16,32 +17,28 @@ namespace {
 
 class PoolCuda : public LayerKernel {
  public:
-  PoolCuda(const cuda::PoolGeometry& g, const KernelContext& ctx) : be_(cuda_of(ctx)), g_(g) {}
+  PoolCuda(const cuda::PoolGeometry& g, const KernelContext& ctx)
+      : be_(cuda_of(ctx)), g_(g), dtype_(ctx.act_dtype) {}
 
   size_t workspace_bytes() const override {
     return g_.max ? size_t(g_.batch * g_.channels * g_.oh * g_.ow) * sizeof(int32_t) : 0;
   }
   void bind(const KernelBinding& b) override {
-    a_ = BoundActivations(b);
+    a_ = TypedActivations(b, dtype_);
     argmax_ = static_cast<int32_t*>(b.workspace);
   }
 
-  void forward(bool) override {
-    const float* x = a_.x;
-    float* y = a_.y;
-    cuda::launch_pool2d_forward(g_, x, y, argmax_, be_.stream());
-  }
+  void forward(bool) override { cuda::launch_pool2d_forward(g_, dtype_, a_.x, a_.y, argmax_, be_.stream()); }
 
   void backward() override {
-    const float* dy = a_.dy;
-    float* dx = a_.dx;
-    if (dx) cuda::launch_pool2d_backward(g_, dy, argmax_, dx, be_.stream());
+    if (a_.dx) cuda::launch_pool2d_backward(g_, dtype_, a_.dy, argmax_, a_.dx, be_.stream());
   }
 
  private:
-  BoundActivations a_;
+  TypedActivations a_;
   CudaBackend& be_;
   cuda::PoolGeometry g_;
+  DType dtype_;
   int32_t* argmax_ = nullptr;
 };
 

@@ -82,8 +82,12 @@ class Backend {
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void zero(void* dst, size_t bytes) = 0;
-  // dst[i] += src[i], i < n: sums the gradient of a tensor that several layers consume.
-  virtual void accumulate(float* dst, const float* src, int64_t n) = 0;
+  // dst[i] = src[i] (or dst[i] += src[i] with accumulate), i < n, converting between dtypes (round
+  // to nearest even; the sum is formed in f32): the executor's conversions between a kernel that
+  // keeps f32 and its low-precision neighbours, and the sum of the gradients of a tensor that
+  // several layers consume. dst and src do not overlap.
+  virtual void convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n,
+                       bool accumulate) = 0;
   virtual void synchronize() = 0;
 
   // out: (B, C). Writes dout = d(mean loss)/d(out) and adds the batch's summed loss to *loss_sum.
@@ -133,6 +137,10 @@ class Backend {
   virtual bool host_memory() const { return false; }
   // Whether this backend (on this machine) computes in math mode `m`; strict fp32 always.
   virtual bool supports_math(MathMode m) const { return m == MathMode::strict_fp32; }
+  // The dtype of the tensors between layers (and of their gradients) in math mode m, for the
+  // layer types whose kernels take low precision (Registry: kLowPrecisionActivations); f32 keeps
+  // every activation f32.
+  virtual DType activation_dtype(MathMode m) const { return DType::f32; }
   virtual bool supports_capture() const { return false; }
   virtual void begin_capture() {}
   // Returns a handle for replay(). Throws if the capture failed.

@@ -48,8 +48,10 @@ struct StepScalars {
 };
 
 // strict_fp32: IEEE fp32 arithmetic. tf32: GPU tensor cores read fp32 operands as TF32. bf16: the
-// matrix arithmetic (convolutions, dense) reads bf16 operands and accumulates in fp32; tensors
-// between layers, weights and optimizer state stay fp32 (CPU: AVX-512 BF16 / AMX).
+// matrix arithmetic (convolutions, dense) reads bf16 operands and accumulates in fp32; weights and
+// optimizer state stay fp32. Where the tensors between layers are stored is the backend's choice
+// (Backend::activation_dtype): the GPU stores them and their gradients in bf16 (half the memory
+// traffic), the CPU keeps them fp32 and converts at each kernel's edge (AVX-512 BF16 / AMX).
 enum class MathMode { strict_fp32, tf32, bf16 };
 
 // "fp32", "tf32", "bf16": the config's and --math's names.
@@ -65,7 +67,8 @@ struct Layout {
   virtual ~Layout() = default;
 };
 
-// Element types of tensors. Only f32 is produced today; bf16 and f16 are for mixed precision.
+// Element types of tensors. Parameters, gradients, optimizer state and buffers are always f32;
+// activations and their gradients may be bf16 (KernelContext::act_dtype).
 enum class DType : uint8_t { f32, bf16, f16 };
 inline const char* dtype_name(DType t) {
   switch (t) {
@@ -89,6 +92,14 @@ struct TensorView {
   std::shared_ptr<const Layout> layout;  // null: plain row-major
 
   bool empty() const { return data == nullptr; }
+  // The data, checked to be of dtype t (kernels written for several dtypes); throws InternalError
+  // on a mismatch (null data stays null).
+  void* as(DType t) const {
+    if (dtype != t)
+      throw InternalError(std::string("a kernel read a ") + dtype_name(dtype) + " tensor " + shape.str() +
+                          " as " + dtype_name(t));
+    return data;
+  }
   // The data as floats; throws InternalError unless dtype is f32 (null data stays null).
   float* f32() const {
     if (dtype != DType::f32)
@@ -140,6 +151,19 @@ struct BoundActivations {
       : x(b.input().f32()), dx(b.input_grad().f32()), y(b.output.f32()), dy(b.output_grad.f32()) {}
 };
 
+// A single-input layer's activations in the kernel's activation dtype (KernelContext::act_dtype),
+// for kernels written for several dtypes; bind checks every view's dtype.
+struct TypedActivations {
+  DType dtype = DType::f32;
+  const void* x = nullptr;  // (batch, in...)
+  void* dx = nullptr;       // null: the input's gradient is not wanted (first layer)
+  void* y = nullptr;        // (batch, out...)
+  const void* dy = nullptr;
+  TypedActivations() = default;
+  TypedActivations(const KernelBinding& b, DType t)
+      : dtype(t), x(b.input().as(t)), dx(b.input_grad().as(t)), y(b.output.as(t)), dy(b.output_grad.as(t)) {}
+};
+
 // The f32 pointers of a several-input layer (add, concat) after bind, and per input whether its
 // gradient is to be added into (KernelBinding::accumulate_input_grads) rather than written.
 struct BoundInputs {
@@ -164,6 +188,11 @@ struct KernelContext {
   const StepScalars* scalars = nullptr;  // backend memory
   int layer_index = 0;                   // distinguishes dropout streams
   MathMode math = MathMode::strict_fp32;
+  // The dtype of every activation view the kernel is bound to: its inputs, their gradients, its
+  // output and the output's gradient. Not f32 only for layer types registered with
+  // kLowPrecisionActivations, in a math mode whose Backend::activation_dtype is not f32; the
+  // executor converts at the edges to and from kernels that keep f32.
+  DType act_dtype = DType::f32;
   bool deterministic = false;
   // Layouts between layers. input_layout: the layout the previous computing layer chose for
   // this layer's input (and for the gradient of that input); null = plain row-major.

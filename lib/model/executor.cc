@@ -19,8 +19,21 @@ struct InputGrad {
   bool wanted = false;      // false: the input is (a view of) the model's input
   bool accumulate = false;  // add into the gradient rather than overwrite it
   bool scratch = false;     // written to the plan's scratch gradient, then accumulated
+  bool converted = false;   // the input comes through a dtype conversion (Plan::Edge): the kernel
+                            // writes the edge's gradient, which is converted into the tensor's
   size_t tensor = 0;        // the gradient's tensor (index into Plan::grad): its storage root
   int64_t floats = 0;       // elements of the tensor at this batch size
+};
+
+// A dtype conversion between a tensor and a kernel that runs in another dtype (kernels that keep
+// f32 next to low-precision ones, the loss, which reads f32): forward converts the tensor into
+// the edge's copy, backward converts the copy's gradient back (added where InputGrad says so).
+struct Edge {
+  size_t tensor = 0;  // the source: index into Plan::act
+  DType from = DType::f32, to = DType::f32;
+  size_t act = 0;   // byte offset of the converted copy
+  size_t grad = 0;  // and of its gradient; 0: no gradient wanted (the model's input)
+  int64_t n = 0;    // elements
 };
 
 // The layout of one batch size inside the activation arena, and its kernels.
@@ -30,7 +43,12 @@ struct Executor::Plan {
   // Byte offsets into the activation arena. Index 0 is the input; index i+1 is layer i's output.
   std::vector<size_t> act, grad;
   std::vector<std::shared_ptr<const Layout>> layout;  // of act[i] and grad[i]; null: plain
-  std::vector<size_t> workspace;                      // per layer
+  std::vector<DType> dtype;                           // of act[i] and grad[i]
+  std::vector<Edge> edges;
+  std::vector<std::vector<int>> input_edge;  // per layer and input: index into edges, -1: none
+  int output_edge = -1;           // the model's output converted to f32 for the loss, -1: it is f32
+  size_t out = 0, out_grad = 0;   // the f32 model output the loss and predict read, and its gradient
+  std::vector<size_t> workspace;  // per layer
   // Per layer and input: where backward writes that input's gradient (see plan_gradients()).
   std::vector<std::vector<InputGrad>> input_grads;
   size_t scratch = 0;  // one gradient buffer for consumers that cannot add into a shared gradient
@@ -41,6 +59,7 @@ struct Executor::Plan {
 };
 
 static size_t floats_bytes(int64_t n) { return align_up(size_t(n) * sizeof(float)); }
+static size_t tensor_bytes(int64_t n, DType t) { return size_t(n) * dtype_bytes(t); }
 // Model::check_batch_size() bounds each tensor; this bounds their sum (kernel workspaces included).
 constexpr size_t kMaxArenaBytes = size_t(kMaxArenaElements) * sizeof(float);
 
@@ -94,6 +113,25 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     p->grad.push_back(0);  // the input needs no gradient
     if (o_.augment.active()) p->raw_input = take(input_bytes);
     p->layout.push_back(nullptr);
+    p->dtype.push_back(DType::f32);  // the host's batch
+    p->input_edge.assign(layers.size(), {});
+    // Storage roots (views share their input's memory): the model's input (root 0) has no gradient.
+    std::vector<size_t> root(layers.size() + 1, 0);
+    // A conversion of tensor t to dtype `to` (with a gradient unless t is the model's input).
+    auto add_edge = [&](size_t t, DType to) {
+      if (p->layout[t])
+        throw InternalError("a dtype conversion of a tensor in a backend layout (layer " + std::to_string(t) +
+                            ")");
+      Edge e;
+      e.tensor = t;
+      e.from = p->dtype[t];
+      e.to = to;
+      e.n = b * (t == 0 ? model_.input_shape() : layers[t - 1]->output_shape()).numel();
+      e.act = take(tensor_bytes(e.n, to));
+      if (root[t] != 0) e.grad = take(tensor_bytes(e.n, to));
+      p->edges.push_back(e);
+      return int(p->edges.size() - 1);
+    };
     size_t transient_bytes = 0;  // the largest transient workspace: one region for all of them
     std::vector<size_t> transient_users;
     for (size_t i = 0; i < layers.size(); ++i) {
@@ -105,8 +143,17 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         p->act.push_back(p->act[t]);
         p->grad.push_back(p->grad[t]);
         p->layout.push_back(p->layout[t]);
+        p->dtype.push_back(p->dtype[t]);
         p->workspace.push_back(0);
+        p->input_edge[i].assign(from.size(), -1);
+        root[i + 1] = root[t];
         continue;
+      }
+      root[i + 1] = i + 1;
+      const DType dt = layer_dtype(i);
+      for (int f : from) {
+        const size_t t = size_t(f + 1);
+        p->input_edge[i].push_back(p->dtype[t] == dt ? -1 : add_edge(t, dt));
       }
       KernelContext ctx;
       ctx.backend = &be_;
@@ -114,25 +161,27 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       ctx.scalars = scalars_;
       ctx.layer_index = int(i);
       ctx.math = o_.math;
+      ctx.act_dtype = dt;
       ctx.deterministic = o_.deterministic;
       // Layouts: a kernel may keep its preferred output layout only when exactly one layer takes
       // its output and that layer runs a kernel that accepts any layout; views (flatten), layers of
       // several inputs, a tensor with several consumers (its gradients are summed), the loss and
       // the caller need plain.
-      ctx.input_layout = p->layout[size_t(from[0] + 1)];
+      ctx.input_layout = p->input_edge[i][0] < 0 ? p->layout[size_t(from[0] + 1)] : nullptr;
       const std::vector<int> next = model_.consumers(int(i));
-      ctx.output_layout_free = !o_.plain_layouts && next.size() == 1 &&
+      ctx.output_layout_free = !o_.plain_layouts && next.size() == 1 && layer_dtype(size_t(next[0])) == dt &&
                                !layers[size_t(next[0])]->aliases_input() &&
                                model_.layer_inputs(size_t(next[0])).size() == 1 &&
                                reg.accepts_any_input_layout(layers[size_t(next[0])]->type(), be_.name());
       p->kernels.push_back(reg.make_kernel(be_.name(), l, ctx));
       if (!ctx.output_layout_free && p->kernels.back()->output_layout())
         throw InternalError("layer '" + l.name() + "' chose an output layout where plain was required");
-      size_t out_bytes = size_t(b * l.output_shape().numel()) * sizeof(float);
+      size_t out_bytes = tensor_bytes(b * l.output_shape().numel(), dt);
       if (size_t kb = p->kernels.back()->output_bytes()) out_bytes = std::max(out_bytes, kb);
       p->act.push_back(take(out_bytes));
       p->grad.push_back(take(out_bytes));
       p->layout.push_back(p->kernels.back()->output_layout());
+      p->dtype.push_back(dt);
       if (p->kernels.back()->workspace_is_transient()) {
         transient_bytes = std::max(transient_bytes, p->kernels.back()->workspace_bytes());
         transient_users.push_back(i);
@@ -140,6 +189,14 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       } else {
         p->workspace.push_back(take(p->kernels.back()->workspace_bytes()));
       }
+    }
+    // The loss, the metrics and predict read the model's output as f32.
+    p->out = p->act.back();
+    p->out_grad = p->grad.back();
+    if (p->dtype.back() != DType::f32) {
+      p->output_edge = add_edge(layers.size(), DType::f32);
+      p->out = p->edges.back().act;
+      p->out_grad = p->edges.back().grad;
     }
     if (transient_bytes) {
       const size_t shared = take(transient_bytes);
@@ -229,10 +286,11 @@ size_t Executor::plan_gradients(Plan& p) const {
       if (!g.wanted) continue;
       g.floats = p.batch * layers[i]->input_shapes()[k].numel();
       g.accumulate = written[g.tensor];
+      g.converted = p.input_edge[i][k] >= 0;  // the edge's own gradient: never accumulated into
       written[g.tensor] = true;
-      if (!g.accumulate || p.kernels[i]->accumulates_input_grads()) continue;
+      if (!g.accumulate || g.converted || p.kernels[i]->accumulates_input_grads()) continue;
       g.scratch = true;
-      scratch = std::max(scratch, size_t(g.floats) * sizeof(float));
+      scratch = std::max(scratch, tensor_bytes(g.floats, p.dtype[g.tensor]));
       if (++scratch_inputs > 1)
         throw InternalError("layer '" + layers[i]->name() + "' needs two scratch gradients");
     }
@@ -242,11 +300,12 @@ size_t Executor::plan_gradients(Plan& p) const {
 
 KernelBinding Executor::binding(const Plan& p, size_t i) const {
   const Layer& l = *model_.layers()[i];
-  auto view = [](void* data, Shape shape, std::shared_ptr<const Layout> layout = nullptr) {
+  auto view = [](void* data, Shape shape, std::shared_ptr<const Layout> layout = nullptr,
+                 DType dtype = DType::f32) {
     TensorView v;
     v.data = data;
     v.shape = std::move(shape);
-    v.dtype = DType::f32;
+    v.dtype = dtype;
     v.layout = std::move(layout);
     return v;
   };
@@ -267,17 +326,33 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
     const size_t t = size_t(from[k] + 1);
     const Shape in = batched(p.batch, l.input_shapes()[k]);
     const InputGrad& g = p.input_grads[i][k];
-    b.inputs.push_back(view(activations_ + p.act[t], in, p.layout[t]));
+    const int e = p.input_edge[i][k];
+    if (e >= 0) {  // the converted copy, plain
+      const Edge& edge = p.edges[size_t(e)];
+      b.inputs.push_back(view(activations_ + edge.act, in, nullptr, edge.to));
+      b.input_grads.push_back(view(g.wanted ? activations_ + edge.grad : nullptr, in, nullptr, edge.to));
+      b.accumulate_input_grads.push_back(0);
+      continue;
+    }
+    b.inputs.push_back(view(activations_ + p.act[t], in, p.layout[t], p.dtype[t]));
     // The model's input needs no gradient.
     char* dx = !g.wanted ? nullptr : activations_ + (g.scratch ? p.scratch : p.grad[g.tensor]);
-    b.input_grads.push_back(view(dx, in, p.layout[t]));
+    b.input_grads.push_back(view(dx, in, p.layout[t], p.dtype[t]));
     b.accumulate_input_grads.push_back(g.accumulate && !g.scratch);
   }
-  b.output = view(activations_ + p.act[i + 1], out, p.layout[i + 1]);
-  b.output_grad = view(activations_ + p.grad[i + 1], out, p.layout[i + 1]);
+  b.output = view(activations_ + p.act[i + 1], out, p.layout[i + 1], p.dtype[i + 1]);
+  b.output_grad = view(activations_ + p.grad[i + 1], out, p.layout[i + 1], p.dtype[i + 1]);
   b.workspace = activations_ + p.workspace[i];
   b.workspace_bytes = p.kernels[i]->workspace_bytes();
   return b;
+}
+
+// Activations of layer i's kernel: the backend's low-precision dtype where the kernel takes it.
+DType Executor::layer_dtype(size_t i) const {
+  const DType low = be_.activation_dtype(o_.math);
+  const Layer& l = *model_.layers()[i];
+  if (low == DType::f32 || l.aliases_input()) return DType::f32;
+  return Registry::global().takes_low_precision(l.type(), be_.name()) ? low : DType::f32;
 }
 
 Executor::~Executor() {
@@ -352,13 +427,21 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   if (training && o_.augment.active())
     be_.augment(o_.augment, reinterpret_cast<const float*>(activations_ + p.raw_input),
                 reinterpret_cast<float*>(activations_ + p.act[0]), p.batch, scalars_);
-  for (size_t i = 0; i < layers.size(); ++i)
-    if (p.kernels[i]) p.kernels[i]->forward(training);
+  const auto convert_forward = [&](const Edge& e) {
+    be_.convert(activations_ + e.act, e.to, activations_ + p.act[e.tensor], e.from, e.n, false);
+  };
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (!p.kernels[i]) continue;
+    for (int e : p.input_edge[i])
+      if (e >= 0) convert_forward(p.edges[size_t(e)]);
+    p.kernels[i]->forward(training);
+  }
+  if (p.output_edge >= 0) convert_forward(p.edges[size_t(p.output_edge)]);
   if (!with_loss) return;
   const int64_t batch = p.batch;
   const int32_t* labels = reinterpret_cast<int32_t*>(activations_ + p.labels);
-  const float* out = reinterpret_cast<float*>(activations_ + p.act[layers.size()]);
-  float* dout = reinterpret_cast<float*>(activations_ + p.grad[layers.size()]);
+  const float* out = reinterpret_cast<float*>(activations_ + p.out);
+  float* dout = reinterpret_cast<float*>(activations_ + p.out_grad);
   // Training: the batch's loss goes to the step's scalars first; commit_step adds it to the
   // epoch's sum unless the step found a non-finite value.
   float* loss = training ? &scalars_->batch_loss : metrics_;
@@ -371,13 +454,25 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
 
 void Executor::enqueue_backward_and_update(Plan& p) {
   const auto& layers = model_.layers();
+  if (p.output_edge >= 0) {  // the loss's f32 gradient into the output's dtype
+    const Edge& e = p.edges[size_t(p.output_edge)];
+    be_.convert(activations_ + p.grad[e.tensor], e.from, activations_ + e.grad, e.to, e.n, false);
+  }
   for (size_t i = layers.size(); i-- > 0;) {
     if (!p.kernels[i]) continue;
     p.kernels[i]->backward();
-    for (const InputGrad& g : p.input_grads[i])
-      if (g.scratch)
-        be_.accumulate(reinterpret_cast<float*>(activations_ + p.grad[g.tensor]),
-                       reinterpret_cast<const float*>(activations_ + p.scratch), g.floats);
+    for (size_t k = 0; k < p.input_grads[i].size(); ++k) {
+      const InputGrad& g = p.input_grads[i][k];
+      if (!g.wanted) continue;
+      char* grad = activations_ + p.grad[g.tensor];
+      const DType dt = p.dtype[g.tensor];
+      if (g.converted) {
+        const Edge& e = p.edges[size_t(p.input_edge[i][k])];
+        be_.convert(grad, dt, activations_ + e.grad, e.to, g.floats, g.accumulate);
+      } else if (g.scratch) {
+        be_.convert(grad, dt, activations_ + p.scratch, dt, g.floats, true);
+      }
+    }
   }
   enqueue_update(p.batch);
 }
@@ -469,8 +564,7 @@ void Executor::predict(int64_t batch, const float* x, float* out) {
   Plan& p = plan_for(batch);
   upload(p, batch, x, nullptr);
   enqueue_forward(p, false, false);
-  be_.copy_to_host(out, activations_ + p.act.back(),
-                   size_t(batch * model_.output_shape().numel()) * sizeof(float));
+  be_.copy_to_host(out, activations_ + p.out, size_t(batch * model_.output_shape().numel()) * sizeof(float));
 }
 
 void Executor::reset_metrics() {

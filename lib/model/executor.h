@@ -4,7 +4,9 @@
 //   - one arena: parameters | gradients | optimizer state slots (each laid out like the
 //     parameters, so it can be all-reduced or updated as one flat vector);
 //   - one activation arena sized for the largest batch: input, every layer's output and its
-//     gradient, kernel workspaces, labels;
+//     gradient (in the layer's activation dtype: bf16 where the backend stores low precision and
+//     the kernel takes it), the dtype conversions at the edges between kernels of different
+//     dtypes, kernel workspaces, labels;
 //   - kernels (oneDNN primitives, cuDNN descriptors and algorithms) for each batch size the run
 //     will see (full and tail batches of train and eval).
 // A step then only launches work on the backend's stream: no allocation, no plan creation, and
@@ -125,6 +127,8 @@ class Executor {
   bool data_parallel() const { return o_.comm && o_.comm->size() > 1; }
   void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);
   void* allocate(size_t bytes, const std::string& what);
+  // The dtype of layer i's activations (KernelContext::act_dtype).
+  DType layer_dtype(size_t i) const;
   size_t plan_gradients(Plan& p) const;
   // Views of layer i's tensors in plan p, for LayerKernel::bind.
   KernelBinding binding(const Plan& p, size_t i) const;

@@ -47,21 +47,21 @@ std::unique_ptr<Layer> LayerEntry::make_layer(NodeReader& r) const {
 }
 
 void Registry::add_kernel(const std::string& type, const std::string& backend, KernelFactory make,
-                          bool accepts_any_input_layout) {
+                          unsigned caps) {
   auto it = layers_.find(type);
   if (it == layers_.end())
     throw InternalError("kernel for unregistered layer type '" + type + "' (" + backend + ")");
   if (it->second.kernels.count(backend))
     throw InternalError("kernel '" + type + "' registered twice for " + backend);
   it->second.kernels[backend] = std::move(make);
-  it->second.any_input_layout[backend] = accepts_any_input_layout;
+  it->second.caps[backend] = caps;
 }
 
-bool Registry::accepts_any_input_layout(const std::string& type, const std::string& backend) const {
+unsigned Registry::kernel_caps(const std::string& type, const std::string& backend) const {
   auto it = layers_.find(type);
-  if (it == layers_.end()) return false;
-  auto b = it->second.any_input_layout.find(backend);
-  return b != it->second.any_input_layout.end() && b->second;
+  if (it == layers_.end()) return 0;
+  auto b = it->second.caps.find(backend);
+  return b == it->second.caps.end() ? 0 : b->second;
 }
 
 std::vector<std::string> Registry::layer_types() const {

@@ -24,6 +24,16 @@ using LayerFactory = std::function<std::unique_ptr<Layer>(const KeyValues&)>;
 using LayerExpander = std::function<std::vector<YAML::Node>(const KeyValues&)>;
 using KernelFactory = std::function<std::unique_ptr<LayerKernel>(const Layer&, const KernelContext&)>;
 
+// What a backend's kernel for a layer type can take besides plain f32 activations (bits).
+enum KernelCaps : unsigned {
+  // Takes its input in any layout that the previous kernel prefers (KernelContext::input_layout);
+  // without it the input is plain.
+  kAnyInputLayout = 1u,
+  // Runs with its activations in the backend's low-precision dtype (KernelContext::act_dtype);
+  // without it the executor converts to f32 around the kernel.
+  kLowPrecisionActivations = 2u,
+};
+
 // What a layer type is besides its keys.
 struct LayerTraits {
   // Takes Keras' `activation:` shortcut: a separate activation layer is added after it (the
@@ -40,9 +50,7 @@ struct LayerEntry {
   LayerFactory make;     // null for a macro
   LayerExpander expand;  // non-null for a macro (mlp), which never becomes a Layer itself
   std::map<std::string, KernelFactory> kernels;  // backend name ("cpu", "cuda") -> factory
-  // Backends whose kernel for this type accepts its input in any layout that the previous
-  // kernel prefers (KernelContext::input_layout); others get plain inputs.
-  std::map<std::string, bool> any_input_layout;
+  std::map<std::string, unsigned> caps;          // backend name -> KernelCaps of its kernel
 
   // Validates r's mapping against `keys` (an undeclared key is an error; `type`, `name` and
   // `inputs` are known: the model reads them) and returns the values.
@@ -59,9 +67,15 @@ class Registry {
 
   void add_layer(const std::string& type, KeySpecs keys, LayerFactory make, LayerTraits traits = {});
   void add_macro(const std::string& type, KeySpecs keys, LayerExpander expand);
-  void add_kernel(const std::string& type, const std::string& backend, KernelFactory make,
-                  bool accepts_any_input_layout = false);
-  bool accepts_any_input_layout(const std::string& type, const std::string& backend) const;
+  void add_kernel(const std::string& type, const std::string& backend, KernelFactory make, unsigned caps = 0);
+  // The KernelCaps of the backend's kernel for the type (0: none, or no kernel).
+  unsigned kernel_caps(const std::string& type, const std::string& backend) const;
+  bool accepts_any_input_layout(const std::string& type, const std::string& backend) const {
+    return kernel_caps(type, backend) & kAnyInputLayout;
+  }
+  bool takes_low_precision(const std::string& type, const std::string& backend) const {
+    return kernel_caps(type, backend) & kLowPrecisionActivations;
+  }
 
   // Throws ConfigError "unknown layer type 'x' (did you mean 'y'?); registered types: ...".
   const LayerEntry& layer(const std::string& type, const std::string& where) const;

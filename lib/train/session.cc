@@ -35,8 +35,10 @@ static MathMode planned_math(const Backend& backend, MathMode asked) {
         "computes in strict fp32");
   if (backend.supports_math(asked)) return asked;
   if (!cpu)
-    throw ConfigError(std::string("math: ") + math_name(asked) + " is not implemented on " +
-                      backend.description() + " in this build; use math: tf32 (tensor cores) or fp32");
+    throw ConfigError(std::string("math: ") + math_name(asked) +
+                      " needs bf16 tensor cores (compute capability 8.0 or "
+                      "later), which " +
+                      backend.description() + " lacks; use math: tf32 or fp32");
   spdlog::info(
       "math: {} needs AVX-512 BF16 or AMX instructions, which this CPU lacks ({}); computing in fp32",
       math_name(asked), backend.description());

@@ -7,6 +7,12 @@
 //              |analytic - numeric| <= 2e-3 + 2e-2 |numeric| for every input and parameter element
 //   cross      (GPU binary) the backend against the CPU on the same data, per tensor
 //              rel = ||a - cpu|| / ||cpu|| < bound (bound 0: bit-identical)
+// A bf16 row repeats its f32 row's cases as `math: bf16` runs them (harness.h:
+// run_low_precision_case): the kernel with bf16 arithmetic, and with bf16 activations where the
+// backend stores them (Backend::activation_dtype) and the kernel takes them, against the same
+// backend's f32 run on the same data (x and dy rounded to bf16 for both): rel error <
+// kLowPrecisionBound (y, dx, buffers) and kLowPrecisionGradBound (parameter gradients); a kernel
+// with parameters that stores bf16 must also differ from f32 (rel > 1e-5: bf16 really ran).
 // and, on every case: backward without dx (a first layer) gives bit-identical parameter
 // gradients, y and buffers; eval forward leaves the buffers untouched; parameter padding is never
 // read (it holds NaN) nor written (it keeps its sentinel); gradients are overwritten, never added.
@@ -29,8 +35,10 @@
 namespace trainer::conformance {
 
 // The element types of the kernel contract (DType, lib/backend/layer_kernel.h) that layers are
-// tested in. Only f32 exists today; bf16/f16 add entries here and rows below.
-constexpr DType kDTypes[] = {DType::f32};  // every dtype: each layer type needs a row per entry
+// tested in; each layer type needs a row per entry.
+constexpr DType kDTypes[] = {DType::f32, DType::bf16};
+// bf16 against f32 (bf16 keeps 8 significant bits: one rounding is at most 2^-9 = 2e-3 relative).
+constexpr double kLowPrecisionBound = 1e-2, kLowPrecisionGradBound = 2e-2;
 
 // Which checks a case runs (bits).
 enum Check : unsigned {

@@ -5,12 +5,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <optional>
 #include <sstream>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "lib/config/node_reader.h"
+#include "lib/core/bf16.h"
 #include "lib/core/rng.h"
 #include "lib/model/arena_layout.h"
 #include "lib/registry/registry.h"
@@ -246,12 +248,29 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   float* get() const { return static_cast<float*>(p_); }
-  void upload(const std::vector<float>& v) {
-    if (!v.empty()) be_.copy_to_device(p_, v.data(), v.size() * 4);
+  // The host floats stored as `t` (bf16: rounded to nearest even).
+  void upload(const std::vector<float>& v, DType t = DType::f32) {
+    if (v.empty()) return;
+    if (t == DType::f32) {
+      be_.copy_to_device(p_, v.data(), v.size() * 4);
+      return;
+    }
+    REQUIRE(t == DType::bf16);
+    std::vector<uint16_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = bf16_from_float(v[i]);
+    be_.copy_to_device(p_, b.data(), b.size() * 2);
   }
-  std::vector<float> download(size_t n) const {
+  std::vector<float> download(size_t n, DType t = DType::f32) const {
     std::vector<float> v(n);
-    if (n) be_.copy_to_host(v.data(), p_, n * 4);
+    if (!n) return v;
+    if (t == DType::f32) {
+      be_.copy_to_host(v.data(), p_, n * 4);
+      return v;
+    }
+    REQUIRE(t == DType::bf16);
+    std::vector<uint16_t> b(n);
+    be_.copy_to_host(b.data(), p_, n * 2);
+    for (size_t i = 0; i < n; ++i) v[i] = float_from_bf16(b[i]);
     return v;
   }
 
@@ -274,7 +293,7 @@ struct KernelRun::Tensors {
         scalars(be, (sizeof(StepScalars) + 3) / 4) {}
 };
 
-KernelRun::KernelRun(Backend& backend, const CaseData& data) : be_(backend), d_(data) {
+KernelRun::KernelRun(Backend& backend, const CaseData& data, MathMode math) : be_(backend), d_(data) {
   const Layer& l = *d_.layer;
   t_ = std::make_unique<Tensors>(be_, d_.x.size(), d_.dy.size(), d_.params.size(), d_.buffers.size());
   be_.copy_to_device(t_->scalars.get(), &d_.scalars, sizeof(StepScalars));
@@ -283,7 +302,9 @@ KernelRun::KernelRun(Backend& backend, const CaseData& data) : be_(backend), d_(
   ctx.batch = d_.batch;
   ctx.scalars = reinterpret_cast<const StepScalars*>(t_->scalars.get());
   ctx.layer_index = d_.layer_index;
-  ctx.math = MathMode::strict_fp32;
+  ctx.math = math;
+  if (Registry::global().takes_low_precision(l.type(), be_.name())) act_ = be_.activation_dtype(math);
+  ctx.act_dtype = act_;
   ctx.deterministic = true;
   kernel_ = Registry::global().make_kernel(be_.name(), l, ctx);
   t_->workspace = std::make_unique<DeviceBuffer>(be_, (kernel_->workspace_bytes() + 3) / 4);
@@ -293,11 +314,11 @@ KernelRun::KernelRun(Backend& backend, const CaseData& data) : be_(backend), d_(
 // Views of the case's tensors, as the executor makes them from the model's slots.
 KernelBinding KernelRun::binding(bool with_dx) const {
   const Layer& l = *d_.layer;
-  auto view = [&](float* data, const Shape& shape) {
+  auto view = [&](float* data, const Shape& shape, DType dtype = DType::f32) {
     TensorView v;
     v.data = data;
     v.shape = shape;
-    v.dtype = DType::f32;
+    v.dtype = dtype;
     return v;
   };
   auto batched = [&](const Shape& s) {
@@ -316,14 +337,16 @@ KernelBinding KernelRun::binding(bool with_dx) const {
     b.buffers.push_back(view(t_->buffers.get() + at, s.shape));
     at += size_t(s.shape.numel());
   }
-  size_t x_at = 0;  // every input's batch, one after another
+  char* x = reinterpret_cast<char*>(t_->x.get());
+  char* dx = reinterpret_cast<char*>(t_->dx.get());
+  size_t x_at = 0;  // every input's batch, one after another (bytes)
   for (const Shape& s : l.input_shapes()) {
-    b.inputs.push_back(view(t_->x.get() + x_at, batched(s)));
-    b.input_grads.push_back(view(with_dx ? t_->dx.get() + x_at : nullptr, batched(s)));
-    x_at += size_t(d_.batch * s.numel());
+    b.inputs.push_back(view(reinterpret_cast<float*>(x + x_at), batched(s), act_));
+    b.input_grads.push_back(view(with_dx ? reinterpret_cast<float*>(dx + x_at) : nullptr, batched(s), act_));
+    x_at += size_t(d_.batch * s.numel()) * dtype_bytes(act_);
   }
-  b.output = view(t_->y.get(), batched(l.output_shape()));
-  b.output_grad = view(t_->dy.get(), batched(l.output_shape()));
+  b.output = view(t_->y.get(), batched(l.output_shape()), act_);
+  b.output_grad = view(t_->dy.get(), batched(l.output_shape()), act_);
   b.workspace = t_->workspace->get();
   b.workspace_bytes = kernel_->workspace_bytes();
   return b;
@@ -334,24 +357,25 @@ KernelRun::~KernelRun() {
 }
 
 RunOutput KernelRun::run(bool with_dx) {
-  t_->x.upload(d_.x);
-  t_->dy.upload(d_.dy);
+  t_->x.upload(d_.x, act_);
+  t_->dy.upload(d_.dy, act_);
   t_->params.upload(d_.params);
   t_->grads.upload(std::vector<float>(d_.params.size(), kGradientSentinel));
   t_->buffers.upload(d_.buffers);
-  t_->dx.upload(std::vector<float>(d_.x.size(), kGradientSentinel));
+  t_->dx.upload(std::vector<float>(d_.x.size(), kGradientSentinel), act_);
   kernel_->bind(binding(with_dx));
   for (int i = 0; i < d_.forwards; ++i) kernel_->forward(d_.training);
   RunOutput out;
-  out.y = t_->y.download(d_.dy.size());
+  out.y = t_->y.download(d_.dy.size(), act_);
   out.buffers = t_->buffers.download(d_.buffers.size());
   kernel_->backward();
-  if (with_dx) out.dx = t_->dx.download(d_.x.size());
+  if (with_dx) out.dx = t_->dx.download(d_.x.size(), act_);
   out.grads = t_->grads.download(d_.params.size());
   return out;
 }
 
 double KernelRun::objective() {
+  REQUIRE(act_ == DType::f32);  // finite differences run in f32
   kernel_->forward(d_.training);
   const std::vector<float> y = t_->y.download(d_.dy.size());
   double L = 0;
@@ -364,7 +388,41 @@ void KernelRun::set_param(size_t i, float v) { be_.copy_to_device(t_->params.get
 
 // ---- The checks ----
 
+void run_low_precision_case(const Row& row, const Case& c, Backend& backend) {
+  INFO(describe(row, c, backend.name()));
+  if (!backend.supports_math(MathMode::bf16)) {
+    std::cout << "SKIPPED: " << backend.description() << " cannot compute in bf16\n";
+    return;
+  }
+  // Both runs see the same data: x and dy rounded to bf16 (what a bf16 tensor holds), so the
+  // difference is the kernel's own arithmetic and rounding, and max pooling picks the same
+  // elements (rounding alone merges or reorders close values).
+  CaseData d = make_case_data(c);
+  for (float& v : d.x) v = round_to_bf16(v);
+  for (float& v : d.dy) v = round_to_bf16(v);
+  std::optional<test::ExpectWarning> expected;
+  if (!c.expect_warning.empty()) expected.emplace(c.expect_warning);
+  KernelRun ref(backend, d);
+  const RunOutput f32 = ref.run(true);
+  KernelRun low(backend, d, MathMode::bf16);
+  const RunOutput a = low.run(true);
+  check_cross("y (bf16 against f32)", a.y, f32.y, kLowPrecisionBound);
+  check_cross("dx (bf16 against f32)", a.dx, f32.dx, kLowPrecisionBound);
+  if (!d.live.empty())
+    check_cross("parameter gradients (bf16 against f32)", a.grads, f32.grads, kLowPrecisionGradBound, d.live);
+  if (!d.buffers.empty())
+    check_cross("buffers (bf16 against f32)", a.buffers, f32.buffers, kLowPrecisionBound);
+  // A kernel with parameters computes in bf16 (or rounds its bf16 output): it must differ.
+  if (Registry::global().takes_low_precision(row.type, backend.name()) &&
+      backend.activation_dtype(MathMode::bf16) != DType::f32 && !d.live.empty()) {
+    INFO("the kernel stores bf16 activations, yet y equals the f32 run's (rel " << rel_error(a.y, f32.y)
+                                                                                << ")");
+    CHECK(rel_error(a.y, f32.y) > 1e-5);
+  }
+}
+
 void run_case(const Row& row, const Case& c, Backend& backend, Backend* cpu) {
+  if (row.dtype == DType::bf16) return run_low_precision_case(row, c, backend);
   INFO(describe(row, c, backend.name()));
   REQUIRE(row.dtype == DType::f32);  // the host data below is float
   const CaseData d = make_case_data(c);

@@ -43,7 +43,9 @@ constexpr float kGradientSentinel = 1e3f;  // grads and dx start here: backward 
 // The layer's kernel on one backend, with its tensors in that backend's memory.
 class KernelRun {
  public:
-  KernelRun(Backend& backend, const CaseData& data);
+  // math: the mode the kernel is planned in; its activations are in the backend's
+  // activation_dtype(math) where the kernel takes low precision (as the executor binds them).
+  KernelRun(Backend& backend, const CaseData& data, MathMode math = MathMode::strict_fp32);
   ~KernelRun();
   KernelRun(const KernelRun&) = delete;
   KernelRun& operator=(const KernelRun&) = delete;
@@ -61,12 +63,17 @@ class KernelRun {
   struct Tensors;
   Backend& be_;
   const CaseData& d_;
+  DType act_ = DType::f32;  // the activations' dtype; the host side is always float
   std::unique_ptr<LayerKernel> kernel_;
   std::unique_ptr<Tensors> t_;
 };
 
 // Every check of the case on `backend`; with `cpu`, also the cross-backend check against it.
+// A bf16 row runs run_low_precision_case instead.
 void run_case(const Row& row, const Case& c, Backend& backend, Backend* cpu);
+// The case in math bf16 against the same backend's f32 run (conformance_table.h); says SKIPPED
+// where the backend cannot compute bf16.
+void run_low_precision_case(const Row& row, const Case& c, Backend& backend);
 
 // A row whose type has no kernel: no backend registers one, and the layer is a view.
 void run_kernelless_row(const Row& row, const std::string& backend);

@@ -38,6 +38,47 @@ __global__ void batchnorm_partial_kernel(BatchNormGeometry g, Term term, double*
   }
 }
 
+// The same sums for channels-last tensors: block (tile, piece) covers channels [32 tile, 32 tile +
+// 32) over the rows of its piece; thread (x, y) = (channel in the tile, row phase mod 8); the 8
+// phases are added in order.
+template <class Term>
+__global__ void batchnorm_partial_nhwc_kernel(BatchNormGeometry g, Term term, double* partial) {
+  __shared__ double sa[8][32], sb[8][32];
+  const int tx = int(threadIdx.x % 32), ty = int(threadIdx.x / 32);
+  const int64_t c = int64_t(blockIdx.x) * 32 + tx, piece = blockIdx.y;
+  const int64_t n = g.count(), begin = piece * g.part_len;
+  const int64_t end = begin + g.part_len < n ? begin + g.part_len : n;
+  double a = 0, b = 0;
+  if (c < g.channels)
+    for (int64_t r = begin + ty; r < end; r += 8) term(r * g.channels + c, c, a, b);
+  sa[ty][tx] = a;
+  sb[ty][tx] = b;
+  __syncthreads();
+  if (ty != 0 || c >= g.channels) return;
+  for (int k = 1; k < 8; ++k) {
+    a += sa[k][tx];
+    b += sb[k][tx];
+  }
+  partial[2 * (c * g.parts + piece)] = a;
+  partial[2 * (c * g.parts + piece) + 1] = b;
+}
+
+// Per-value sums of each channel into `partial` (2 per channel and piece), in either layout.
+template <class Term>
+void launch_partial(const BatchNormGeometry& g, Term term, double* partial, cudaStream_t stream) {
+  if (g.channels_last) {
+    const dim3 grid(unsigned((g.channels + 31) / 32), unsigned(g.parts));
+    batchnorm_partial_nhwc_kernel<<<grid, 256, 0, stream>>>(g, term, partial);
+  } else {
+    batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(g, term, partial);
+  }
+}
+
+// The channel of value i.
+__device__ __forceinline__ int64_t channel_of(const BatchNormGeometry& g, int64_t i) {
+  return g.channels_last ? i % g.channels : (i / g.spatial) % g.channels;
+}
+
 template <class T>
 struct StatsTerm {  // x, x^2
   const T* x;
@@ -59,23 +100,33 @@ struct GradTerm {  // dy, dy (x - mean)
   }
 };
 
-// The pieces of channel c, added in order.
+// The pieces of channel c, summed by one warp: lane l adds pieces l, l + 32, ... in order, then a
+// fixed shuffle tree (deterministic; hundreds of pieces a channel in channels-last geometries,
+// which one thread adding them took 35 us for).
 __device__ __forceinline__ void channel_sums(const BatchNormGeometry& g, const double* partial, int64_t c,
-                                             double& a, double& b) {
+                                             int lane, double& a, double& b) {
   a = 0;
   b = 0;
-  for (int64_t p = 0; p < g.parts; ++p) {
+  for (int64_t p = lane; p < g.parts; p += 32) {
     a += partial[2 * (c * g.parts + p)];
     b += partial[2 * (c * g.parts + p) + 1];
   }
+  a = warp_sum(a);
+  b = warp_sum(b);
 }
+
+// One warp per channel (launch with grid_for(32 * channels) threads); lane 0 writes.
+__device__ __forceinline__ int64_t warp_channel() { return global_index() / 32; }
+__device__ __forceinline__ int64_t warp_channel_stride() { return grid_stride() / 32; }
 
 __global__ void batchnorm_batch_stats_kernel(BatchNormGeometry g, const double* partial, float momentum,
                                              float unbias, float eps, float* mean, float* inv,
                                              float* running_mean, float* running_var) {
-  for (int64_t c = global_index(); c < g.channels; c += grid_stride()) {
+  const int lane = int(threadIdx.x % 32);
+  for (int64_t c = warp_channel(); c < g.channels; c += warp_channel_stride()) {
     double sum, sq;
-    channel_sums(g, partial, c, sum, sq);
+    channel_sums(g, partial, c, lane, sum, sq);
+    if (lane) continue;
     const double n = double(g.count());
     const double m = sum / n;
     const double var = sq / n - m * m;
@@ -100,7 +151,7 @@ __global__ void batchnorm_normalize_kernel(BatchNormGeometry g, const T* x, cons
                                            const float* inv, const float* gamma, const float* beta, T* y) {
   const int64_t n = g.batch * g.channels * g.spatial;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const int64_t c = (i / g.spatial) % g.channels;
+    const int64_t c = channel_of(g, i);
     y[i] = from_f32<T>((to_f32(x[i]) - mean[c]) * (gamma[c] * inv[c]) + beta[c]);
   }
 }
@@ -109,9 +160,11 @@ __global__ void batchnorm_normalize_kernel(BatchNormGeometry g, const T* x, cons
 __global__ void batchnorm_grad_kernel(BatchNormGeometry g, const double* partial, const float* inv,
                                       const float* gamma, bool batch_stats, float* dgamma, float* dbeta,
                                       float* coef) {
-  for (int64_t c = global_index(); c < g.channels; c += grid_stride()) {
+  const int lane = int(threadIdx.x % 32);
+  for (int64_t c = warp_channel(); c < g.channels; c += warp_channel_stride()) {
     double sum_dy, sum_dy_xc;
-    channel_sums(g, partial, c, sum_dy, sum_dy_xc);
+    channel_sums(g, partial, c, lane, sum_dy, sum_dy_xc);
+    if (lane) continue;
     const double iv = inv[c];
     const double dg = sum_dy_xc * iv;
     dgamma[c] = float(dg);
@@ -128,19 +181,27 @@ __global__ void batchnorm_dx_kernel(BatchNormGeometry g, const T* x, const T* dy
                                     const float* coef, T* dx) {
   const int64_t n = g.batch * g.channels * g.spatial, C = g.channels;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const int64_t c = (i / g.spatial) % C;
+    const int64_t c = channel_of(g, i);
     dx[i] = from_f32<T>(coef[c] * (to_f32(dy[i]) - coef[C + c] - (to_f32(x[i]) - mean[c]) * coef[2 * C + c]));
   }
 }
 
 }  // namespace
 
-BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t spatial) {
+BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t spatial, bool channels_last) {
   BatchNormGeometry g;
   g.batch = batch;
   g.channels = channels;
   g.spatial = spatial;
+  g.channels_last = channels_last;
   const int64_t n = g.count();
+  if (channels_last) {  // at least 16 rows a thread (8 row phases), about 1024 blocks in all at most
+    const int64_t tiles = std::max<int64_t>(1, (channels + 31) / 32);
+    const int64_t by_size = (n + 8 * 16 - 1) / (8 * 16);
+    g.parts = std::max<int64_t>(1, std::min(by_size, std::max<int64_t>(1, 1024 / tiles)));
+    g.part_len = std::max<int64_t>(1, (n + g.parts - 1) / g.parts);
+    return g;
+  }
   // Pieces of at least 16 values per thread, and about 1024 blocks in all at most.
   const int64_t by_size = (n + kThreads * 16 - 1) / (kThreads * 16);
   const int64_t by_blocks = std::max<int64_t>(1, 1024 / std::max<int64_t>(1, channels));
@@ -155,13 +216,12 @@ void launch_batchnorm_batch_stats(const BatchNormGeometry& g, DType t, const voi
   if (g.channels <= 0 || g.count() <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(
-        g, StatsTerm<T>{static_cast<const T*>(x)}, partial);
+    launch_partial(g, StatsTerm<T>{static_cast<const T*>(x)}, partial, stream);
   });
   CUDA_CHECK_LAUNCH();
   const int64_t n = g.count();
   const float unbias = n > 1 ? float(n) / float(n - 1) : 1.f;  // as the CPU computes it
-  batchnorm_batch_stats_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(
+  batchnorm_batch_stats_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(
       g, partial, momentum, unbias, eps, mean, inv, running_mean, running_var);
   CUDA_CHECK_LAUNCH();
 }
@@ -195,12 +255,12 @@ void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* 
   if (g.channels <= 0 || g.count() <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(
-        g, GradTerm<T>{static_cast<const T*>(x), static_cast<const T*>(dy), mean}, partial);
+    launch_partial(g, GradTerm<T>{static_cast<const T*>(x), static_cast<const T*>(dy), mean}, partial,
+                   stream);
   });
   CUDA_CHECK_LAUNCH();
-  batchnorm_grad_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(g, partial, inv, gamma, batch_stats,
-                                                                       dgamma, dbeta, coef);
+  batchnorm_grad_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(g, partial, inv, gamma,
+                                                                            batch_stats, dgamma, dbeta, coef);
   CUDA_CHECK_LAUNCH();
   if (!dx) return;
   const int64_t n = g.batch * g.channels * g.spatial;

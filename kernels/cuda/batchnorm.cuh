@@ -27,12 +27,16 @@ struct BatchNormGeometry {
   int64_t batch = 0, channels = 0, spatial = 0;
   int64_t parts = 1;     // blocks per channel in the reductions
   int64_t part_len = 0;  // values per block (the last may have fewer)
+  // x, y and their gradients stored channels-last (B, S, C): the reductions then run over blocks
+  // of 32 channels x 8 rows (coalesced along the channels), `parts` pieces of the B * S rows.
+  bool channels_last = false;
   // constexpr: device code calls it too (--expt-relaxed-constexpr).
   constexpr int64_t count() const { return batch * spatial; }
 };
 
 // Chooses the split from the shape alone (the same on every GPU).
-BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t spatial);
+BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t spatial,
+                                     bool channels_last = false);
 
 // Scratch of the reductions: 2 * channels * parts doubles.
 inline size_t batchnorm_partial_bytes(const BatchNormGeometry& g) {

@@ -9,8 +9,12 @@
 //   params/grads: views 0 gamma, 1 beta; buffers: views 0 running_mean, 1 running_var
 //   workspace: [reduction pieces: 2 C parts doubles] [mean (C) | inv (C) | dx coefficients (3 C)]
 //   (mean / inv: those the last forward normalized with, kept for the backward)
-// Activations in any dtype (KernelContext::act_dtype); statistics and parameters f32.
+// Activations in any dtype (KernelContext::act_dtype); statistics and parameters f32. A
+// channels-last input is normalized in that layout, and the output stays channels-last unless the
+// consumer needs plain NCHW (then an OutputEdge transposes it, its buffer after the above).
+//   workspace: ... [output edge]
 #include "kernels/cuda/batchnorm.cuh"
+#include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "lib/core/error.h"
@@ -24,14 +28,19 @@ class BatchNormCuda : public LayerKernel {
   BatchNormCuda(const BatchNorm& l, const KernelContext& ctx)
       : be_(cuda_of(ctx)),
         name_(l.name()),
-        g_(cuda::batchnorm_geometry(ctx.batch, l.channels(), l.spatial())),
+        g_(cuda::batchnorm_geometry(ctx.batch, l.channels(), l.spatial(),
+                                    cuda::is_channels_last(ctx.input_layout))),
         momentum_(l.momentum),
         eps_(l.epsilon),
-        dtype_(ctx.act_dtype) {}
+        dtype_(ctx.act_dtype),
+        out_nhwc_(g_.channels_last && cuda::may_write_channels_last(ctx)),
+        out_(dtype_, g_.channels_last, out_nhwc_, ctx.batch, l.channels(), l.spatial(), 1) {}
 
-  size_t workspace_bytes() const override {
-    return align_up(cuda::batchnorm_partial_bytes(g_)) + align_up(size_t(5 * g_.channels) * sizeof(float));
+  std::shared_ptr<const Layout> output_layout() const override {
+    return out_nhwc_ ? cuda::channels_last() : nullptr;
   }
+
+  size_t workspace_bytes() const override { return stats_bytes() + align_up(out_.workspace_bytes()); }
 
   void bind(const KernelBinding& b) override {
     const int64_t C = g_.channels;
@@ -47,6 +56,7 @@ class BatchNormCuda : public LayerKernel {
     mean_ = reinterpret_cast<float*>(base + align_up(cuda::batchnorm_partial_bytes(g_)));
     inv_ = mean_ + C;
     coef_ = inv_ + C;
+    out_.bind(base + stats_bytes(), a_.y, a_.dy);
   }
 
   void forward(bool training) override {
@@ -57,21 +67,30 @@ class BatchNormCuda : public LayerKernel {
                                          running_mean_, running_var_, be_.stream());
     else
       cuda::launch_batchnorm_running_stats(g_, running_mean_, running_var_, eps_, mean_, inv_, be_.stream());
-    cuda::launch_batchnorm_normalize(g_, dtype_, a_.x, mean_, inv_, gamma_, beta_, a_.y, be_.stream());
+    cuda::launch_batchnorm_normalize(g_, dtype_, a_.x, mean_, inv_, gamma_, beta_, out_.core_y(),
+                                     be_.stream());
+    out_.finish_forward(be_.stream());
   }
 
   void backward() override {
-    cuda::launch_batchnorm_backward(g_, dtype_, a_.x, a_.dy, mean_, inv_, gamma_, trained_, partial_, coef_,
-                                    dgamma_, dbeta_, a_.dx, be_.stream());
+    cuda::launch_batchnorm_backward(g_, dtype_, a_.x, out_.core_dy(be_.stream()), mean_, inv_, gamma_,
+                                    trained_, partial_, coef_, dgamma_, dbeta_, a_.dx, be_.stream());
   }
 
  private:
+  // [reduction pieces] [mean | inv | dx coefficients]
+  size_t stats_bytes() const {
+    return align_up(cuda::batchnorm_partial_bytes(g_)) + align_up(size_t(5 * g_.channels) * sizeof(float));
+  }
+
   TypedActivations a_;
   CudaBackend& be_;
   std::string name_;
   cuda::BatchNormGeometry g_;
   float momentum_, eps_;
   DType dtype_;
+  bool out_nhwc_;
+  cuda::OutputEdge out_;
   bool trained_ = false;
   const float *gamma_ = nullptr, *beta_ = nullptr;
   float *dgamma_ = nullptr, *dbeta_ = nullptr, *running_mean_ = nullptr, *running_var_ = nullptr;

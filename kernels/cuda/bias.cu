@@ -15,9 +15,32 @@ namespace trainer::cuda {
 namespace {
 
 template <class T>
-__global__ void bias_add_kernel(T* y, const float* bias, int64_t n, int64_t channels, int64_t spatial) {
+__global__ void bias_add_kernel(T* y, const float* bias, int64_t n, int64_t channels, int64_t spatial,
+                                bool nhwc) {
   for (int64_t i = global_index(); i < n; i += grid_stride())
-    y[i] = from_f32<T>(to_f32(y[i]) + bias[(i / spatial) % channels]);
+    y[i] = from_f32<T>(to_f32(y[i]) + bias[nhwc ? i % channels : (i / spatial) % channels]);
+}
+
+// Channels-last: block (tile, piece) sums channels [32 tile, 32 tile + 32) over rows of its piece;
+// thread (x, y) = (channel in the tile, row phase mod 8). Fixed order: deterministic.
+template <class T>
+__global__ void bias_grad_nhwc_kernel(BiasGradSplit s, const T* dy, float* dbias, double* partial) {
+  __shared__ double sums[8][32];
+  const int tx = int(threadIdx.x % 32), ty = int(threadIdx.x / 32);
+  const int64_t c = int64_t(blockIdx.x) * 32 + tx, piece = blockIdx.y;
+  const int64_t rows = s.batch * s.spatial, begin = piece * s.part_len;
+  const int64_t end = std::min(begin + s.part_len, rows);
+  double sum = 0;
+  if (c < s.channels)
+    for (int64_t r = begin + ty; r < end; r += 8) sum += double(to_f32(dy[r * s.channels + c]));
+  sums[ty][tx] = sum;
+  __syncthreads();
+  if (ty != 0 || c >= s.channels) return;
+  for (int k = 1; k < 8; ++k) sum += sums[k][tx];
+  if (s.parts == 1)
+    dbias[c] = float(sum);
+  else
+    partial[c * s.parts + piece] = sum;
 }
 
 template <class T>
@@ -54,33 +77,45 @@ __global__ void bias_grad_piece_kernel(BiasGradSplit s, const T* dy, float* dbia
     partial[blockIdx.x] = sum;
 }
 
+// One warp per channel: lane l adds pieces l, l + 32, ... in order, then a fixed shuffle tree.
 __global__ void bias_grad_combine_kernel(BiasGradSplit s, const double* partial, float* dbias) {
-  for (int64_t c = global_index(); c < s.channels; c += grid_stride()) {
+  const int lane = int(threadIdx.x % 32);
+  for (int64_t c = global_index() / 32; c < s.channels; c += grid_stride() / 32) {
     double sum = 0;
-    for (int64_t p = 0; p < s.parts; ++p) sum += partial[c * s.parts + p];
-    dbias[c] = float(sum);
+    for (int64_t p = lane; p < s.parts; p += 32) sum += partial[c * s.parts + p];
+    sum = warp_sum(sum);
+    if (lane == 0) dbias[c] = float(sum);
   }
 }
 
 }  // namespace
 
 void launch_bias_add(DType t, void* y, const float* bias, int64_t batch, int64_t channels, int64_t spatial,
-                     cudaStream_t stream) {
+                     bool nhwc, cudaStream_t stream) {
   const int64_t n = batch * channels * spatial;
   if (n <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    bias_add_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), bias, n, channels, spatial);
+    bias_add_kernel<T>
+        <<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), bias, n, channels, spatial, nhwc);
   });
   CUDA_CHECK_LAUNCH();
 }
 
-BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial) {
+BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial, bool nhwc) {
   BiasGradSplit s;
   s.batch = batch;
   s.channels = channels;
   s.spatial = spatial;
+  s.nhwc = nhwc;
   const int64_t n = batch * spatial;
+  if (nhwc) {  // at least 64 rows a thread (8 row phases), about 1024 blocks in all at most
+    const int64_t tiles = std::max<int64_t>(1, (channels + 31) / 32);
+    const int64_t by_size = (n + 8 * 64 - 1) / (8 * 64);
+    s.parts = std::max<int64_t>(1, std::min(by_size, std::max<int64_t>(1, 1024 / tiles)));
+    s.part_len = std::max<int64_t>(1, (n + s.parts - 1) / s.parts);
+    return s;
+  }
   // One block per channel up to 32K values (a few microseconds; a second kernel would cost more
   // in a small network's step than it saves); beyond that, pieces of at least 64 values a thread,
   // and about 1024 blocks in all at most.
@@ -102,14 +137,23 @@ size_t bias_grad_scratch_bytes(const BiasGradSplit& s) {
 void launch_bias_grad(const BiasGradSplit& s, DType t, const void* dy, float* dbias, double* scratch,
                       cudaStream_t stream) {
   if (s.channels <= 0) return;
-  with_dtype(t, [&](auto tag) {
-    using T = decltype(tag);
-    bias_grad_piece_kernel<T><<<unsigned(s.channels * s.parts), kThreads, 0, stream>>>(
-        s, static_cast<const T*>(dy), dbias, scratch);
-  });
-  CUDA_CHECK_LAUNCH();
+  if (s.nhwc) {
+    const dim3 grid(unsigned((s.channels + 31) / 32), unsigned(s.parts));
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      bias_grad_nhwc_kernel<T><<<grid, 256, 0, stream>>>(s, static_cast<const T*>(dy), dbias, scratch);
+    });
+    CUDA_CHECK_LAUNCH();
+  } else {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      bias_grad_piece_kernel<T><<<unsigned(s.channels * s.parts), kThreads, 0, stream>>>(
+          s, static_cast<const T*>(dy), dbias, scratch);
+    });
+    CUDA_CHECK_LAUNCH();
+  }
   if (s.parts == 1) return;
-  bias_grad_combine_kernel<<<grid_for(s.channels), kThreads, 0, stream>>>(s, scratch, dbias);
+  bias_grad_combine_kernel<<<grid_for(32 * s.channels), kThreads, 0, stream>>>(s, scratch, dbias);
   CUDA_CHECK_LAUNCH();
 }
 

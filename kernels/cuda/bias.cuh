@@ -13,17 +13,21 @@
 namespace trainer::cuda {
 
 // y += bias (broadcast over batch and spatial positions).
+// nhwc: y is stored channels-last (B, spatial, F).
 void launch_bias_add(DType t, void* y, const float* bias, int64_t batch, int64_t channels, int64_t spatial,
-                     cudaStream_t stream);
+                     bool nhwc, cudaStream_t stream);
 
 // How the bias gradient splits each channel's batch * spatial values over blocks: `parts`
 // blocks per channel, so that a few channels with many values (a first convolution: 10 filters
 // x 200 x 576 positions) still fill the GPU. From the shape alone: the same on every GPU.
+// Channels-last dy (B, spatial, F) is summed by blocks of 32 channels x 8 rows instead, each
+// block over `parts` of the batch * spatial rows (coalesced reads along the channels).
 struct BiasGradSplit {
   int64_t batch = 0, channels = 0, spatial = 0;
   int64_t parts = 1, part_len = 0;
+  bool nhwc = false;
 };
-BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial);
+BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial, bool nhwc = false);
 // Scratch for the per-block sums (0 when parts = 1: the blocks write dbias directly).
 size_t bias_grad_scratch_bytes(const BiasGradSplit& s);
 

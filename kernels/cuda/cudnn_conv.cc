@@ -4,10 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <mutex>
 
 #include "kernels/cuda/bias.cuh"
+#include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/convert.cuh"
 #include "lib/memory/allocator.h"
 
@@ -42,6 +44,9 @@ Algo pick(const Perf* perf, int count, bool deterministic, bool strict, size_t m
                      " within " + format_bytes(max_ws) + " of scratch");
 }
 
+// The convolution runs in its core layout (CudnnConv::nhwc); a plain input is transposed into the
+// workspace (and dx computed there, then transposed back), and the output goes through an
+// OutputEdge when the consumer needs plain NCHW.
 class CudnnConvLayer : public LayerKernel {
  public:
   CudnnConvLayer(const ConvShape& s, bool bias, const KernelContext& ctx, const std::string& what)
@@ -50,12 +55,26 @@ class CudnnConvLayer : public LayerKernel {
         batch_(s.batch),
         filters_(s.filters),
         out_spatial_(s.oh * s.ow),
-        bias_split_(bias_grad_split(s.batch, s.filters, s.oh * s.ow)),
-        conv_(be_, s, ctx, what) {}
+        in_({s.batch, s.channels, s.h, s.w}),
+        conv_(be_, s, ctx, what),
+        in_nhwc_(is_channels_last(ctx.input_layout)),
+        core_c_(conv_.core_channels()),
+        out_nhwc_(conv_.nhwc() && may_write_channels_last(ctx)),
+        bias_split_(bias_grad_split(s.batch, s.filters, s.oh * s.ow, conv_.nhwc())),
+        out_(conv_.dtype(), conv_.nhwc(), out_nhwc_, s.batch, s.filters, s.oh, s.ow) {
+    if (in_nhwc_ && !conv_.nhwc())
+      throw InternalError(what + ": a channels-last input to an NCHW convolution");
+  }
 
-  // [the convolution's workspace] [the bias gradient's scratch]: rebuilt by every call.
+  std::shared_ptr<const Layout> output_layout() const override {
+    return out_nhwc_ ? channels_last() : nullptr;
+  }
+
+  // [the convolution's workspace] [the bias gradient's scratch] [x in the core layout]
+  // [the output edge]: all rebuilt by every call.
   size_t workspace_bytes() const override {
-    return conv_.workspace_bytes() + (bias_ ? align_up(bias_grad_scratch_bytes(bias_split_)) : 0);
+    return conv_.workspace_bytes() + bias_bytes() + align_up(input_edge_bytes()) +
+           align_up(out_.workspace_bytes());
   }
   bool workspace_is_transient() const override { return true; }
 
@@ -67,27 +86,63 @@ class CudnnConvLayer : public LayerKernel {
       b_ = b.param(1).f32();
       db_ = b.grad(1).f32();
     }
-    conv_.bind(b.workspace);
-    bias_scratch_ = reinterpret_cast<double*>(static_cast<char*>(b.workspace) + conv_.workspace_bytes());
+    char* base = static_cast<char*>(b.workspace);
+    conv_.bind(base);
+    base += conv_.workspace_bytes();
+    bias_scratch_ = reinterpret_cast<double*>(base);
+    base += bias_bytes();
+    x_core_ = input_edge_bytes() ? base : nullptr;
+    base += align_up(input_edge_bytes());
+    out_.bind(base, a_.y, a_.dy);
   }
 
   void forward(bool) override {
-    conv_.forward(a_.x, w_, a_.y);
-    if (bias_) launch_bias_add(a_.dtype, a_.y, b_, batch_, filters_, out_spatial_, be_.stream());
+    void* y = out_.core_y();
+    conv_.forward(core_input(), w_, y);
+    if (bias_) launch_bias_add(a_.dtype, y, b_, batch_, filters_, out_spatial_, conv_.nhwc(), be_.stream());
+    out_.finish_forward(be_.stream());
   }
 
   void backward() override {
-    conv_.backward(a_.x, w_, a_.dy, dw_, a_.dx);
-    if (bias_) launch_bias_grad(bias_split_, a_.dtype, a_.dy, db_, bias_scratch_, be_.stream());
+    const void* dy = out_.core_dy(be_.stream());
+    const void* x = core_input();
+    // dx in the core layout: the input edge's buffer once the filter gradient has read x there.
+    void* dx = a_.dx && x_core_ ? x_core_ : a_.dx;
+    conv_.backward(x, w_, dy, dw_, dx);
+    if (bias_) launch_bias_grad(bias_split_, a_.dtype, dy, db_, bias_scratch_, be_.stream());
+    if (a_.dx && x_core_)
+      launch_relayout(a_.dtype, x_core_, true, core_c_, a_.dx, in_nhwc_, in_[1], in_[0], in_[2] * in_[3],
+                      be_.stream());
   }
 
  private:
+  size_t bias_bytes() const { return bias_ ? align_up(bias_grad_scratch_bytes(bias_split_)) : 0; }
+  // x goes through the workspace when it is not in the core's layout: plain NCHW, or channels
+  // padded for the tensor cores (CudnnConv::core_channels).
+  size_t input_edge_bytes() const {
+    const bool edge = conv_.nhwc() && (!in_nhwc_ || core_c_ != in_[1]);
+    return edge ? size_t(in_[0] * core_c_ * in_[2] * in_[3]) * dtype_bytes(conv_.dtype()) : 0;
+  }
+  // x in the core layout.
+  const void* core_input() {
+    if (!x_core_) return a_.x;
+    launch_relayout(a_.dtype, a_.x, in_nhwc_, in_[1], x_core_, true, core_c_, in_[0], in_[2] * in_[3],
+                    be_.stream());
+    return x_core_;
+  }
+
   TypedActivations a_;
   CudaBackend& be_;
   bool bias_;
   int64_t batch_, filters_, out_spatial_;
-  BiasGradSplit bias_split_;
+  std::array<int64_t, 4> in_;  // x: (B, C, H, W)
   CudnnConv conv_;
+  bool in_nhwc_;
+  int64_t core_c_;  // the input channels of the core (padded, CudnnConv::core_channels)
+  bool out_nhwc_;
+  BiasGradSplit bias_split_;
+  OutputEdge out_;
+  void* x_core_ = nullptr;
   double* bias_scratch_ = nullptr;
   const float *w_ = nullptr, *b_ = nullptr;
   float *dw_ = nullptr, *db_ = nullptr;
@@ -101,15 +156,30 @@ std::unique_ptr<LayerKernel> make_cudnn_conv_layer(const ConvShape& s, bool bias
 }
 
 CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& ctx, const std::string& what)
-    : be_(be), dtype_(ctx.act_dtype) {
+    : be_(be), dtype_(ctx.act_dtype), nhwc_(ctx.act_dtype != DType::f32) {
+  k_ = s.filters;
+  c_ = s.channels / s.groups;
+  r_ = s.kh;
+  s_ = s.kw;
+  groups_ = s.groups;
+  cp_ = nhwc_ && s.groups == 1 && c_ % 8 ? (c_ + 7) / 8 * 8 : c_;
+  const int64_t channels = cp_ * groups_;  // what cuDNN sees
   asym_ = s.pad_top != s.pad_bottom || s.pad_left != s.pad_right;
-  pad_ = PadGeometry{s.batch * s.channels, s.h, s.w, s.pad_top, s.pad_bottom, s.pad_left, s.pad_right};
+  pad_.planes = nhwc_ ? s.batch : s.batch * channels;
+  pad_.inner = nhwc_ ? channels : 1;
+  pad_.h = s.h;
+  pad_.w = s.w;
+  pad_.top = s.pad_top;
+  pad_.bottom = s.pad_bottom;
+  pad_.left = s.pad_left;
+  pad_.right = s.pad_right;
   const int64_t xh = asym_ ? pad_.ph() : s.h, xw = asym_ ? pad_.pw() : s.w;
   const int pad_h = asym_ ? 0 : int(s.pad_top), pad_w = asym_ ? 0 : int(s.pad_left);
-  set_nchw(x_desc_, s.batch, s.channels, xh, xw, dtype_);
-  set_nchw(y_desc_, s.batch, s.filters, s.oh, s.ow, dtype_);
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, cudnn_type(dtype_), CUDNN_TENSOR_NCHW, int(s.filters),
-                                         int(s.channels / s.groups), int(s.kh), int(s.kw)));
+  set_nchw(x_desc_, s.batch, channels, xh, xw, dtype_, nhwc_);
+  set_nchw(y_desc_, s.batch, s.filters, s.oh, s.ow, dtype_, nhwc_);
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, cudnn_type(dtype_),
+                                         nhwc_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, int(k_), int(cp_),
+                                         int(r_), int(s_)));
   const bool strict = ctx.math == MathMode::strict_fp32;
   for (ConvDesc& d : conv_desc_) {
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d, pad_h, pad_w, int(s.sh), int(s.sw), 1, 1,
@@ -123,16 +193,17 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
     throw InternalError(what + ": cuDNN's output shape (" + std::to_string(n) + ", " + std::to_string(c) +
                         ", " + std::to_string(h) + ", " + std::to_string(w) + ") differs from the layer's");
   const size_t elem = dtype_bytes(dtype_);
-  w_elems_ = s.filters * (s.channels / s.groups) * s.kh * s.kw;
-  const size_t x_bytes = size_t(s.batch * s.channels * xh * xw) * elem;
-  const size_t w_bytes = size_t(w_elems_) * elem;
+  w_elems_ = k_ * c_ * r_ * s_;
+  const size_t x_bytes = size_t(s.batch * channels * xh * xw) * elem;
+  const size_t w_bytes = size_t(k_ * cp_ * r_ * s_) * elem;
   const size_t y_bytes = size_t(s.batch * s.filters * s.oh * s.ow) * elem;
-  std::string key = std::string(dtype_name(dtype_)) + " ";  // the convolution cuDNN sees
-  for (int64_t v : {s.batch, s.channels, xh, xw, s.filters, s.kh, s.kw, s.sh, s.sw, int64_t(pad_h),
+  // The convolution cuDNN sees.
+  std::string key = std::string(dtype_name(dtype_)) + (nhwc_ ? " nhwc " : " nchw ");
+  for (int64_t v : {s.batch, channels, xh, xw, s.filters, s.kh, s.kw, s.sh, s.sw, int64_t(pad_h),
                     int64_t(pad_w), s.groups})
     key += std::to_string(v) + ",";
   choose_algorithms(what, ctx.deterministic, strict, key, x_bytes, w_bytes, y_bytes);
-  if (asym_) padded_bytes_ = align_up(size_t(pad_.planes * pad_.ph() * pad_.pw()) * elem);
+  if (asym_) padded_bytes_ = align_up(size_t(pad_.planes * pad_.ph() * pad_.pw() * pad_.inner) * elem);
   if (dtype_ != DType::f32) weight_bytes_ = 2 * align_up(w_bytes);
 }
 
@@ -146,7 +217,10 @@ void CudnnConv::bind(void* workspace) {
 
 const void* CudnnConv::typed_weights(const float* w) {
   if (dtype_ == DType::f32) return w;
-  launch_convert(w_typed_, dtype_, w, DType::f32, w_elems_, false, be_.stream());
+  if (nhwc_)
+    launch_filter_to_krsc(w, dtype_, w_typed_, k_, c_, cp_, r_, s_, be_.stream());
+  else
+    launch_convert(w_typed_, dtype_, w, DType::f32, w_elems_, false, be_.stream());
   return w_typed_;
 }
 
@@ -163,7 +237,10 @@ void CudnnConv::backward(const void* x, const float* w, const void* dy, float* d
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(be_.cudnn(), &kOne, x_desc_, xin, y_desc_, dy,
                                              conv_desc_[kBwdFilter], bwd_filter_algo_, scratch_,
                                              bwd_filter_ws_, &kZero, w_desc_, dwt));
-  if (dwt != dw) launch_convert(dw, DType::f32, dwt, dtype_, w_elems_, false, be_.stream());
+  if (dwt != dw && nhwc_)
+    launch_krsc_to_filter(dtype_, dwt, dw, k_, c_, cp_, r_, s_, be_.stream());
+  else if (dwt != dw)
+    launch_convert(dw, DType::f32, dwt, dtype_, w_elems_, false, be_.stream());
   if (!dx) return;
   // With explicit padding the padded input is no longer needed: its buffer takes d(padded x).
   void* dxin = asym_ ? xpad_ : dx;

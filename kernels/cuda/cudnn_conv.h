@@ -12,13 +12,16 @@
 //     convolves with no padding; backward-data goes to that buffer and is cropped into dx.
 // forward/backward only launch work on the backend's stream (no allocation, no descriptor, no
 // sync). No bias in CudnnConv: the layer kernel (make_cudnn_conv_layer) adds it (bias.cu).
-// Activations in ctx.act_dtype: with bf16 (or fp16) x, y and their gradients are bf16, the
-// tensor-core algorithms compute in f32, and the f32 weights are converted to bf16 into the
-// workspace by every call that reads them (cuDNN takes one dtype for x, W and y); dW comes out
-// in bf16 and is converted into the f32 gradient.
-//   x, dx: (B, C, H, W)  W, dW: (F, C, kh, kw) f32  y, dy: (B, F, OH, OW)
-//   workspace: [padded x (B, C, H+pt+pb, W+pl+pr), only when asymmetric] [W, dW in the
-//   activation dtype, only when it is not f32] [cuDNN scratch]
+// Activations in ctx.act_dtype: with bf16 (or fp16) x, y and their gradients are bf16 and stored
+// channels-last (NHWC, the layout cuDNN's tensor-core kernels want: in NCHW cuDNN 9 ran bf16
+// convolutions slower than TF32 ones), the algorithms compute in f32, and the f32 weights are
+// converted to bf16 (K, R, S, C) into the workspace by every call that reads them (cuDNN takes
+// one dtype for x, W and y); dW comes out in bf16 (K, R, S, C) and is converted into the f32
+// gradient (K, C, R, S). The layer kernel converts plain neighbours at its edges.
+//   x, dx: (B, C, H, W)  W, dW: (F, C, kh, kw) f32  y, dy: (B, F, OH, OW); NHWC storage in low
+//   precision
+//   workspace: [padded x, only when asymmetric] [W, dW in the activation dtype, only when it is
+//   not f32] [cuDNN scratch]
 #pragma once
 
 #include <memory>
@@ -53,6 +56,12 @@ class CudnnConv {
   // dW (overwritten) and, when dx is not null, dx (overwritten).
   void backward(const void* x, const float* w, const void* dy, float* dw, void* dx);
   DType dtype() const { return dtype_; }
+  // x, y and their gradients are NHWC (low precision), else NCHW.
+  bool nhwc() const { return nhwc_; }
+  // The input channels cuDNN sees: in NHWC a count that is not a multiple of 8 (an image's 1 or 3)
+  // is padded with zero channels up to one, so that the tensor-core kernels apply (unpadded,
+  // cuDNN 9 ran its legacy wgrad_alg0_engine: 4.5 ms of vgg11_bn_cifar's 10 ms bf16 step).
+  int64_t core_channels() const { return cp_ * groups_; }
 
  private:
   const void* padded_input(const void* x);
@@ -88,7 +97,10 @@ class CudnnConv {
 
   CudaBackend& be_;
   DType dtype_ = DType::f32;
+  bool nhwc_ = false;
   int64_t w_elems_ = 0;
+  int64_t k_ = 0, c_ = 0, r_ = 0, s_ = 0;  // the filter's dims (c_: channels per group)
+  int64_t cp_ = 0, groups_ = 1;            // c_ padded (see core_channels)
   bool asym_ = false;
   PadGeometry pad_;
   TensorDesc x_desc_, y_desc_;

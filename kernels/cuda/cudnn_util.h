@@ -43,11 +43,12 @@ inline cudnnDataType_t cudnn_type(DType t) {
   }
 }
 
-// A plain NCHW tensor descriptor (float unless t says otherwise).
+// A 4-D tensor descriptor of logical dims (n, c, h, w): plain NCHW, or NHWC storage with nhwc
+// (float unless t says otherwise).
 inline void set_nchw(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w,
-                     DType t = DType::f32) {
-  CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_type(t), int(n), int(c), int(h), int(w)));
+                     DType t = DType::f32, bool nhwc = false) {
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, cudnn_type(t),
+                                         int(n), int(c), int(h), int(w)));
 }
 
 }  // namespace trainer::cuda

@@ -54,7 +54,7 @@ class DenseCuda : public LayerKernel {
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, units_, batch_, in_, typed_weights(), dtype_, a_.x, dtype_, a_.y, dtype_,
          units_);
-    if (bias_) cuda::launch_bias_add(dtype_, a_.y, b_, batch_, units_, 1, be_.stream());
+    if (bias_) cuda::launch_bias_add(dtype_, a_.y, b_, batch_, units_, 1, false, be_.stream());
   }
 
   void backward() override {

@@ -21,6 +21,27 @@
 namespace trainer::cuda {
 namespace {
 
+// Value i in storage order over (sample, channel, position) with `positions` positions a plane:
+// NCHW stores (B, C, P), NHWC (B, P, C).
+__device__ __forceinline__ void decompose(const PoolGeometry& g, int64_t i, int64_t positions,
+                                          int64_t& sample, int64_t& c, int64_t& pos) {
+  if (g.channels_last) {
+    c = i % g.channels;
+    pos = (i / g.channels) % positions;
+    sample = i / (g.channels * positions);
+  } else {
+    pos = i % positions;
+    c = (i / positions) % g.channels;
+    sample = i / (g.channels * positions);
+  }
+}
+// The storage index of (sample, c, pos).
+__device__ __forceinline__ int64_t offset(const PoolGeometry& g, int64_t sample, int64_t c, int64_t positions,
+                                          int64_t pos) {
+  return g.channels_last ? (sample * positions + pos) * g.channels + c
+                         : (sample * g.channels + c) * positions + pos;
+}
+
 // The in-bounds extent [begin, end) of output position o's window along one dimension.
 __device__ __forceinline__ void window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t in,
                                        int64_t& begin, int64_t& end) {
@@ -33,8 +54,12 @@ template <class T>
 __global__ void pool_forward_kernel(PoolGeometry g, const T* x, T* y, int32_t* argmax) {
   const int64_t n = g.batch * g.channels * g.oh * g.ow;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const int64_t ow = i % g.ow, oh = (i / g.ow) % g.oh, plane = i / (g.ow * g.oh);
-    const T* xp = x + plane * g.h * g.w;
+    int64_t sample, c, opos;
+    decompose(g, i, g.oh * g.ow, sample, c, opos);
+    const int64_t ow = opos % g.ow, oh = opos / g.ow;
+    // The input plane of the same (sample, channel): position p at xp[p * cs].
+    const T* xp = x + offset(g, sample, c, g.h * g.w, 0);
+    const int64_t cs = g.channels_last ? g.channels : 1;
     int64_t h0, h1, w0, w1;
     window(oh, g.sh, g.pad_top, g.kh, g.h, h0, h1);
     window(ow, g.sw, g.pad_left, g.kw, g.w, w0, w1);
@@ -43,7 +68,7 @@ __global__ void pool_forward_kernel(PoolGeometry g, const T* x, T* y, int32_t* a
       int32_t best_at = -1;
       for (int64_t h = h0; h < h1; ++h)
         for (int64_t w = w0; w < w1; ++w) {
-          const float v = to_f32(xp[h * g.w + w]);
+          const float v = to_f32(xp[(h * g.w + w) * cs]);
           if (best_at < 0 || v > best) {
             best = v;
             best_at = int32_t(h * g.w + w);
@@ -54,7 +79,7 @@ __global__ void pool_forward_kernel(PoolGeometry g, const T* x, T* y, int32_t* a
     } else {
       float sum = 0.f;
       for (int64_t h = h0; h < h1; ++h)
-        for (int64_t w = w0; w < w1; ++w) sum += to_f32(xp[h * g.w + w]);
+        for (int64_t w = w0; w < w1; ++w) sum += to_f32(xp[(h * g.w + w) * cs]);
       const int64_t count = (h1 - h0) * (w1 - w0);
       y[i] = from_f32<T>(count > 0 ? sum / float(count) : 0.f);
     }
@@ -74,8 +99,9 @@ template <class T>
 __global__ void pool_backward_kernel(PoolGeometry g, const T* dy, const int32_t* argmax, T* dx) {
   const int64_t n = g.batch * g.channels * g.h * g.w;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const int64_t w = i % g.w, h = (i / g.w) % g.h, plane = i / (g.w * g.h);
-    const int64_t out_plane = plane * g.oh * g.ow;
+    int64_t sample, c, ipos;
+    decompose(g, i, g.h * g.w, sample, c, ipos);
+    const int64_t w = ipos % g.w, h = ipos / g.w;
     int64_t oh0, oh1, ow0, ow1;
     covering(h, g.sh, g.pad_top, g.kh, g.oh, oh0, oh1);
     covering(w, g.sw, g.pad_left, g.kw, g.ow, ow0, ow1);
@@ -83,7 +109,7 @@ __global__ void pool_backward_kernel(PoolGeometry g, const T* dy, const int32_t*
     const int32_t me = int32_t(h * g.w + w);
     for (int64_t oh = oh0; oh <= oh1; ++oh)
       for (int64_t ow = ow0; ow <= ow1; ++ow) {
-        const int64_t o = out_plane + oh * g.ow + ow;
+        const int64_t o = offset(g, sample, c, g.oh * g.ow, oh * g.ow + ow);
         if (g.max) {
           if (argmax[o] == me) acc += to_f32(dy[o]);
         } else {
@@ -105,15 +131,29 @@ __global__ void pool_backward_tiled_kernel(PoolGeometry g, const T* dy, const in
   const uint32_t kh = uint32_t(g.kh), kw = uint32_t(g.kw);
   const float count = float(kh * kw);
   for (uint32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < n_out; o += gridDim.x * blockDim.x) {
-    const uint32_t ow = o % ow_n, rest = o / ow_n, oh = rest % oh_n, plane = rest / oh_n;
-    T* dxp = dx + size_t(plane) * uint32_t(g.h) * w;
+    uint32_t ow, oh, plane, cs = 1;
+    T* dxp;
+    if (g.channels_last) {  // o = ((sample oh_n + oh) ow_n + ow) C + c; dx plane (sample, c) at stride C
+      const uint32_t ch = uint32_t(g.channels), c = o % ch, rest = o / ch;
+      ow = rest % ow_n;
+      oh = (rest / ow_n) % oh_n;
+      plane = rest / (ow_n * oh_n);  // the sample
+      cs = ch;
+      dxp = dx + size_t(plane) * uint32_t(g.h) * w * ch + c;
+    } else {
+      ow = o % ow_n;
+      const uint32_t rest = o / ow_n;
+      oh = rest % oh_n;
+      plane = rest / oh_n;
+      dxp = dx + size_t(plane) * uint32_t(g.h) * w;
+    }
     const float d = to_f32(dy[o]);
     const int32_t at = g.max ? argmax[o] : -1;
     const float share = g.max ? 0.f : d / count;
     for (uint32_t a = 0; a < kh; ++a)
       for (uint32_t b = 0; b < kw; ++b) {
         const uint32_t idx = (oh * kh + a) * w + ow * kw + b;
-        dxp[idx] = from_f32<T>(g.max ? (int32_t(idx) == at ? d : 0.f) : share);
+        dxp[size_t(idx) * cs] = from_f32<T>(g.max ? (int32_t(idx) == at ? d : 0.f) : share);
       }
   }
 }

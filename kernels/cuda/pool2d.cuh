@@ -15,6 +15,9 @@ struct PoolGeometry {
   int64_t batch = 0, channels = 0, h = 0, w = 0, oh = 0, ow = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, pad_top = 0, pad_left = 0;
   bool max = true;  // else average over the window's in-bounds elements (padding excluded)
+  // x, y and their gradients stored channels-last (B, H, W, C) and (B, OH, OW, C); argmax is then
+  // laid out like y and still holds h*W + w.
+  bool channels_last = false;
 };
 
 // Max pooling records the first maximal position of each window in `argmax` (as oneDNN does).

@@ -4,8 +4,11 @@
 // keeps the first maximum of the in-bounds window and its backward routes each gradient there,
 // avg divides by the in-bounds count (padding excluded), backward gathers without atomics; all as
 // the CPU (oneDNN) computes. The argmax indices live in the workspace between forward and backward.
-// Any activation dtype (KernelContext::act_dtype), compared and summed in f32.
+// Any activation dtype (KernelContext::act_dtype), compared and summed in f32. A channels-last
+// input is pooled in that layout, and the output stays channels-last unless the consumer needs
+// plain NCHW (an OutputEdge transposes it; its buffer follows the argmax in the workspace).
 //   x: (B, C, H, W)  y: (B, C, OH, OW)  workspace (max only): argmax int32 (B, C, OH, OW)
+#include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/pool2d.cuh"
@@ -17,21 +20,31 @@ namespace {
 
 class PoolCuda : public LayerKernel {
  public:
-  PoolCuda(const cuda::PoolGeometry& g, const KernelContext& ctx)
-      : be_(cuda_of(ctx)), g_(g), dtype_(ctx.act_dtype) {}
+  PoolCuda(cuda::PoolGeometry g, const KernelContext& ctx)
+      : be_(cuda_of(ctx)),
+        g_(with_layout(g, ctx)),
+        dtype_(ctx.act_dtype),
+        out_nhwc_(g_.channels_last && cuda::may_write_channels_last(ctx)),
+        out_(dtype_, g_.channels_last, out_nhwc_, g_.batch, g_.channels, g_.oh, g_.ow) {}
 
-  size_t workspace_bytes() const override {
-    return g_.max ? size_t(g_.batch * g_.channels * g_.oh * g_.ow) * sizeof(int32_t) : 0;
+  std::shared_ptr<const Layout> output_layout() const override {
+    return out_nhwc_ ? cuda::channels_last() : nullptr;
   }
+  size_t workspace_bytes() const override { return align_up(argmax_bytes()) + out_.workspace_bytes(); }
   void bind(const KernelBinding& b) override {
     a_ = TypedActivations(b, dtype_);
     argmax_ = static_cast<int32_t*>(b.workspace);
+    out_.bind(static_cast<char*>(b.workspace) + align_up(argmax_bytes()), a_.y, a_.dy);
   }
 
-  void forward(bool) override { cuda::launch_pool2d_forward(g_, dtype_, a_.x, a_.y, argmax_, be_.stream()); }
+  void forward(bool) override {
+    cuda::launch_pool2d_forward(g_, dtype_, a_.x, out_.core_y(), argmax_, be_.stream());
+    out_.finish_forward(be_.stream());
+  }
 
   void backward() override {
-    if (a_.dx) cuda::launch_pool2d_backward(g_, dtype_, a_.dy, argmax_, a_.dx, be_.stream());
+    if (a_.dx)
+      cuda::launch_pool2d_backward(g_, dtype_, out_.core_dy(be_.stream()), argmax_, a_.dx, be_.stream());
   }
 
  private:
@@ -39,7 +52,17 @@ class PoolCuda : public LayerKernel {
   CudaBackend& be_;
   cuda::PoolGeometry g_;
   DType dtype_;
+  bool out_nhwc_;
+  cuda::OutputEdge out_;
   int32_t* argmax_ = nullptr;
+
+  size_t argmax_bytes() const {
+    return g_.max ? size_t(g_.batch * g_.channels * g_.oh * g_.ow) * sizeof(int32_t) : 0;
+  }
+  static cuda::PoolGeometry with_layout(cuda::PoolGeometry g, const KernelContext& ctx) {
+    g.channels_last = cuda::is_channels_last(ctx.input_layout);
+    return g;
+  }
 };
 
 }  // namespace

@@ -5,7 +5,9 @@
 //     them (bf16 ran), loss sums within rel 2e-2; the step is still one CUDA graph;
 //   - the activation arena of the CNN is smaller than fp32's;
 //   - the executor's dtype conversions at the edges carry gradients both ways: a bf16 layer
-//     between two f32 ones, and a tensor consumed by a bf16 and an f32 layer (gradients summed).
+//     between two f32 ones, and a tensor consumed by a bf16 and an f32 layer (gradients summed);
+//   - channels-last chains (convolution, batchnorm, activations, pooling, 1-D and 2-D,
+//     asymmetric padding, outputs to layers that need NCHW) train like plain NCHW bf16.
 #include <iostream>
 
 #include "lib/config/config.h"
@@ -53,13 +55,49 @@ const char* kBranches = R"(model:
 data: {train: {format: random}, num_classes: 6}
 )";
 
+// Channels-last chains with every kind of edge: a conv fed NCHW (the model's input), asymmetric
+// "same" padding, batchnorm into add (which needs NCHW), relu into flatten, conv1d chains.
+const char* kLayouts = R"(model:
+  input_shape: [4, 10, 10]
+  layers:
+    - {type: conv2d, name: c0, filters: 8, kernel_size: 3, padding: same}
+    - {type: batchnorm, name: bn0}
+    - {type: relu, name: r0}
+    - {type: conv2d, name: c1, filters: 8, kernel_size: 2, padding: same}
+    - {type: batchnorm, name: bn1}
+    - {type: add, name: add, inputs: [bn1, r0]}
+    - {type: relu, name: r1}
+    - {type: conv2d, name: c2, filters: 12, kernel_size: 3, strides: 2, padding: same}
+    - {type: leaky_relu, name: r2}
+    - {type: avgpool2d, name: pool, pool_size: 2, padding: same}
+    - {type: maxpool2d, name: pool2, pool_size: 2}
+    - {type: relu, name: r3}
+    - {type: flatten, name: flat}
+    - {type: dense, name: fc, units: 6}
+data: {train: {format: random}, num_classes: 6}
+)";
+
+const char* kLayouts1d = R"(model:
+  input_shape: [3, 24]
+  layers:
+    - {type: conv1d, name: c0, filters: 8, kernel_size: 3, padding: same}
+    - {type: batchnorm, name: bn0}
+    - {type: relu, name: r0}
+    - {type: maxpool1d, name: p0}
+    - {type: conv1d, name: c1, filters: 8, kernel_size: 4, padding: same}
+    - {type: tanh, name: t1}
+    - {type: global_max_pool, name: gmp}
+    - {type: dense, name: fc, units: 5}
+data: {train: {format: random}, num_classes: 5}
+)";
+
 struct Run {
   std::vector<float> initial, params;
   MetricSums train;
   size_t activation_bytes = 0;
 };
 
-Run train(const Model& model, MathMode math, LossKind loss, int64_t classes) {
+Run train(const Model& model, MathMode math, LossKind loss, int64_t classes, bool plain_layouts = false) {
   CudaBackend& be = cuda_backend();
   const Optimizer opt(make_optimizer("{type: sgd, lr: 0.05, momentum: 0.9}"));
   ExecutorOptions o;
@@ -68,6 +106,7 @@ Run train(const Model& model, MathMode math, LossKind loss, int64_t classes) {
   o.loss = loss;
   o.math = math;
   o.seed = 5;
+  o.plain_layouts = plain_layouts;
   Executor ex(model, be, opt, o);
   Run r;
   for (const MemoryItem& m : ex.memory_plan())
@@ -132,4 +171,27 @@ TEST_CASE("gpu bf16 trains a residual batchnorm CNN like fp32", "[gpu][bf16]") {
 
 TEST_CASE("gpu bf16 conversions carry gradients across dtype edges and shared tensors", "[gpu][bf16]") {
   expect_close_to_fp32(kBranches, LossKind::cross_entropy_logits, 6, false);
+}
+
+TEST_CASE("gpu bf16 channels-last chains train like plain NCHW bf16", "[gpu][bf16]") {
+  if (!cuda_backend().supports_math(MathMode::bf16)) {
+    std::cout << "SKIPPED: " << cuda_backend().description() << " has no bf16 tensor cores\n";
+    return;
+  }
+  for (const auto& [yaml, classes] : {std::pair<const char*, int64_t>{kLayouts, 6}, {kLayouts1d, 5}}) {
+    Config c = parse_config(yaml, "layouts.yaml", {});
+    Model model(c.input_shape, c.layers, c.init, c.file);
+    const Run nchw = train(model, MathMode::bf16, LossKind::cross_entropy_logits, classes, true);
+    const Run nhwc = train(model, MathMode::bf16, LossKind::cross_entropy_logits, classes, false);
+    const Run f32 = train(model, MathMode::strict_fp32, LossKind::cross_entropy_logits, classes);
+    const double e = rel_error(updates(model, nhwc), updates(model, nchw));
+    const double e32 = rel_error(updates(model, nhwc), updates(model, f32));
+    INFO(c.input_shape.str() << ": channels-last against NCHW bf16 rel " << e << ", against fp32 " << e32
+                             << "; loss sums " << nhwc.train.loss_sum << " / " << nchw.train.loss_sum);
+    std::cout << "bf16 layouts " << c.input_shape.str() << ": channels-last against NCHW rel " << e
+              << ", against fp32 " << e32 << "\n";
+    CHECK(e < 3e-2);
+    CHECK(e32 < 1e-1);
+    CHECK(std::abs(nhwc.train.loss_sum - nchw.train.loss_sum) <= 1e-2 * std::abs(nchw.train.loss_sum));
+  }
 }

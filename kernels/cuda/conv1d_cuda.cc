@@ -11,8 +11,9 @@
 
 namespace trainer {
 
-std::unique_ptr<LayerKernel> make_conv1d_cuda(const Layer& layer, const KernelContext& ctx) {
-  const auto& l = static_cast<const Conv1d&>(layer);
+namespace {
+
+cuda::ConvShape conv1d_shape(const Conv1d& l, const KernelContext& ctx) {
   cuda::ConvShape s;
   s.batch = ctx.batch;
   s.channels = l.input_shape()[0];
@@ -27,7 +28,14 @@ std::unique_ptr<LayerKernel> make_conv1d_cuda(const Layer& layer, const KernelCo
   s.pad_right = l.w.pad_end;
   s.oh = 1;
   s.ow = l.output_shape()[1];
-  return cuda::make_cudnn_conv_layer(s, l.use_bias, ctx, "conv1d '" + l.name() + "'");
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<LayerKernel> make_conv1d_cuda(const Layer& layer, const KernelContext& ctx) {
+  const auto& l = static_cast<const Conv1d&>(layer);
+  return cuda::make_cudnn_conv_layer(conv1d_shape(l, ctx), l.use_bias, ctx, "conv1d '" + l.name() + "'");
 }
 
 }  // namespace trainer

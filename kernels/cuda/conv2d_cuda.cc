@@ -11,8 +11,9 @@
 
 namespace trainer {
 
-std::unique_ptr<LayerKernel> make_conv2d_cuda(const Layer& layer, const KernelContext& ctx) {
-  const auto& l = static_cast<const Conv2d&>(layer);
+namespace {
+
+cuda::ConvShape conv2d_shape(const Conv2d& l, const KernelContext& ctx) {
   const Shape& in = l.input_shape();
   const Shape& out = l.output_shape();
   cuda::ConvShape s;
@@ -32,7 +33,14 @@ std::unique_ptr<LayerKernel> make_conv2d_cuda(const Layer& layer, const KernelCo
   s.oh = out[1];
   s.ow = out[2];
   s.groups = l.groups;
-  return cuda::make_cudnn_conv_layer(s, l.use_bias, ctx, "conv2d '" + l.name() + "'");
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<LayerKernel> make_conv2d_cuda(const Layer& layer, const KernelContext& ctx) {
+  const auto& l = static_cast<const Conv2d&>(layer);
+  return cuda::make_cudnn_conv_layer(conv2d_shape(l, ctx), l.use_bias, ctx, "conv2d '" + l.name() + "'");
 }
 
 }  // namespace trainer

@@ -1,31 +1,33 @@
 // Which CUDA kernel runs each layer type (backend name "cuda"). flatten is a view: no kernel.
-// low: the kernel runs with its activations in bf16 under math bf16 (kLowPrecisionActivations);
-// the executor converts to and from f32 around the others. any: it also takes a channels-last
-// input (kernels/cuda/channels_last.h), which only low-precision convolutions produce.
+// Under math bf16: dense and convolutions run in bf16 (low, conv); batchnorm, activations,
+// pooling and add (follow) in bf16 when their inputs arrive in bf16. The executor converts to and from f32
+// around the others. Those that also take a channels-last input (kernels/cuda/channels_last.h), which only
+// bf16 convolutions produce, are registered with kAnyInputLayout.
 #include "kernels/cuda/cuda_kernels.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
 
 void register_cuda_kernels(Registry& r) {
-  const unsigned low = kLowPrecisionActivations, any = kLowPrecisionActivations | kAnyInputLayout;
+  const unsigned low = kLowPrecisionActivations, conv = low | kAnyInputLayout;
+  const unsigned follow = low | kFollowsInputDtype, follow_any = follow | kAnyInputLayout;
   r.add_kernel("dense", "cuda", make_dense_cuda, low);
-  r.add_kernel("conv2d", "cuda", make_conv2d_cuda, any);
-  r.add_kernel("maxpool2d", "cuda", make_pool2d_cuda, any);
-  r.add_kernel("avgpool2d", "cuda", make_pool2d_cuda, any);
+  r.add_kernel("conv2d", "cuda", make_conv2d_cuda, conv);
+  r.add_kernel("maxpool2d", "cuda", make_pool2d_cuda, follow_any);
+  r.add_kernel("avgpool2d", "cuda", make_pool2d_cuda, follow_any);
   r.add_kernel("embedding", "cuda", make_embedding_cuda);
-  r.add_kernel("conv1d", "cuda", make_conv1d_cuda, any);
-  r.add_kernel("maxpool1d", "cuda", make_pool1d_cuda, any);
-  r.add_kernel("avgpool1d", "cuda", make_pool1d_cuda, any);
+  r.add_kernel("conv1d", "cuda", make_conv1d_cuda, conv);
+  r.add_kernel("maxpool1d", "cuda", make_pool1d_cuda, follow_any);
+  r.add_kernel("avgpool1d", "cuda", make_pool1d_cuda, follow_any);
   r.add_kernel("global_avg_pool", "cuda", make_global_avg_pool_cuda);
   r.add_kernel("global_max_pool", "cuda", make_global_max_pool_cuda);
-  r.add_kernel("add", "cuda", make_add_cuda, low);
+  r.add_kernel("add", "cuda", make_add_cuda, follow);
   r.add_kernel("concat", "cuda", make_concat_cuda);
-  r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda, any);
+  r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda, follow_any);
   r.add_kernel("dropout", "cuda", make_dropout_cuda);
   r.add_kernel("dropout2d", "cuda", make_dropout_cuda);
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})
-    r.add_kernel(t, "cuda", make_eltwise_cuda, any);
+    r.add_kernel(t, "cuda", make_eltwise_cuda, follow_any);
   r.add_kernel("softmax", "cuda", make_softmax_cuda);
   r.add_kernel("log_softmax", "cuda", make_softmax_cuda);
 }

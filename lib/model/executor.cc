@@ -150,7 +150,9 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         continue;
       }
       root[i + 1] = i + 1;
-      const DType dt = layer_dtype(i);
+      std::vector<DType> in_dtypes;
+      for (int f : from) in_dtypes.push_back(p->dtype[size_t(f + 1)]);
+      const DType dt = layer_dtype(i, in_dtypes);
       for (int f : from) {
         const size_t t = size_t(f + 1);
         p->input_edge[i].push_back(p->dtype[t] == dt ? -1 : add_edge(t, dt));
@@ -169,10 +171,10 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       // the caller need plain.
       ctx.input_layout = p->input_edge[i][0] < 0 ? p->layout[size_t(from[0] + 1)] : nullptr;
       const std::vector<int> next = model_.consumers(int(i));
-      ctx.output_layout_free = !o_.plain_layouts && next.size() == 1 && layer_dtype(size_t(next[0])) == dt &&
-                               !layers[size_t(next[0])]->aliases_input() &&
-                               model_.layer_inputs(size_t(next[0])).size() == 1 &&
-                               reg.accepts_any_input_layout(layers[size_t(next[0])]->type(), be_.name());
+      ctx.output_layout_free =
+          !o_.plain_layouts && next.size() == 1 && layer_dtype(size_t(next[0]), {dt}) == dt &&
+          !layers[size_t(next[0])]->aliases_input() && model_.layer_inputs(size_t(next[0])).size() == 1 &&
+          reg.accepts_any_input_layout(layers[size_t(next[0])]->type(), be_.name());
       p->kernels.push_back(reg.make_kernel(be_.name(), l, ctx));
       if (!ctx.output_layout_free && p->kernels.back()->output_layout())
         throw InternalError("layer '" + l.name() + "' chose an output layout where plain was required");
@@ -347,12 +349,18 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
   return b;
 }
 
-// Activations of layer i's kernel: the backend's low-precision dtype where the kernel takes it.
-DType Executor::layer_dtype(size_t i) const {
+// Activations of layer i's kernel: the backend's low-precision dtype where the kernel takes it
+// (KernelCaps); layers that follow their inputs' dtype take it when all their inputs are in it.
+DType Executor::layer_dtype(size_t i, const std::vector<DType>& inputs) const {
   const DType low = be_.activation_dtype(o_.math);
   const Layer& l = *model_.layers()[i];
   if (low == DType::f32 || l.aliases_input()) return DType::f32;
-  return Registry::global().takes_low_precision(l.type(), be_.name()) ? low : DType::f32;
+  const Registry& reg = Registry::global();
+  const unsigned caps = reg.kernel_caps(l.type(), be_.name());
+  if (!(caps & kLowPrecisionActivations)) return DType::f32;
+  if (caps & kFollowsInputDtype)
+    return std::all_of(inputs.begin(), inputs.end(), [&](DType t) { return t == low; }) ? low : DType::f32;
+  return low;
 }
 
 Executor::~Executor() {

@@ -127,8 +127,9 @@ class Executor {
   bool data_parallel() const { return o_.comm && o_.comm->size() > 1; }
   void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);
   void* allocate(size_t bytes, const std::string& what);
-  // The dtype of layer i's activations (KernelContext::act_dtype).
-  DType layer_dtype(size_t i) const;
+  // The dtype of layer i's activations (KernelContext::act_dtype), its inputs arriving in these
+  // dtypes.
+  DType layer_dtype(size_t i, const std::vector<DType>& inputs) const;
   size_t plan_gradients(Plan& p) const;
   // Views of layer i's tensors in plan p, for LayerKernel::bind.
   KernelBinding binding(const Plan& p, size_t i) const;

@@ -32,6 +32,10 @@ enum KernelCaps : unsigned {
   // Runs with its activations in the backend's low-precision dtype (KernelContext::act_dtype);
   // without it the executor converts to f32 around the kernel.
   kLowPrecisionActivations = 2u,
+  // With kLowPrecisionActivations: runs in low precision only when its inputs arrive in it (cheap
+  // memory-bound layers: activations, batchnorm, pooling, add follow the layer before them rather
+  // than cost two conversions around themselves).
+  kFollowsInputDtype = 4u,
 };
 
 // What a layer type is besides its keys.

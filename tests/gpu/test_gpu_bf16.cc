@@ -107,6 +107,7 @@ Run train(const Model& model, MathMode math, LossKind loss, int64_t classes, boo
   o.math = math;
   o.seed = 5;
   o.plain_layouts = plain_layouts;
+  o.deterministic = true;  // runs repeat
   Executor ex(model, be, opt, o);
   Run r;
   for (const MemoryItem& m : ex.memory_plan())

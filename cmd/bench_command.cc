@@ -55,8 +55,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--warmup", st->bo.warmup, "Untimed steps after the first (with CONFIG) [default: 20]")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
   sub->add_option("--math", st->math,
-                  "fp32 | tf32 | bf16 (with CONFIG) [default: config's math; fp32 without a config]")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+                  "fp32 | tf32 | bf16 | fp16 (bf16, fp16: with CONFIG) [default: config's math; fp32 without "
+                  "a config]")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   sub->add_flag("--json", st->bo.json, "The same as --log-format json");
   sub->add_option("--sweep", st->sweep,
                   "mlp-depth: train the mlp config at each depth on the CPU and each GPU")
@@ -92,8 +93,9 @@ void add_bench_command(CLI::App& app) {
       throw UsageError(
           "--device: the matmul and the sweeps run on the CPU and on every GPU; leave --device out");
     if (!st->out.empty()) check_bench_out(st->out);
-    if (st->math == "bf16")
-      throw UsageError("--math bf16: the matmul and sweep benches time fp32 and tf32; bf16 needs a CONFIG");
+    if (st->math == "bf16" || st->math == "fp16")
+      throw UsageError("--math " + st->math + ": the matmul and sweep benches time fp32 and tf32; " +
+                       st->math + " needs a CONFIG");
     DeviceRequest base;
     base.math = st->math == "tf32" ? MathMode::tf32 : MathMode::strict_fp32;
     base.threads = int(std::max<int64_t>(st->cf.threads, 0));

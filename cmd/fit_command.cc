@@ -43,10 +43,11 @@ void add_fit_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("fit", "Train the model described by a YAML config");
   st->cf.add_to(sub, FlagSet::training, ConfigArg::file_or_run);
   st->of.add_to(sub, true);
-  sub->add_option("--math", st->math,
-                  "fp32 (strict, the default) | tf32 (GPU tensor cores) | bf16 (CPU: AVX-512 BF16/AMX) "
-                  "[default: config's math]")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  sub->add_option(
+         "--math", st->math,
+         "fp32 (strict, the default) | tf32 (GPU tensor cores) | bf16 (GPU; CPU: AVX-512 BF16/AMX) | "
+         "fp16 (GPU, with dynamic loss scaling) [default: config's math]")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   sub->add_flag("--deterministic", st->deterministic, "GPU: deterministic cuDNN algorithms only");
   sub->add_flag("--print-config", st->print_config, "Print the resolved config (defaults filled) and exit");
   auto* out =

@@ -8,6 +8,7 @@
 #include "lib/core/counter_rng.h"
 #include "lib/core/dropout_formula.h"
 #include "lib/core/embedding_formula.h"
+#include "lib/core/fp16.h"
 #include "lib/core/optimizer_formulas.h"
 #include "lib/core/rng.h"
 
@@ -100,6 +101,33 @@ TEST_CASE("rmsprop_update follows torch.optim.RMSprop on one element", "[formula
   rmsprop_update(rmsprop_coeffs(0.5f, 0.f, 0.9f, 0.f, true, 0.1f), w, 2.f, sq, buf, avg);
   CHECK(avg == 1.f);
   CHECK(buf == Approx(2.f / std::sqrt(3.f - 1.f)));  // var = sq - avg^2 = 3 - 1
+}
+
+TEST_CASE("fp16 on the host rounds to nearest even like __float2half_rn, subnormals and overflow included",
+          "[formulas]") {
+  REQUIRE(f16_from_float(1.f) == 0x3c00);
+  REQUIRE(f16_from_float(-2.f) == 0xc000);
+  REQUIRE(f16_from_float(65504.f) == 0x7bff);
+  REQUIRE(f16_from_float(65519.f) == 0x7bff);               // below the halfway point to 65536
+  REQUIRE(f16_from_float(65520.f) == 0x7c00);               // halfway, to even: infinity
+  REQUIRE(f16_from_float(std::ldexp(1.f, -14)) == 0x0400);  // the smallest normal
+  REQUIRE(f16_from_float(std::ldexp(1.f, -24)) == 0x0001);  // the smallest subnormal
+  REQUIRE(f16_from_float(std::ldexp(1.f, -25)) == 0x0000);  // halfway to it, to even: zero
+  REQUIRE(f16_from_float(std::ldexp(1.5f, -25)) == 0x0001);
+  REQUIRE(f16_from_float(std::ldexp(3.f, -25)) == 0x0002);        // 1.5 units: to even
+  REQUIRE(f16_from_float(1.f + std::ldexp(1.f, -11)) == 0x3c00);  // halfway between 1 and 1+2^-10: even
+  REQUIRE(f16_from_float(1.f + std::ldexp(3.f, -11)) == 0x3c02);
+  REQUIRE(f16_from_float(std::numeric_limits<float>::infinity()) == 0x7c00);
+  REQUIRE(std::isnan(float_from_f16(f16_from_float(std::nanf("")))));
+  // Every fp16 value comes back exactly.
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const uint16_t b = uint16_t(h);
+    if ((b & 0x7c00u) == 0x7c00u && (b & 0x3ffu)) continue;  // NaNs
+    INFO("fp16 bits " << h);
+    REQUIRE(f16_from_float(float_from_f16(b)) == b);
+  }
+  REQUIRE(float_from_f16(0x0001) == std::ldexp(1.f, -24));
+  REQUIRE(float_from_f16(0x7bff) == 65504.f);
 }
 
 }  // namespace trainer

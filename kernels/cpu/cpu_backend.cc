@@ -145,6 +145,15 @@ void CpuBackend::augment(const AugmentSpec& spec, const float* in, float* out, i
 void CpuBackend::check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) {
   cpu::check_finite(x, n, bit, *s);
 }
+void CpuBackend::scale_loss_gradient(float* dout, int64_t n, const LossScaleState* st) {
+  cpu::scale_loss_gradient(dout, n, *st);
+}
+void CpuBackend::unscale_gradients(float* g, int64_t n, const LossScaleState* st, StepScalars* s) {
+  cpu::unscale_gradients(g, n, *st, *s);
+}
+void CpuBackend::update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) {
+  cpu::update_loss_scale(h, *st, *s);
+}
 void CpuBackend::commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) {
   cpu::commit_step(*s, batch, loss_sum, *record);
 }

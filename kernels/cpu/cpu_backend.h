@@ -25,7 +25,11 @@ class CpuBackend : public Backend {
                bool accumulate) override;
   bool host_memory() const override { return true; }
   // bf16 where the CPU has bf16 instructions (AVX-512 BF16, AMX); tf32 is a GPU mode (a no-op here).
-  bool supports_math(MathMode m) const override { return m != MathMode::bf16 || has_bf16_instructions(); }
+  // fp16 is a GPU mode here: oneDNN 2.6 computes f16 only with AVX-512 FP16, and the CPU kernels
+  // are not written for it.
+  bool supports_math(MathMode m) const override {
+    return m == MathMode::bf16 ? has_bf16_instructions() : m != MathMode::fp16;
+  }
   static bool has_bf16_instructions();
   void synchronize() override { dnnl_.stream.wait(); }
 
@@ -39,6 +43,9 @@ class CpuBackend : public Backend {
   void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
                const StepScalars* s) override;
   void commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) override;
+  void scale_loss_gradient(float* dout, int64_t n, const LossScaleState* st) override;
+  void unscale_gradients(float* g, int64_t n, const LossScaleState* st, StepScalars* s) override;
+  void update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) override;
   void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
                 const StepScalars* s) override;
   void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,

@@ -20,6 +20,10 @@ void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch
 // The non-finite guard (lib/backend/backend.h).
 void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars& s);
 void commit_step(const StepScalars& s, int64_t batch, float* loss_sum, NonfiniteRecord& r);
+// Loss scaling (lib/backend/backend.h, LossScaleState; kernels/cpu/loss_scale.cc).
+void scale_loss_gradient(float* dout, int64_t n, const LossScaleState& st);
+void unscale_gradients(float* g, int64_t n, const LossScaleState& st, StepScalars& s);
+void update_loss_scale(const LossScaleHyper& h, LossScaleState& st, const StepScalars& s);
 void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n, const StepScalars& s);
 void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
                const StepScalars& s);

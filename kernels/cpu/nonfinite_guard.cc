@@ -20,17 +20,18 @@ void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars& s) {
 }
 
 void commit_step(const StepScalars& s, int64_t batch, float* loss_sum, NonfiniteRecord& r) {
-  if (s.nonfinite == 0) {
+  const uint32_t what = s.nonfinite & kNonfiniteDiverged;  // a loss-scale overflow is no divergence
+  if (what == 0) {
     *loss_sum += s.batch_loss;
     return;
   }
   if (r.steps == 0) {
     r.first_step = s.step + 1;
-    r.first_what = s.nonfinite;
+    r.first_what = what;
   }
   r.steps += 1;
   r.samples += uint64_t(batch);
-  r.what |= s.nonfinite;
+  r.what |= what;
 }
 
 }  // namespace trainer::cpu

@@ -14,6 +14,7 @@
 #include "kernels/cuda/confusion_accumulate.cuh"
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/loss_scale.cuh"
 #include "kernels/cuda/nonfinite_guard.cuh"
 #include "kernels/cuda/rmsprop_step.cuh"
 #include "kernels/cuda/sgd_step.cuh"
@@ -193,6 +194,15 @@ void CudaBackend::augment(const AugmentSpec& spec, const float* in, float* out, 
 void CudaBackend::check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) {
   cuda::launch_check_finite(x, n, bit, s, stream_);
 }
+void CudaBackend::scale_loss_gradient(float* dout, int64_t n, const LossScaleState* st) {
+  cuda::launch_scale_loss_gradient(dout, n, st, stream_);
+}
+void CudaBackend::unscale_gradients(float* g, int64_t n, const LossScaleState* st, StepScalars* s) {
+  cuda::launch_unscale_gradients(g, n, st, s, stream_);
+}
+void CudaBackend::update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) {
+  cuda::launch_update_loss_scale(h, st, s, stream_);
+}
 void CudaBackend::commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) {
   cuda::launch_commit_step(s, batch, loss_sum, record, stream_);
 }
@@ -305,8 +315,8 @@ void CudaBackend::range_push(const char* name) { nvtxRangePushA(name); }
 void CudaBackend::range_pop() { nvtxRangePop(); }
 
 // SMs x peak clock x FLOP per clock per SM of the architecture (dense; a multiply-add is 2):
-// FP32 FMA units, TF32 tensor cores with --math tf32, BF16 tensor cores (twice TF32's rate) with
-// --math bf16. 0 for architectures not listed.
+// FP32 FMA units, TF32 tensor cores with --math tf32, BF16 or FP16 tensor cores (twice TF32's
+// rate) with --math bf16 or fp16. 0 for architectures not listed.
 //   A100 (8.0): 108 x 1.41 GHz x 1024 = 156 TFLOP/s tf32;  H100 SXM (9.0): 132 x 1.98 GHz x
 //   2048 = 535 TFLOP/s tf32 at the boost clock (NVIDIA quotes 495 at its sustained clock), 1,070
 //   bf16 (NVIDIA: 989).
@@ -338,9 +348,9 @@ double CudaBackend::peak_flops() const {
   if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device_) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_) != cudaSuccess)
     return 0;
-  const double per_clock = math_ == MathMode::tf32 && tf32 > 0   ? tf32
-                           : math_ == MathMode::bf16 && tf32 > 0 ? 2 * tf32
-                                                                 : fp32;
+  const double per_clock = math_ == MathMode::tf32 && tf32 > 0 ? tf32
+                           : low_precision(math_) && tf32 > 0  ? 2 * tf32
+                                                               : fp32;
   return double(sms) * double(clock_khz) * 1e3 * per_clock;
 }
 

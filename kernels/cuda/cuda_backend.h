@@ -65,6 +65,9 @@ class CudaBackend : public Backend {
   void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
                const StepScalars* s) override;
   void commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) override;
+  void scale_loss_gradient(float* dout, int64_t n, const LossScaleState* st) override;
+  void unscale_gradients(float* g, int64_t n, const LossScaleState* st, StepScalars* s) override;
+  void update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) override;
   void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
                 const StepScalars* s) override;
   void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
@@ -75,10 +78,15 @@ class CudaBackend : public Backend {
 
   bool supports_capture() const override { return true; }
   // bf16 needs BF16 tensor cores (compute capability 8.0, Ampere, or later).
-  bool supports_math(MathMode m) const override { return m != MathMode::bf16 || prop_.major >= 8; }
+  // fp16 needs FP16 tensor cores (7.0, Volta, or later).
+  bool supports_math(MathMode m) const override {
+    return m == MathMode::bf16 ? prop_.major >= 8 : m == MathMode::fp16 ? prop_.major >= 7 : true;
+  }
   // bf16: activations and their gradients are stored in bf16 (kernels registered with
   // kLowPrecisionActivations; the executor converts around the others).
-  DType activation_dtype(MathMode m) const override { return m == MathMode::bf16 ? DType::bf16 : DType::f32; }
+  DType activation_dtype(MathMode m) const override {
+    return m == MathMode::bf16 ? DType::bf16 : m == MathMode::fp16 ? DType::f16 : DType::f32;
+  }
   void begin_capture() override;
   int end_capture() override;
   void abort_capture() noexcept override;

@@ -17,7 +17,7 @@ __global__ void check_finite_kernel(const float* x, int64_t n, uint32_t bit, Ste
 }
 
 __global__ void commit_step_kernel(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* r) {
-  const uint32_t what = s->nonfinite;
+  const uint32_t what = s->nonfinite & kNonfiniteDiverged;  // a loss-scale overflow is no divergence
   if (what == 0) {
     *loss_sum += s->batch_loss;
     return;

@@ -42,8 +42,17 @@ struct RmspropHyper {
 // The non-finite guard (train.on_nan): what a training step found, as bits of
 // StepScalars::nonfinite. A step with a non-finite loss or gradient does not update anything:
 // every optimizer op returns without touching weights or state when either bit is set.
-enum NonfiniteBits : uint32_t { kNonfiniteLoss = 1u, kNonfiniteGradients = 2u, kNonfiniteWeights = 4u };
-constexpr uint32_t kNonfiniteSkipsUpdate = kNonfiniteLoss | kNonfiniteGradients;
+// kGradientOverflow is loss scaling's own bit (below): scaled gradients that overflowed skip the
+// update too, but they are expected now and then and are not a divergence, so commit_step keeps
+// such a step's loss and leaves it out of the NonfiniteRecord.
+enum NonfiniteBits : uint32_t {
+  kNonfiniteLoss = 1u,
+  kNonfiniteGradients = 2u,
+  kNonfiniteWeights = 4u,
+  kGradientOverflow = 8u,
+};
+constexpr uint32_t kNonfiniteSkipsUpdate = kNonfiniteLoss | kNonfiniteGradients | kGradientOverflow;
+constexpr uint32_t kNonfiniteDiverged = kNonfiniteLoss | kNonfiniteGradients | kNonfiniteWeights;
 
 // Training steps that found a non-finite value since the record was last zeroed. Backend memory,
 // written only by Backend::commit_step; the host reads it where it synchronizes anyway (metrics).
@@ -53,6 +62,24 @@ struct NonfiniteRecord {
   uint64_t samples = 0;     // the samples of those steps (left out of the loss sum)
   uint32_t first_what = 0;  // NonfiniteBits of the first such step
   uint32_t what = 0;        // NonfiniteBits of all of them, ORed
+};
+
+// Dynamic loss scaling (train.loss_scale; the default under math fp16), torch.amp.GradScaler's
+// rule (lib/core/loss_scale_formula.h): the loss's gradient is multiplied by `scale` before the
+// backward pass, so that small gradients survive fp16, and the parameter gradients by 1/scale
+// after it. A step whose unscaled gradients are not finite skips its update and multiplies the
+// scale by backoff; growth_interval steps in a row without one multiply it by growth. Backend
+// memory, updated on the device inside the step; the host reads it with the metrics.
+struct LossScaleState {
+  float scale = 65536.f;
+  float inv_scale = 1.f / 65536.f;  // 1 / scale, kept beside it so no kernel divides
+  uint64_t good_steps = 0;          // steps in a row without overflow since the scale last changed
+  uint64_t overflow_steps = 0;      // steps skipped for overflow (since the run began)
+};
+struct LossScaleHyper {
+  float growth = 2.f, backoff = 0.5f;
+  int64_t growth_interval = 2000;
+  bool dynamic = true;  // false: a fixed scale, never changed
 };
 
 // Gradient clipping by the global L2 norm, as torch.nn.utils.clip_grad_norm_: the gradients are
@@ -109,9 +136,19 @@ class Backend {
   //   in, out: (B, C, H, W)
   virtual void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
                        const StepScalars* s) = 0;
-  // Ends a training step of `batch` samples: when s->nonfinite is 0, adds s->batch_loss to
-  // *loss_sum; otherwise records the step (update number s->step + 1) in *record.
+  // Ends a training step of `batch` samples: unless s->nonfinite has a kNonfiniteDiverged bit,
+  // adds s->batch_loss to *loss_sum; otherwise records the step (update number s->step + 1) in
+  // *record.
   virtual void commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) = 0;
+
+  // Loss scaling (LossScaleState above). dout: n floats of the loss's gradient, multiplied by
+  // st->scale. g: n floats of the gradient arena, multiplied by st->inv_scale; ORs
+  // kGradientOverflow into s->nonfinite when any product is NaN or infinite.
+  virtual void scale_loss_gradient(float* dout, int64_t n, const LossScaleState* st) = 0;
+  virtual void unscale_gradients(float* g, int64_t n, const LossScaleState* st, StepScalars* s) = 0;
+  // The end of a step's loss scaling: backs off after an overflow (s->nonfinite &
+  // kGradientOverflow), grows after h.growth_interval good steps; a fixed scale only counts.
+  virtual void update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) = 0;
 
   // Optimizer updates over one flat arena of n parameters (PyTorch's formulas,
   // lib/core/optimizer_formulas.h); the state arenas are laid out like the parameters. velocity

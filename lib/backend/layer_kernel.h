@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lib/core/error.h"
@@ -52,12 +53,33 @@ struct StepScalars {
 // optimizer state stay fp32. Where the tensors between layers are stored is the backend's choice
 // (Backend::activation_dtype): the GPU stores them and their gradients in bf16 (half the memory
 // traffic), the CPU keeps them fp32 and converts at each kernel's edge (AVX-512 BF16 / AMX).
-enum class MathMode { strict_fp32, tf32, bf16 };
+// fp16: as bf16 with fp16 operands and activations, which have 3 more bits of mantissa but
+// fp32's range cut to 6e-5..65504, so training scales the loss (train.loss_scale, dynamic by
+// default) to keep small gradients from flushing to zero.
+enum class MathMode { strict_fp32, tf32, bf16, fp16 };
 
-// "fp32", "tf32", "bf16": the config's and --math's names.
+// "fp32", "tf32", "bf16", "fp16": the config's and --math's names.
 inline const char* math_name(MathMode m) {
-  return m == MathMode::tf32 ? "tf32" : m == MathMode::bf16 ? "bf16" : "fp32";
+  switch (m) {
+    case MathMode::tf32:
+      return "tf32";
+    case MathMode::bf16:
+      return "bf16";
+    case MathMode::fp16:
+      return "fp16";
+    default:
+      return "fp32";
+  }
 }
+// The inverse of math_name for its four names (anything else: strict fp32).
+inline MathMode parse_math(const std::string& name) {
+  return name == "tf32"   ? MathMode::tf32
+         : name == "bf16" ? MathMode::bf16
+         : name == "fp16" ? MathMode::fp16
+                          : MathMode::strict_fp32;
+}
+// The math modes that store activations in 16 bits.
+inline bool low_precision(MathMode m) { return m == MathMode::bf16 || m == MathMode::fp16; }
 
 // How a tensor between two layers is laid out when it is not plain row-major (oneDNN's blocked
 // nChw16c...). Opaque to lib: only the backend that made it looks inside (the CPU backend's

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "lib/config/class_names.h"
 #include "lib/config/device_section.h"
@@ -345,6 +346,31 @@ static void read_training_controls(Config& c, NodeReader& r) {
   c.resolved["clip_grad_norm"] = c.clip_grad_norm;
 }
 
+// train.loss_scale: auto | dynamic | none | a number (a fixed scale); loss_scale_init and
+// loss_scale_growth_interval tune the dynamic scale (torch.amp.GradScaler's init_scale and
+// growth_interval; its growth 2 and backoff 0.5 are kept).
+static void read_loss_scale(LossScaleConfig& ls, NodeReader& t) {
+  using Mode = LossScaleConfig::Mode;
+  const std::string v = t.string("loss_scale", "auto");
+  const char* allowed =
+      "auto (dynamic under math fp16, none otherwise), dynamic, none, or a positive number (a fixed scale)";
+  if (v == "auto" || v == "dynamic" || v == "none") {
+    ls.mode = v == "auto" ? Mode::automatic : v == "dynamic" ? Mode::dynamic : Mode::none;
+    ls.init = t.number("loss_scale_init", 65536, 1e-30, 1e38);
+  } else {
+    char* end = nullptr;
+    const double k = std::strtod(v.c_str(), &end);
+    if (v.empty() || end != v.c_str() + v.size() || !(k > 0) || !(k <= 1e38))
+      t.fail("loss_scale", "'" + v + "' is not allowed; allowed: " + allowed);
+    ls.mode = Mode::fixed;
+    ls.init = k;
+    if (t.has("loss_scale_init"))
+      t.fail("loss_scale_init",
+             "goes with loss_scale: dynamic (or auto); a fixed loss_scale is its own value");
+  }
+  ls.growth_interval = t.integer("loss_scale_growth_interval", 2000, 1, int64_t(1) << 40);
+}
+
 static Config parse_document(YAML::Node root, const std::string& file,
                              const std::vector<std::string>& overrides) {
   if (!root.IsMap())
@@ -377,12 +403,12 @@ static Config parse_document(YAML::Node root, const std::string& file,
     c.seed = uint64_t(t.integer("seed", 0, 0, int64_t(1) << 62));
     c.deterministic = t.boolean("deterministic", false);
     c.on_nan_skip = t.choice("on_nan", "stop", {"stop", "skip"}) == "skip";
+    read_loss_scale(c.loss_scale, t);
     t.finish();
     c.resolved["train"] = t.resolved();
   }
   read_device(c, r);
-  const std::string math = r.choice("math", "fp32", {"fp32", "tf32", "bf16"});
-  c.math = math == "tf32" ? MathMode::tf32 : math == "bf16" ? MathMode::bf16 : MathMode::strict_fp32;
+  c.math = parse_math(r.choice("math", "fp32", {"fp32", "tf32", "bf16", "fp16"}));
   c.resolved["math"] = math_name(c.math);
   c.threads = int(r.integer("threads", 0, 0, 4096));
   c.resolved["threads"] = c.threads;

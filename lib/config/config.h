@@ -84,6 +84,14 @@ struct EarlyStoppingConfig {
   bool restore_best = true;
 };
 
+// train.loss_scale (lib/backend/backend.h, LossScaleState).
+struct LossScaleConfig {
+  enum class Mode { automatic, none, fixed, dynamic };
+  Mode mode = Mode::automatic;  // auto: dynamic under math fp16, none otherwise
+  double init = 65536;          // the starting scale (dynamic), or the scale (fixed)
+  int64_t growth_interval = 2000;
+};
+
 struct Config {
   std::string file;
   YAML::Node root;      // the document after --set
@@ -105,8 +113,9 @@ struct Config {
   bool memory_growth = false;    // device.memory_growth
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
-  int threads = 0;           // CPU threads; 0: the cores this process may use (OMP_NUM_THREADS if set)
-  bool on_nan_skip = false;  // train.on_nan: stop (false) | skip (true)
+  int threads = 0;             // CPU threads; 0: the cores this process may use (OMP_NUM_THREADS if set)
+  bool on_nan_skip = false;    // train.on_nan: stop (false) | skip (true)
+  LossScaleConfig loss_scale;  // train.loss_scale, train.loss_scale_init, train.loss_scale_growth_interval
   CheckpointConfig checkpoint;
   ScheduleConfig schedule;
   EarlyStoppingConfig early_stopping;

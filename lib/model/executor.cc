@@ -92,6 +92,13 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     const ClipRecord none;
     be_.copy_to_device(clip_, &none, sizeof none);
   }
+  if (o_.loss_scaling) {
+    scaler_ = static_cast<LossScaleState*>(allocate(sizeof(LossScaleState), "loss scale"));
+    LossScaleState start;
+    start.scale = o_.loss_scale_init;
+    start.inv_scale = 1.f / o_.loss_scale_init;
+    be_.copy_to_device(scaler_, &start, sizeof start);
+  }
 
   // 2. Plans: kernels per batch size (primitives/descriptors created here), arena layout.
   size_t act_bytes = 0;
@@ -240,6 +247,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         floats_bytes(n_param_floats_) * slots + align_up(sizeof(StepScalars)) +
         align_up(sizeof(NonfiniteRecord)) + align_up(n_metrics * sizeof(float)) +
         (clip_ ? align_up(sizeof(ClipRecord)) + align_up(kClipPartials * sizeof(double)) : 0) +
+        (scaler_ ? align_up(sizeof(LossScaleState)) : 0) +
         floats_bytes(std::max<int64_t>(model_.buffer_arena_floats(), 1)) + be_.allocator().bytes_in_use();
     const double per_sample = double(act_bytes) / double(max_batch);
     std::string advice;
@@ -462,6 +470,9 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
 
 void Executor::enqueue_backward_and_update(Plan& p) {
   const auto& layers = model_.layers();
+  if (scaler_)
+    be_.scale_loss_gradient(reinterpret_cast<float*>(activations_ + p.out_grad), p.batch * o_.num_classes,
+                            scaler_);
   if (p.output_edge >= 0) {  // the loss's f32 gradient into the output's dtype
     const Edge& e = p.edges[size_t(p.output_edge)];
     be_.convert(activations_ + p.grad[e.tensor], e.from, activations_ + e.grad, e.to, e.n, false);
@@ -499,13 +510,18 @@ void Executor::reduce_gradients(int64_t batch) {
 
 void Executor::enqueue_update(int64_t batch) {
   if (data_parallel()) reduce_gradients(batch);
+  // Loss scaling: the true gradients again, and an overflow flagged (the unscale checks every
+  // gradient, so the plain gradient check below would only repeat it). The scale changes on the
+  // device after the update, as GradScaler.update() does after optimizer.step().
+  if (scaler_) be_.unscale_gradients(grads_, n_param_floats_, scaler_, scalars_);
   if (grad_hook_) grad_hook_(grads_);
   if (clip_) be_.clip_grad_norm(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, clip_);
   // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
   // finite; weights are checked after it; the host reads the record only with the metrics.
-  be_.check_finite(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
+  if (!scaler_) be_.check_finite(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
   opt_.step(be_, params_, grads_, state_.data(), n_param_floats_, scalars_);
   be_.check_finite(params_, n_param_floats_, kNonfiniteWeights, scalars_);
+  if (scaler_) be_.update_loss_scale(o_.loss_scale, scaler_, scalars_);
   be_.commit_step(scalars_, batch, metrics_, nonfinite_);
 }
 
@@ -592,6 +608,16 @@ void Executor::restore_metrics(const MetricSums& m) {
   be_.copy_to_device(metrics_, host.data(), n * sizeof(float));
   be_.copy_to_device(nonfinite_, &m.nonfinite, sizeof(NonfiniteRecord));
   samples_ = m.samples;
+}
+
+LossScaleState Executor::read_loss_scale() {
+  LossScaleState st;
+  if (scaler_) be_.copy_to_host(&st, scaler_, sizeof st);
+  return st;
+}
+
+void Executor::restore_loss_scale(const LossScaleState& st) {
+  if (scaler_) be_.copy_to_device(scaler_, &st, sizeof st);
 }
 
 ClipRecord Executor::read_clip_record() {

@@ -48,6 +48,12 @@ struct ExecutorOptions {
   // shard rows / global rows, are summed over the ranks before the update (MPI all-reduce on
   // host memory: a backend with host_memory() only), so every rank applies the same update.
   Communicator* comm = nullptr;
+  // Loss scaling (lib/backend/backend.h, LossScaleState): the loss's gradient is multiplied by
+  // the scale before the backward pass and the parameter gradients by its inverse after it; a step
+  // whose gradients overflow is skipped. Off by default; the session turns it on under math fp16.
+  bool loss_scaling = false;
+  float loss_scale_init = 65536.f;
+  LossScaleHyper loss_scale;
 };
 
 // Sums accumulated on the device since reset_metrics().
@@ -110,6 +116,11 @@ class Executor {
   void set_gradient_hook(GradientHook hook) { grad_hook_ = std::move(hook); }
   // Gradient clipping since the executor was made (zeros without clip_grad_norm); synchronizes.
   ClipRecord read_clip_record();
+  // Loss scaling's state (synchronizes); a default state when loss scaling is off.
+  bool loss_scaling() const { return scaler_ != nullptr; }
+  LossScaleState read_loss_scale();
+  // Puts a checkpoint's state back (a resumed run continues at its scale).
+  void restore_loss_scale(const LossScaleState& st);
   // Host-side Nadam state etc. travels with checkpoints.
   StepScalars& host_scalars() { return host_scalars_; }
 
@@ -150,6 +161,7 @@ class Executor {
   StepScalars* scalars_ = nullptr;        // backend memory
   float* metrics_ = nullptr;              // backend memory: loss_sum, samples, topk..., confusion
   NonfiniteRecord* nonfinite_ = nullptr;  // backend memory, zeroed with the metrics
+  LossScaleState* scaler_ = nullptr;      // backend memory, with loss scaling only
   ClipRecord* clip_ = nullptr;            // backend memory, with clip_grad_norm only
   double* clip_partials_ = nullptr;       // backend memory: kClipPartials partial sums
   StepScalars host_scalars_;

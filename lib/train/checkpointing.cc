@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -69,32 +70,37 @@ StepScalars scalars_from(const nlohmann::json& j) {
 }  // namespace
 
 nlohmann::json train_state_json(const TrainState& s) {
-  return {{"epochs_done", s.epochs_done},
-          {"batches_done", s.batches_done},
-          {"step", s.step},
-          {"scalars", scalars_json(s.scalars)},
-          {"partial",
-           {{"loss_sum", s.partial.loss_sum},
-            {"samples", s.partial.samples},
-            {"confusion", s.partial.confusion},
-            {"topk", s.partial.topk},
-            {"nonfinite",
-             {{"first_step", s.partial.nonfinite.first_step},
-              {"steps", s.partial.nonfinite.steps},
-              {"samples", s.partial.nonfinite.samples},
-              {"first_what", s.partial.nonfinite.first_what},
-              {"what", s.partial.nonfinite.what}}}}},
-          {"skipped_batches", s.skipped_batches},
-          {"first_loss", s.first_loss},
-          {"first_loss_epoch", s.first_loss_epoch},
-          {"schedule", s.schedule},
-          {"early_stopping", s.early_stopping},
-          {"best", s.best},
-          {"seconds", s.seconds},
-          {"optimizer", s.optimizer},
-          {"seed", s.seed},
-          {"batch_size", s.batch_size},
-          {"train_samples", s.train_samples}};
+  nlohmann::json j = {{"epochs_done", s.epochs_done},
+                      {"batches_done", s.batches_done},
+                      {"step", s.step},
+                      {"scalars", scalars_json(s.scalars)},
+                      {"partial",
+                       {{"loss_sum", s.partial.loss_sum},
+                        {"samples", s.partial.samples},
+                        {"confusion", s.partial.confusion},
+                        {"topk", s.partial.topk},
+                        {"nonfinite",
+                         {{"first_step", s.partial.nonfinite.first_step},
+                          {"steps", s.partial.nonfinite.steps},
+                          {"samples", s.partial.nonfinite.samples},
+                          {"first_what", s.partial.nonfinite.first_what},
+                          {"what", s.partial.nonfinite.what}}}}},
+                      {"skipped_batches", s.skipped_batches},
+                      {"first_loss", s.first_loss},
+                      {"first_loss_epoch", s.first_loss_epoch},
+                      {"schedule", s.schedule},
+                      {"early_stopping", s.early_stopping},
+                      {"best", s.best},
+                      {"seconds", s.seconds},
+                      {"optimizer", s.optimizer},
+                      {"seed", s.seed},
+                      {"batch_size", s.batch_size},
+                      {"train_samples", s.train_samples}};
+  if (s.has_loss_scale)
+    j["loss_scale"] = {{"scale", s.loss_scale.scale},
+                       {"good_steps", s.loss_scale.good_steps},
+                       {"overflow_steps", s.loss_scale.overflow_steps}};
+  return j;
 }
 
 TrainState train_state_from_json(const nlohmann::json& j, const std::string& path) {
@@ -128,6 +134,17 @@ TrainState train_state_from_json(const nlohmann::json& j, const std::string& pat
     s.seed = j.at("seed").get<uint64_t>();
     s.batch_size = j.at("batch_size").get<int64_t>();
     s.train_samples = j.at("train_samples").get<int64_t>();
+    if (j.contains("loss_scale")) {
+      const auto& l = j.at("loss_scale");
+      s.has_loss_scale = true;
+      s.loss_scale.scale = l.at("scale").get<float>();
+      s.loss_scale.good_steps = l.at("good_steps").get<uint64_t>();
+      s.loss_scale.overflow_steps = l.at("overflow_steps").get<uint64_t>();
+      if (!(s.loss_scale.scale > 0.f) || !std::isfinite(s.loss_scale.scale))
+        throw DataError(path + ": the training state's loss scale " + std::to_string(s.loss_scale.scale) +
+                        " is not a positive number");
+      s.loss_scale.inv_scale = 1.f / s.loss_scale.scale;
+    }
     return s;
   } catch (const nlohmann::json::exception& e) {
     throw DataError(path + ": the training state (" + kStateKey + ") is incomplete: " + e.what());
@@ -325,6 +342,9 @@ TrainState load_checkpoint(const CheckpointInfo& ck, Session& s, const Config& c
   upload_weights(s, w);
   if (!state.empty()) s.executor->upload_optimizer_state(state.data());
   s.executor->host_scalars() = st.scalars;
+  // Resume across math modes: a scaled run's state goes on where it stopped; an fp32 or bf16
+  // checkpoint resumed under fp16 starts from the configured scale; fp32 ignores a saved scale.
+  if (s.executor->loss_scaling() && st.has_loss_scale) s.executor->restore_loss_scale(st.loss_scale);
   return st;
 }
 

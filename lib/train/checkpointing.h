@@ -37,6 +37,10 @@ struct TrainState {
   int64_t skipped_batches = 0;                    // train.on_nan: skip, over the finished epochs
   double first_loss = 0;                          // the first epoch's training loss (growth warning)
   int64_t first_loss_epoch = 0;
+  // Loss scaling's state after update `step` (runs that scale the loss; absent from the others'
+  // checkpoints, and then a resumed run that scales starts from its configured scale).
+  bool has_loss_scale = false;
+  LossScaleState loss_scale;
   // Guards: what the checkpoint was trained with.
   std::string optimizer;
   uint64_t seed = 0;

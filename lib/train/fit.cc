@@ -321,6 +321,8 @@ void FitRun::fill_state(int64_t epochs_done, int64_t batches_done, const MetricS
   st_.best = best().state();
   st_.first_loss = growth_.first_loss();
   st_.first_loss_epoch = growth_.first_epoch();
+  st_.has_loss_scale = s_->executor->loss_scaling();
+  if (st_.has_loss_scale) st_.loss_scale = s_->executor->read_loss_scale();
 }
 
 CheckpointInfo FitRun::checkpoint() {
@@ -432,6 +434,12 @@ bool FitRun::run_epoch(int64_t epoch) {
     rec.line += " skipped=" + std::to_string(skipped);
     rec.json["skipped_batches"] = skipped;
   }
+  if (ex.loss_scaling()) {  // the scale now, and the steps skipped for overflow so far
+    const LossScaleState ls = ex.read_loss_scale();
+    rec.line += fmt::format(" loss_scale={:g} overflow_steps={}", ls.scale, ls.overflow_steps);
+    rec.json["loss_scale"] = ls.scale;
+    rec.json["overflow_steps"] = ls.overflow_steps;
+  }
   rep_.epoch_end(rec.line, rec.json);
   if (run_) {
     run_->metrics_row(epoch, rec.columns);
@@ -517,6 +525,10 @@ Json FitRun::summary_record() {
   if (data_.has_val) sum["best_val_accuracy"] = number_or_null(result_.best_val_accuracy);
   if (cfg_.clip_grad_norm > 0) sum["clipped_steps"] = s_->executor->read_clip_record().clipped_steps;
   if (cfg_.on_nan_skip) sum["skipped_batches"] = st_.skipped_batches;
+  if (s_->executor->loss_scaling()) {
+    const LossScaleState ls = s_->executor->read_loss_scale();
+    sum["loss_scale"] = {{"scale", ls.scale}, {"overflow_steps", ls.overflow_steps}};
+  }
   if (!growth_.warnings().empty()) sum["warnings"] = growth_.warnings();
   if (run_) sum["run_dir"] = run_->path();
   if (comm_.size() > 1) sum["ranks"] = comm_.size();

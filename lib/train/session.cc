@@ -34,15 +34,45 @@ static MathMode planned_math(const Backend& backend, MathMode asked) {
         "--math tf32 (math: tf32) does nothing on the CPU: TF32 is a GPU tensor-core mode; the CPU "
         "computes in strict fp32");
   if (backend.supports_math(asked)) return asked;
+  const bool fp16 = asked == MathMode::fp16;
   if (!cpu)
-    throw ConfigError(std::string("math: ") + math_name(asked) +
-                      " needs bf16 tensor cores (compute capability 8.0 or "
-                      "later), which " +
-                      backend.description() + " lacks; use math: tf32 or fp32");
-  spdlog::info(
-      "math: {} needs AVX-512 BF16 or AMX instructions, which this CPU lacks ({}); computing in fp32",
-      math_name(asked), backend.description());
+    throw ConfigError(
+        std::string("math: ") + math_name(asked) + " needs " +
+        (fp16 ? "fp16 tensor cores (compute capability 7.0" : "bf16 tensor cores (compute capability 8.0") +
+        " or later), which " + backend.description() + " lacks; use math: tf32 or fp32");
+  if (fp16)
+    spdlog::info("math: fp16 is a GPU mode (the CPU kernels compute bf16 or fp32); computing in fp32 on {}",
+                 backend.description());
+  else
+    spdlog::info(
+        "math: {} needs AVX-512 BF16 or AMX instructions, which this CPU lacks ({}); computing in fp32",
+        math_name(asked), backend.description());
   return MathMode::strict_fp32;
+}
+
+// train.loss_scale for the planned math: auto scales dynamically under fp16 only (fp16 that fell
+// back to fp32 on the CPU has nothing to scale).
+static void set_loss_scaling(ExecutorOptions& eo, const LossScaleConfig& ls, MathMode math) {
+  using Mode = LossScaleConfig::Mode;
+  const Mode mode = ls.mode != Mode::automatic ? ls.mode
+                    : math == MathMode::fp16   ? Mode::dynamic
+                                               : Mode::none;
+  if (mode == Mode::none) {
+    if (math == MathMode::fp16)
+      spdlog::warn(
+          "train.loss_scale: none under math fp16: gradients below 6e-8 become zero and larger ones lose "
+          "bits; the default (auto) scales the loss dynamically");
+    return;
+  }
+  eo.loss_scaling = true;
+  eo.loss_scale_init = float(ls.init);
+  eo.loss_scale.dynamic = mode == Mode::dynamic;
+  eo.loss_scale.growth_interval = ls.growth_interval;
+  if (eo.loss_scale.dynamic)
+    spdlog::info("loss scaling: dynamic, from {:g}, halved on overflow, doubled after {} good steps", ls.init,
+                 ls.growth_interval);
+  else
+    spdlog::info("loss scaling: fixed at {:g}; steps whose gradients overflow are skipped", ls.init);
 }
 
 // The GPU-only settings say so when they do nothing (the CPU backend is registered as "cpu").
@@ -110,6 +140,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   // rank in (rank 0 keeps the seed, so one rank is exactly the single-process run).
   if (comm && comm->rank() > 0) eo.seed = mix64(cfg.seed + uint64_t(comm->rank()) * 0x9E3779B97F4A7C15ull);
   eo.clip_grad_norm = float(cfg.clip_grad_norm);
+  set_loss_scaling(eo, cfg.loss_scale, math);
   eo.augment = augment_spec(cfg);
   if (eo.augment.active())
     spdlog::info("augment: training batches {}{}{}, on the device at each step",

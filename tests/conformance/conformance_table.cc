@@ -444,20 +444,22 @@ std::vector<Row> build_table() {
 
 }  // namespace
 
-// Every f32 row again as a bf16 row: the same cases, checked against f32 (see the header).
-std::vector<Row> with_bf16_rows(std::vector<Row> rows) {
+// Every f32 row again as a bf16 and an fp16 row: the same cases, checked against f32 (see the
+// header).
+std::vector<Row> with_low_precision_rows(std::vector<Row> rows) {
   const size_t n = rows.size();
-  for (size_t i = 0; i < n; ++i) {
-    Row r = rows[i];
-    r.dtype = DType::bf16;
-    r.property = nullptr;
-    rows.push_back(std::move(r));
-  }
+  for (DType t : {DType::bf16, DType::f16})
+    for (size_t i = 0; i < n; ++i) {
+      Row r = rows[i];
+      r.dtype = t;
+      r.property = nullptr;
+      rows.push_back(std::move(r));
+    }
   return rows;
 }
 
 const std::vector<Row>& conformance_table() {
-  static const std::vector<Row> rows = with_bf16_rows(build_table());
+  static const std::vector<Row> rows = with_low_precision_rows(build_table());
   return rows;
 }
 

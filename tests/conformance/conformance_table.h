@@ -7,7 +7,7 @@
 //              |analytic - numeric| <= 2e-3 + 2e-2 |numeric| for every input and parameter element
 //   cross      (GPU binary) the backend against the CPU on the same data, per tensor
 //              rel = ||a - cpu|| / ||cpu|| < bound (bound 0: bit-identical)
-// A bf16 row repeats its f32 row's cases as `math: bf16` runs them (harness.h:
+// A bf16 (fp16) row repeats its f32 row's cases as `math: bf16` (fp16) runs them (harness.h:
 // run_low_precision_case): the kernel with bf16 arithmetic, and with bf16 activations where the
 // backend stores them (Backend::activation_dtype) and the kernel takes them, against the same
 // backend's f32 run on the same data (x and dy rounded to bf16 for both): rel error <
@@ -36,9 +36,12 @@ namespace trainer::conformance {
 
 // The element types of the kernel contract (DType, lib/backend/layer_kernel.h) that layers are
 // tested in; each layer type needs a row per entry.
-constexpr DType kDTypes[] = {DType::f32, DType::bf16};
+constexpr DType kDTypes[] = {DType::f32, DType::bf16, DType::f16};
 // bf16 against f32 (bf16 keeps 8 significant bits: one rounding is at most 2^-9 = 2e-3 relative).
 constexpr double kLowPrecisionBound = 1e-2, kLowPrecisionGradBound = 2e-2;
+// fp16 against f32 (11 significant bits: one rounding at most 2^-12 = 2.4e-4 relative; the
+// bounds are bf16's halved, not divided by 8, as the weights and every stored tensor round too).
+constexpr double kF16Bound = 5e-3, kF16GradBound = 1e-2;
 
 // Which checks a case runs (bits).
 enum Check : unsigned {

@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "lib/config/node_reader.h"
 #include "lib/core/bf16.h"
+#include "lib/core/fp16.h"
 #include "lib/core/rng.h"
 #include "lib/model/arena_layout.h"
 #include "lib/registry/registry.h"
@@ -248,16 +249,16 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   float* get() const { return static_cast<float*>(p_); }
-  // The host floats stored as `t` (bf16: rounded to nearest even).
+  // The host floats stored as `t` (bf16, fp16: rounded to nearest even).
   void upload(const std::vector<float>& v, DType t = DType::f32) {
     if (v.empty()) return;
     if (t == DType::f32) {
       be_.copy_to_device(p_, v.data(), v.size() * 4);
       return;
     }
-    REQUIRE(t == DType::bf16);
     std::vector<uint16_t> b(v.size());
-    for (size_t i = 0; i < v.size(); ++i) b[i] = bf16_from_float(v[i]);
+    for (size_t i = 0; i < v.size(); ++i)
+      b[i] = t == DType::bf16 ? bf16_from_float(v[i]) : f16_from_float(v[i]);
     be_.copy_to_device(p_, b.data(), b.size() * 2);
   }
   std::vector<float> download(size_t n, DType t = DType::f32) const {
@@ -267,10 +268,9 @@ class DeviceBuffer {
       be_.copy_to_host(v.data(), p_, n * 4);
       return v;
     }
-    REQUIRE(t == DType::bf16);
     std::vector<uint16_t> b(n);
     be_.copy_to_host(b.data(), p_, n * 2);
-    for (size_t i = 0; i < n; ++i) v[i] = float_from_bf16(b[i]);
+    for (size_t i = 0; i < n; ++i) v[i] = t == DType::bf16 ? float_from_bf16(b[i]) : float_from_f16(b[i]);
     return v;
   }
 
@@ -390,39 +390,44 @@ void KernelRun::set_param(size_t i, float v) { be_.copy_to_device(t_->params.get
 
 void run_low_precision_case(const Row& row, const Case& c, Backend& backend) {
   INFO(describe(row, c, backend.name()));
-  if (!backend.supports_math(MathMode::bf16)) {
-    std::cout << "SKIPPED: " << backend.description() << " cannot compute in bf16\n";
+  const bool f16 = row.dtype == DType::f16;
+  const MathMode math = f16 ? MathMode::fp16 : MathMode::bf16;
+  const char* name = dtype_name(row.dtype);
+  if (!backend.supports_math(math)) {
+    std::cout << "SKIPPED: " << backend.description() << " cannot compute in " << name << "\n";
     return;
   }
-  // Both runs see the same data: x and dy rounded to bf16 (what a bf16 tensor holds), so the
+  // Both runs see the same data: x and dy rounded to the dtype (what such a tensor holds), so the
   // difference is the kernel's own arithmetic and rounding, and max pooling picks the same
   // elements (rounding alone merges or reorders close values).
   CaseData d = make_case_data(c);
-  for (float& v : d.x) v = round_to_bf16(v);
-  for (float& v : d.dy) v = round_to_bf16(v);
+  for (float& v : d.x) v = f16 ? round_to_f16(v) : round_to_bf16(v);
+  for (float& v : d.dy) v = f16 ? round_to_f16(v) : round_to_bf16(v);
   std::optional<test::ExpectWarning> expected;
   if (!c.expect_warning.empty()) expected.emplace(c.expect_warning);
   KernelRun ref(backend, d);
   const RunOutput f32 = ref.run(true);
-  KernelRun low(backend, d, MathMode::bf16);
+  KernelRun low(backend, d, math);
   const RunOutput a = low.run(true);
-  check_cross("y (bf16 against f32)", a.y, f32.y, kLowPrecisionBound);
-  check_cross("dx (bf16 against f32)", a.dx, f32.dx, kLowPrecisionBound);
+  const double bound = f16 ? kF16Bound : kLowPrecisionBound,
+               grad_bound = f16 ? kF16GradBound : kLowPrecisionGradBound;
+  const std::string against = std::string(" (") + name + " against f32)";
+  check_cross(("y" + against).c_str(), a.y, f32.y, bound);
+  check_cross(("dx" + against).c_str(), a.dx, f32.dx, bound);
   if (!d.live.empty())
-    check_cross("parameter gradients (bf16 against f32)", a.grads, f32.grads, kLowPrecisionGradBound, d.live);
-  if (!d.buffers.empty())
-    check_cross("buffers (bf16 against f32)", a.buffers, f32.buffers, kLowPrecisionBound);
-  // A kernel with parameters computes in bf16 (or rounds its bf16 output): it must differ.
+    check_cross(("parameter gradients" + against).c_str(), a.grads, f32.grads, grad_bound, d.live);
+  if (!d.buffers.empty()) check_cross(("buffers" + against).c_str(), a.buffers, f32.buffers, bound);
+  // A kernel with parameters computes in 16 bits (or rounds its 16-bit output): it must differ.
   if (Registry::global().takes_low_precision(row.type, backend.name()) &&
-      backend.activation_dtype(MathMode::bf16) != DType::f32 && !d.live.empty()) {
-    INFO("the kernel stores bf16 activations, yet y equals the f32 run's (rel " << rel_error(a.y, f32.y)
-                                                                                << ")");
-    CHECK(rel_error(a.y, f32.y) > 1e-5);
+      backend.activation_dtype(math) != DType::f32 && !d.live.empty()) {
+    INFO("the kernel stores " << name << " activations, yet y equals the f32 run's (rel "
+                              << rel_error(a.y, f32.y) << ")");
+    CHECK(rel_error(a.y, f32.y) > 1e-6);
   }
 }
 
 void run_case(const Row& row, const Case& c, Backend& backend, Backend* cpu) {
-  if (row.dtype == DType::bf16) return run_low_precision_case(row, c, backend);
+  if (row.dtype != DType::f32) return run_low_precision_case(row, c, backend);
   INFO(describe(row, c, backend.name()));
   REQUIRE(row.dtype == DType::f32);  // the host data below is float
   const CaseData d = make_case_data(c);

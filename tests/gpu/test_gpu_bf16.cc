@@ -1,8 +1,9 @@
-// math: bf16 on the GPU (activations and their gradients stored in bf16, tensor-core arithmetic
-// with f32 accumulation, f32 weights, optimizer state and statistics):
+// math: bf16 and fp16 on the GPU (activations and their gradients stored in 16 bits, tensor-core
+// arithmetic with f32 accumulation, f32 weights, optimizer state and statistics; fp16 with loss
+// scaling):
 //   - a residual batchnorm CNN with layers that keep f32 (global pooling, dropout, softmax) trains
-//     four steps like strict fp32: parameter updates within rel 5e-2 of fp32's and not equal to
-//     them (bf16 ran), loss sums within rel 2e-2; the step is still one CUDA graph;
+//     four steps like strict fp32: parameter updates within rel 5e-2 of fp32's (fp16: 1.25e-2) and
+//     not equal to them (16 bits ran), loss sums within rel 2e-2; the step is still one CUDA graph;
 //   - the activation arena of the CNN is smaller than fp32's;
 //   - the executor's dtype conversions at the edges carry gradients both ways: a bf16 layer
 //     between two f32 ones, and a tensor consumed by a bf16 and an f32 layer (gradients summed);
@@ -97,6 +98,8 @@ struct Run {
   size_t activation_bytes = 0;
 };
 
+// fp16 scales the loss (from 1024: these small nets' scaled gradients then stay far below fp16's
+// 65504, so no step of the four is skipped and the comparison with fp32 is step for step).
 Run train(const Model& model, MathMode math, LossKind loss, int64_t classes, bool plain_layouts = false) {
   CudaBackend& be = cuda_backend();
   const Optimizer opt(make_optimizer("{type: sgd, lr: 0.05, momentum: 0.9}"));
@@ -108,6 +111,8 @@ Run train(const Model& model, MathMode math, LossKind loss, int64_t classes, boo
   o.seed = 5;
   o.plain_layouts = plain_layouts;
   o.deterministic = true;  // runs repeat
+  o.loss_scaling = math == MathMode::fp16;
+  o.loss_scale_init = 1024.f;
   Executor ex(model, be, opt, o);
   Run r;
   for (const MemoryItem& m : ex.memory_plan())
@@ -124,6 +129,7 @@ Run train(const Model& model, MathMode math, LossKind loss, int64_t classes, boo
     ex.train_step(16, x.data(), y.data(), t, 0.05f);
   }
   r.train = ex.read_metrics();
+  if (ex.loss_scaling()) REQUIRE(ex.read_loss_scale().overflow_steps == 0);
   r.params.resize(r.initial.size());
   ex.download_params(r.params.data(), nullptr);
   return r;
@@ -140,26 +146,29 @@ std::vector<float> updates(const Model& model, const Run& r) {
 
 // smaller_arena: the bf16 activations take less memory than fp32's (not for a tiny model, whose
 // arena is mostly the f32 copies at the dtype edges).
-void expect_close_to_fp32(const char* yaml, LossKind loss, int64_t classes, bool smaller_arena) {
-  if (!cuda_backend().supports_math(MathMode::bf16)) {
-    std::cout << "SKIPPED: " << cuda_backend().description() << " has no bf16 tensor cores\n";
+// fp16 has 3 more mantissa bits than bf16: its bound is 4x tighter.
+void expect_close_to_fp32(const char* yaml, LossKind loss, int64_t classes, bool smaller_arena,
+                          MathMode low = MathMode::bf16) {
+  const char* name = math_name(low);
+  if (!cuda_backend().supports_math(low)) {
+    std::cout << "SKIPPED: " << cuda_backend().description() << " has no " << name << " tensor cores\n";
     return;
   }
-  Config c = parse_config(yaml, "bf16.yaml", {});
+  Config c = parse_config(yaml, "low.yaml", {});
   Model model(c.input_shape, c.layers, c.init, c.file);
   const size_t graphs = cuda_backend().graph_count();
   const Run f32 = train(model, MathMode::strict_fp32, loss, classes);
-  const Run b16 = train(model, MathMode::bf16, loss, classes);
+  const Run b16 = train(model, low, loss, classes);
   CHECK(cuda_backend().graph_count() >= graphs + 2);  // both runs captured their step
   const double e = rel_error(updates(model, b16), updates(model, f32));
-  INFO("parameter updates: bf16 against fp32 rel " << e << "; loss sums " << b16.train.loss_sum << " / "
-                                                   << f32.train.loss_sum << "; activation arena "
-                                                   << b16.activation_bytes << " / " << f32.activation_bytes);
-  std::cout << "bf16 " << c.file << ": parameter updates rel " << e << " to fp32, loss sum "
+  INFO("parameter updates: " << name << " against fp32 rel " << e << "; loss sums " << b16.train.loss_sum
+                             << " / " << f32.train.loss_sum << "; activation arena " << b16.activation_bytes
+                             << " / " << f32.activation_bytes);
+  std::cout << name << " " << c.file << ": parameter updates rel " << e << " to fp32, loss sum "
             << b16.train.loss_sum << " vs " << f32.train.loss_sum << ", activations " << b16.activation_bytes
             << " vs " << f32.activation_bytes << " bytes\n";
-  CHECK(e < 5e-2);
-  CHECK(e > 1e-5);
+  CHECK(e < (low == MathMode::fp16 ? 1.25e-2 : 5e-2));
+  CHECK(e > 1e-6);
   CHECK(std::abs(b16.train.loss_sum - f32.train.loss_sum) <= 2e-2 * std::abs(f32.train.loss_sum));
   if (smaller_arena) CHECK(b16.activation_bytes < f32.activation_bytes);
 }
@@ -172,6 +181,14 @@ TEST_CASE("gpu bf16 trains a residual batchnorm CNN like fp32", "[gpu][bf16]") {
 
 TEST_CASE("gpu bf16 conversions carry gradients across dtype edges and shared tensors", "[gpu][bf16]") {
   expect_close_to_fp32(kBranches, LossKind::cross_entropy_logits, 6, false);
+}
+
+TEST_CASE("gpu fp16 with loss scaling trains a residual batchnorm CNN like fp32", "[gpu][fp16]") {
+  expect_close_to_fp32(kResidual, LossKind::nll, 6, true, MathMode::fp16);
+}
+
+TEST_CASE("gpu fp16 conversions carry gradients across dtype edges and shared tensors", "[gpu][fp16]") {
+  expect_close_to_fp32(kBranches, LossKind::cross_entropy_logits, 6, false, MathMode::fp16);
 }
 
 TEST_CASE("gpu bf16 channels-last chains train like plain NCHW bf16", "[gpu][bf16]") {

@@ -7,7 +7,7 @@ torch.compile with CUDA graphs), then a Markdown table with the ratio of trainer
 PyTorch's best, and trainer's MFU.
 
   python3 scripts/peer_table.py --peer PATH/peer_torch.py [--trainer build/trainer]
-      [--workloads mnist_cnn,cifar_cnn,reuters_conv1d,vgg11_bn_cifar] [--maths fp32,tf32]
+      [--workloads mnist_cnn,cifar_cnn,reuters_conv1d,vgg11_bn_cifar] [--maths fp32,tf32,bf16,fp16]
       [--modes gpu-eager,gpu-fp32,gpu-tf32,gpu-bf16] [--steps 300] [--device gpu:0]
 
 Exit 0 when every run produced a number; 1 otherwise (the table shows which failed).
@@ -50,7 +50,7 @@ def main():
     ap.add_argument("--trainer", default="build/trainer")
     ap.add_argument("--peer", required=True, help="path of peer_torch.py")
     ap.add_argument("--workloads", default="mnist_cnn,cifar_cnn,reuters_conv1d,vgg11_bn_cifar")
-    ap.add_argument("--maths", default="fp32,tf32")
+    ap.add_argument("--maths", default="fp32,tf32,bf16,fp16")
     ap.add_argument("--modes", default="gpu-eager,gpu-fp32,gpu-tf32,gpu-bf16")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--device", default="gpu:0")

@@ -28,10 +28,10 @@ data: {train: {format: random}, num_classes: 4}
 )";
 
 struct ScaleTrace {
-  std::vector<float> initial;                // the weights before the first step
-  std::vector<LossScaleState> states;        // after each step
-  std::vector<std::vector<float>> weights;   // after each step
-  NonfiniteRecord record;                    // the divergence record at the end
+  std::vector<float> initial;               // the weights before the first step
+  std::vector<LossScaleState> states;       // after each step
+  std::vector<std::vector<float>> weights;  // after each step
+  NonfiniteRecord record;                   // the divergence record at the end
   double loss_sum = 0;
 };
 
@@ -99,8 +99,8 @@ inline RuleCount check_rule(const ScaleTrace& t, const ScaleSetup& s) {
   const std::vector<float>* w_prev = &t.initial;
   for (size_t k = 0; k < t.states.size(); ++k) {
     const LossScaleState& st = t.states[k];
-    INFO("step " << k + 1 << ": scale " << prev.scale << " -> " << st.scale << ", good steps " << prev.good_steps
-                 << " -> " << st.good_steps << ", overflow steps " << st.overflow_steps);
+    INFO("step " << k + 1 << ": scale " << prev.scale << " -> " << st.scale << ", good steps "
+                 << prev.good_steps << " -> " << st.good_steps << ", overflow steps " << st.overflow_steps);
     const bool overflow = st.overflow_steps == prev.overflow_steps + 1;
     REQUIRE((overflow || st.overflow_steps == prev.overflow_steps));
     if (overflow) {

@@ -114,13 +114,16 @@ TEST_CASE("a fixed loss scale never changes and still skips overflowing steps", 
   REQUIRE(t.weights.back() == t.initial);
 }
 
-TEST_CASE("train.loss_scale: auto, dynamic, none or a number; bad values name the key", "[loss_scale][config]") {
-  const std::string base = "model: {input_shape: [4], layers: [{type: dense, units: 2}]}\n"
-                           "data: {train: {format: random}, num_classes: 2}\n";
+TEST_CASE("train.loss_scale: auto, dynamic, none or a number; bad values name the key",
+          "[loss_scale][config]") {
+  const std::string base =
+      "model: {input_shape: [4], layers: [{type: dense, units: 2}]}\n"
+      "data: {train: {format: random}, num_classes: 2}\n";
   using Mode = LossScaleConfig::Mode;
   REQUIRE(parse_config(base, "a.yaml", {}).loss_scale.mode == Mode::automatic);
-  const Config d = parse_config(base + "train: {loss_scale: dynamic, loss_scale_init: 1024, "
-                                       "loss_scale_growth_interval: 50}\n",
+  const Config d = parse_config(base +
+                                    "train: {loss_scale: dynamic, loss_scale_init: 1024, "
+                                    "loss_scale_growth_interval: 50}\n",
                                 "d.yaml", {});
   REQUIRE(d.loss_scale.mode == Mode::dynamic);
   REQUIRE(d.loss_scale.init == 1024);
@@ -135,16 +138,18 @@ TEST_CASE("train.loss_scale: auto, dynamic, none or a number; bad values name th
                           Catch::Contains("'banana' is not allowed") && Catch::Contains("dynamic"));
   REQUIRE_THROWS_WITH(parse_config(base + "train: {loss_scale: -4}\n", "n.yaml", {}),
                       Catch::Contains("train.loss_scale") && Catch::Contains("positive number"));
-  REQUIRE_THROWS_WITH(parse_config(base + "train: {loss_scale: 8, loss_scale_init: 4}\n", "i.yaml", {}),
-                      Catch::Contains("train.loss_scale_init") && Catch::Contains("goes with loss_scale: dynamic"));
+  REQUIRE_THROWS_WITH(
+      parse_config(base + "train: {loss_scale: 8, loss_scale_init: 4}\n", "i.yaml", {}),
+      Catch::Contains("train.loss_scale_init") && Catch::Contains("goes with loss_scale: dynamic"));
   REQUIRE_THROWS_WITH(parse_config(base + "train: {loss_scale_growth_interval: 0}\n", "g.yaml", {}),
                       Catch::Contains("train.loss_scale_growth_interval"));
   REQUIRE_THROWS_WITH(parse_config(base + "math: fp8\n", "m.yaml", {}),
                       Catch::Contains("math") && Catch::Contains("fp16"));
 }
 
-TEST_CASE("fit with loss scaling reports the scale and resumes it from a checkpoint, also under another math mode",
-          "[loss_scale][fit]") {
+TEST_CASE(
+    "fit with loss scaling reports the scale and resumes it from a checkpoint, also under another math mode",
+    "[loss_scale][fit]") {
   const std::string dir = test::temp_dir("loss_scale_fit");
   const std::string cfg = test::write_file(dir, "ls.yaml", R"(model:
   input_shape: [8]
@@ -170,7 +175,8 @@ train: {epochs: 2, seed: 1, loss_scale: dynamic, loss_scale_init: 256, loss_scal
   REQUIRE(second.out.find("loss_scale=2048 overflow_steps=0") != std::string::npos);
   // The same checkpoint resumed without loss scaling (another math mode's run): the saved scale is
   // ignored, the weights and optimizer state carry over.
-  const auto plain = test::run_trainer("fit " + cfg + " --resume " + dir + "/run --set train.epochs=3 --set train.loss_scale=none");
+  const auto plain = test::run_trainer("fit " + cfg + " --resume " + dir +
+                                       "/run --set train.epochs=3 --set train.loss_scale=none");
   INFO(plain.out << plain.err);
   REQUIRE(plain.exit_code == 0);
   REQUIRE(plain.out.find("loss_scale=") == std::string::npos);

@@ -1,5 +1,6 @@
 // Which CUDA kernel runs each layer type (backend name "cuda"). flatten is a view: no kernel.
-// Under math bf16: dense and convolutions run in bf16 (low, conv); batchnorm, activations,
+// Under math bf16 (fp16): dense and convolutions run in bf16 (low, conv; convolutions only with a
+// multiple of 8 filters); batchnorm, activations,
 // pooling and add (follow) in bf16 when their inputs arrive in bf16. The executor converts to and from f32
 // around the others. Those that also take a channels-last input (kernels/cuda/channels_last.h), which only
 // bf16 convolutions produce, are registered with kAnyInputLayout.
@@ -9,7 +10,7 @@
 namespace trainer {
 
 void register_cuda_kernels(Registry& r) {
-  const unsigned low = kLowPrecisionActivations, conv = low | kAnyInputLayout;
+  const unsigned low = kLowPrecisionActivations, conv = low | kAnyInputLayout | kLowPrecisionChannelsOf8;
   const unsigned follow = low | kFollowsInputDtype, follow_any = follow | kAnyInputLayout;
   r.add_kernel("dense", "cuda", make_dense_cuda, low);
   r.add_kernel("conv2d", "cuda", make_conv2d_cuda, conv);

@@ -13,9 +13,9 @@ inline uint16_t f16_from_float(float f) {
   std::memcpy(&u, &f, 4);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
   if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: infinity
-  if (a < 0x38800000u) {                                   // below 2^-14: a subnormal (or zero)
+  if (a < 0x38800000u) {                                  // below 2^-14: a subnormal (or zero)
     // a * 2^24 as an integer, rounded to nearest even: the subnormal's bits.
     const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
     const int shift = 126 - int(a >> 23);  // value / 2^-24 = mant * 2^(exponent - 126)

@@ -366,6 +366,7 @@ DType Executor::layer_dtype(size_t i, const std::vector<DType>& inputs) const {
   const Registry& reg = Registry::global();
   const unsigned caps = reg.kernel_caps(l.type(), be_.name());
   if (!(caps & kLowPrecisionActivations)) return DType::f32;
+  if ((caps & kLowPrecisionChannelsOf8) && l.output_shape().dims[0] % 8 != 0) return DType::f32;
   if (caps & kFollowsInputDtype)
     return std::all_of(inputs.begin(), inputs.end(), [&](DType t) { return t == low; }) ? low : DType::f32;
   return low;

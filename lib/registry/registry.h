@@ -36,6 +36,11 @@ enum KernelCaps : unsigned {
   // memory-bound layers: activations, batchnorm, pooling, add follow the layer before them rather
   // than cost two conversions around themselves).
   kFollowsInputDtype = 4u,
+  // With kLowPrecisionActivations: runs in low precision only when its output channels (the first
+  // dimension of a sample's output) are a multiple of 8. Tensor-core kernels pad other channel
+  // counts in extra passes over the tensors (cuDNN's nhwcAddPadding) and the channels-last edges
+  // around them cost more than 16-bit arithmetic saves; such a layer stays f32 in NCHW.
+  kLowPrecisionChannelsOf8 = 8u,
 };
 
 // What a layer type is besides its keys.

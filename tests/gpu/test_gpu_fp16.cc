@@ -32,8 +32,8 @@ TEST_CASE("gpu loss scaling in replayed graphs: overflow skipped, scale halved, 
   const test::ScaleTrace t = test::trace_steps(be, s);
   REQUIRE(be.graph_count() == graphs + 1);  // the training step was captured once and replayed
   const test::RuleCount n = test::check_rule(t, s);
-  std::cout << "gpu fp32 loss scaling: " << n.overflows << " overflows, " << n.growths << " growths in " << s.steps
-            << " steps, final scale " << t.states.back().scale << "\n";
+  std::cout << "gpu fp32 loss scaling: " << n.overflows << " overflows, " << n.growths << " growths in "
+            << s.steps << " steps, final scale " << t.states.back().scale << "\n";
   REQUIRE(t.weights.front() == t.initial);
   REQUIRE(n.overflows >= 2);
   REQUIRE(n.growths >= 1);
@@ -53,8 +53,8 @@ TEST_CASE("gpu loss scaling in replayed graphs: overflow skipped, scale halved, 
   h.steps = 30;
   const test::ScaleTrace f = test::trace_steps(be, h);
   const test::RuleCount m = test::check_rule(f, h);
-  std::cout << "gpu fp16 loss scaling: " << m.overflows << " overflows, " << m.growths << " growths in " << h.steps
-            << " steps, final scale " << f.states.back().scale << "\n";
+  std::cout << "gpu fp16 loss scaling: " << m.overflows << " overflows, " << m.growths << " growths in "
+            << h.steps << " steps, final scale " << f.states.back().scale << "\n";
   REQUIRE(m.overflows >= 1);
   REQUIRE(m.growths >= 1);
   REQUIRE(f.record.steps == 0);
@@ -98,8 +98,9 @@ train: {seed: 2, loss_scale_init: 512, loss_scale_growth_interval: 3}
   const std::string dir = "/tmp/trainer_gpu_fp16_resume_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   auto fit_to = [&](int epochs, const char* math, bool resume) {
-    Config cfg = parse_config(yaml, "resume.yaml",
-                              {"device=gpu:0", std::string("math=") + math, "train.epochs=" + std::to_string(epochs)});
+    Config cfg =
+        parse_config(yaml, "resume.yaml",
+                     {"device=gpu:0", std::string("math=") + math, "train.epochs=" + std::to_string(epochs)});
     FitOptions fo;
     fo.device.device = "gpu:0";
     fo.device.math = cfg.math;

@@ -74,6 +74,7 @@ CudaBackend::CudaBackend(int device, const DeviceRequest& req)
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     CUBLAS_CHECK(cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
+    CUBLAS_CHECK(cublasLtCreate(&cublas_lt_));
     CUBLAS_CHECK(cublasSetMathMode(
         cublas_, math_ == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     heap_ = std::make_unique<CudaHeap>(device_);
@@ -96,6 +97,8 @@ void CudaBackend::release() noexcept {
   for (cudaGraphExec_t g : graphs_) cudaGraphExecDestroy(g);
   graphs_.clear();
   staging_.reset();
+  if (cublas_lt_) cublasLtDestroy(cublas_lt_);
+  cublas_lt_ = nullptr;
   if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);
   cublas_ = nullptr;

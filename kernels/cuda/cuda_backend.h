@@ -11,6 +11,7 @@
 // allows TF32 tensor cores in both.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -100,6 +101,10 @@ class CudaBackend : public Backend {
   cudaStream_t stream() const { return stream_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   cublasHandle_t cublas() const { return cublas_; }
+  cublasLtHandle_t cublas_lt() const { return cublas_lt_; }
+  // The cuBLAS workspace, which cuBLASLt products (kernels/cuda/lt_matmul.h) share: one stream.
+  void* cublas_workspace() const { return cublas_workspace_; }
+  size_t cublas_workspace_bytes() const { return cublas_workspace_bytes_; }
   bool deterministic() const { return deterministic_; }
   CappedDeviceAllocator& device_allocator() { return *alloc_; }
   const cudaDeviceProp& properties() const { return prop_; }
@@ -115,6 +120,7 @@ class CudaBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t cublas_lt_ = nullptr;
   std::unique_ptr<CudaHeap> heap_;
   std::unique_ptr<CappedDeviceAllocator> alloc_;
   void* cublas_workspace_ = nullptr;

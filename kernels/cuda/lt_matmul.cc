@@ -1,0 +1,90 @@
+// cuBLASLt product planning (kernels/cuda/lt_matmul.h).
+#include "kernels/cuda/lt_matmul.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace trainer::cuda {
+namespace {
+
+cudaDataType_t lt_type(DType t) {
+  return t == DType::bf16 ? CUDA_R_16BF : t == DType::f16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+}  // namespace
+
+LtMatmul::LtMatmul(CudaBackend& be, MathMode math, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                   int k, DType ab, DType d, cublasLtEpilogue_t epilogue, const void* vector)
+    : be_(&be) {
+  try {
+    const cublasComputeType_t compute =
+        math == MathMode::tf32 && ab == DType::f32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+    if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+      const cudaDataType_t f32 = CUDA_R_32F;
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f32, sizeof f32));
+      CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof vector));
+    }
+    // Stored shapes: A is (m, k) or, transposed, (k, m); B is (k, n) or (n, k).
+    const bool a_t = ta == CUBLAS_OP_T, b_t = tb == CUBLAS_OP_T;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la_, lt_type(ab), a_t ? k : m, a_t ? m : k, a_t ? k : m));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb_, lt_type(ab), b_t ? n : k, b_t ? k : n, b_t ? n : k));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld_, lt_type(d), m, n, m));
+    cublasLtMatmulPreference_t pref = nullptr;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = be.cublas_workspace_bytes();
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(be.cublas_lt(), desc_, la_, lb_, ld_, ld_, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    ok_ = st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+    if (ok_) algo_ = result.algo;
+    spdlog::debug("cuBLASLt {}x{}x{} epilogue {}: {}", m, n, k, int(epilogue),
+                  ok_ ? "planned" : "no algorithm, unfused");
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+LtMatmul::~LtMatmul() { release(); }
+
+LtMatmul& LtMatmul::operator=(LtMatmul&& o) noexcept {
+  if (this == &o) return *this;
+  release();
+  be_ = o.be_;
+  desc_ = std::exchange(o.desc_, nullptr);
+  la_ = std::exchange(o.la_, nullptr);
+  lb_ = std::exchange(o.lb_, nullptr);
+  ld_ = std::exchange(o.ld_, nullptr);
+  algo_ = o.algo_;
+  ok_ = std::exchange(o.ok_, false);
+  return *this;
+}
+
+void LtMatmul::release() noexcept {
+  if (ld_) cublasLtMatrixLayoutDestroy(ld_);
+  if (lb_) cublasLtMatrixLayoutDestroy(lb_);
+  if (la_) cublasLtMatrixLayoutDestroy(la_);
+  if (desc_) cublasLtMatmulDescDestroy(desc_);
+  ld_ = lb_ = la_ = nullptr;
+  desc_ = nullptr;
+  ok_ = false;
+}
+
+void LtMatmul::run(const void* a, const void* b, void* d) const {
+  static constexpr float kOne = 1.f, kZero = 0.f;
+  CUBLAS_CHECK(cublasLtMatmul(be_->cublas_lt(), desc_, &kOne, a, la_, b, lb_, &kZero, d, ld_, d, ld_, &algo_,
+                              be_->cublas_workspace(), be_->cublas_workspace_bytes(), be_->stream()));
+}
+
+}  // namespace trainer::cuda

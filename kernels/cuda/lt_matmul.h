@@ -1,0 +1,45 @@
+// One cuBLASLt matrix product with an optional fused epilogue, planned once (descriptors,
+// layouts and the heuristic's algorithm) when the kernel binds its tensors, then run as often as
+// the step runs. Column-major, as cuBLAS:
+//   D (m, n) = op(A) op(B)            epilogue DEFAULT
+//   D (m, n) = op(A) op(B) + bias     epilogue BIAS: bias (m) f32, added to every column
+//   D (m, n) = op(A) op(B); grad (n)  epilogue BGRADB: grad[j] = sum over k of op(B)[:, j], f32
+// A and B share a dtype; D has its own (f32 dW from 16-bit x and dy). Compute is f32: strict
+// (no TF32) in math fp32, TF32 tensor cores in tf32, 16-bit tensor cores with f32 accumulation
+// in bf16 and fp16. The product runs on the backend's stream with its cuBLAS workspace.
+#pragma once
+
+#include <cublasLt.h>
+
+#include "kernels/cuda/cuda_backend.h"
+
+namespace trainer::cuda {
+
+class LtMatmul {
+ public:
+  LtMatmul() = default;
+  // Plans the product; ok() says whether cuBLASLt has an algorithm for it (an epilogue may not be
+  // available for every dtype combination: the caller then runs the unfused product and its own
+  // kernel). `vector` is the bias or bias-gradient pointer of the epilogue (null for DEFAULT).
+  LtMatmul(CudaBackend& be, MathMode math, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+           DType ab, DType d, cublasLtEpilogue_t epilogue, const void* vector);
+  ~LtMatmul();
+  LtMatmul(const LtMatmul&) = delete;
+  LtMatmul& operator=(const LtMatmul&) = delete;
+  LtMatmul(LtMatmul&& o) noexcept { *this = std::move(o); }
+  LtMatmul& operator=(LtMatmul&& o) noexcept;
+
+  bool ok() const { return ok_; }
+  // D = op(A) op(B) (+ epilogue); a, b in the A/B dtype, d in D's.
+  void run(const void* a, const void* b, void* d) const;
+
+ private:
+  void release() noexcept;
+  CudaBackend* be_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, ld_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  bool ok_ = false;
+};
+
+}  // namespace trainer::cuda

@@ -4,8 +4,6 @@
 //   unscale_gradients:   g (n) *= 1 / scale; ORs kGradientOverflow into s.nonfinite when any
 //                        product is NaN or infinite
 //   update_loss_scale:   lib/backend/loss_scale_formula.h
-#include <cstring>
-
 #include "kernels/cpu/cpu_ops.h"
 #include "lib/backend/loss_scale_formula.h"
 
@@ -22,11 +20,8 @@ void unscale_gradients(float* g, int64_t n, const LossScaleState& st, StepScalar
   int bad = 0;
 #pragma omp parallel for simd reduction(| : bad) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
-    const float v = g[i] * k;
-    g[i] = v;
-    uint32_t u;
-    std::memcpy(&u, &v, sizeof u);
-    bad |= int((u & 0x7f800000u) == 0x7f800000u);  // exponent all ones: NaN or infinite
+    g[i] *= k;
+    bad |= int(nonfinite_bits(g[i]));
   }
   if (bad) s.nonfinite |= kGradientOverflow;
 }

@@ -1,21 +1,15 @@
 // The non-finite guard on the CPU (lib/backend/backend.h): the reference for kernels/cuda/nonfinite_guard.cu.
 //   check_finite: x (n) -> ORs `bit` into s.nonfinite when any element is NaN or infinite
 //   commit_step:  adds s.batch_loss to the epoch's loss sum, or records the non-finite step
-#include <cstring>
-
 #include "kernels/cpu/cpu_ops.h"
+#include "lib/core/host_device.h"
 
 namespace trainer::cpu {
 
 void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars& s) {
-  // An IEEE float is NaN or infinite exactly when its exponent bits are all ones.
   int bad = 0;
 #pragma omp parallel for simd reduction(| : bad) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, x + i, sizeof u);
-    bad |= int((u & 0x7f800000u) == 0x7f800000u);
-  }
+  for (int64_t i = 0; i < n; ++i) bad |= int(nonfinite_bits(x[i]));
   if (bad) s.nonfinite |= bit;
 }
 

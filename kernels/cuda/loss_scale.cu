@@ -20,7 +20,7 @@ __global__ void unscale_kernel(float* g, int64_t n, const float* inv_scale, Step
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const float v = __fmul_rn(g[i], k);
     g[i] = v;
-    bad |= int((__float_as_uint(v) & 0x7f800000u) == 0x7f800000u);
+    bad |= int(nonfinite_bits(v));
   }
   if (__syncthreads_or(bad) && threadIdx.x == 0) atomicOr(&s->nonfinite, kGradientOverflow);
 }

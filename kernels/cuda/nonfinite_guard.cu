@@ -4,14 +4,14 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/nonfinite_guard.cuh"
+#include "lib/core/host_device.h"
 
 namespace trainer::cuda {
 namespace {
 
 __global__ void check_finite_kernel(const float* x, int64_t n, uint32_t bit, StepScalars* s) {
   int bad = 0;
-  for (int64_t i = global_index(); i < n; i += grid_stride())
-    bad |= int((__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u);
+  for (int64_t i = global_index(); i < n; i += grid_stride()) bad |= int(nonfinite_bits(x[i]));
   // One atomic per block at most; blocks race only to set the same bit.
   if (__syncthreads_or(bad) && threadIdx.x == 0) atomicOr(&s->nonfinite, bit);
 }

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define TRAINER_HD __host__ __device__ __forceinline__
@@ -28,5 +30,17 @@ TRAINER_HD float mul_rn(float a, float b) { return a * b; }
 TRAINER_HD float div_rn(float a, float b) { return a / b; }
 TRAINER_HD float sqrt_rn(float a) { return std::sqrt(a); }
 #endif
+
+// NaN or infinite: the exponent bits all ones. Tested on the bits, so that no fast-math flag can
+// fold the test away (the non-finite guard and loss scaling's overflow check, on both backends).
+TRAINER_HD bool nonfinite_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  const uint32_t u = __float_as_uint(x);
+#else
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+#endif
+  return (u & 0x7f800000u) == 0x7f800000u;
+}
 
 }  // namespace trainer

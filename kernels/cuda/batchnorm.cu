@@ -195,11 +195,10 @@ BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t sp
   g.spatial = spatial;
   g.channels_last = channels_last;
   const int64_t n = g.count();
-  if (channels_last) {  // at least 16 rows a thread (8 row phases), about 1024 blocks in all at most
-    const int64_t tiles = std::max<int64_t>(1, (channels + 31) / 32);
-    const int64_t by_size = (n + 8 * 16 - 1) / (8 * 16);
-    g.parts = std::max<int64_t>(1, std::min(by_size, std::max<int64_t>(1, 1024 / tiles)));
-    g.part_len = std::max<int64_t>(1, (n + g.parts - 1) / g.parts);
+  if (channels_last) {  // at least 16 rows a thread
+    const RowSplit s = channels_last_row_split(n, channels, 16);
+    g.parts = s.parts;
+    g.part_len = s.part_len;
     return g;
   }
   // Pieces of at least 16 values per thread, and about 1024 blocks in all at most.

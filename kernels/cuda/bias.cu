@@ -109,11 +109,10 @@ BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial, 
   s.spatial = spatial;
   s.nhwc = nhwc;
   const int64_t n = batch * spatial;
-  if (nhwc) {  // at least 64 rows a thread (8 row phases), about 1024 blocks in all at most
-    const int64_t tiles = std::max<int64_t>(1, (channels + 31) / 32);
-    const int64_t by_size = (n + 8 * 64 - 1) / (8 * 64);
-    s.parts = std::max<int64_t>(1, std::min(by_size, std::max<int64_t>(1, 1024 / tiles)));
-    s.part_len = std::max<int64_t>(1, (n + s.parts - 1) / s.parts);
+  if (nhwc) {  // at least 64 rows a thread
+    const RowSplit r = channels_last_row_split(n, channels, 64);
+    s.parts = r.parts;
+    s.part_len = r.part_len;
     return s;
   }
   // One block per channel up to 32K values (a few microseconds; a second kernel would cost more

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace trainer::cuda {
@@ -16,6 +17,21 @@ inline unsigned grid_for(int64_t n, int threads = kThreads) {
   const int64_t blocks = (n + threads - 1) / threads;
   const int64_t max_blocks = int64_t(132) * 32;  // SMs x resident blocks, generously
   return unsigned(blocks < 1 ? 1 : (blocks > max_blocks ? max_blocks : blocks));
+}
+
+// A channels-last reduction over n rows (batchnorm statistics, bias gradients): each 32-channel
+// tile is split into `parts` blocks of part_len rows, with at least rows_per_thread rows a thread
+// (8 row phases a block) and about 1024 blocks in all at most.
+struct RowSplit {
+  int64_t parts = 1, part_len = 1;
+};
+inline RowSplit channels_last_row_split(int64_t n, int64_t channels, int64_t rows_per_thread) {
+  const int64_t tiles = std::max<int64_t>(1, (channels + 31) / 32);
+  const int64_t by_size = (n + 8 * rows_per_thread - 1) / (8 * rows_per_thread);
+  RowSplit s;
+  s.parts = std::max<int64_t>(1, std::min(by_size, std::max<int64_t>(1, 1024 / tiles)));
+  s.part_len = std::max<int64_t>(1, (n + s.parts - 1) / s.parts);
+  return s;
 }
 
 __device__ __forceinline__ int64_t global_index() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,14 @@ inline CudaBackend& cuda_backend() {
     return new CudaBackend(0, req);
   }();
   return *b;
+}
+
+// Whether the test GPU computes in math mode m; when not, prints the SKIPPED line that ctest and
+// readers see, and the caller returns.
+inline bool gpu_has_math(MathMode m) {
+  if (cuda_backend().supports_math(m)) return true;
+  std::cout << "SKIPPED: " << cuda_backend().description() << " has no " << math_name(m) << " tensor cores\n";
+  return false;
 }
 
 // One layer from a flow-style YAML mapping, e.g. "{type: conv2d, filters: 8, kernel_size: 3}".

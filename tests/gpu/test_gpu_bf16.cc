@@ -150,10 +150,7 @@ std::vector<float> updates(const Model& model, const Run& r) {
 void expect_close_to_fp32(const char* yaml, LossKind loss, int64_t classes, bool smaller_arena,
                           MathMode low = MathMode::bf16) {
   const char* name = math_name(low);
-  if (!cuda_backend().supports_math(low)) {
-    std::cout << "SKIPPED: " << cuda_backend().description() << " has no " << name << " tensor cores\n";
-    return;
-  }
+  if (!gpu_has_math(low)) return;
   Config c = parse_config(yaml, "low.yaml", {});
   Model model(c.input_shape, c.layers, c.init, c.file);
   const size_t graphs = cuda_backend().graph_count();
@@ -192,10 +189,7 @@ TEST_CASE("gpu fp16 conversions carry gradients across dtype edges and shared te
 }
 
 TEST_CASE("gpu bf16 channels-last chains train like plain NCHW bf16", "[gpu][bf16]") {
-  if (!cuda_backend().supports_math(MathMode::bf16)) {
-    std::cout << "SKIPPED: " << cuda_backend().description() << " has no bf16 tensor cores\n";
-    return;
-  }
+  if (!gpu_has_math(MathMode::bf16)) return;
   for (const auto& [yaml, classes] : {std::pair<const char*, int64_t>{kLayouts, 6}, {kLayouts1d, 5}}) {
     Config c = parse_config(yaml, "layouts.yaml", {});
     Model model(c.input_shape, c.layers, c.init, c.file);
@@ -215,10 +209,7 @@ TEST_CASE("gpu bf16 channels-last chains train like plain NCHW bf16", "[gpu][bf1
 }
 
 TEST_CASE("gpu bf16 keeps convolutions whose filters are not a multiple of 8 in f32", "[gpu][bf16]") {
-  if (!cuda_backend().supports_math(MathMode::bf16)) {
-    std::cout << "SKIPPED: " << cuda_backend().description() << " has no bf16 tensor cores\n";
-    return;
-  }
+  if (!gpu_has_math(MathMode::bf16)) return;
   // Registry: kLowPrecisionChannelsOf8. 10 filters: the whole net stays f32 (the activation and
   // pooling after it follow), so its arena is fp32's; 16 filters: bf16.
   const char* yaml = R"(model:

@@ -40,10 +40,7 @@ TEST_CASE("gpu loss scaling in replayed graphs: overflow skipped, scale halved, 
   REQUIRE(t.record.steps == 0);
   REQUIRE(std::isfinite(t.loss_sum));
 
-  if (!be.supports_math(MathMode::fp16)) {
-    std::cout << "SKIPPED: " << be.description() << " has no fp16 tensor cores\n";
-    return;
-  }
+  if (!gpu_has_math(MathMode::fp16)) return;
   test::ScaleSetup h;
   h.math = MathMode::fp16;
   h.init = 65536.f;
@@ -77,10 +74,7 @@ TEST_CASE("gpu loss scaling by powers of two leaves fp32 training bit for bit un
 }
 
 TEST_CASE("gpu fit resumes across math modes: fp32, fp16, bf16, fp16", "[gpu][fp16][fit]") {
-  if (!cuda_backend().supports_math(MathMode::bf16)) {
-    std::cout << "SKIPPED: " << cuda_backend().description() << " has no bf16 tensor cores\n";
-    return;
-  }
+  if (!gpu_has_math(MathMode::bf16)) return;
   const char* yaml = R"(model:
   input_shape: [1, 12, 12]
   layers:

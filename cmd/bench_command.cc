@@ -57,7 +57,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--math", st->math,
                   "fp32 | tf32 | bf16 | fp16 (bf16, fp16: with CONFIG) [default: config's math; fp32 without "
                   "a config]")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+      ->check(CLI::IsMember(math_names()));
   sub->add_flag("--json", st->bo.json, "The same as --log-format json");
   sub->add_option("--sweep", st->sweep,
                   "mlp-depth: train the mlp config at each depth on the CPU and each GPU")
@@ -97,7 +97,7 @@ void add_bench_command(CLI::App& app) {
       throw UsageError("--math " + st->math + ": the matmul and sweep benches time fp32 and tf32; " +
                        st->math + " needs a CONFIG");
     DeviceRequest base;
-    base.math = st->math == "tf32" ? MathMode::tf32 : MathMode::strict_fp32;
+    base.math = parse_math(st->math);  // fp32 or tf32 here
     base.threads = int(std::max<int64_t>(st->cf.threads, 0));
     base.mem_limit_bytes = size_t(st->cf.mem_limit) << 20;
     const BenchDevices devices = bench_devices();

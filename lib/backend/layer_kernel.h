@@ -71,6 +71,8 @@ inline const char* math_name(MathMode m) {
       return "fp32";
   }
 }
+// math_name's names: what the config's `math` and --math accept.
+inline std::vector<std::string> math_names() { return {"fp32", "tf32", "bf16", "fp16"}; }
 // The inverse of math_name for its four names (anything else: strict fp32).
 inline MathMode parse_math(const std::string& name) {
   return name == "tf32"   ? MathMode::tf32

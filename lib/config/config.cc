@@ -408,7 +408,7 @@ static Config parse_document(YAML::Node root, const std::string& file,
     c.resolved["train"] = t.resolved();
   }
   read_device(c, r);
-  c.math = parse_math(r.choice("math", "fp32", {"fp32", "tf32", "bf16", "fp16"}));
+  c.math = parse_math(r.choice("math", "fp32", math_names()));
   c.resolved["math"] = math_name(c.math);
   c.threads = int(r.integer("threads", 0, 0, 4096));
   c.resolved["threads"] = c.threads;

@@ -11,6 +11,7 @@
 #include "kernels/cuda/bias.cuh"
 #include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/convert.cuh"
+#include "kernels/cuda/measure_buffers.h"
 #include "lib/memory/allocator.h"
 
 namespace trainer::cuda {
@@ -98,8 +99,9 @@ class CudnnConvLayer : public LayerKernel {
 
   void forward(bool) override {
     void* y = out_.core_y();
-    conv_.forward(core_input(), w_, y);
-    if (bias_) launch_bias_add(a_.dtype, y, b_, batch_, filters_, out_spatial_, conv_.nhwc(), be_.stream());
+    const bool bias_added = conv_.forward(core_input(), w_, y, bias_ ? b_ : nullptr);
+    if (bias_ && !bias_added)
+      launch_bias_add(a_.dtype, y, b_, batch_, filters_, out_spatial_, conv_.nhwc(), be_.stream());
     out_.finish_forward(be_.stream());
   }
 
@@ -108,8 +110,8 @@ class CudnnConvLayer : public LayerKernel {
     const void* x = core_input();
     // dx in the core layout: the input edge's buffer once the filter gradient has read x there.
     void* dx = a_.dx && x_core_ ? x_core_ : a_.dx;
-    conv_.backward(x, w_, dy, dw_, dx);
-    if (bias_) launch_bias_grad(bias_split_, a_.dtype, dy, db_, bias_scratch_, be_.stream());
+    const bool bias_done = conv_.backward(x, w_, dy, dw_, dx, bias_ ? db_ : nullptr);
+    if (bias_ && !bias_done) launch_bias_grad(bias_split_, a_.dtype, dy, db_, bias_scratch_, be_.stream());
     if (a_.dx && x_core_)
       launch_relayout(a_.dtype, x_core_, true, core_c_, a_.dx, in_nhwc_, in_[1], in_[0], in_[2] * in_[3],
                       be_.stream());
@@ -203,6 +205,24 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
                     int64_t(pad_w), s.groups})
     key += std::to_string(v) + ",";
   choose_algorithms(what, ctx.deterministic, strict, key, x_bytes, w_bytes, y_bytes);
+  if (dtype_ == DType::f32 && !nhwc_ && s.groups == 1 && !ctx.deterministic) {
+    DirectConvGeometry g;
+    g.n = s.batch;
+    g.c = s.channels;
+    g.h = s.h;
+    g.w = s.w;
+    g.k = s.filters;
+    g.r = s.kh;
+    g.s = s.kw;
+    g.sh = s.sh;
+    g.sw = s.sw;
+    g.pad_top = s.pad_top;
+    g.pad_left = s.pad_left;
+    g.oh = s.oh;
+    g.ow = s.ow;
+    direct_ = std::make_unique<DirectConv>(g, be_.device());
+    choose_direct(what, key, x_bytes, w_bytes, y_bytes);
+  }
   if (asym_) padded_bytes_ = align_up(size_t(pad_.planes * pad_.ph() * pad_.pw() * pad_.inner) * elem);
   if (dtype_ != DType::f32) weight_bytes_ = 2 * align_up(w_bytes);
 }
@@ -224,14 +244,33 @@ const void* CudnnConv::typed_weights(const float* w) {
   return w_typed_;
 }
 
-void CudnnConv::forward(const void* x, const float* w, void* y) {
+bool CudnnConv::forward(const void* x, const float* w, void* y, const float* bias) {
+  if (direct_fwd_) {
+    direct_->forward(static_cast<const float*>(x), w, bias, static_cast<float*>(y), be_.stream());
+    return true;
+  }
   const void* xin = padded_input(x);
   const void* wt = typed_weights(w);
   CUDNN_CHECK(cudnnConvolutionForward(be_.cudnn(), &kOne, x_desc_, xin, w_desc_, wt, conv_desc_[kFwd],
                                       fwd_algo_, scratch_, fwd_ws_, &kZero, y_desc_, y));
+  return false;
 }
 
-void CudnnConv::backward(const void* x, const float* w, const void* dy, float* dw, void* dx) {
+bool CudnnConv::backward(const void* x, const float* w, const void* dy, float* dw, void* dx, float* db) {
+  const auto* dy32 = static_cast<const float*>(dy);
+  if (direct_bwd_filter_) {
+    direct_->backward_filter(static_cast<const float*>(x), dy32, dw, db, scratch_, be_.stream());
+  } else {
+    backward_filter(x, dy, dw);
+  }
+  if (dx && direct_bwd_data_)
+    direct_->backward_data(dy32, w, static_cast<float*>(dx), be_.stream());
+  else if (dx)
+    backward_data(w, dy, dx);
+  return direct_bwd_filter_;
+}
+
+void CudnnConv::backward_filter(const void* x, const void* dy, float* dw) {
   const void* xin = padded_input(x);
   void* dwt = dtype_ == DType::f32 ? static_cast<void*>(dw) : dw_typed_;
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(be_.cudnn(), &kOne, x_desc_, xin, y_desc_, dy,
@@ -241,7 +280,9 @@ void CudnnConv::backward(const void* x, const float* w, const void* dy, float* d
     launch_krsc_to_filter(dtype_, dwt, dw, k_, c_, cp_, r_, s_, be_.stream());
   else if (dwt != dw)
     launch_convert(dw, DType::f32, dwt, dtype_, w_elems_, false, be_.stream());
-  if (!dx) return;
+}
+
+void CudnnConv::backward_data(const float* w, const void* dy, void* dx) {
   // With explicit padding the padded input is no longer needed: its buffer takes d(padded x).
   void* dxin = asym_ ? xpad_ : dx;
   const void* wt = typed_weights(w);
@@ -268,21 +309,6 @@ std::map<std::string, CudnnConv::Chosen>& chosen_cache() {
   static std::map<std::string, CudnnConv::Chosen> m;
   return m;
 }
-
-// Device buffers for the measurement, from the backend's allocator (so --mem-limit holds), freed
-// on every path.
-struct ScratchBuffers {
-  Allocator& a;
-  std::vector<void*> p;
-  explicit ScratchBuffers(Allocator& alloc) : a(alloc) {}
-  void* take(size_t bytes, const std::string& what) {
-    p.push_back(a.allocate(std::max<size_t>(bytes, kArenaAlign), what));
-    return p.back();
-  }
-  ~ScratchBuffers() {
-    for (void* q : p) a.deallocate(q);
-  }
-};
 
 }  // namespace
 
@@ -411,7 +437,7 @@ bool CudnnConv::measure_algorithms(const std::string& what, bool deterministic, 
   const cudnnHandle_t h = be_.cudnn();
   reset_math(strict);
   try {
-    ScratchBuffers buf(be_.allocator());
+    MeasureBuffers buf(be_.allocator());
     void* x = buf.take(x_bytes, what + ": measuring algorithms (input)");
     void* w = buf.take(w_bytes, what + ": measuring algorithms (weights)");
     void* y = buf.take(y_bytes, what + ": measuring algorithms (output)");

@@ -29,6 +29,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cudnn_util.h"
+#include "kernels/cuda/direct_conv.cuh"
 #include "kernels/cuda/pad2d.cuh"
 
 namespace trainer::cuda {
@@ -51,10 +52,12 @@ class CudnnConv {
   void bind(void* workspace);
 
   size_t workspace_bytes() const { return padded_bytes_ + weight_bytes_ + scratch_bytes_; }
-  // x, y, dy, dx: the activation dtype. y = conv(x, W) (overwritten).
-  void forward(const void* x, const float* w, void* y);
-  // dW (overwritten) and, when dx is not null, dx (overwritten).
-  void backward(const void* x, const float* w, const void* dy, float* dw, void* dx);
+  // x, y, dy, dx: the activation dtype. y = conv(x, W) (overwritten); returns true when it also
+  // added `bias` (not null: the direct kernel fuses it), false when the caller must.
+  bool forward(const void* x, const float* w, void* y, const float* bias = nullptr);
+  // dW (overwritten) and, when dx is not null, dx (overwritten); returns true when it also wrote
+  // db (not null: the direct kernel fuses the bias gradient), false when the caller must.
+  bool backward(const void* x, const float* w, const void* dy, float* dw, void* dx, float* db = nullptr);
   DType dtype() const { return dtype_; }
   // x, y and their gradients are NHWC (low precision), else NCHW.
   bool nhwc() const { return nhwc_; }
@@ -65,6 +68,9 @@ class CudnnConv {
 
  private:
   const void* padded_input(const void* x);
+  // cuDNN's backward-filter (dW overwritten) and backward-data (dx overwritten).
+  void backward_filter(const void* x, const void* dy, float* dw);
+  void backward_data(const float* w, const void* dy, void* dx);
   // W in the activation dtype (W itself when that is f32).
   const void* typed_weights(const float* w);
 
@@ -86,6 +92,10 @@ class CudnnConv {
                           Chosen* out);
   Chosen heuristic_algorithms(const std::string& what, bool deterministic, bool strict, size_t max_ws);
   void reset_math(bool strict);
+  // Times the direct kernels (direct_conv.cuh) against the chosen cuDNN algorithms, each
+  // direction where they fit, and keeps the faster: f32 NCHW, groups 1, not --deterministic.
+  void choose_direct(const std::string& what, const std::string& shape_key, size_t x_bytes, size_t w_bytes,
+                     size_t y_bytes);
   void prefer_recommended(const std::string& what, bool strict, size_t max_ws,
                           const cudnnConvolutionFwdAlgoPerf_t* fwd, int n_fwd,
                           const cudnnConvolutionBwdDataAlgoPerf_t* bd, int n_bd,
@@ -115,6 +125,8 @@ class CudnnConv {
   void* w_typed_ = nullptr;
   void* dw_typed_ = nullptr;
   void* scratch_ = nullptr;
+  std::unique_ptr<DirectConv> direct_;  // planned when the shape may take it
+  bool direct_fwd_ = false, direct_bwd_data_ = false, direct_bwd_filter_ = false;
 };
 
 // The conv layer kernel (conv1d, conv2d): y = conv(x, W) [+ b]; W and b (only when `bias`) are the

@@ -1,0 +1,155 @@
+// CudnnConv::choose_direct: the direct kernels (direct_conv.cuh) against the cuDNN algorithms
+// choose_algorithms kept, timed the same way on the same buffers, once per shape per process.
+// Each direction keeps the faster; the direct forward's time includes the bias it fuses and the
+// cuDNN time does not include the bias kernel it would need, so ties go to cuDNN.
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cudnn_conv.h"
+#include "kernels/cuda/measure_buffers.h"
+
+namespace trainer::cuda {
+namespace {
+
+constexpr float kOne = 1.f, kZero = 0.f;
+constexpr int kRepeats = 10;
+
+std::mutex g_direct_mutex;
+std::map<std::string, std::array<bool, 3>>& direct_cache() {
+  static std::map<std::string, std::array<bool, 3>> m;
+  return m;
+}
+
+// Milliseconds per call of `run` on the GPU: run once (libraries finish their lazy set-up), then
+// kRepeats calls captured as one CUDA graph, replayed twice (warm, then timed between events), as
+// the step runs. Timing eager launches instead would measure the host: cuDNN's calls take tens of
+// microseconds to enqueue, more than these convolutions run.
+float time_ms(cudaStream_t stream, const std::function<void()>& run) {
+  run();
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  float ms = 0.f;
+  const auto release = [&] {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+  };
+  try {
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      for (int i = 0; i < kRepeats; ++i) run();
+    } catch (...) {
+      cudaStreamEndCapture(stream, &graph);
+      throw;
+    }
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+  return ms / kRepeats;
+}
+
+}  // namespace
+
+void CudnnConv::choose_direct(const std::string& what, const std::string& shape_key, size_t x_bytes,
+                              size_t w_bytes, size_t y_bytes) {
+  if (!direct_ ||
+      !(direct_->forward_fits() || direct_->backward_data_fits() || direct_->backward_filter_fits()))
+    return;
+  const std::string key = "gpu" + std::to_string(be_.device()) + " " + shape_key;
+  std::array<bool, 3> use{};
+  bool cached = false;
+  {
+    std::lock_guard<std::mutex> lock(g_direct_mutex);
+    auto it = direct_cache().find(key);
+    if (it != direct_cache().end()) {
+      use = it->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    try {
+      MeasureBuffers buf(be_.allocator());
+      // x_bytes: the input cuDNN sees (padded when the padding is asymmetric), at least the raw x.
+      auto* x = static_cast<float*>(buf.take(x_bytes, what + ": timing direct kernels (input)"));
+      auto* dx = static_cast<float*>(buf.take(x_bytes, what + ": timing direct kernels (input gradient)"));
+      auto* w = static_cast<float*>(buf.take(w_bytes, what + ": timing direct kernels (weights)"));
+      auto* dw = static_cast<float*>(buf.take(w_bytes, what + ": timing direct kernels (weight gradient)"));
+      auto* bias = static_cast<float*>(buf.take(size_t(k_) * sizeof(float), what + ": timing (bias)"));
+      auto* y = static_cast<float*>(buf.take(y_bytes, what + ": timing direct kernels (output)"));
+      auto* dy = static_cast<float*>(buf.take(y_bytes, what + ": timing direct kernels (output gradient)"));
+      const size_t ws_bytes = std::max({fwd_ws_, bwd_data_ws_, bwd_filter_ws_, direct_->scratch_bytes()});
+      void* ws = buf.take(ws_bytes, what + ": timing direct kernels (scratch)");
+      for (auto [p, n] :
+           {std::pair<void*, size_t>{x, x_bytes}, {w, w_bytes}, {bias, size_t(k_) * 4}, {dy, y_bytes}})
+        be_.zero(p, n);
+      const cudnnHandle_t h = be_.cudnn();
+      const cudaStream_t st = be_.stream();
+      std::array<float, 3> cudnn_ms{}, direct_ms{};
+      if (direct_->forward_fits()) {
+        cudnn_ms[0] = time_ms(st, [&] {
+          CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, x_desc_, x, w_desc_, w, conv_desc_[kFwd], fwd_algo_,
+                                              ws, fwd_ws_, &kZero, y_desc_, y));
+        });
+        direct_ms[0] = time_ms(st, [&] { direct_->forward(x, w, bias, y, st); });
+      }
+      if (direct_->backward_data_fits()) {
+        cudnn_ms[1] = time_ms(st, [&] {
+          CUDNN_CHECK(cudnnConvolutionBackwardData(h, &kOne, w_desc_, w, y_desc_, dy, conv_desc_[kBwdData],
+                                                   bwd_data_algo_, ws, bwd_data_ws_, &kZero, x_desc_, dx));
+        });
+        direct_ms[1] = time_ms(st, [&] { direct_->backward_data(dy, w, dx, st); });
+      }
+      if (direct_->backward_filter_fits()) {
+        cudnn_ms[2] = time_ms(st, [&] {
+          CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &kOne, x_desc_, x, y_desc_, dy,
+                                                     conv_desc_[kBwdFilter], bwd_filter_algo_, ws,
+                                                     bwd_filter_ws_, &kZero, w_desc_, dw));
+        });
+        direct_ms[2] = time_ms(st, [&] { direct_->backward_filter(x, dy, dw, bias, ws, st); });
+      }
+      const char* names[3] = {"forward", "backward-data", "backward-filter"};
+      const bool fits[3] = {direct_->forward_fits(), direct_->backward_data_fits(),
+                            direct_->backward_filter_fits()};
+      for (int d = 0; d < 3; ++d) {
+        use[size_t(d)] = fits[d] && direct_ms[size_t(d)] < cudnn_ms[size_t(d)];
+        if (fits[d])
+          spdlog::debug("{}: {} direct {:.4f} ms, cuDNN {:.4f} ms: {}", what, names[d], direct_ms[size_t(d)],
+                        cudnn_ms[size_t(d)], use[size_t(d)] ? "direct" : "cuDNN");
+      }
+    } catch (const OutOfMemoryError& e) {
+      spdlog::debug("{}: timing the direct kernels does not fit ({}); cuDNN for all directions", what,
+                    e.what());
+      return;
+    } catch (const RuntimeError& e) {  // e.g. a cuDNN call that cannot be captured in a graph
+      spdlog::debug("{}: timing the direct kernels failed ({}); cuDNN for all directions", what, e.what());
+      return;
+    }
+    std::lock_guard<std::mutex> lock(g_direct_mutex);
+    direct_cache()[key] = use;
+  }
+  direct_fwd_ = use[0];
+  direct_bwd_data_ = use[1];
+  direct_bwd_filter_ = use[2];
+  if (direct_bwd_filter_) scratch_bytes_ = std::max(scratch_bytes_, align_up(direct_->scratch_bytes()));
+}
+
+}  // namespace trainer::cuda

@@ -1,0 +1,158 @@
+// The direct convolution kernels (kernels/cuda/direct_conv.cuh) against a float64 reference on
+// the host, every direction, on shapes that reach each branch: 1 input channel, filter counts
+// that are not a multiple of 4, strides, symmetric and asymmetric padding, a 1-row (conv1d)
+// input, a batch that does not divide into the filter-gradient blocks, and one where several
+// samples share a block. The executor's tests take cuDNN's deterministic algorithms, so these
+// are the kernels' correctness tests; CudnnConv uses them only where they time faster.
+#include <vector>
+
+#include "kernels/cuda/direct_conv.cuh"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace trainer::gpu_test {
+namespace {
+
+using cuda::DirectConv;
+using cuda::DirectConvGeometry;
+
+struct Reference {
+  std::vector<double> y, dx, dw, db;
+};
+
+// y = conv(x, W) + b; dx, dW, db for the output gradient dy (NCHW, cross-correlation).
+Reference reference(const DirectConvGeometry& g, const std::vector<float>& x, const std::vector<float>& w,
+                    const std::vector<float>& b, const std::vector<float>& dy) {
+  Reference r;
+  r.y.assign(size_t(g.n * g.k * g.oh * g.ow), 0.0);
+  r.dx.assign(x.size(), 0.0);
+  r.dw.assign(w.size(), 0.0);
+  r.db.assign(size_t(g.k), 0.0);
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t k = 0; k < g.k; ++k)
+      for (int64_t p = 0; p < g.oh; ++p)
+        for (int64_t q = 0; q < g.ow; ++q) {
+          const size_t yi = size_t(((n * g.k + k) * g.oh + p) * g.ow + q);
+          double acc = b[size_t(k)];
+          const double d = dy[yi];
+          r.db[size_t(k)] += d;
+          for (int64_t c = 0; c < g.c; ++c)
+            for (int64_t i = 0; i < g.r; ++i)
+              for (int64_t j = 0; j < g.s; ++j) {
+                const int64_t yy = p * g.sh + i - g.pad_top, xx = q * g.sw + j - g.pad_left;
+                if (yy < 0 || yy >= g.h || xx < 0 || xx >= g.w) continue;
+                const size_t xi = size_t(((n * g.c + c) * g.h + yy) * g.w + xx);
+                const size_t wi = size_t(((k * g.c + c) * g.r + i) * g.s + j);
+                acc += double(x[xi]) * w[wi];
+                r.dx[xi] += d * w[wi];
+                r.dw[wi] += d * x[xi];
+              }
+          r.y[yi] = acc;
+        }
+  return r;
+}
+
+double rel(const std::vector<float>& a, const std::vector<double>& ref) {
+  REQUIRE(a.size() == ref.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(std::isfinite(a[i]));
+    diff += (a[i] - ref[i]) * (a[i] - ref[i]);
+    norm += ref[i] * ref[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-300));
+}
+
+DirectConvGeometry geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t s,
+                            int64_t stride, int64_t pt, int64_t pb, int64_t pl, int64_t pr) {
+  DirectConvGeometry g;
+  g.n = n;
+  g.c = c;
+  g.h = h;
+  g.w = w;
+  g.k = k;
+  g.r = r;
+  g.s = s;
+  g.sh = g.sw = stride;
+  g.pad_top = pt;
+  g.pad_left = pl;
+  g.oh = (h + pt + pb - r) / stride + 1;
+  g.ow = (w + pl + pr - s) / stride + 1;
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("gpu direct convolutions equal a float64 reference in every direction", "[gpu][conv]") {
+  CudaBackend& be = cuda_backend();
+  const std::vector<std::pair<const char*, DirectConvGeometry>> cases = {
+      {"mnist conv1: 1 channel, 10 filters 5x5", geometry(7, 1, 28, 28, 10, 5, 5, 1, 0, 0, 0, 0)},
+      {"mnist conv2: 10 -> 20, 5x5", geometry(5, 10, 12, 12, 20, 5, 5, 1, 0, 0, 0, 0)},
+      {"same padding 3x3, 6 filters", geometry(3, 3, 9, 11, 6, 3, 3, 1, 1, 1, 1, 1)},
+      {"asymmetric padding (TF same, even kernel)", geometry(4, 2, 8, 7, 5, 4, 2, 1, 1, 2, 0, 1)},
+      {"stride 2 (backward-data goes to cuDNN)", geometry(3, 4, 13, 10, 8, 3, 3, 2, 1, 1, 1, 1)},
+      {"conv1d as one row", geometry(6, 7, 1, 40, 9, 1, 5, 1, 0, 0, 0, 0)},
+      {"many samples a block", geometry(600, 2, 6, 6, 3, 3, 3, 1, 0, 0, 0, 0)},
+  };
+  uint64_t seed = 11;
+  for (const auto& [name, g] : cases) {
+    DYNAMIC_SECTION(name) {
+      const DirectConv conv(g, be.device());
+      REQUIRE(conv.forward_fits());
+      REQUIRE(conv.backward_filter_fits());
+      CHECK(conv.backward_data_fits() == (g.sh == 1 && g.sw == 1));
+      const size_t xn = size_t(g.n * g.c * g.h * g.w), wn = size_t(g.k * g.c * g.r * g.s),
+                   yn = size_t(g.n * g.k * g.oh * g.ow);
+      const auto x = random_vector(xn, ++seed), w = random_vector(wn, ++seed),
+                 b = random_vector(size_t(g.k), ++seed), dy = random_vector(yn, ++seed);
+      const Reference ref = reference(g, x, w, b, dy);
+      Buffer dx_(be, xn * 4), x_(be, xn * 4), w_(be, wn * 4), dw_(be, wn * 4), b_(be, size_t(g.k) * 4),
+          db_(be, size_t(g.k) * 4), y_(be, yn * 4), dy_(be, yn * 4), scratch(be, conv.scratch_bytes());
+      x_.upload(x);
+      w_.upload(w);
+      b_.upload(b);
+      dy_.upload(dy);
+      // Poisoned outputs: every element must be written.
+      const float nan = std::nanf("");
+      y_.fill(nan, yn);
+      dx_.fill(nan, xn);
+      dw_.fill(nan, wn);
+      db_.fill(nan, size_t(g.k));
+      conv.forward(x_.as(), w_.as(), b_.as(), y_.as(), be.stream());
+      conv.backward_filter(x_.as(), dy_.as(), dw_.as(), db_.as(), scratch.get(), be.stream());
+      if (conv.backward_data_fits()) conv.backward_data(dy_.as(), w_.as(), dx_.as(), be.stream());
+      be.synchronize();
+      const double ey = rel(y_.download(yn), ref.y), edw = rel(dw_.download(wn), ref.dw),
+                   edb = rel(db_.download(size_t(g.k)), ref.db);
+      INFO("y " << ey << " dW " << edw << " db " << edb);
+      CHECK(ey < 1e-5);
+      CHECK(edw < 1e-5);
+      CHECK(edb < 1e-5);
+      if (conv.backward_data_fits()) {
+        const double edx = rel(dx_.download(xn), ref.dx);
+        INFO("dx " << edx);
+        CHECK(edx < 1e-5);
+      }
+      // Without a bias: the forward adds none, the filter gradient leaves db alone.
+      y_.fill(nan, yn);
+      conv.forward(x_.as(), w_.as(), nullptr, y_.as(), be.stream());
+      db_.fill(7.f, size_t(g.k));
+      conv.backward_filter(x_.as(), dy_.as(), dw_.as(), nullptr, scratch.get(), be.stream());
+      be.synchronize();
+      std::vector<double> unbiased = ref.y;
+      for (size_t i = 0; i < unbiased.size(); ++i) unbiased[i] -= b[size_t(int64_t(i) / (g.oh * g.ow) % g.k)];
+      CHECK(rel(y_.download(yn), unbiased) < 1e-5);
+      CHECK(db_.download(size_t(g.k)) == std::vector<float>(size_t(g.k), 7.f));
+    }
+  }
+}
+
+TEST_CASE("gpu direct convolution declines what does not fit in shared memory", "[gpu][conv]") {
+  // VGG's 256-channel 32x32 layer: the window alone is over 1 MB.
+  const DirectConv conv(geometry(8, 256, 32, 32, 256, 3, 3, 1, 1, 1, 1, 1), cuda_backend().device());
+  CHECK_FALSE(conv.forward_fits());
+  CHECK_FALSE(conv.backward_data_fits());
+  CHECK_FALSE(conv.backward_filter_fits());
+  CHECK(conv.scratch_bytes() == 0);
+}
+
+}  // namespace trainer::gpu_test

@@ -54,6 +54,12 @@ struct Executor::Plan {
   size_t scratch = 0;  // one gradient buffer for consumers that cannot add into a shared gradient
   size_t labels = 0, bytes = 0;
   size_t raw_input = 0;  // training batches land here when augmenting; the augmented copy is act[0]
+  // The loss on the last layer's input, that layer skipped in training and evaluation steps: a
+  // final softmax under cross_entropy_probs, or log_softmax under nll, is the cross-entropy of
+  // its input logits (Executor::choose_loss_on_logits). Prediction still runs the layer.
+  bool loss_on_logits = false;
+  float* logits = nullptr;   // (B, C) f32, plain: the skipped layer's input
+  float* dlogits = nullptr;  // where the skipped layer's backward would write that input's gradient
   int train_graph = -1, eval_graph = -1;          // recorded steps (backends with capture)
   int train_eager_runs = 0, eval_eager_runs = 0;  // steps run before recording
 };
@@ -268,8 +274,40 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     Plan& p = *kv.second;
     for (size_t i = 0; i < layers.size(); ++i)
       if (p.kernels[i]) p.kernels[i]->bind(binding(p, i));
+    choose_loss_on_logits(p);
   }
   reset_metrics();
+}
+
+// Keras does the same for a softmax feeding its crossentropy (it takes the softmax's input), and
+// PyTorch's cross_entropy is log_softmax + nll_loss: one kernel computes the loss and the logits'
+// gradient, softmax(z) - onehot(y) over the batch, instead of the layer's forward, the loss on
+// probabilities and the layer's backward. The same function up to rounding, except that the
+// probabilities' loss clips p to [1e-7, 1 - 1e-7] (Keras's epsilon) and the logits' does not:
+// a sample whose probability of its label is under 1e-7 counts its true -log p (over 16.1).
+// Accuracy and top-k rank the logits as the probabilities would (softmax keeps each row's order).
+bool Executor::loss_on_logits() const {
+  for (const auto& kv : plans_)
+    if (!kv.second->loss_on_logits) return false;
+  return !plans_.empty();
+}
+
+void Executor::choose_loss_on_logits(Plan& p) {
+  p.loss_on_logits = false;
+  const auto& layers = model_.layers();
+  const size_t last = layers.size() - 1;
+  const std::string& type = layers[last]->type();
+  const bool pair = (type == "softmax" && o_.loss == LossKind::cross_entropy_probs) ||
+                    (type == "log_softmax" && o_.loss == LossKind::nll);
+  if (!pair || !p.kernels[last] || model_.layer_inputs(last).size() != 1) return;
+  const KernelBinding b = binding(p, last);
+  const TensorView& in = b.inputs[0];
+  if (in.dtype != DType::f32 || in.layout || !b.input_grads[0].data || b.accumulate_input_grads[0] ||
+      p.input_grads[last][0].scratch || in.shape.numel() != p.batch * o_.num_classes)
+    return;
+  p.loss_on_logits = true;
+  p.logits = static_cast<float*>(in.data);
+  p.dlogits = static_cast<float*>(b.input_grads[0].data);
 }
 
 // Fills p.input_grads (see InputGrad) from the graph, walking the layers in backward order;
@@ -447,22 +485,24 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   const auto convert_forward = [&](const Edge& e) {
     be_.convert(activations_ + e.act, e.to, activations_ + p.act[e.tensor], e.from, e.n, false);
   };
+  const bool on_logits = with_loss && p.loss_on_logits;
   for (size_t i = 0; i < layers.size(); ++i) {
-    if (!p.kernels[i]) continue;
+    if (!p.kernels[i] || (on_logits && i + 1 == layers.size())) continue;
     for (int e : p.input_edge[i])
       if (e >= 0) convert_forward(p.edges[size_t(e)]);
     p.kernels[i]->forward(training);
   }
-  if (p.output_edge >= 0) convert_forward(p.edges[size_t(p.output_edge)]);
+  if (p.output_edge >= 0 && !on_logits) convert_forward(p.edges[size_t(p.output_edge)]);
   if (!with_loss) return;
   const int64_t batch = p.batch;
   const int32_t* labels = reinterpret_cast<int32_t*>(activations_ + p.labels);
-  const float* out = reinterpret_cast<float*>(activations_ + p.out);
-  float* dout = reinterpret_cast<float*>(activations_ + p.out_grad);
+  const float* out = on_logits ? p.logits : reinterpret_cast<float*>(activations_ + p.out);
+  float* dout = on_logits ? p.dlogits : reinterpret_cast<float*>(activations_ + p.out_grad);
   // Training: the batch's loss goes to the step's scalars first; commit_step adds it to the
   // epoch's sum unless the step found a non-finite value.
   float* loss = training ? &scalars_->batch_loss : metrics_;
-  be_.loss(o_.loss, out, labels, batch, o_.num_classes, dout, loss, o_.label_smoothing);
+  be_.loss(on_logits ? LossKind::cross_entropy_logits : o_.loss, out, labels, batch, o_.num_classes, dout,
+           loss, o_.label_smoothing);
   if (training) be_.check_finite(loss, 1, kNonfiniteLoss, scalars_);
   for (size_t k = 0; k < o_.top_k.size(); ++k)
     be_.topk_correct(out, labels, batch, o_.num_classes, o_.top_k[k], metrics_ + 1 + k);
@@ -471,16 +511,17 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
 
 void Executor::enqueue_backward_and_update(Plan& p) {
   const auto& layers = model_.layers();
+  const bool on_logits = p.loss_on_logits;
   if (scaler_)
-    be_.scale_loss_gradient(reinterpret_cast<float*>(activations_ + p.out_grad), p.batch * o_.num_classes,
-                            scaler_);
-  if (p.output_edge >= 0) {  // the loss's f32 gradient into the output's dtype
+    be_.scale_loss_gradient(on_logits ? p.dlogits : reinterpret_cast<float*>(activations_ + p.out_grad),
+                            p.batch * o_.num_classes, scaler_);
+  if (p.output_edge >= 0 && !on_logits) {  // the loss's f32 gradient into the output's dtype
     const Edge& e = p.edges[size_t(p.output_edge)];
     be_.convert(activations_ + p.grad[e.tensor], e.from, activations_ + e.grad, e.to, e.n, false);
   }
   for (size_t i = layers.size(); i-- > 0;) {
     if (!p.kernels[i]) continue;
-    p.kernels[i]->backward();
+    if (!(on_logits && i + 1 == layers.size())) p.kernels[i]->backward();
     for (size_t k = 0; k < p.input_grads[i].size(); ++k) {
       const InputGrad& g = p.input_grads[i][k];
       if (!g.wanted) continue;

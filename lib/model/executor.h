@@ -109,6 +109,9 @@ class Executor {
 
   const std::vector<MemoryItem>& memory_plan() const { return memory_plan_; }
   size_t planned_bytes() const;
+  // Whether training and evaluation steps fold the model's final softmax / log_softmax into the
+  // loss (see Executor::choose_loss_on_logits), for every planned batch size.
+  bool loss_on_logits() const;
   // Called in train_step between the backward pass and the optimizer update with the gradient
   // arena (backend memory, param_arena_floats() floats, the Model's param offsets), for tests that
   // inspect gradients; it turns step capture off. Empty: not called.
@@ -142,6 +145,8 @@ class Executor {
   // dtypes.
   DType layer_dtype(size_t i, const std::vector<DType>& inputs) const;
   size_t plan_gradients(Plan& p) const;
+  // Sets p.loss_on_logits and its tensors where the model ends in a softmax the loss can fold in.
+  void choose_loss_on_logits(Plan& p);
   // Views of layer i's tensors in plan p, for LayerKernel::bind.
   KernelBinding binding(const Plan& p, size_t i) const;
 

@@ -139,7 +139,9 @@ std::string version_text() {
     text += "CUDA: none (a CPU-only build)";
   else
     text += "CUDA: " + cuda + ", cuDNN " + TRAINER_BUILD_CUDNN + ", GPU architectures " +
-            TRAINER_BUILD_CUDA_ARCHS;
+            TRAINER_BUILD_CUDA_ARCHS + "\nNCCL: " +
+            (std::string(TRAINER_BUILD_NCCL).empty() ? std::string("none (one GPU per process)")
+                                                     : std::string(TRAINER_BUILD_NCCL));
   return text;
 }
 

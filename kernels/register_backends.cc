@@ -36,6 +36,8 @@ void register_backends(BackendRegistry& backends, Registry& layers) {
   cuda.make = [](const DeviceRequest& req, int gpu_index) { return create_cuda_backend(gpu_index, req); };
   cuda.list_gpus = cuda_list_gpus;
   cuda.versions = cuda_version_string;
+  cuda.collective_library = cuda_collective_library;
+  cuda.gpu_count = cuda_gpu_count;
   backends.add(std::move(cuda));
   register_cuda_kernels(layers);
 #endif

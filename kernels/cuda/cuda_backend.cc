@@ -19,6 +19,9 @@
 #include "kernels/cuda/rmsprop_step.cuh"
 #include "kernels/cuda/sgd_step.cuh"
 #include "kernels/cuda/topk_correct.cuh"
+#ifdef TRAINER_HAVE_NCCL
+#include "kernels/cuda/nccl_collective.h"
+#endif
 
 namespace trainer {
 
@@ -312,6 +315,51 @@ std::string cuda_version_string() {
 
 std::unique_ptr<Backend> create_cuda_backend(int index, const DeviceRequest& req) {
   return std::make_unique<CudaBackend>(index, req);
+}
+
+std::string CudaBackend::collectives_unavailable() const {
+#ifdef TRAINER_HAVE_NCCL
+  return "";
+#else
+  return "this build has no NCCL, which training on several GPUs needs: install NCCL (Debian: "
+         "libnccl-dev) and rebuild (cmake finds nccl.h and libnccl)";
+#endif
+}
+
+std::string cuda_collective_library() {
+#ifdef TRAINER_HAVE_NCCL
+  return nccl_library();
+#else
+  return "";
+#endif
+}
+
+int cuda_gpu_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+std::string CudaBackend::collective_library() const { return cuda_collective_library(); }
+
+std::vector<uint8_t> CudaBackend::make_collective_id() {
+#ifdef TRAINER_HAVE_NCCL
+  return nccl_unique_id();
+#else
+  return Backend::make_collective_id();
+#endif
+}
+
+std::unique_ptr<DeviceCollective> CudaBackend::join_collective(const std::vector<uint8_t>& id, int rank,
+                                                               int size) {
+#ifdef TRAINER_HAVE_NCCL
+  return join_nccl(*this, id, rank, size);
+#else
+  return Backend::join_collective(id, rank, size);
+#endif
 }
 
 void CudaBackend::range_push(const char* name) { nvtxRangePushA(name); }

@@ -92,6 +92,12 @@ class CudaBackend : public Backend {
   int end_capture() override;
   void abort_capture() noexcept override;
   void replay(int graph) override;
+  // Device collectives over NCCL (kernels/cuda/nccl_collective.h) in a build with NCCL.
+  std::string collectives_unavailable() const override;
+  std::string collective_library() const override;
+  std::vector<uint8_t> make_collective_id() override;
+  std::unique_ptr<DeviceCollective> join_collective(const std::vector<uint8_t>& id, int rank,
+                                                    int size) override;
   void range_push(const char* name) override;
   void range_pop() override;
   // Step recordings instantiated so far (tests check that a step stayed inside a graph).
@@ -135,7 +141,9 @@ CudaBackend& cuda_of(const KernelContext& ctx);
 // For kernels/register_backends.cc. cuda_list_gpus never throws: without a driver or GPU it returns
 // an empty list and says why.
 std::vector<GpuInfo> cuda_list_gpus(std::string* why_none);
-std::string cuda_version_string();  // "driver 13.0, runtime 13.0, cuDNN 9.19.0, cuBLAS 13.1.0"
+std::string cuda_version_string();      // "driver 13.0, runtime 13.0, cuDNN 9.19.0, cuBLAS 13.1.0"
+std::string cuda_collective_library();  // "NCCL 2.28.9"; "" in a build without NCCL
+int cuda_gpu_count();                   // cudaGetDeviceCount, 0 on any error; opens no context
 std::unique_ptr<Backend> create_cuda_backend(int index, const DeviceRequest& req);
 
 }  // namespace trainer

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lib/backend/layer_kernel.h"
 #include "lib/core/augment_formula.h"
+#include "lib/dist/device_collective.h"
 #include "lib/memory/allocator.h"
 
 namespace trainer {
@@ -185,6 +187,24 @@ class Backend {
   // Ends a capture abandoned after an error, discarding it.
   virtual void abort_capture() noexcept {}
   virtual void replay(int graph) {}
+
+  // Device collectives (lib/dist/device_collective.h): data parallelism with the gradients
+  // all-reduced in backend memory, on the device (NCCL on the CUDA backend). The CPU backend has
+  // none: its ranks all-reduce host memory through the host Communicator.
+  // "" when this backend can join one; otherwise why not, for the user.
+  virtual std::string collectives_unavailable() const {
+    return "the " + name() + " backend has no device collectives";
+  }
+  // The name of the library ("NCCL 2.28.9"); "" without one.
+  virtual std::string collective_library() const { return ""; }
+  // The unique id that the replicas of one collective join with (replica 0 makes it, the host
+  // Communicator hands it to the others). Throws UsageError where collectives_unavailable().
+  virtual std::vector<uint8_t> make_collective_id();
+  // Joins the collective `id` as replica `rank` of `size`, on this backend's device and stream;
+  // blocks until every replica has joined. Throws UsageError where collectives_unavailable(),
+  // RuntimeError when the library fails.
+  virtual std::unique_ptr<DeviceCollective> join_collective(const std::vector<uint8_t>& id, int rank,
+                                                            int size);
 
   // Named ranges for profilers (NVTX on the GPU, so `nsys` shows the steps and `ncu --nvtx
   // --nvtx-include "train_step/"` profiles only a step's kernels); nothing elsewhere. Host-side

@@ -42,6 +42,16 @@ std::vector<GpuInfo> BackendRegistry::list_gpus(std::string* why_none) const {
   return {};
 }
 
+int BackendRegistry::gpu_count() const {
+  const BackendEntry* g = gpu();
+  return g && g->gpu_count ? g->gpu_count() : 0;
+}
+
+std::string BackendRegistry::gpu_collective_library() const {
+  const BackendEntry* g = gpu();
+  return g && g->collective_library ? g->collective_library() : "";
+}
+
 std::string BackendRegistry::gpu_versions() const {
   const BackendEntry* g = gpu();
   return g && g->versions ? g->versions() : "";
@@ -51,6 +61,10 @@ std::unique_ptr<Backend> BackendRegistry::create(const DeviceRequest& req, std::
   std::optional<DeviceSpec> spec = parse_device(req.device);
   if (!spec) throw UsageError("unknown device '" + req.device + "'; allowed: " + kDeviceForms);
   if (spec->kind == DeviceSpec::Kind::cpu) return cpu().make(req, 0);
+  if (spec->several())
+    throw UsageError("device " + req.device +
+                     " names several GPUs; only trainer fit trains on several (one replica per GPU); give "
+                     "one GPU: gpu:N");
   std::string why;
   std::vector<GpuInfo> gpus = list_gpus(&why);
   if (spec->kind == DeviceSpec::Kind::automatic) {

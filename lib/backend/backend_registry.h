@@ -46,6 +46,11 @@ struct BackendEntry {
   std::function<std::vector<GpuInfo>(std::string* why_none)> list_gpus;
   // GPU backends only: "driver 13.0, runtime 13.0, cuDNN 9.19.0, cuBLAS 13.1.0".
   std::function<std::string()> versions;
+  // GPU backends only: how many GPUs this process sees, without opening any (0 on any error).
+  std::function<int()> gpu_count;
+  // GPU backends only: the device-collective library ("NCCL 2.28.9") that several GPUs need; null
+  // or "" without one.
+  std::function<std::string()> collective_library;
 };
 
 class BackendRegistry {
@@ -66,6 +71,10 @@ class BackendRegistry {
   std::vector<GpuInfo> list_gpus(std::string* why_none) const;
   // The GPU backend's library versions; "" without one.
   std::string gpu_versions() const;
+  // The GPUs this process sees, counted without opening them; 0 without a GPU backend or driver.
+  int gpu_count() const;
+  // The GPU backend's collective library ("NCCL 2.28.9"); "" without one (or without a GPU backend).
+  std::string gpu_collective_library() const;
 
  private:
   const BackendEntry& cpu() const;

@@ -46,6 +46,9 @@ struct StepScalars {
   // host's copy of these scalars before each step resets them to zero.
   uint32_t nonfinite = 0;  // NonfiniteBits found so far in this step
   float batch_loss = 0.f;  // this step's summed loss, added to the epoch's sum if finite
+  // Data parallel on the device (DeviceCollective): this replica's shard rows / the global batch's
+  // rows, the factor its gradients get in the all-reduce; set by the host before each step.
+  float shard_weight = 1.f;
 };
 
 // strict_fp32: IEEE fp32 arithmetic. tf32: GPU tensor cores read fp32 operands as TF32. bf16: the

@@ -9,9 +9,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
+#include "lib/core/error.h"
+
 namespace trainer {
+
+// What a rank throws when it stops because another rank of its world failed (the failure itself
+// is that rank's error): the ranks of one process tell the first failure from its consequences.
+struct WorldStopped : RuntimeError {
+  explicit WorldStopped(const std::string& m) : RuntimeError(m) {}
+};
 
 class Communicator {
  public:
@@ -20,6 +29,8 @@ class Communicator {
   virtual int size() const = 0;
   // Among the ranks on this host (0 .. ranks per host - 1): which GPU a rank takes.
   virtual int local_rank() const = 0;
+  // The ranks on this host.
+  virtual int local_size() const = 0;
   // "Open MPI v4.1.4, 2 ranks on 1 host", "one process".
   virtual std::string description() const = 0;
 
@@ -32,6 +43,11 @@ class Communicator {
   virtual void broadcast(void* x, size_t bytes, int root) = 0;
   // Ends the process of every rank with `exit_code` (MPI_Abort). A world of one just exits.
   [[noreturn]] virtual void abort(int exit_code) = 0;
+  // Called, on the failing rank's thread, when a rank of this world fails while the others go on
+  // (ranks that are threads of one process, lib/dist/thread_world.h): aborts what could leave
+  // them waiting on the device (DeviceCollective::abort_handle). Worlds whose failure ends every
+  // process (MPI_Abort) need not keep it.
+  virtual void add_failure_hook(std::function<void()> hook) {}
 
   // True on every rank when `flag` is true on any.
   bool any(bool flag) {
@@ -48,6 +64,7 @@ class SingleProcess final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
   std::string description() const override { return "one process"; }
   void all_reduce_sum(float*, int64_t) override {}
   void all_reduce_sum(double*, int64_t) override {}

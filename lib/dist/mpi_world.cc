@@ -58,6 +58,7 @@ class MpiWorld final : public Communicator {
     check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host),
           "MPI_Comm_split_type");
     check(MPI_Comm_rank(host, &local_rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(host, &local_size_), "MPI_Comm_size");
     MPI_Comm_free(&host);
     int first_on_host = local_rank_ == 0 ? 1 : 0;
     check(MPI_Allreduce(&first_on_host, &hosts_, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
@@ -67,6 +68,7 @@ class MpiWorld final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
   std::string description() const override {
     return library_ + ", " + std::to_string(size_) + " ranks on " + std::to_string(hosts_) +
            (hosts_ == 1 ? " host" : " hosts");
@@ -94,7 +96,7 @@ class MpiWorld final : public Communicator {
   }
 
  private:
-  int rank_ = 0, size_ = 1, local_rank_ = 0, hosts_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, hosts_ = 1;
   std::string library_;
 };
 

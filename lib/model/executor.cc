@@ -79,10 +79,14 @@ static Shape batched(int64_t batch, const Shape& s) {
 Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimizer, ExecutorOptions opt)
     : model_(model), be_(backend), opt_(optimizer), o_(std::move(opt)) {
   if (o_.batch_sizes.empty()) throw InternalError("executor: no batch sizes");
-  if (data_parallel() && !be_.host_memory())
-    throw UsageError(
-        "data parallelism over MPI ranks runs on --device cpu only in this build: GPU "
-        "ranks need NCCL, which it does not have");
+  if (host_reduce() && !be_.host_memory())
+    throw UsageError("data parallelism on " + be_.description() +
+                     " needs device collectives, and none was joined: " +
+                     (be_.collectives_unavailable().empty() ? std::string("internal: no collective given")
+                                                            : be_.collectives_unavailable()));
+  if (o_.collective && o_.comm && o_.collective->size() != o_.comm->size())
+    throw InternalError("the device collective has " + std::to_string(o_.collective->size()) +
+                        " replicas, the host world " + std::to_string(o_.comm->size()));
   const auto& layers = model_.layers();
   const Registry& reg = Registry::global();
 
@@ -98,6 +102,8 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     const ClipRecord none;
     be_.copy_to_device(clip_, &none, sizeof none);
   }
+  // The gradient sum reads each step's shard weight from the step scalars (device memory).
+  if (o_.collective) o_.collective->set_weight(&scalars_->shard_weight);
   if (o_.loss_scaling) {
     scaler_ = static_cast<LossScaleState*>(allocate(sizeof(LossScaleState), "loss scale"));
     LossScaleState start;
@@ -550,8 +556,20 @@ void Executor::reduce_gradients(int64_t batch) {
   o_.comm->all_reduce_or(&scalars_->nonfinite, 1);
 }
 
+// The same on the device (ExecutorOptions::collective): every replica's gradients times its
+// shard weight (StepScalars::shard_weight, uploaded with the step's scalars), summed over the
+// replicas in one all-reduce of the whole gradient arena, then the flags ORed; all enqueued on
+// the stream, so nothing waits and a recorded step replays it.
+void Executor::reduce_gradients_on_device() {
+  o_.collective->all_reduce_sum(grads_, n_param_floats_, /*weighted=*/true);
+  o_.collective->all_reduce_or(&scalars_->nonfinite);
+}
+
 void Executor::enqueue_update(int64_t batch) {
-  if (data_parallel()) reduce_gradients(batch);
+  if (o_.collective)
+    reduce_gradients_on_device();
+  else if (data_parallel())
+    reduce_gradients(batch);
   // Loss scaling: the true gradients again, and an overflow flagged (the unscale checks every
   // gradient, so the plain gradient check below would only repeat it). The scale changes on the
   // device after the update, as GradScaler.update() does after optimizer.step().
@@ -571,9 +589,11 @@ void Executor::enqueue_update(int64_t batch) {
 // as a graph the second time, and replays the graph from then on. A failed capture turns graphs
 // off for this executor with a warning, and the step runs eagerly.
 void Executor::run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue) {
-  // A host all-reduce (data parallel over MPI) cannot be part of a graph.
-  const bool capture = o_.use_graphs && be_.supports_capture() && !grad_hook_ && !data_parallel();
+  // A host all-reduce (CPU ranks over MPI) cannot be part of a graph; a device collective's can.
+  const bool capture = o_.use_graphs && be_.supports_capture() && !grad_hook_ && !host_reduce();
   if (capture && graph >= 0) {
+    // The recording names the collective's communicator: not after another replica aborted it.
+    if (o_.collective) o_.collective->check_alive();
     be_.replay(graph);
     return;
   }
@@ -601,6 +621,7 @@ void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64
   opt_.prepare(host_scalars_, t, lr);
   host_scalars_.seed = o_.seed;
   global_batch_ = global_batch;
+  host_scalars_.shard_weight = global_batch > 0 ? float(double(batch) / double(global_batch)) : 1.f;
   if (batch == 0) {  // an empty shard: no forward or backward, zero gradients into the all-reduce
     be_.copy_to_device(scalars_, &host_scalars_, sizeof(StepScalars));
     be_.zero(grads_, size_t(n_param_floats_) * sizeof(float));

@@ -43,11 +43,17 @@ struct ExecutorOptions {
   // Random crop / flip of training batches (data.augment), on the device at the start of each
   // training step; inactive by default. Evaluation and prediction never augment.
   AugmentSpec augment;
-  // Data parallelism: this process is one rank of `comm` (null or one rank: a single process).
-  // Each train_step trains on this rank's shard of a global batch; its gradients, weighted by
-  // shard rows / global rows, are summed over the ranks before the update (MPI all-reduce on
-  // host memory: a backend with host_memory() only), so every rank applies the same update.
+  // Data parallelism: this process (or thread) is one rank of `comm` (null or one rank: a single
+  // process). Each train_step trains on this rank's shard of a global batch; its gradients,
+  // weighted by shard rows / global rows, are summed over the ranks before the update, so every
+  // rank applies the same update. Without `collective` the sum is the host Communicator's, on
+  // host memory (a backend with host_memory() only: CPU ranks).
   Communicator* comm = nullptr;
+  // The device collective of the same ranks (NCCL on GPUs; lib/dist/device_collective.h): the
+  // weighting, the gradient sum and the OR of the non-finite flags are enqueued on the backend's
+  // stream, without a host wait, and stay inside the step's CUDA graph. Also with one rank (the
+  // degenerate case the GPU tests check). Owned by the caller; outlives the executor.
+  DeviceCollective* collective = nullptr;
   // Loss scaling (lib/backend/backend.h, LossScaleState): the loss's gradient is multiplied by
   // the scale before the backward pass and the parameter gradients by its inverse after it; a step
   // whose gradients overflow is skipped. Off by default; the session turns it on under math fp16.
@@ -137,8 +143,11 @@ class Executor {
   // metric commit: everything after the gradients of this rank's `batch` rows exist.
   void enqueue_update(int64_t batch);
   void reduce_gradients(int64_t batch);
+  void reduce_gradients_on_device();
   // This process is one of several ranks (ExecutorOptions::comm).
   bool data_parallel() const { return o_.comm && o_.comm->size() > 1; }
+  // The gradients are summed on the host between the backward pass and the update (no capture).
+  bool host_reduce() const { return data_parallel() && !o_.collective; }
   void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);
   void* allocate(size_t bytes, const std::string& what);
   // The dtype of layer i's activations (KernelContext::act_dtype), its inputs arriving in these

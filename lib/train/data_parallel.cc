@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "lib/core/error.h"
+
 namespace trainer {
 
 MetricSums all_reduce_sums(Communicator& comm, const MetricSums& local) {
@@ -46,6 +48,26 @@ void broadcast_buffers(Communicator& comm, Executor& ex, const Model& model) {
   ex.download_buffers(buffers.data());
   comm.broadcast(buffers.data(), buffers.size() * sizeof(float), 0);
   ex.upload_buffers(buffers.data());
+}
+
+std::unique_ptr<DeviceCollective> join_device_collective(Communicator& comm, Backend& be) {
+  // Every rank has the same build, so every rank refuses alike, before any collective.
+  const std::string why = be.collectives_unavailable();
+  if (!why.empty())
+    throw UsageError("data parallelism over " + std::to_string(comm.size()) + " ranks (" +
+                     comm.description() + ") on " + be.name() + ": " + why);
+  std::vector<uint8_t> id;
+  if (comm.is_root()) id = be.make_collective_id();
+  // The id's size first (the same for every rank of one build, but not assumed). The broadcast is
+  // also the point where every rank has made its backend: a rank that failed before it stops the
+  // others here (the host world), not inside the collective's join, which would wait for it.
+  uint64_t bytes = id.size();
+  comm.broadcast(&bytes, sizeof bytes, 0);
+  id.resize(size_t(bytes));
+  comm.broadcast(id.data(), id.size(), 0);
+  std::unique_ptr<DeviceCollective> c = be.join_collective(id, comm.rank(), comm.size());
+  comm.add_failure_hook(c->abort_handle());
+  return c;
 }
 
 }  // namespace trainer

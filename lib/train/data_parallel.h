@@ -9,10 +9,16 @@
 //   broadcast_buffers  rank 0's buffers (batchnorm running statistics): each rank's follow its own
 //                      shards, as in PyTorch DDP; before an evaluation and a checkpoint they are
 //                      rank 0's, as DDP's broadcast_buffers makes them.
-// With a world of one every function returns at once.
+//   join_device_collective  the replicas' device collective (NCCL), once at start-up: replica 0
+//                      makes the unique id, the host world hands it to the others, each joins.
+// With a world of one every function but join_device_collective returns at once.
 #pragma once
 
+#include <memory>
+
+#include "lib/backend/backend.h"
 #include "lib/dist/communicator.h"
+#include "lib/dist/device_collective.h"
 #include "lib/model/executor.h"
 #include "lib/model/model.h"
 
@@ -21,5 +27,9 @@ namespace trainer {
 MetricSums all_reduce_sums(Communicator& comm, const MetricSums& local);
 void broadcast_state(Communicator& comm, Executor& ex, const Model& model);
 void broadcast_buffers(Communicator& comm, Executor& ex, const Model& model);
+// Joins `be` to the device collective of comm's ranks (every rank calls it, collectively), and
+// registers its abort with comm's failure hooks. Throws UsageError when the backend has no device
+// collectives (a build without NCCL), naming the world.
+std::unique_ptr<DeviceCollective> join_device_collective(Communicator& comm, Backend& be);
 
 }  // namespace trainer

@@ -216,9 +216,10 @@ void FitRun::setup() {
   spdlog::info("memory reserved before the first step: {}", format_bytes(s_->executor->planned_bytes()));
   if (ranks > 1)
     spdlog::info(
-        "data parallel: {}; each batch of {} split into {} shards of {}{} rows, gradients all-reduced",
+        "data parallel: {}; each batch of {} split into {} shards of {}{} rows, gradients all-reduced{}",
         comm_.description(), B, ranks, B / ranks,
-        B % ranks ? "-" + std::to_string(max_shard_rows(B, ranks)) : std::string());
+        B % ranks ? "-" + std::to_string(max_shard_rows(B, ranks)) : std::string(),
+        s_->collective ? " on the devices (" + s_->collective->description() + ")" : std::string());
 
   if (!opt_.resume_dir.empty()) {
     resume(claim_.newest);

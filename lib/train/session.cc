@@ -9,6 +9,7 @@
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
 #include "lib/metrics/metrics.h"
+#include "lib/train/data_parallel.h"
 #include "lib/train/data_sources.h"
 
 namespace trainer {
@@ -136,6 +137,10 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   eo.deterministic = device.deterministic;
   eo.seed = cfg.seed;
   eo.comm = comm;
+  if (comm && comm->size() > 1 && !s->backend->host_memory()) {
+    s->collective = join_device_collective(*comm, *s->backend);
+    eo.collective = s->collective.get();
+  }
   // Rank r's shard would draw the same dropout masks and crops as rank 0's, row for row: mix the
   // rank in (rank 0 keeps the seed, so one rank is exactly the single-process run).
   if (comm && comm->rank() > 0) eo.seed = mix64(cfg.seed + uint64_t(comm->rank()) * 0x9E3779B97F4A7C15ull);

@@ -21,6 +21,9 @@ namespace trainer {
 struct Session {
   std::unique_ptr<Model> model;
   std::unique_ptr<Backend> backend;
+  // Data parallel on the device (GPU replicas): the replicas' NCCL collective; null otherwise.
+  // Declared after the backend (whose memory and stream it uses) so that it is destroyed first.
+  std::unique_ptr<DeviceCollective> collective;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<Executor> executor;
   int64_t classes = 0;
@@ -32,7 +35,8 @@ std::unique_ptr<Model> make_model(const Config& cfg);
 // Backend + executor for these batch sizes, parameters initialized from cfg.seed.
 // `model`: one made by make_model already, or null to make it here.
 // `comm`: data parallel, this process is one of its ranks (ExecutorOptions::comm); the ranks'
-// dropout and augmentation draws differ (rank r > 0 mixes r into the seed).
+// dropout and augmentation draws differ (rank r > 0 mixes r into the seed). On a backend without
+// host memory (GPU ranks) the ranks join a device collective here (join_device_collective).
 std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& device,
                                       std::vector<int64_t> batch_sizes,
                                       std::unique_ptr<Model> model = nullptr, Communicator* comm = nullptr);

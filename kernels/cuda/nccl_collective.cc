@@ -1,0 +1,195 @@
+// NCCL collectives of one replica (see the header). Every NCCL call is checked: a failure throws
+// RuntimeError naming the call, file:line, the device, NCCL's error string and its last error.
+#include "kernels/cuda/nccl_collective.h"
+
+#include <nccl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/flag_bits.cuh"
+#include "lib/core/error.h"
+#include "lib/dist/communicator.h"
+
+namespace trainer {
+namespace {
+
+[[noreturn]] void throw_nccl_error(ncclResult_t r, ncclComm_t comm, const char* call, const char* file,
+                                   int line) {
+  std::string text = std::string(ncclGetErrorString(r)) + " (ncclResult " + std::to_string(int(r)) + ")";
+  const char* last = ncclGetLastError(comm);
+  if (last && *last) text += "; " + std::string(last);
+  if (r == ncclSystemError || r == ncclRemoteError)
+    text += "; set NCCL_DEBUG=WARN (or INFO) for NCCL's own account";
+  cuda::throw_call_error("NCCL", call, file, line, text);
+}
+
+}  // namespace
+}  // namespace trainer
+
+// `comm` names the communicator whose last error to report (nullptr before one exists).
+#define NCCL_CHECK(comm, call)                                                    \
+  do {                                                                            \
+    const ncclResult_t trainer_r_ = (call);                                       \
+    if (trainer_r_ != ncclSuccess)                                                \
+      ::trainer::throw_nccl_error(trainer_r_, (comm), #call, __FILE__, __LINE__); \
+  } while (0)
+
+namespace trainer {
+namespace {
+
+// NVLink multicast (NVLS) off unless the user asked for it; before any communicator reads the
+// environment, once per process (threads of one process join concurrently).
+void set_nccl_environment() {
+  static std::once_flag once;
+  std::call_once(once, [] { setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); });
+}
+
+// The communicator and whether it was aborted, shared with abort handles that may outlive the
+// collective (DeviceCollective::abort_handle). The mutex orders enqueues against an abort from
+// another thread.
+struct CommState {
+  std::mutex mu;
+  ncclComm_t comm = nullptr;
+  bool aborted = false;
+};
+
+class NcclCollective final : public DeviceCollective {
+ public:
+  NcclCollective(CudaBackend& be, const std::vector<uint8_t>& id, int rank, int size)
+      : be_(be), rank_(rank), size_(size), state_(std::make_shared<CommState>()) {
+    if (id.size() != sizeof(ncclUniqueId))
+      throw InternalError("NCCL unique id of " + std::to_string(id.size()) + " bytes, not " +
+                          std::to_string(sizeof(ncclUniqueId)));
+    ncclUniqueId uid;
+    std::memcpy(&uid, id.data(), sizeof uid);
+    set_nccl_environment();
+    CUDA_CHECK(cudaSetDevice(be_.device()));
+    flag_bytes_ = static_cast<uint8_t*>(be_.allocator().allocate(cuda::kFlagBits, "NCCL flag OR scratch"));
+    try {
+      NCCL_CHECK(nullptr, ncclCommInitRank(&state_->comm, size_, uid, rank_));
+    } catch (...) {
+      be_.allocator().deallocate(flag_bytes_);
+      throw;
+    }
+  }
+
+  ~NcclCollective() override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->comm) {
+      if (has_weighted_) ncclRedOpDestroy(weighted_, state_->comm);
+      ncclCommDestroy(state_->comm);  // a destructor: nothing to report to
+      state_->comm = nullptr;
+    }
+    be_.allocator().deallocate(flag_bytes_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string description() const override {
+    return nccl_library() + ", rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+           " on gpu:" + std::to_string(be_.device());
+  }
+
+  void set_weight(const float* weight) override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    ncclComm_t comm = live_comm();
+    if (has_weighted_) NCCL_CHECK(comm, ncclRedOpDestroy(weighted_, comm));
+    has_weighted_ = false;
+    // ncclScalarDevice: NCCL dereferences the pointer on the device when each reduction runs.
+    NCCL_CHECK(comm, ncclRedOpCreatePreMulSum(&weighted_, const_cast<float*>(weight), ncclFloat32,
+                                              ncclScalarDevice, comm));
+    has_weighted_ = true;
+  }
+
+  void all_reduce_sum(float* x, int64_t n, bool weighted) override {
+    if (n <= 0) return;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    ncclComm_t comm = live_comm();
+    if (weighted && !has_weighted_) throw InternalError("a weighted all-reduce before set_weight()");
+    NCCL_CHECK(comm, ncclAllReduce(x, x, size_t(n), ncclFloat32, weighted ? weighted_ : ncclSum, comm,
+                                   be_.stream()));
+  }
+
+  void all_reduce_or(uint32_t* word) override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    ncclComm_t comm = live_comm();
+    cuda::launch_spread_flag_bits(word, flag_bytes_, be_.stream());
+    NCCL_CHECK(comm, ncclAllReduce(flag_bytes_, flag_bytes_, size_t(cuda::kFlagBits), ncclUint8, ncclMax,
+                                   comm, be_.stream()));
+    cuda::launch_fold_flag_bits(flag_bytes_, word, be_.stream());
+  }
+
+  void broadcast(float* x, int64_t n, int root) override {
+    if (n <= 0) return;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    ncclComm_t comm = live_comm();
+    NCCL_CHECK(comm, ncclBroadcast(x, x, size_t(n), ncclFloat32, root, comm, be_.stream()));
+  }
+
+  void check_alive() const override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->aborted) throw_aborted();
+  }
+
+  std::function<void()> abort_handle() override {
+    std::weak_ptr<CommState> weak = state_;
+    return [weak] {
+      const std::shared_ptr<CommState> st = weak.lock();
+      if (!st) return;
+      std::lock_guard<std::mutex> lock(st->mu);
+      if (!st->comm) return;
+      // Ends kernels that wait for replicas that will never come; frees the communicator.
+      ncclCommAbort(st->comm);
+      st->comm = nullptr;
+      st->aborted = true;
+    };
+  }
+
+ private:
+  // Called with the mutex held.
+  ncclComm_t live_comm() const {
+    if (state_->aborted || !state_->comm) throw_aborted();
+    return state_->comm;
+  }
+  [[noreturn]] void throw_aborted() const {
+    throw WorldStopped("the NCCL communicator of replica " + std::to_string(rank_) + " of " +
+                       std::to_string(size_) + " was aborted: another replica failed");
+  }
+
+  CudaBackend& be_;
+  const int rank_, size_;
+  std::shared_ptr<CommState> state_;
+  uint8_t* flag_bytes_ = nullptr;  // kFlagBits bytes of device memory
+  ncclRedOp_t weighted_ = ncclSum;
+  bool has_weighted_ = false;
+};
+
+}  // namespace
+
+std::vector<uint8_t> nccl_unique_id() {
+  set_nccl_environment();
+  ncclUniqueId uid;
+  NCCL_CHECK(nullptr, ncclGetUniqueId(&uid));
+  std::vector<uint8_t> id(sizeof uid);
+  std::memcpy(id.data(), &uid, sizeof uid);
+  return id;
+}
+
+std::unique_ptr<DeviceCollective> join_nccl(CudaBackend& be, const std::vector<uint8_t>& id, int rank,
+                                            int size) {
+  return std::make_unique<NcclCollective>(be, id, rank, size);
+}
+
+std::string nccl_library() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "NCCL (version unknown)";
+  // 22809 -> 2.28.9 (NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch since 2.9).
+  return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." +
+         std::to_string(v % 100);
+}
+
+}  // namespace trainer

@@ -1,0 +1,51 @@
+// DeviceCollective: the collectives of data parallelism on device memory (NCCL on the CUDA
+// backend, kernels/cuda/nccl_collective.h), one replica per GPU.
+//
+// Every call enqueues its work on the backend's one stream and returns without waiting for the
+// device, so a training step that all-reduces its gradients can still be recorded as one CUDA
+// graph and replayed. Every replica must make the same calls, with the same counts, in the same
+// order (as for the host Communicator, lib/dist/communicator.h). The host Communicator of the same
+// replicas carries the one-time exchanges: the unique id each replica joins with, metric sums,
+// stop requests, the start-up state.
+//
+// Made by Backend::join_collective() before the first step, with every byte it needs (NCCL's
+// buffers, the scratch of the OR below): nothing is allocated inside a step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace trainer {
+
+class DeviceCollective {
+ public:
+  virtual ~DeviceCollective() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "NCCL 2.28.9, rank 0 of 2 on gpu:0".
+  virtual std::string description() const = 0;
+
+  // The weight of weighted sums: one float of backend memory, read on the device each time a
+  // weighted sum runs (so a replayed step uses that step's value). Set once, before the first step.
+  virtual void set_weight(const float* weight) = 0;
+  // In place over every replica: x[i] = sum over replicas r of x_r[i], or with `weighted` of
+  // w_r * x_r[i] (w_r: each replica's own weight, set_weight()). x: n floats of backend memory.
+  virtual void all_reduce_sum(float* x, int64_t n, bool weighted) = 0;
+  // In place: *word = the bitwise OR of every replica's *word (one uint32 of backend memory: the
+  // step's non-finite flags, lib/backend/backend.h NonfiniteBits).
+  virtual void all_reduce_or(uint32_t* word) = 0;
+  // Replica `root`'s n floats to every replica.
+  virtual void broadcast(float* x, int64_t n, int root) = 0;
+
+  // Throws RuntimeError when the collective was aborted (another replica failed): called before
+  // a recorded step is replayed, since the recording still names the aborted communicator.
+  virtual void check_alive() const = 0;
+  // A callable that aborts the collective: pending device work that waits for other replicas
+  // ends, and later calls throw. Safe from any thread, at any time, also after the collective is
+  // destroyed (it then does nothing): a failing replica's thread calls it for all the others
+  // (lib/dist/thread_world.h), so none stays blocked on the device.
+  virtual std::function<void()> abort_handle() = 0;
+};
+
+}  // namespace trainer

@@ -1,4 +1,4 @@
-// Data parallelism without mpirun: the ranks are threads of this process (tests/thread_world.h),
+// Data parallelism without mpirun: the ranks are threads of this process (lib/dist/thread_world.h),
 // each with its own CPU backend and executor. Ranks training on their shards of every batch, with
 // gradients all-reduced, end with the weights of one process training on the whole batches: even
 // and uneven shards, and more ranks than rows (empty shards). The MPI path itself runs in
@@ -11,10 +11,10 @@
 #include "lib/config/config.h"
 #include "lib/core/rng.h"
 #include "lib/core/shard.h"
+#include "lib/dist/thread_world.h"
 #include "lib/model/executor.h"
 #include "lib/train/data_parallel.h"
 #include "tests/test_util.h"
-#include "tests/thread_world.h"
 
 using namespace trainer;
 
@@ -86,12 +86,12 @@ TEST_CASE("ranks training on shards of each batch end with the single process's 
     INFO(rows << " rows over " << ranks << " ranks");
     const Batches b = make_batches(rows, 5);
     const Trained one = train(mlp, b, nullptr);
-    test::ThreadHub hub(ranks);
+    ThreadHub hub(ranks, "rank", "test threads");
     std::vector<Trained> got(static_cast<size_t>(ranks));
     std::vector<std::thread> threads;
     for (int r = 0; r < ranks; ++r)
       threads.emplace_back([&, r] {
-        test::ThreadRank comm(hub, r);
+        ThreadRank comm(hub, r);
         got[size_t(r)] = train(mlp, b, &comm);
       });
     for (auto& t : threads) t.join();
@@ -109,4 +109,42 @@ TEST_CASE("ranks training on shards of each batch end with the single process's 
     // Only the order of the float sums differs (rank shards, then ranks).
     REQUIRE(worst < 1e-5);
   }
+}
+
+TEST_CASE("a rank that fails stops the ranks waiting for it, naming it, and runs the failure hooks once",
+          "[data_parallel]") {
+  ThreadHub hub(3, "replica", "test threads");
+  int hooks_run = 0;
+  hub.add_failure_hook([&] { ++hooks_run; });
+  std::vector<std::string> seen(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      ThreadRank comm(hub, r);
+      try {
+        if (r == 2) throw DataError("sample 7 is not finite");
+        double x = 1;
+        comm.all_reduce_sum(&x, 1);  // ranks 0 and 1 wait here for rank 2, which never comes
+        seen[size_t(r)] = "returned";
+      } catch (const WorldStopped& e) {
+        seen[size_t(r)] = e.what();
+      } catch (const Error& e) {
+        hub.fail(r, e.what());
+        seen[size_t(r)] = "failed";
+      }
+    });
+  for (auto& t : threads) t.join();
+  REQUIRE(hub.failed_rank() == 2);
+  REQUIRE(hooks_run == 1);
+  REQUIRE(seen[2] == "failed");
+  for (int r = 0; r < 2; ++r)
+    REQUIRE(seen[size_t(r)] == "stopped: replica 2 of 3 failed: sample 7 is not finite");
+  // Later collectives stop at once; a hook added after the failure runs at once.
+  ThreadRank late(hub, 0);
+  uint64_t v = 0;
+  REQUIRE_THROWS_AS(late.all_reduce_max(&v, 1), WorldStopped);
+  hub.add_failure_hook([&] { ++hooks_run; });
+  REQUIRE(hooks_run == 2);
+  hub.fail(1, "a second failure");  // kept: the first
+  REQUIRE(hub.failure() == "sample 7 is not finite");
 }

@@ -25,7 +25,8 @@ void ConfigFlags::add_to(CLI::App* sub, FlagSet set, ConfigArg arg) {
       ->take_all();
   if (set == FlagSet::config_only) return;
   sub->add_option("--device", device,
-                  "cpu | gpu:N | gpu | auto (first GPU, else the CPU) [default: config's device, cpu]");
+                  "cpu | gpu:N | gpu | auto (first GPU, else the CPU) | fit: gpu:N,M,... or gpu:all (one "
+                  "replica per GPU, NCCL) [default: config's device, cpu]");
   sub->add_option("--mem-limit", mem_limit,
                   "Hard cap in MiB on all memory the tool allocates for the model on its device: GPU memory, "
                   "or host memory on the CPU (parameters, gradients, optimizer state, activations, "
@@ -52,9 +53,13 @@ Config ConfigFlags::load() const {
   std::vector<std::string> all = sets;
   if (!device.empty()) {  // type and id; the file's memory settings stay
     const std::optional<DeviceSpec> d = parse_device(device);
-    if (!d) throw UsageError("--device " + device + ": allowed: " + kDeviceForms);
+    if (!d)
+      throw UsageError("--device " + device + ": allowed: " + kDeviceForms +
+                       " (fit also: " + kSeveralGpuForms + ")");
     all.push_back(std::string("device.type=") + (d->kind == DeviceSpec::Kind::gpu ? "gpu" : d->str()));
-    all.push_back(d->kind == DeviceSpec::Kind::gpu ? "device.id=" + std::to_string(d->index) : "device.id=");
+    const bool one_gpu = d->kind == DeviceSpec::Kind::gpu && !d->several();
+    all.push_back(one_gpu ? "device.id=" + std::to_string(d->index) : "device.id=");
+    all.push_back(d->several() ? "device.gpus=" + d->str().substr(4) : "device.gpus=");
   }
   if (mem_limit > 0) all.push_back("device.memory_limit=" + std::to_string(mem_limit));
   if (mem_growth) all.push_back("device.memory_growth=true");

@@ -7,12 +7,15 @@
 
 #include "cmd/commands.h"
 #include "cmd/config_flags.h"
+#include "lib/backend/backend_registry.h"
+#include "lib/backend/device_spec.h"
 #include "lib/config/node_reader.h"
 #include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
 #include "lib/dist/world.h"
 #include "lib/model/model.h"
 #include "lib/train/fit.h"
+#include "lib/train/fit_replicas.h"
 #include "lib/train/run_dir.h"
 
 namespace trainer::cmd {
@@ -28,6 +31,63 @@ std::ostream& discard_stream() {
   static Discard buffer;
   static std::ostream stream(&buffer);
   return stream;
+}
+
+// The GPUs this process trains on, one replica each; empty: the device as the config says (the
+// CPU, auto, or one GPU outside mpirun).
+//   one process:  gpu:N,M,... or gpu:all -> those GPUs (one replica per GPU, NCCL);
+//   under mpirun: each rank takes one GPU: gpu (= gpu:0) and gpu:all take the rank's local rank
+//                 (its place among the ranks of its host); gpu:N is honoured only with one rank per
+//                 host; a list of several GPUs per rank is refused.
+std::vector<int> replica_gpus(const std::string& device, const Communicator& comm) {
+  const std::optional<DeviceSpec> d = parse_device(device);
+  if (!d || d->kind != DeviceSpec::Kind::gpu) {
+    if (comm.size() > 1 && (!d || d->kind != DeviceSpec::Kind::cpu))
+      throw UsageError("--device " + device + " under mpirun (" + std::to_string(comm.size()) +
+                       " ranks): give --device cpu, or --device gpu (each rank takes its local GPU)");
+    return {};
+  }
+  if (comm.size() == 1 && !d->several()) return {};  // one GPU: BackendRegistry::create checks it
+  const BackendRegistry& backends = BackendRegistry::global();
+  // Counted, not listed: listing opens a context on every GPU, in every rank.
+  const int present = backends.gpu_count();
+  if (present == 0) {
+    std::string why;
+    backends.list_gpus(&why);
+    throw RuntimeError("device " + device + ": no usable GPU: " + why);
+  }
+  const auto require_nccl = [&] {
+    if (backends.gpu_collective_library().empty())
+      throw UsageError("--device " + device + (comm.size() > 1 ? " under mpirun" : "") +
+                       ": training on several GPUs needs NCCL, which this build does not have: install "
+                       "NCCL (libnccl-dev) and rebuild, or train on one GPU (gpu:N)");
+  };
+  if (comm.size() == 1) {
+    std::vector<int> gpus = check_gpu_list(*d, present);
+    if (gpus.size() > 1) require_nccl();
+    return gpus;  // gpu:all on a machine of one GPU: that GPU
+  }
+  require_nccl();
+  const std::string ranks =
+      std::to_string(comm.size()) + " ranks, " + std::to_string(comm.local_size()) + " on this host";
+  if (d->gpus.size() > 1)
+    throw UsageError("--device " + device + " under mpirun (" + ranks +
+                     "): each rank trains on one GPU; give --device gpu (each rank takes its local GPU), or "
+                     "run without mpirun for one process over several GPUs");
+  if (!d->all_gpus && d->index != 0) {
+    if (comm.local_size() > 1)
+      throw UsageError("--device " + device + " under mpirun (" + ranks +
+                       "): ranks of one host would share gpu:" + std::to_string(d->index) +
+                       "; give --device gpu (each rank takes the GPU of its local rank) and choose GPUs with "
+                       "CUDA_VISIBLE_DEVICES");
+    return check_gpu_list(*d, present);
+  }
+  if (comm.local_rank() >= present)
+    throw UsageError("--device " + device + " under mpirun (" + ranks + "): rank " +
+                     std::to_string(comm.rank()) + " is local rank " + std::to_string(comm.local_rank()) +
+                     " of its host, which has " + std::to_string(present) + " GPU(s): start at most " +
+                     std::to_string(present) + " ranks per host");
+  return {comm.local_rank()};
 }
 
 }  // namespace
@@ -95,11 +155,9 @@ void add_fit_command(CLI::App& app) {
     fo.device = device_request(cfg);
     // Under mpirun every rank runs this; they train one model together (lib/train/fit.h).
     Communicator& comm = world();
+    const std::vector<int> gpus = replica_gpus(fo.device.device, comm);
     if (comm.size() > 1) {
-      if (fo.device.device != "cpu")
-        throw UsageError("--device " + fo.device.device + " under mpirun (" + std::to_string(comm.size()) +
-                         " ranks): data parallelism over MPI ranks runs on --device cpu in this build "
-                         "(GPU ranks need NCCL, which it does not have)");
+      if (!gpus.empty()) fo.device.device = "gpu:" + std::to_string(gpus.front());
       if (!comm.is_root()) spdlog::set_level(spdlog::level::err);  // rank 0 alone logs
     }
     fo.comm = &comm;
@@ -107,6 +165,11 @@ void add_fit_command(CLI::App& app) {
     fo.resume_dir = st->resume;
     if (st->resume.empty() && !st->no_out)
       fo.out_dir = st->out.empty() ? RunDir::default_path(cfg.file) : st->out;
+    if (comm.size() == 1 && gpus.size() > 1) {
+      fit_replicas(cfg, fo, gpus, std::cout);  // one process, one replica (thread) per GPU
+      return;
+    }
+    if (comm.size() == 1 && gpus.size() == 1) fo.device.device = "gpu:" + std::to_string(gpus.front());
     fit(cfg, fo, comm.is_root() ? std::cout : discard_stream());
   });
 }

@@ -176,6 +176,48 @@ TEST_CASE("one device-string parser: cpu, auto, gpu, gpu:N and nothing else", "[
                       Contains("unknown device 'gpu:x'; allowed: cpu, auto, gpu, gpu:N"));
 }
 
+TEST_CASE("several GPUs: gpu:N,M,... and gpu:all parse; a repeated or absent GPU is a usage error naming it",
+          "[config][device]") {
+  const DeviceSpec two = *parse_device("gpu:0,1");
+  REQUIRE(two.several());
+  REQUIRE(two.str() == "gpu:0,1");
+  REQUIRE(parse_device("gpu:all")->several());
+  REQUIRE(parse_device("gpu:all")->str() == "gpu:all");
+  REQUIRE_FALSE(parse_device("gpu:3")->several());  // a list of one is one GPU
+  for (const char* bad : {"gpu:0,", "gpu:,1", "gpu:0,,1", "gpu:0;1", "gpu:al", "gpu:0,1000", "gpu: 0,1"}) {
+    CAPTURE(bad);
+    REQUIRE_FALSE(parse_device(bad));
+  }
+  REQUIRE(check_gpu_list(two, 2) == std::vector<int>{0, 1});
+  REQUIRE(check_gpu_list(*parse_device("gpu:all"), 3) == std::vector<int>{0, 1, 2});
+  REQUIRE_THROWS_AS(check_gpu_list(*parse_device("gpu:1,1"), 2), UsageError);
+  REQUIRE_THROWS_WITH(
+      check_gpu_list(*parse_device("gpu:1,0,1"), 2),
+      "--device gpu:1,0,1: gpu:1 is listed twice; each GPU takes one replica: list each once");
+  REQUIRE_THROWS_WITH(check_gpu_list(two, 1),
+                      "--device gpu:0,1: gpu:1 is not present; this process sees one GPU, gpu:0 "
+                      "(CUDA_VISIBLE_DEVICES is respected)");
+  REQUIRE_THROWS_WITH(check_gpu_list(*parse_device("gpu:all"), 0),
+                      "--device gpu:all: this process sees no GPU");
+  // Only fit trains on several GPUs; the other verbs create one backend.
+  DeviceRequest req;
+  req.device = "gpu:0,1";
+  REQUIRE_THROWS_WITH(BackendRegistry::global().create(req, nullptr),
+                      Contains("device gpu:0,1 names several GPUs; only trainer fit trains on several"));
+  // The config: a string or device.gpus, resolved to the mapping.
+  Config c = parse(std::string(kBase) + "device: gpu:0,1\n");
+  REQUIRE(c.device == "gpu:0,1");
+  REQUIRE(YAML::Dump(c.resolved["device"]) == "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false");
+  REQUIRE(parse(std::string(kBase) + "device: {type: gpu, gpus: all}\n").device == "gpu:all");
+  REQUIRE_THROWS_WITH(
+      parse(std::string(kBase) + "device: {type: gpu, gpus: '0,x'}\n"),
+      Contains("device.gpus: '0,x' is not a GPU list; allowed: N,M,... (GPU indices) or all"));
+  REQUIRE_THROWS_WITH(parse(std::string(kBase) + "device: {type: gpu, id: 1, gpus: '0,1'}\n"),
+                      Contains("device.gpus: and device.id both name GPUs; give one of them"));
+  REQUIRE_THROWS_WITH(parse(std::string(kBase) + "device: {type: cpu, gpus: '0,1'}\n"),
+                      Contains("device.gpus: is only for type gpu"));
+}
+
 TEST_CASE("device: takes a string or a mapping and both resolve to the mapping", "[config][device]") {
   Config s = parse(std::string(kBase) + "device: gpu:1\n");
   REQUIRE(s.device == "gpu:1");

@@ -9,6 +9,8 @@ const KeySpecs& device_keys() {
       choice_key("type", "cpu", {"cpu", "gpu", "auto"},
                  "cpu | gpu | auto (the first usable GPU, else the CPU)"),
       integer_key("id", 0, 0, kMaxGpuIndex, "type gpu: which GPU of those this process sees"),
+      string_key("gpus", "",
+                 "type gpu, fit only: several GPUs, one replica each: 'N,M,...' or 'all' (instead of id)"),
       integer_key("memory_limit", 0, 0, int64_t(1) << 30,
                   "MiB: hard cap on every byte the tool allocates on the device (0: no cap)"),
       bool_key("memory_growth", false, "GPU: grow on demand up to the cap instead of reserving up front"),
@@ -19,7 +21,10 @@ const KeySpecs& device_keys() {
 static YAML::Node mapping_of(const DeviceSpec& d) {
   YAML::Node m(YAML::NodeType::Map);
   m["type"] = d.kind == DeviceSpec::Kind::gpu ? "gpu" : d.str();
-  if (d.kind == DeviceSpec::Kind::gpu) m["id"] = d.index;
+  if (d.several())
+    m["gpus"] = d.str().substr(4);  // "0,1" or "all"
+  else if (d.kind == DeviceSpec::Kind::gpu)
+    m["id"] = d.index;
   return m;
 }
 
@@ -52,6 +57,15 @@ void read_device(Config& c, NodeReader& r) {
            : type == "auto" ? DeviceSpec::Kind::automatic
                             : DeviceSpec::Kind::cpu;
   d.index = int(v.integer("id"));
+  if (v.has("gpus") && !v.string("gpus").empty()) {
+    if (type != "gpu")
+      v.fail("gpus", "is only for type gpu (this device is " + type + "); remove it or set type: gpu");
+    if (dr.has("id")) v.fail("gpus", "and device.id both name GPUs; give one of them");
+    const std::optional<DeviceSpec> list = parse_device("gpu:" + v.string("gpus"));
+    if (!list)
+      v.fail("gpus", "'" + v.string("gpus") + "' is not a GPU list; allowed: N,M,... (GPU indices) or all");
+    d = *list;
+  }
   c.device = d.str();
   c.memory_limit_mib = v.integer("memory_limit");
   c.memory_growth = v.boolean("memory_growth");

@@ -493,10 +493,10 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   };
   const bool on_logits = with_loss && p.loss_on_logits;
   for (size_t i = 0; i < layers.size(); ++i) {
-    if (!p.kernels[i] || (on_logits && i + 1 == layers.size())) continue;
-    for (int e : p.input_edge[i])
+    if (!p.kernels[i]) continue;
+    for (int e : p.input_edge[i])  // also for a folded last layer: its f32 input is the logits
       if (e >= 0) convert_forward(p.edges[size_t(e)]);
-    p.kernels[i]->forward(training);
+    if (!(on_logits && i + 1 == layers.size())) p.kernels[i]->forward(training);
   }
   if (p.output_edge >= 0 && !on_logits) convert_forward(p.edges[size_t(p.output_edge)]);
   if (!with_loss) return;

@@ -70,8 +70,13 @@ class NcclCollective final : public DeviceCollective {
     CUDA_CHECK(cudaSetDevice(be_.device()));
     flag_bytes_ = static_cast<uint8_t*>(be_.allocator().allocate(cuda::kFlagBits, "NCCL flag OR scratch"));
     try {
+      // The side stream of the asynchronous sums and its fork and join events.
+      CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+      CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
       NCCL_CHECK(nullptr, ncclCommInitRank(&state_->comm, size_, uid, rank_));
     } catch (...) {
+      destroy_side_stream();
       be_.allocator().deallocate(flag_bytes_);
       throw;
     }
@@ -84,6 +89,7 @@ class NcclCollective final : public DeviceCollective {
       ncclCommDestroy(state_->comm);  // a destructor: nothing to report to
       state_->comm = nullptr;
     }
+    destroy_side_stream();
     be_.allocator().deallocate(flag_bytes_);
   }
 
@@ -110,13 +116,37 @@ class NcclCollective final : public DeviceCollective {
     std::lock_guard<std::mutex> lock(state_->mu);
     ncclComm_t comm = live_comm();
     if (weighted && !has_weighted_) throw InternalError("a weighted all-reduce before set_weight()");
+    require_joined("all_reduce_sum");
     NCCL_CHECK(comm, ncclAllReduce(x, x, size_t(n), ncclFloat32, weighted ? weighted_ : ncclSum, comm,
                                    be_.stream()));
+  }
+
+  // Fork: the side stream waits for the backend's stream so far, then reduces beside it.
+  void all_reduce_sum_async(float* x, int64_t n, bool weighted) override {
+    if (n <= 0) return;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    ncclComm_t comm = live_comm();
+    if (weighted && !has_weighted_) throw InternalError("a weighted all-reduce before set_weight()");
+    CUDA_CHECK(cudaEventRecord(fork_, be_.stream()));
+    CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+    NCCL_CHECK(comm,
+               ncclAllReduce(x, x, size_t(n), ncclFloat32, weighted ? weighted_ : ncclSum, comm, side_));
+    pending_ = true;
+  }
+
+  // Join: the backend's stream waits for everything the side stream was given.
+  void wait_all() override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!pending_) return;
+    pending_ = false;
+    CUDA_CHECK(cudaEventRecord(join_, side_));
+    CUDA_CHECK(cudaStreamWaitEvent(be_.stream(), join_, 0));
   }
 
   void all_reduce_or(uint32_t* word) override {
     std::lock_guard<std::mutex> lock(state_->mu);
     ncclComm_t comm = live_comm();
+    require_joined("all_reduce_or");
     cuda::launch_spread_flag_bits(word, flag_bytes_, be_.stream());
     NCCL_CHECK(comm, ncclAllReduce(flag_bytes_, flag_bytes_, size_t(cuda::kFlagBits), ncclUint8, ncclMax,
                                    comm, be_.stream()));
@@ -127,6 +157,7 @@ class NcclCollective final : public DeviceCollective {
     if (n <= 0) return;
     std::lock_guard<std::mutex> lock(state_->mu);
     ncclComm_t comm = live_comm();
+    require_joined("broadcast");
     NCCL_CHECK(comm, ncclBroadcast(x, x, size_t(n), ncclFloat32, root, comm, be_.stream()));
   }
 
@@ -155,6 +186,19 @@ class NcclCollective final : public DeviceCollective {
     if (state_->aborted || !state_->comm) throw_aborted();
     return state_->comm;
   }
+  // Collectives on the backend's stream while asynchronous sums are pending would race them for
+  // the communicator (the device could run them in another order on each replica): a bug.
+  void require_joined(const char* call) const {
+    if (pending_)
+      throw InternalError(std::string("NCCL ") + call + " before wait_all() joined the asynchronous sums");
+  }
+  void destroy_side_stream() noexcept {  // a destructor's work: nothing to report to
+    if (join_) cudaEventDestroy(join_);
+    if (fork_) cudaEventDestroy(fork_);
+    if (side_) cudaStreamDestroy(side_);
+    join_ = fork_ = nullptr;
+    side_ = nullptr;
+  }
   [[noreturn]] void throw_aborted() const {
     throw WorldStopped("the NCCL communicator of replica " + std::to_string(rank_) + " of " +
                        std::to_string(size_) + " was aborted: another replica failed");
@@ -166,6 +210,11 @@ class NcclCollective final : public DeviceCollective {
   uint8_t* flag_bytes_ = nullptr;  // kFlagBits bytes of device memory
   ncclRedOp_t weighted_ = ncclSum;
   bool has_weighted_ = false;
+  // all_reduce_sum_async: its stream, the event it waits for and the event the join waits for
+  // (each recorded and waited on at once, so one of each serves every bucket).
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  bool pending_ = false;  // asynchronous sums enqueued since the last wait_all()
 };
 
 }  // namespace

@@ -1,15 +1,17 @@
 // DeviceCollective: the collectives of data parallelism on device memory (NCCL on the CUDA
 // backend, kernels/cuda/nccl_collective.h), one replica per GPU.
 //
-// Every call enqueues its work on the backend's one stream and returns without waiting for the
-// device, so a training step that all-reduces its gradients can still be recorded as one CUDA
-// graph and replayed. Every replica must make the same calls, with the same counts, in the same
+// Every call enqueues its work on the backend's stream (the asynchronous sums on a side stream
+// forked from it and joined back, below) and returns without waiting for the device, so a
+// training step that all-reduces its gradients can still be recorded as one CUDA graph and
+// replayed. Every replica must make the same calls, with the same counts, in the same
 // order (as for the host Communicator, lib/dist/communicator.h). The host Communicator of the same
 // replicas carries the one-time exchanges: the unique id each replica joins with, metric sums,
 // stop requests, the start-up state.
 //
-// Made by Backend::join_collective() before the first step, with every byte it needs (NCCL's
-// buffers, the scratch of the OR below): nothing is allocated inside a step.
+// Made by Backend::join_collective() before the first step, with every byte and object it needs
+// (NCCL's buffers, the scratch of the OR below, the side stream and events of the asynchronous
+// sums): nothing is allocated or created inside a step.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,18 @@ class DeviceCollective {
   // In place over every replica: x[i] = sum over replicas r of x_r[i], or with `weighted` of
   // w_r * x_r[i] (w_r: each replica's own weight, set_weight()). x: n floats of backend memory.
   virtual void all_reduce_sum(float* x, int64_t n, bool weighted) = 0;
+  // The same sum, overlapped with what the backend's stream does next (gradient buckets reduced
+  // while the backward pass goes on, lib/model/gradient_buckets.h): it starts once the work
+  // enqueued on the backend's stream so far is done, and runs beside the work enqueued after it.
+  // Until wait_all(), nothing enqueued later on the backend's stream may read or write x, nor
+  // call another collective of this replica (the flag OR, a broadcast, a synchronous sum).
+  // Several asynchronous sums run one after another, in the order they were enqueued. The
+  // default is the synchronous sum (one stream: nothing overlaps).
+  virtual void all_reduce_sum_async(float* x, int64_t n, bool weighted) { all_reduce_sum(x, n, weighted); }
+  // Joins the asynchronous sums: work enqueued on the backend's stream after this call runs after
+  // all of them. Nothing pending: does nothing. Enqueues only; never waits on the host (inside a
+  // recorded step, the fork and the join become edges of the graph).
+  virtual void wait_all() {}
   // In place: *word = the bitwise OR of every replica's *word (one uint32 of backend memory: the
   // step's non-finite flags, lib/backend/backend.h NonfiniteBits).
   virtual void all_reduce_or(uint32_t* word) = 0;

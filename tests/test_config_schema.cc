@@ -207,7 +207,8 @@ TEST_CASE("several GPUs: gpu:N,M,... and gpu:all parse; a repeated or absent GPU
   // The config: a string or device.gpus, resolved to the mapping.
   Config c = parse(std::string(kBase) + "device: gpu:0,1\n");
   REQUIRE(c.device == "gpu:0,1");
-  REQUIRE(YAML::Dump(c.resolved["device"]) == "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false");
+  REQUIRE(YAML::Dump(c.resolved["device"]) ==
+          "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25");
   REQUIRE(parse(std::string(kBase) + "device: {type: gpu, gpus: all}\n").device == "gpu:all");
   REQUIRE_THROWS_WITH(
       parse(std::string(kBase) + "device: {type: gpu, gpus: '0,x'}\n"),
@@ -223,14 +224,16 @@ TEST_CASE("device: takes a string or a mapping and both resolve to the mapping",
   REQUIRE(s.device == "gpu:1");
   REQUIRE(s.memory_limit_mib == 0);
   REQUIRE_FALSE(s.memory_growth);
-  REQUIRE(YAML::Dump(s.resolved["device"]) == "type: gpu\nid: 1\nmemory_limit: 0\nmemory_growth: false");
+  REQUIRE(YAML::Dump(s.resolved["device"]) ==
+          "type: gpu\nid: 1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25");
   Config m =
       parse(std::string(kBase) + "device: {type: gpu, id: 0, memory_limit: 4096, memory_growth: true}\n");
   REQUIRE(m.device == "gpu:0");
   REQUIRE(m.memory_limit_mib == 4096);
   REQUIRE(m.memory_growth);
   REQUIRE(parse(std::string(kBase) + "device: {type: auto, memory_limit: 64}\n").device == "auto");
-  REQUIRE(YAML::Dump(parse(kBase).resolved["device"]) == "type: cpu\nmemory_limit: 0\nmemory_growth: false");
+  REQUIRE(YAML::Dump(parse(kBase).resolved["device"]) ==
+          "type: cpu\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25");
   // --set reaches the keys of either form.
   Config set = parse(std::string(kBase) + "device: gpu:1\n", {"device.memory_limit=512"});
   REQUIRE(set.device == "gpu:1");
@@ -250,6 +253,22 @@ TEST_CASE("device: takes a string or a mapping and both resolve to the mapping",
   REQUIRE_THROWS_WITH(parse(std::string(kBase) + "device: {type: tpu}\n"),
                       Contains("device.type: 'tpu' is not allowed") && Contains("allowed: cpu, gpu, auto"));
   REQUIRE_THROWS_WITH(parse(std::string(kBase) + "device: [gpu]\n"), Contains("'device' must be a mapping"));
+}
+
+TEST_CASE("device.bucket_mb caps the gradient buckets of several GPUs; 0 leaves one bucket",
+          "[config][device]") {
+  REQUIRE(parse(kBase).bucket_mb == 25);  // PyTorch DDP's bucket_cap_mb
+  Config c = parse(std::string(kBase) + "device: {type: gpu, gpus: '0,1', bucket_mb: 4}\n");
+  REQUIRE(c.bucket_mb == 4);
+  REQUIRE(YAML::Dump(c.resolved["device"]) ==
+          "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 4");
+  // --set reaches it in either form; fractions of a MiB and 0 are allowed.
+  REQUIRE(parse(std::string(kBase) + "device: gpu:0,1\n", {"device.bucket_mb=0.5"}).bucket_mb == 0.5);
+  REQUIRE(parse(kBase, {"device.bucket_mb=0"}).bucket_mb == 0);
+  REQUIRE_THROWS_WITH(parse(std::string(kBase) + "device: {type: gpu, bucket_mb: -1}\n"),
+                      Contains("test.yaml:12:32: device.bucket_mb: value -1 is out of range; allowed: [0, "));
+  REQUIRE_THROWS_WITH(parse(std::string(kBase) + "device: {type: gpu, bucket_mb: big}\n"),
+                      Contains("test.yaml:12:32: device.bucket_mb: expected a number, got 'big'"));
 }
 
 TEST_CASE("the device flags override the file's device keys: --print-config and config.yaml show the result",

@@ -111,6 +111,7 @@ struct Config {
   std::string device = "cpu";    // cpu | auto | gpu:N (device.type and device.id)
   int64_t memory_limit_mib = 0;  // device.memory_limit: 0 = no cap
   bool memory_growth = false;    // device.memory_growth
+  double bucket_mb = 25;         // device.bucket_mb: MiB per gradient all-reduce bucket (0: one)
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
   int threads = 0;             // CPU threads; 0: the cores this process may use (OMP_NUM_THREADS if set)

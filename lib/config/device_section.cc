@@ -14,6 +14,9 @@ const KeySpecs& device_keys() {
       integer_key("memory_limit", 0, 0, int64_t(1) << 30,
                   "MiB: hard cap on every byte the tool allocates on the device (0: no cap)"),
       bool_key("memory_growth", false, "GPU: grow on demand up to the cap instead of reserving up front"),
+      number_key("bucket_mb", 25, 0, 1e6,
+                 "several GPUs: MiB of gradients per all-reduce bucket, each launched during the backward "
+                 "pass (0: one bucket, after it)"),
   };
   return keys;
 }
@@ -69,9 +72,11 @@ void read_device(Config& c, NodeReader& r) {
   c.device = d.str();
   c.memory_limit_mib = v.integer("memory_limit");
   c.memory_growth = v.boolean("memory_growth");
+  c.bucket_mb = v.number("bucket_mb");
   YAML::Node out = mapping_of(d);
   out["memory_limit"] = c.memory_limit_mib;
   out["memory_growth"] = c.memory_growth;
+  out["bucket_mb"] = c.bucket_mb;
   c.resolved["device"] = out;
 }
 

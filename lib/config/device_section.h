@@ -1,6 +1,6 @@
 // The `device:` key of a config: a device string (cpu | auto | gpu | gpu:N, lib/backend/
-// device_spec.h) or a mapping with the memory settings too:
-//   device: {type: gpu, id: 0, memory_limit: 4096, memory_growth: true}
+// device_spec.h) or a mapping with the memory settings and the gradient bucket size too:
+//   device: {type: gpu, id: 0, memory_limit: 4096, memory_growth: true, bucket_mb: 25}
 // Both resolve to the mapping form, which --print-config and the run directory's config.yaml show.
 #pragma once
 
@@ -18,8 +18,8 @@ const KeySpecs& device_keys();
 // and the dedicated flags apply to either form. Anything else is left for read_device to judge.
 void normalize_device(YAML::Node& root);
 
-// Validates `device` (either form) and fills c.device, c.memory_limit_mib, c.memory_growth and
-// c.resolved["device"].
+// Validates `device` (either form) and fills c.device, c.memory_limit_mib, c.memory_growth,
+// c.bucket_mb and c.resolved["device"].
 void read_device(Config& c, NodeReader& r);
 
 }  // namespace trainer

@@ -102,8 +102,15 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     const ClipRecord none;
     be_.copy_to_device(clip_, &none, sizeof none);
   }
-  // The gradient sum reads each step's shard weight from the step scalars (device memory).
-  if (o_.collective) o_.collective->set_weight(&scalars_->shard_weight);
+  // The gradient sum reads each step's shard weight from the step scalars (device memory), in
+  // buckets cut once here.
+  if (o_.collective) {
+    o_.collective->set_weight(&scalars_->shard_weight);
+    buckets_ = plan_gradient_buckets(layer_gradients(model_), o_.bucket_bytes);
+    spdlog::debug("gradient all-reduce: {} of at most {}{}", describe_buckets(buckets_),
+                  o_.bucket_bytes ? format_bytes(o_.bucket_bytes) : std::string("(no cap)"),
+                  overlapped() ? ", launched during the backward pass" : ", after the backward pass");
+  }
   if (o_.loss_scaling) {
     scaler_ = static_cast<LossScaleState*>(allocate(sizeof(LossScaleState), "loss scale"));
     LossScaleState start;
@@ -525,7 +532,11 @@ void Executor::enqueue_backward_and_update(Plan& p) {
     const Edge& e = p.edges[size_t(p.output_edge)];
     be_.convert(activations_ + p.grad[e.tensor], e.from, activations_ + e.grad, e.to, e.n, false);
   }
+  size_t buckets_launched = 0;
   for (size_t i = layers.size(); i-- > 0;) {
+    // Layer i's parameter gradients are complete once its backward ran (f32 in every math mode:
+    // kernels write them into the arena themselves); the conversions below touch activations only.
+    if (overlapped() && i + 1 < layers.size()) launch_ready_buckets(i + 1, &buckets_launched);
     if (!p.kernels[i]) continue;
     if (!(on_logits && i + 1 == layers.size())) p.kernels[i]->backward();
     for (size_t k = 0; k < p.input_grads[i].size(); ++k) {
@@ -541,12 +552,20 @@ void Executor::enqueue_backward_and_update(Plan& p) {
       }
     }
   }
-  enqueue_update(p.batch);
+  enqueue_update(p.batch, buckets_launched);
+}
+
+void Executor::launch_ready_buckets(size_t layer, size_t* next) {
+  for (; *next < buckets_.size() && buckets_[*next].ready_after >= layer; ++*next) {
+    const GradientBucket& b = buckets_[*next];
+    o_.collective->all_reduce_sum_async(grads_ + b.begin, b.floats(), /*weighted=*/true);
+  }
 }
 
 // Rank r's gradients are the mean over its shard's n_r rows; the global batch's mean is the sum
 // over ranks of (n_r / N) * mean_r. The loss's non-finite flag is ORed too, so that every rank
-// skips or applies the same update. Host memory, after the backend's queued work.
+// skips or applies the same update. Host memory, after the backend's queued work: this sum cannot
+// overlap the backward pass, so it stays one all-reduce of the whole arena (no buckets).
 void Executor::reduce_gradients(int64_t batch) {
   be_.synchronize();
   const float weight = global_batch_ > 0 ? float(double(batch) / double(global_batch_)) : 1.f;
@@ -558,16 +577,23 @@ void Executor::reduce_gradients(int64_t batch) {
 
 // The same on the device (ExecutorOptions::collective): every replica's gradients times its
 // shard weight (StepScalars::shard_weight, uploaded with the step's scalars), summed over the
-// replicas in one all-reduce of the whole gradient arena, then the flags ORed; all enqueued on
-// the stream, so nothing waits and a recorded step replays it.
-void Executor::reduce_gradients_on_device() {
-  o_.collective->all_reduce_sum(grads_, n_param_floats_, /*weighted=*/true);
+// replicas, then the flags ORed; all enqueued on the stream, so nothing waits and a recorded step
+// replays it. One bucket: one all-reduce of the whole arena on the stream, after the backward
+// pass. Several: the buckets the backward pass did not launch yet (all of them for an empty
+// shard, which runs no backward pass, so every replica makes the same calls), then the join.
+void Executor::reduce_gradients_on_device(size_t buckets_launched) {
+  if (overlapped()) {
+    launch_ready_buckets(0, &buckets_launched);
+    o_.collective->wait_all();
+  } else {
+    o_.collective->all_reduce_sum(grads_, n_param_floats_, /*weighted=*/true);
+  }
   o_.collective->all_reduce_or(&scalars_->nonfinite);
 }
 
-void Executor::enqueue_update(int64_t batch) {
+void Executor::enqueue_update(int64_t batch, size_t buckets_launched) {
   if (o_.collective)
-    reduce_gradients_on_device();
+    reduce_gradients_on_device(buckets_launched);
   else if (data_parallel())
     reduce_gradients(batch);
   // Loss scaling: the true gradients again, and an overflow flagged (the unscale checks every

@@ -20,6 +20,7 @@
 
 #include "lib/backend/backend.h"
 #include "lib/dist/communicator.h"
+#include "lib/model/gradient_buckets.h"
 #include "lib/model/model.h"
 #include "lib/optim/optimizer.h"
 
@@ -51,9 +52,15 @@ struct ExecutorOptions {
   Communicator* comm = nullptr;
   // The device collective of the same ranks (NCCL on GPUs; lib/dist/device_collective.h): the
   // weighting, the gradient sum and the OR of the non-finite flags are enqueued on the backend's
-  // stream, without a host wait, and stay inside the step's CUDA graph. Also with one rank (the
+  // stream (the gradient buckets on the collective's side stream, forked from it and joined back
+  // before the update), without a host wait, and stay inside the step's CUDA graph. Also with one rank (the
   // degenerate case the GPU tests check). Owned by the caller; outlives the executor.
   DeviceCollective* collective = nullptr;
+  // With `collective`: the gradient arena is all-reduced in buckets of at most this many bytes
+  // (device.bucket_mb; lib/model/gradient_buckets.h), each launched as soon as the backward pass
+  // has written its gradients, beside the rest of the backward pass. 0, or a plan of one bucket:
+  // one all-reduce of the whole arena after the backward pass.
+  size_t bucket_bytes = 0;
   // Loss scaling (lib/backend/backend.h, LossScaleState): the loss's gradient is multiplied by
   // the scale before the backward pass and the parameter gradients by its inverse after it; a step
   // whose gradients overflow is skipped. Off by default; the session turns it on under math fp16.
@@ -132,6 +139,8 @@ class Executor {
   void restore_loss_scale(const LossScaleState& st);
   // Host-side Nadam state etc. travels with checkpoints.
   StepScalars& host_scalars() { return host_scalars_; }
+  // The buckets the device all-reduce uses, in launch (backward) order; empty without a collective.
+  const std::vector<GradientBucket>& gradient_buckets() const { return buckets_; }
 
  private:
   struct Plan;
@@ -141,9 +150,15 @@ class Executor {
   void enqueue_backward_and_update(Plan& p);
   // Gradient all-reduce (data parallel), clipping, the non-finite guard, the optimizer, the
   // metric commit: everything after the gradients of this rank's `batch` rows exist.
-  void enqueue_update(int64_t batch);
+  // `buckets_launched`: the gradient buckets the backward pass already launched.
+  void enqueue_update(int64_t batch, size_t buckets_launched = 0);
   void reduce_gradients(int64_t batch);
-  void reduce_gradients_on_device();
+  void reduce_gradients_on_device(size_t buckets_launched);
+  // Several buckets: the all-reduce of bucket k runs beside the backward pass.
+  bool overlapped() const { return buckets_.size() > 1; }
+  // Launches the buckets from *next on whose gradients are complete once layer `layer` ran its
+  // backward (every bucket when layer is 0).
+  void launch_ready_buckets(size_t layer, size_t* next);
   // This process is one of several ranks (ExecutorOptions::comm).
   bool data_parallel() const { return o_.comm && o_.comm->size() > 1; }
   // The gradients are summed on the host between the backward pass and the update (no capture).
@@ -182,6 +197,7 @@ class Executor {
   int64_t samples_ = 0;
   int64_t global_batch_ = 0;  // the rows of the current step's global batch (data parallel)
   GradientHook grad_hook_;
+  std::vector<GradientBucket> buckets_;  // with a collective: the all-reduce's buckets
 };
 
 }  // namespace trainer

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "lib/core/error.h"
+#include "lib/memory/allocator.h"
 
 namespace trainer {
 
@@ -48,6 +49,17 @@ void broadcast_buffers(Communicator& comm, Executor& ex, const Model& model) {
   ex.download_buffers(buffers.data());
   comm.broadcast(buffers.data(), buffers.size() * sizeof(float), 0);
   ex.upload_buffers(buffers.data());
+}
+
+std::string gradient_reduction(const DeviceCollective* collective,
+                               const std::vector<GradientBucket>& buckets) {
+  if (!collective) return "";
+  if (buckets.size() <= 1) return " on the devices (" + collective->description() + ")";
+  int64_t largest = 0;
+  for (const GradientBucket& b : buckets) largest = std::max(largest, b.floats());
+  return " on the devices in " + std::to_string(buckets.size()) + " buckets of at most " +
+         format_bytes(size_t(largest) * sizeof(float)) + ", overlapped with the backward pass (" +
+         collective->description() + ")";
 }
 
 std::unique_ptr<DeviceCollective> join_device_collective(Communicator& comm, Backend& be) {

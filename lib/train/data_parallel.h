@@ -11,10 +11,13 @@
 //                      rank 0's, as DDP's broadcast_buffers makes them.
 //   join_device_collective  the replicas' device collective (NCCL), once at start-up: replica 0
 //                      makes the unique id, the host world hands it to the others, each joins.
+//   gradient_reduction  how the executor all-reduces the gradients, for fit's data parallel line.
 // With a world of one every function but join_device_collective returns at once.
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "lib/backend/backend.h"
 #include "lib/dist/communicator.h"
@@ -31,5 +34,9 @@ void broadcast_buffers(Communicator& comm, Executor& ex, const Model& model);
 // registers its abort with comm's failure hooks. Throws UsageError when the backend has no device
 // collectives (a build without NCCL), naming the world.
 std::unique_ptr<DeviceCollective> join_device_collective(Communicator& comm, Backend& be);
+// "" (on the host), " on the devices (NCCL ...)" (one bucket) or " on the devices in 4 buckets of
+// at most 25.00 MiB, overlapped with the backward pass (NCCL ...)". `collective`: null on the host.
+std::string gradient_reduction(const DeviceCollective* collective,
+                               const std::vector<GradientBucket>& buckets);
 
 }  // namespace trainer

@@ -219,7 +219,7 @@ void FitRun::setup() {
         "data parallel: {}; each batch of {} split into {} shards of {}{} rows, gradients all-reduced{}",
         comm_.description(), B, ranks, B / ranks,
         B % ranks ? "-" + std::to_string(max_shard_rows(B, ranks)) : std::string(),
-        s_->collective ? " on the devices (" + s_->collective->description() + ")" : std::string());
+        gradient_reduction(s_->collective.get(), s_->executor->gradient_buckets()));
 
   if (!opt_.resume_dir.empty()) {
     resume(claim_.newest);

@@ -140,6 +140,8 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   if (comm && comm->size() > 1 && !s->backend->host_memory()) {
     s->collective = join_device_collective(*comm, *s->backend);
     eo.collective = s->collective.get();
+    // Any positive size caps the buckets (the smallest: one layer each); 0 leaves one bucket.
+    eo.bucket_bytes = cfg.bucket_mb > 0 ? std::max<size_t>(1, size_t(cfg.bucket_mb * 1024 * 1024)) : 0;
   }
   // Rank r's shard would draw the same dropout masks and crops as rank 0's, row for row: mix the
   // rank in (rank 0 keeps the seed, so one rank is exactly the single-process run).

@@ -2,13 +2,18 @@
 //   - one GPU (the degenerate case every GPU machine runs): an executor whose gradients go through
 //     a one-replica NCCL collective (weighted all-reduce, flag OR) trains bit for bit like one
 //     without, and its steps are still recorded as CUDA graphs; the flag OR and the broadcast of
-//     one replica leave their data as it is;
+//     one replica leave their data as it is; the same with the gradients in buckets of one layer,
+//     each all-reduced on the collective's side stream while the backward pass goes on (fp32,
+//     bf16, fp16 with loss scaling);
 //   - two GPUs (skipped, visibly, with fewer): two replicas (threads, each with its own backend on
 //     its own GPU) training on the halves of every batch end with the same weights, bit for bit,
 //     and within rel 1e-5 of one GPU training on the whole batches (only the order of float sums
-//     differs); the OR of two flag words is their OR; fit over gpu:0,1 (fit_replicas) tracks fit
-//     on gpu:0 within rel 1e-4 of the final losses.
+//     differs), also with buckets of one layer and a last batch of one row (one replica's shard
+//     is empty: it runs no backward pass and still launches every bucket); the OR of two flag
+//     words is their OR; fit over gpu:0,1 (fit_replicas) tracks fit on gpu:0 within rel 1e-4 of
+//     the final losses.
 // Cases that need NCCL print SKIPPED in a build without it.
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -39,7 +44,20 @@ data: {train: {format: random}, num_classes: 8}
 )";
 
 constexpr int64_t kSteps = 5;
-int64_t rows_at(int64_t t) { return t == kSteps ? 5 : 16; }  // four full batches and a tail
+
+// How train() runs: four full batches of 16 rows and a tail of tail_rows.
+struct RunOptions {
+  size_t bucket_bytes = 0;  // ExecutorOptions::bucket_bytes (1: a bucket per layer)
+  int64_t tail_rows = 5;
+  MathMode math = MathMode::strict_fp32;
+  bool loss_scaling = false;
+};
+
+struct Trained {
+  std::vector<float> tensors;  // the parameter tensors, without the arena's alignment padding
+  size_t graphs = 0;           // CUDA graphs recorded
+  size_t buckets = 0;          // the executor's gradient buckets
+};
 
 std::vector<int32_t> labels_of(int64_t rows, uint64_t seed) {
   SplitMix64 rng = SplitMix64::counter(seed);
@@ -64,19 +82,24 @@ bool have_two_gpus() {
 }
 
 // Replica `rank` of `ranks` trains kSteps steps on its shard of every global batch (one replica:
-// the whole batches). `collective` null: no collective at all. Returns the parameter tensors.
-std::vector<float> train(Backend& be, const Model& model, DeviceCollective* collective, Communicator* comm,
-                         int rank, int ranks, size_t* graphs = nullptr) {
+// the whole batches). `collective` null: no collective at all.
+Trained train(Backend& be, const Model& model, DeviceCollective* collective, Communicator* comm, int rank,
+              int ranks, const RunOptions& ro = {}) {
   const Optimizer opt(make_optimizer("{type: sgd, lr: 0.05, momentum: 0.9}"));
   ExecutorOptions o;
-  o.batch_sizes = shard_batch_sizes({16, 5}, ranks);
+  o.batch_sizes = shard_batch_sizes({16, ro.tail_rows}, ranks);
   o.num_classes = 8;
   o.loss = LossKind::cross_entropy_logits;
   o.seed = 42;
   o.deterministic = true;
   o.comm = comm;
   o.collective = collective;
+  o.bucket_bytes = ro.bucket_bytes;
+  o.math = ro.math;
+  o.loss_scaling = ro.loss_scaling;
   Executor ex(model, be, opt, o);
+  Trained out;
+  out.buckets = ex.gradient_buckets().size();
   std::vector<float> params(size_t(model.param_arena_floats()));
   std::vector<float> buffers(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1)));
   model.initialize(params.data(), buffers.data(), 7);
@@ -85,18 +108,45 @@ std::vector<float> train(Backend& be, const Model& model, DeviceCollective* coll
   auto* cuda = dynamic_cast<CudaBackend*>(&be);
   const size_t graphs_before = cuda ? cuda->graph_count() : 0;
   for (int64_t t = 1; t <= kSteps; ++t) {
-    const int64_t rows = rows_at(t);
+    const int64_t rows = t == kSteps ? ro.tail_rows : 16;
     const std::vector<float> x = random_vector(size_t(rows * in), 1000 + uint64_t(t));
     const std::vector<int32_t> y = labels_of(rows, uint64_t(t));
     const Shard sh = shard_of(rows, rank, ranks);
     ex.train_step(sh.rows, x.data() + sh.begin * in, y.data() + sh.begin, t, 0.05f, rows);
   }
-  if (graphs && cuda) *graphs = cuda->graph_count() - graphs_before;
+  if (cuda) out.graphs = cuda->graph_count() - graphs_before;
   ex.download_params(params.data(), nullptr);
-  std::vector<float> tensors;  // without the arena's alignment padding
   for (const TensorSlot& s : model.params())
-    tensors.insert(tensors.end(), params.begin() + s.offset, params.begin() + s.offset + s.shape.numel());
-  return tensors;
+    out.tensors.insert(out.tensors.end(), params.begin() + s.offset,
+                       params.begin() + s.offset + s.shape.numel());
+  return out;
+}
+
+// Two replicas, one thread and GPU each (its backend made on its thread, whose current device it
+// then is), joined in one NCCL collective; `each` runs on replica r's thread. Returns each
+// replica's error (empty: none); a failing replica stops the other.
+std::vector<std::string> on_two_replicas(
+    const std::function<void(CudaBackend&, DeviceCollective&, Communicator&, int)>& each) {
+  ThreadHub hub(2, "replica", "test threads on gpu:0,1");
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        DeviceRequest req;
+        req.device = "gpu:" + std::to_string(r);
+        req.deterministic = true;
+        CudaBackend be(r, req);
+        ThreadRank comm(hub, r);
+        std::unique_ptr<DeviceCollective> dc = join_device_collective(comm, be);
+        each(be, *dc, comm, r);
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+        hub.fail(r, e.what());
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
 }
 
 }  // namespace
@@ -107,15 +157,15 @@ TEST_CASE("gpu one-replica NCCL collective: the step trains bit for bit as witho
   if (!have_nccl(be)) return;
   Config c = parse_config(kNet, "dp.yaml", {});
   Model model(c.input_shape, c.layers, c.init, c.file);
-  const std::vector<float> plain = train(be, model, nullptr, nullptr, 0, 1);
+  const std::vector<float> plain = train(be, model, nullptr, nullptr, 0, 1).tensors;
   std::unique_ptr<DeviceCollective> one = be.join_collective(be.make_collective_id(), 0, 1);
   INFO(one->description());
-  size_t graphs = 0;
-  const std::vector<float> reduced = train(be, model, one.get(), nullptr, 0, 1, &graphs);
-  REQUIRE(reduced == plain);
+  const Trained reduced = train(be, model, one.get(), nullptr, 0, 1);
+  REQUIRE(reduced.buckets == 1);  // a small model under no cap: one all-reduce after backward
+  REQUIRE(reduced.tensors == plain);
   // Full batches: one eager step, then recorded; the tail batch runs eagerly once. A failed
   // capture would have logged a warning (which fails the test) and recorded nothing.
-  CHECK(graphs >= 1);
+  CHECK(reduced.graphs >= 1);
 
   Buffer word(be, sizeof(uint32_t));
   word.upload(std::vector<uint32_t>{0xA5u});
@@ -127,36 +177,53 @@ TEST_CASE("gpu one-replica NCCL collective: the step trains bit for bit as witho
   CHECK(x.download(3) == std::vector<float>{1.f, -2.f, 3.5f});
 }
 
+TEST_CASE("gpu one-replica NCCL collective in buckets launched during backward: bit for bit as without",
+          "[gpu][nccl][buckets]") {
+  CudaBackend& be = cuda_backend();
+  if (!have_nccl(be)) return;
+  Config c = parse_config(kNet, "dp.yaml", {});
+  Model model(c.input_shape, c.layers, c.init, c.file);
+  std::unique_ptr<DeviceCollective> one = be.join_collective(be.make_collective_id(), 0, 1);
+  // fp32; bf16 and fp16 activations (the parameter gradients stay f32, written by the kernels
+  // themselves); fp16 with loss scaling (the unscale and the finite check after the join).
+  for (const auto& [math, scaling] : {std::pair<MathMode, bool>{MathMode::strict_fp32, false},
+                                      {MathMode::bf16, false},
+                                      {MathMode::fp16, true}}) {
+    if (math != MathMode::strict_fp32 && !gpu_has_math(math)) continue;
+    INFO("math " << math_name(math) << (scaling ? " with loss scaling" : ""));
+    RunOptions ro;
+    ro.math = math;
+    ro.loss_scaling = scaling;
+    const std::vector<float> plain = train(be, model, nullptr, nullptr, 0, 1, ro).tensors;
+    ro.bucket_bytes = 1;  // every layer with parameters its own bucket: conv2d, dense, dense
+    const Trained bucketed = train(be, model, one.get(), nullptr, 0, 1, ro);
+    REQUIRE(bucketed.buckets == 3);
+    REQUIRE(bucketed.tensors == plain);
+    // Forked onto the side stream and joined back inside the recorded step: still captured.
+    CHECK(bucketed.graphs >= 1);
+    // A cap one byte under the arena: the two dense layers share a bucket, the conv2d has its own.
+    ro.bucket_bytes = size_t(model.param_arena_floats()) * sizeof(float) - 1;
+    const Trained two = train(be, model, one.get(), nullptr, 0, 1, ro);
+    CHECK(two.buckets == 2);
+    REQUIRE(two.tensors == plain);
+  }
+}
+
 TEST_CASE("gpu two replicas over NCCL train like one GPU on the whole batches", "[gpu][nccl][2gpu]") {
   if (!have_nccl(cuda_backend()) || !have_two_gpus()) return;
   Config c = parse_config(kNet, "dp.yaml", {});
   Model model(c.input_shape, c.layers, c.init, c.file);
-  const std::vector<float> one = train(cuda_backend(), model, nullptr, nullptr, 0, 1);
-  ThreadHub hub(2, "replica", "test threads on gpu:0,1");
+  const std::vector<float> one = train(cuda_backend(), model, nullptr, nullptr, 0, 1).tensors;
   std::vector<std::vector<float>> got(2);
   std::vector<uint32_t> ored(2, 0);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        DeviceRequest req;
-        req.device = "gpu:" + std::to_string(r);
-        req.deterministic = true;
-        CudaBackend be(r, req);  // made on this thread: its device is this thread's current one
-        ThreadRank comm(hub, r);
-        std::unique_ptr<DeviceCollective> dc = join_device_collective(comm, be);
-        got[size_t(r)] = train(be, model, dc.get(), &comm, r, 2);
+  const std::vector<std::string> errors =
+      on_two_replicas([&](CudaBackend& be, DeviceCollective& dc, Communicator& comm, int r) {
+        got[size_t(r)] = train(be, model, &dc, &comm, r, 2).tensors;
         Buffer word(be, sizeof(uint32_t));
         word.upload(std::vector<uint32_t>{r == 0 ? 1u : 4u});
-        dc->all_reduce_or(word.as<uint32_t>());
+        dc.all_reduce_or(word.as<uint32_t>());
         ored[size_t(r)] = word.download<uint32_t>(1)[0];
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-        hub.fail(r, e.what());
-      }
-    });
-  for (auto& t : threads) t.join();
+      });
   INFO("replica 0: " << errors[0] << "; replica 1: " << errors[1]);
   REQUIRE(errors[0].empty());
   REQUIRE(errors[1].empty());
@@ -166,6 +233,37 @@ TEST_CASE("gpu two replicas over NCCL train like one GPU on the whole batches", 
   const double e = rel_error(got[0], one);
   INFO("2 replicas vs 1 GPU: parameter rel error " << e);
   CHECK(e < 1e-5);
+}
+
+TEST_CASE("gpu two replicas with a bucket per layer, reduced during backward, train like one GPU",
+          "[gpu][nccl][2gpu][buckets]") {
+  if (!have_nccl(cuda_backend()) || !have_two_gpus()) return;
+  Config c = parse_config(kNet, "dp.yaml", {});
+  Model model(c.input_shape, c.layers, c.init, c.file);
+  // A last batch of 5 rows (shards of 2 and 3), then of 1 row: replica 0's shard is empty, so it
+  // runs no backward pass and launches all three buckets after it; replica 1 launches them during
+  // its backward pass. The calls match, in the same order, or NCCL would hang.
+  for (const int64_t tail : {int64_t(5), int64_t(1)}) {
+    INFO("last batch of " << tail << " rows");
+    RunOptions ro;
+    ro.tail_rows = tail;
+    const std::vector<float> one = train(cuda_backend(), model, nullptr, nullptr, 0, 1, ro).tensors;
+    ro.bucket_bytes = 1;
+    std::vector<Trained> got(2);
+    const std::vector<std::string> errors =
+        on_two_replicas([&](CudaBackend& be, DeviceCollective& dc, Communicator& comm, int r) {
+          got[size_t(r)] = train(be, model, &dc, &comm, r, 2, ro);
+        });
+    INFO("replica 0: " << errors[0] << "; replica 1: " << errors[1]);
+    REQUIRE(errors[0].empty());
+    REQUIRE(errors[1].empty());
+    REQUIRE(got[0].buckets == 3);
+    REQUIRE(got[0].tensors == got[1].tensors);  // every replica applies the same update
+    CHECK(got[1].graphs >= 1);                  // the bucketed step was recorded
+    const double e = rel_error(got[0].tensors, one);
+    INFO("2 replicas in buckets vs 1 GPU: parameter rel error " << e);
+    CHECK(e < 1e-5);
+  }
 }
 
 TEST_CASE("gpu fit over gpu:0,1 (one replica per GPU) tracks fit on gpu:0", "[gpu][nccl][2gpu][fit]") {

@@ -125,10 +125,11 @@ TEST_CASE("optimizers and data formats declare their keys per type and the confi
   for (const KeyVariant& v : optimizer_keys()) require_documented(v.keys, "optimizer " + v.name);
   for (const KeyVariant& v : data_source_keys()) require_documented(v.keys, "data format " + v.name);
   // A key of another optimizer type is not a key of this one.
-  REQUIRE_THROWS_WITH(parse(kBase, {"optimizer.beta1=0.8"}),
-                      Contains("unknown key 'optimizer.beta1'") &&
-                          Contains("allowed keys in 'optimizer': dampening, lr, momentum, nesterov, type, "
-                                   "weight_decay"));
+  REQUIRE_THROWS_WITH(
+      parse(kBase, {"optimizer.beta1=0.8"}),
+      Contains("unknown key 'optimizer.beta1'") &&
+          Contains("allowed keys in 'optimizer': dampening, lr, momentum, nesterov, scale_lr, "
+                   "type, weight_decay"));
   REQUIRE(parse(kBase, {"optimizer.type=adam", "optimizer.beta1=0.8"}).optimizer.adam.beta1 == 0.8f);
   // Data sources are validated when the config loads, before any verb reads a file.
   REQUIRE_THROWS_WITH(parse(kBase, {"data.train.format=idxx"}),
@@ -269,6 +270,27 @@ TEST_CASE("device.bucket_mb caps the gradient buckets of several GPUs; 0 leaves 
                       Contains("test.yaml:12:32: device.bucket_mb: value -1 is out of range; allowed: [0, "));
   REQUIRE_THROWS_WITH(parse(std::string(kBase) + "device: {type: gpu, bucket_mb: big}\n"),
                       Contains("test.yaml:12:32: device.bucket_mb: expected a number, got 'big'"));
+}
+
+TEST_CASE("optimizer.scale_lr: linear multiplies lr by the replicas, none (the default) keeps it",
+          "[config][optimizer]") {
+  const Config none = parse(kBase);
+  REQUIRE_FALSE(none.optimizer.scale_lr_linear);
+  REQUIRE(none.resolved["optimizer"]["scale_lr"].Scalar() == "none");
+  REQUIRE(base_lr(none.optimizer, 4) == 0.1);
+  for (const char* type : {"sgd", "adam", "adamw", "nadam", "rmsprop"}) {
+    INFO(type);
+    const Config lin = parse(kBase, {std::string("optimizer.type=") + type, "optimizer.scale_lr=linear"});
+    REQUIRE(lin.optimizer.scale_lr_linear);
+    REQUIRE(base_lr(lin.optimizer, 1) == lin.optimizer.lr);  // one process: factor 1
+    REQUIRE(base_lr(lin.optimizer, 3) == Approx(3 * lin.optimizer.lr));
+  }
+  std::string bad = kBase;
+  bad.replace(bad.find("lr: 0.1}"), 8, "lr: 0.1, scale_lr: sqrt}");
+  REQUIRE_THROWS_WITH(parse(bad), Contains("test.yaml:7:43: optimizer.scale_lr: 'sqrt' is not allowed") &&
+                                      Contains("allowed: none, linear"));
+  REQUIRE_THROWS_WITH(parse(kBase, {"optimizer.scale_lr=linaer"}),
+                      Contains("optimizer.scale_lr: 'linaer' is not allowed (did you mean 'linear'?)"));
 }
 
 TEST_CASE("the device flags override the file's device keys: --print-config and config.yaml show the result",

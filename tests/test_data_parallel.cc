@@ -1,10 +1,11 @@
 // Data parallelism without mpirun: the ranks are threads of this process (lib/dist/thread_world.h),
 // each with its own CPU backend and executor. Ranks training on their shards of every batch, with
 // gradients all-reduced, end with the weights of one process training on the whole batches: even
-// and uneven shards, and more ranks than rows (empty shards). The MPI path itself runs in
-// tests/scripts/mpi_test.sh.
+// and uneven shards, and more ranks than rows (empty shards). optimizer.scale_lr: linear trains
+// two ranks at twice the rate. The MPI path itself runs in tests/scripts/mpi_test.sh.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <sstream>
 #include <thread>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -14,6 +15,7 @@
 #include "lib/dist/thread_world.h"
 #include "lib/model/executor.h"
 #include "lib/train/data_parallel.h"
+#include "lib/train/fit.h"
 #include "tests/test_util.h"
 
 using namespace trainer;
@@ -147,4 +149,52 @@ TEST_CASE("a rank that fails stops the ranks waiting for it, naming it, and runs
   REQUIRE(hooks_run == 2);
   hub.fail(1, "a second failure");  // kept: the first
   REQUIRE(hub.failure() == "sample 7 is not finite");
+}
+
+TEST_CASE("scale_lr: linear trains two ranks at twice optimizer.lr; none keeps optimizer.lr",
+          "[data_parallel][optimizer]") {
+  const char* yaml = R"(model:
+  input_shape: [2]
+  layers: [{type: dense, units: 8}, {type: relu}, {type: dense, units: 2}]
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+optimizer: {type: sgd, lr: 0.1}
+data: {train: {format: disc, samples: 64}, num_classes: 2, batch_size: 16}
+train: {epochs: 1, seed: 3}
+)";
+  FitOptions fo;
+  fo.device.threads = 1;
+  for (const std::string scale : {"linear", "none"}) {
+    INFO("scale_lr: " << scale);
+    const Config cfg = parse_config(yaml, "lr.yaml", {"optimizer.scale_lr=" + scale});
+    ThreadHub hub(2, "rank", "test threads");
+    std::vector<double> lr(2, 0);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          ThreadRank comm(hub, r);
+          FitOptions mine = fo;
+          mine.comm = &comm;
+          std::ostringstream out;
+          lr[size_t(r)] = fit(cfg, mine, out).final_lr;
+        } catch (const std::exception& e) {
+          errors[size_t(r)] = e.what();
+          hub.fail(r, e.what());
+        }
+      });
+    for (auto& t : threads) t.join();
+    REQUIRE(errors[0].empty());
+    REQUIRE(errors[1].empty());
+    REQUIRE(lr[0] == Approx(scale == "linear" ? 0.2 : 0.1));
+    REQUIRE(lr[1] == lr[0]);
+    // One process: a factor of 1.
+    std::ostringstream out;
+    REQUIRE(fit(cfg, fo, out).final_lr == Approx(0.1));
+  }
+  // The log says what the factor did.
+  const std::string path = test::write_file(test::temp_dir("scale_lr"), "lr.yaml", yaml);
+  const auto run = test::run_trainer("fit " + path + " --threads 1 --set optimizer.scale_lr=linear");
+  REQUIRE(run.exit_code == 0);
+  REQUIRE_THAT(run.err, Catch::Contains("info: lr 0.1 x 1 replica = 0.1 (scale_lr: linear)"));
 }

@@ -10,8 +10,12 @@ namespace trainer {
 const KeyVariants& optimizer_keys() {
   static const KeyVariants variants = [] {
     const double big = 1e6;
+    const KeySpec scale_lr =
+        choice_key("scale_lr", "none", {"none", "linear"},
+                   "linear: lr times the data-parallel replicas or ranks (none: as given)");
     const auto adam_like = [&](double eps, double weight_decay, const std::string& decay_doc) {
       return KeySpecs{number_key("lr", 0.001, 0, big, "learning rate"),
+                      scale_lr,
                       number_key("beta1", 0.9, 0, 0.999999, "decay of the first moment"),
                       number_key("beta2", 0.999, 0, 0.999999999, "decay of the second moment"),
                       number_key("eps", eps, 0, 1, "added to the denominator"),
@@ -19,7 +23,8 @@ const KeyVariants& optimizer_keys() {
     };
     return KeyVariants{
         {"sgd",
-         {number_key("lr", 0.01, 0, big, "learning rate"), number_key("momentum", 0, 0, 1, "momentum factor"),
+         {number_key("lr", 0.01, 0, big, "learning rate"), scale_lr,
+          number_key("momentum", 0, 0, 1, "momentum factor"),
           number_key("dampening", 0, 0, 1, "dampening of the momentum"),
           number_key("weight_decay", 0, 0, big, "L2 penalty added to the gradient"),
           bool_key("nesterov", false, "Nesterov momentum (needs momentum > 0, dampening 0)")}},
@@ -27,7 +32,7 @@ const KeyVariants& optimizer_keys() {
         {"adamw", adam_like(1e-8, 0.01, "decoupled weight decay")},
         {"nadam", adam_like(1e-7, 0, "L2 penalty added to the gradient")},
         {"rmsprop",
-         {number_key("lr", 0.01, 0, big, "learning rate"),
+         {number_key("lr", 0.01, 0, big, "learning rate"), scale_lr,
           number_key("alpha", 0.99, 0, 1, "decay of the squared average"),
           number_key("eps", 1e-8, 0, 1, "added to the denominator"),
           number_key("momentum", 0, 0, 1, "momentum factor"),
@@ -43,6 +48,7 @@ OptimizerConfig read_optimizer(NodeReader& r) {
   OptimizerConfig c;
   c.type = v.string("type");
   c.lr = v.number("lr");
+  c.scale_lr_linear = v.string("scale_lr") == "linear";
   if (c.type == "sgd") {
     c.sgd.momentum = float(v.number("momentum"));
     c.sgd.dampening = float(v.number("dampening"));
@@ -67,6 +73,8 @@ OptimizerConfig read_optimizer(NodeReader& r) {
   }
   return c;
 }
+
+double base_lr(const OptimizerConfig& c, int replicas) { return c.scale_lr_linear ? c.lr * replicas : c.lr; }
 
 int Optimizer::state_slots() const {
   if (c_.type == "sgd") return c_.sgd.momentum > 0 ? 1 : 0;

@@ -19,6 +19,8 @@ using KeyVariants = std::vector<KeyVariant>;
 struct OptimizerConfig {
   std::string type = "adam";  // sgd | adam | adamw | nadam | rmsprop
   double lr = 1e-3;
+  // scale_lr: linear: lr (the schedule's base) times the data-parallel replicas or ranks.
+  bool scale_lr_linear = false;
   SgdHyper sgd;
   AdamHyper adam;
   RmspropHyper rmsprop;
@@ -29,6 +31,10 @@ const KeyVariants& optimizer_keys();
 // Validates the `optimizer:` section with those declarations (an unknown key is an error) and
 // reads it; the resolved values are left in r.resolved().
 OptimizerConfig read_optimizer(NodeReader& r);
+// The base learning rate of a run over `replicas` data-parallel replicas (or mpirun ranks; 1: one
+// process): optimizer.lr, times `replicas` under scale_lr: linear (Goyal et al.'s linear scaling
+// rule: the global batch grows with the replicas, the rate with it).
+double base_lr(const OptimizerConfig& c, int replicas);
 
 class Optimizer {
  public:

@@ -196,8 +196,8 @@ void FitRun::setup() {
   resolved_ = YAML::Clone(cfg_.resolved);
   resolved_["model"]["layers"] = s_->model->describe_layers();
 
-  sched_ = std::make_unique<LrSchedule>(cfg_.schedule, cfg_.optimizer.lr, train_loader_->batches_per_epoch(),
-                                        cfg_.epochs);
+  const double lr = base_lr(cfg_.optimizer, ranks);
+  sched_ = std::make_unique<LrSchedule>(cfg_.schedule, lr, train_loader_->batches_per_epoch(), cfg_.epochs);
   es_ = std::make_unique<EarlyStopping>(cfg_.early_stopping);
   const std::string& es_monitor = cfg_.early_stopping.monitor;
   best_is_es_ = es_->enabled() && (cfg_.checkpoint.best == es_monitor || cfg_.checkpoint.best == "none");
@@ -220,6 +220,9 @@ void FitRun::setup() {
         comm_.description(), B, ranks, B / ranks,
         B % ranks ? "-" + std::to_string(max_shard_rows(B, ranks)) : std::string(),
         gradient_reduction(s_->collective.get(), s_->executor->gradient_buckets()));
+  if (cfg_.optimizer.scale_lr_linear)
+    spdlog::info("lr {:g} x {} replica{} = {:g} (scale_lr: linear)", cfg_.optimizer.lr, ranks,
+                 ranks == 1 ? "" : "s", lr);
 
   if (!opt_.resume_dir.empty()) {
     resume(claim_.newest);

@@ -6,8 +6,9 @@
 #  1. (1 GPU) a bad GPU list is a usage error naming it: a GPU listed twice, a GPU not present;
 #     mpirun -np 2 --device gpu with fewer GPUs than ranks on the host is one too;
 #  2. (2 GPUs) --device gpu:0,1 (one process, a replica per GPU) ends with the weights of gpu:0
-#     alone with the same global batch, within 1e-5 absolute;
-#  3. (2 GPUs, MPI) mpirun -np 2 --device gpu (a rank per GPU) likewise.
+#     alone with the same global batch, within 1e-5 absolute; so does it with a gradient bucket
+#     per layer (device.bucket_mb: 0.001), each all-reduced during the backward pass;
+#  3. (2 GPUs, MPI) mpirun -np 2 --device gpu (a rank per GPU) likewise, also in buckets.
 set -euo pipefail
 trainer=$(realpath "$1")
 if ! "$trainer" --version | grep -q '^NCCL: [0-9]'; then
@@ -84,6 +85,16 @@ grep -Eq '"ranks": ?2' two/summary.json || fail "two/summary.json does not recor
 d=$(max_diff one/model.safetensors two/model.safetensors)
 within "$d" 1e-5 || fail "--device gpu:0,1: weights differ from gpu:0 alone by $d (> 1e-5)"
 say "--device gpu:0,1: max |weight difference| to gpu:0 alone $d"
+# 0.001 MiB (1,048 bytes): the three dense layers' gradients (512, 4,352 and 512 bytes) make a
+# bucket each.
+buckets=(--set device.bucket_mb=0.001)
+timeout 600 "$trainer" fit mlp.yaml --out twob --device gpu:0,1 --deterministic "${buckets[@]}" >/dev/null 2>twob.err ||
+  { cat twob.err >&2; fail "--device gpu:0,1 in buckets failed"; }
+grep -q "in 3 buckets of at most .*, overlapped with the backward pass" twob.err ||
+  { cat twob.err >&2; fail "--device gpu:0,1 in buckets: the start line does not name 3 buckets"; }
+d=$(max_diff one/model.safetensors twob/model.safetensors)
+within "$d" 1e-5 || fail "--device gpu:0,1 in buckets: weights differ from gpu:0 alone by $d (> 1e-5)"
+say "--device gpu:0,1, a bucket per layer: max |weight difference| to gpu:0 alone $d"
 
 # 3. A rank per GPU under mpirun.
 if command -v mpirun >/dev/null && "$trainer" --version | grep -q '^MPI: [^n]'; then
@@ -92,6 +103,11 @@ if command -v mpirun >/dev/null && "$trainer" --version | grep -q '^MPI: [^n]'; 
   d=$(max_diff one/model.safetensors np2/model.safetensors)
   within "$d" 1e-5 || fail "mpirun -np 2 --device gpu: weights differ from gpu:0 alone by $d (> 1e-5)"
   say "mpirun -np 2 --device gpu: max |weight difference| to gpu:0 alone $d"
+  timeout 600 mpirun -np 2 "$trainer" fit mlp.yaml --out np2b --device gpu --deterministic -q "${buckets[@]}" \
+    2>np2b.err || { cat np2b.err >&2; fail "mpirun -np 2 --device gpu in buckets failed"; }
+  d=$(max_diff one/model.safetensors np2b/model.safetensors)
+  within "$d" 1e-5 || fail "mpirun -np 2 --device gpu in buckets: weights differ from gpu:0 alone by $d (> 1e-5)"
+  say "mpirun -np 2 --device gpu, a bucket per layer: max |weight difference| to gpu:0 alone $d"
 else
   say "no MPI in this build or no mpirun: the mpirun part was not run"
 fi

@@ -96,8 +96,7 @@ CudaBackend::CudaBackend(int device, const DeviceRequest& req)
 CudaBackend::~CudaBackend() { release(); }
 
 void CudaBackend::release() noexcept {
-  if (stream_) cudaStreamSynchronize(stream_);
-  for (cudaGraphExec_t g : graphs_) cudaGraphExecDestroy(g);
+  destroy_graphs();
   graphs_.clear();
   staging_.reset();
   if (cublas_lt_) cublasLtDestroy(cublas_lt_);
@@ -176,8 +175,18 @@ void CudaBackend::abort_capture() noexcept {
   cudaGetLastError();  // clear the sticky-free error the failed capture left
 }
 
+void CudaBackend::destroy_graphs() noexcept {
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (cudaGraphExec_t& g : graphs_) {
+    if (g) cudaGraphExecDestroy(g);
+    g = nullptr;  // the index stays taken: an executor's plan may still name it
+  }
+}
+
 void CudaBackend::replay(int graph) {
   if (graph < 0 || graph >= int(graphs_.size())) throw InternalError("replay of an unknown step graph");
+  if (!graphs_[size_t(graph)])
+    throw InternalError("replay of a step graph destroyed with its collective (CudaBackend::destroy_graphs)");
   CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(graph)], stream_));
 }
 

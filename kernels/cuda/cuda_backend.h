@@ -102,6 +102,11 @@ class CudaBackend : public Backend {
   void range_pop() override;
   // Step recordings instantiated so far (tests check that a step stayed inside a graph).
   size_t graph_count() const { return graphs_.size(); }
+  // Waits for the stream, then destroys every step recording; a later replay() of one throws.
+  // Called before a communicator that recordings captured is destroyed or aborted: NCCL (>= 2.26)
+  // does not release a communicator while a live graph still holds its captured work, so the
+  // recordings must go first (kernels/cuda/nccl_collective.cc).
+  void destroy_graphs() noexcept;
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }

@@ -83,6 +83,11 @@ class NcclCollective final : public DeviceCollective {
   }
 
   ~NcclCollective() override {
+    // First the backend's step recordings, which hold this communicator's captured work: NCCL
+    // (>= 2.26) destroys or aborts a communicator only once every graph that captured it is gone
+    // (it polls for them), so destroying the communicator first hangs forever. Not under the
+    // mutex: an abort from another replica's thread may be waiting for exactly these graphs.
+    be_.destroy_graphs();
     std::lock_guard<std::mutex> lock(state_->mu);
     if (state_->comm) {
       if (has_weighted_) ncclRedOpDestroy(weighted_, state_->comm);
@@ -171,12 +176,20 @@ class NcclCollective final : public DeviceCollective {
     return [weak] {
       const std::shared_ptr<CommState> st = weak.lock();
       if (!st) return;
-      std::lock_guard<std::mutex> lock(st->mu);
-      if (!st->comm) return;
-      // Ends kernels that wait for replicas that will never come; frees the communicator.
-      ncclCommAbort(st->comm);
-      st->comm = nullptr;
-      st->aborted = true;
+      ncclComm_t comm = nullptr;
+      {
+        // Taken under the mutex, so no enqueue is under way and every later one sees `aborted`.
+        std::lock_guard<std::mutex> lock(st->mu);
+        comm = st->comm;
+        st->comm = nullptr;
+        st->aborted = true;
+      }
+      if (!comm) return;
+      // Ends kernels that wait for replicas that will never come (NCCL raises its abort flag
+      // first), then frees the communicator once the owning replica, now unwinding, has destroyed
+      // the graphs that captured it (its ~NcclCollective does that first). Outside the mutex, so
+      // that replica's own calls throw instead of waiting for this.
+      ncclCommAbort(comm);
     };
   }
 

@@ -41,12 +41,14 @@ void ThreadHub::fail(int rank, const std::string& message) noexcept {
     }
     hooks.swap(hooks_);
   }
-  // Outside the lock: a hook may block briefly (ncclCommAbort), and waiters need the lock to wake.
+  // Waiters first: they throw WorldStopped and unwind. Then the hooks, outside the lock: a hook
+  // may block (ncclCommAbort returns only once the aborted replica has unwound and destroyed the
+  // CUDA graphs that captured its communicator), and that replica may be one of the waiters.
+  cv_.notify_all();
   for (auto& h : hooks) try {
       h();
     } catch (...) {
     }
-  cv_.notify_all();
 }
 
 int ThreadHub::failed_rank() const {

@@ -13,7 +13,10 @@
 //     words is their OR; fit over gpu:0,1 (fit_replicas) tracks fit on gpu:0 within rel 1e-4 of
 //     the final losses.
 // Cases that need NCCL print SKIPPED in a build without it.
+#include <chrono>
+#include <cstdlib>
 #include <functional>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -291,4 +294,49 @@ train: {epochs: 3, seed: 5}
   CHECK(std::abs(two.final_train_loss - one.final_train_loss) <= 1e-4 * one.final_train_loss);
   CHECK(std::abs(two.final_val_loss - one.final_val_loss) <= 1e-4 * one.final_val_loss);
   CHECK(two.final_val_accuracy == one.final_val_accuracy);
+}
+
+// A replica that fails after its steps were recorded as CUDA graphs (which captured the NCCL
+// communicator) stops the other, which is then waiting inside an all-reduce on its GPU: the other's
+// communicator is aborted, it unwinds with an error naming the abort, and nothing hangs (NCCL frees
+// a communicator only once the graphs that captured it are destroyed; a watchdog fails the test
+// process if the replicas have not ended in 120 s).
+TEST_CASE("gpu a replica failing mid-training stops the other inside its graphs, without a hang",
+          "[gpu][nccl][2gpu]") {
+  if (!have_nccl(cuda_backend()) || !have_two_gpus()) return;
+  Config c = parse_config(kNet, "dp.yaml", {});
+  Model model(c.input_shape, c.layers, c.init, c.file);
+  auto run = std::async(std::launch::async, [&] {
+    return on_two_replicas([&](CudaBackend& be, DeviceCollective& dc, Communicator& comm, int r) {
+      if (r == 0) {
+        train(be, model, &dc, &comm, r, 2);  // step 3 waits in the all-reduce for replica 1
+        return;
+      }
+      const Optimizer opt(make_optimizer("{type: sgd, lr: 0.05}"));
+      ExecutorOptions o;
+      o.batch_sizes = shard_batch_sizes({16}, 2);
+      o.num_classes = 8;
+      o.loss = LossKind::cross_entropy_logits;
+      o.comm = &comm;
+      o.collective = &dc;
+      Executor ex(model, be, opt, o);
+      const int64_t in = model.input_shape().numel();
+      for (int64_t t = 1; t <= 2; ++t) {  // eager, then recorded and replayed
+        const std::vector<float> x = random_vector(size_t(16 * in), 1000 + uint64_t(t));
+        const std::vector<int32_t> y = labels_of(16, uint64_t(t));
+        const Shard sh = shard_of(16, r, 2);
+        ex.train_step(sh.rows, x.data() + sh.begin * in, y.data() + sh.begin, t, 0.05f, 16);
+      }
+      be.synchronize();
+      throw RuntimeError("replica 1 fails on purpose after 2 steps");
+    });
+  });
+  if (run.wait_for(std::chrono::seconds(120)) != std::future_status::ready) {
+    std::cout << "FAILED: the replicas did not end within 120 s after replica 1 failed (a hang)" << std::endl;
+    std::_Exit(1);
+  }
+  const std::vector<std::string> errors = run.get();
+  INFO("replica 0: " << errors[0] << "; replica 1: " << errors[1]);
+  CHECK(errors[1].find("on purpose") != std::string::npos);
+  CHECK(!errors[0].empty());  // replica 0 did not finish its 5 steps as if nothing happened
 }

@@ -456,6 +456,13 @@ void Executor::upload_params(const float* params, const float* buffers) {
 void Executor::download_params(float* params, float* buffers) {
   be_.copy_to_host(params, params_, size_t(n_param_floats_) * sizeof(float));
   if (buffers) download_buffers(buffers);
+  check_collective();
+}
+
+// After a read from the device: steps whose all-reduce was cut short by an abort (another replica
+// failed) ran on partial sums, so what was read is not the training's; throws WorldStopped then.
+void Executor::check_collective() const {
+  if (o_.collective) o_.collective->check_alive();
 }
 
 void Executor::upload_buffers(const float* buffers) {
@@ -725,6 +732,7 @@ MetricSums Executor::read_metrics() {
   m.topk.assign(host.begin() + 1, host.begin() + 1 + long(o_.top_k.size()));
   m.confusion.assign(host.begin() + 1 + long(o_.top_k.size()), host.end());
   be_.copy_to_host(&m.nonfinite, nonfinite_, sizeof(NonfiniteRecord));
+  check_collective();
   return m;
 }
 

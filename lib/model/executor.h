@@ -163,6 +163,7 @@ class Executor {
   bool data_parallel() const { return o_.comm && o_.comm->size() > 1; }
   // The gradients are summed on the host between the backward pass and the update (no capture).
   bool host_reduce() const { return data_parallel() && !o_.collective; }
+  void check_collective() const;
   void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);
   void* allocate(size_t bytes, const std::string& what);
   // The dtype of layer i's activations (KernelContext::act_dtype), its inputs arriving in these

@@ -20,7 +20,7 @@ if [ "$gpus" -lt 1 ]; then
   echo "SKIPPED: no usable GPU"
   exit 77
 fi
-py=/usr/bin/python3
+py=${PYTHON:-python3}  # with numpy (Debian: python3-numpy; the GPU machines: PyTorch's)
 work=$(mktemp -d); echo "mpi_gpu_test: work in $work ($gpus GPUs)"
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 cd "$work"

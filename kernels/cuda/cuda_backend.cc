@@ -87,6 +87,7 @@ CudaBackend::CudaBackend(int device, const DeviceRequest& req)
       cublas_workspace_ = alloc_->allocate(cublas_workspace_bytes_, "the cuBLAS workspace");
     CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));
     staging_ = std::make_unique<cuda::StagingRing>(stream_);
+    CUDA_CHECK(cudaEventCreateWithFlags(&handoff_, cudaEventDisableTiming));
   } catch (...) {
     release();
     throw;
@@ -98,6 +99,8 @@ CudaBackend::~CudaBackend() { release(); }
 void CudaBackend::release() noexcept {
   destroy_graphs();
   graphs_.clear();
+  if (handoff_) cudaEventDestroy(handoff_);
+  handoff_ = nullptr;
   staging_.reset();
   if (cublas_lt_) cublasLtDestroy(cublas_lt_);
   cublas_lt_ = nullptr;
@@ -146,6 +149,48 @@ void CudaBackend::convert(void* dst, DType dst_type, const void* src, DType src_
 }
 
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void CudaBackend::make_current() { CUDA_CHECK(cudaSetDevice(device_)); }
+
+void CudaBackend::wait_for(Backend& other) {
+  auto* o = dynamic_cast<CudaBackend*>(&other);
+  if (!o) {
+    Backend::wait_for(other);
+    return;
+  }
+  if (o == this) return;
+  // The event's state at this call is what the wait takes: recording it again later (the next
+  // handoff) does not affect this wait.
+  CUDA_CHECK(cudaEventRecord(o->handoff_, o->stream_));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, o->handoff_, 0));
+}
+
+void CudaBackend::copy_from(Backend& from, void* dst, const void* src, size_t bytes) {
+  auto* o = dynamic_cast<CudaBackend*>(&from);
+  if (!o) {
+    Backend::copy_from(from, dst, src, bytes);  // throws: one of them is not a GPU
+    return;
+  }
+  if (bytes == 0) return;
+  if (o->device_ == device_) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    return;
+  }
+  if (std::find(peers_.begin(), peers_.end(), o->device_) == peers_.end()) {
+    peers_.push_back(o->device_);
+    int can = 0;
+    CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device_, o->device_));
+    if (can) {
+      CUDA_CHECK(cudaSetDevice(device_));
+      const cudaError_t e = cudaDeviceEnablePeerAccess(o->device_, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled)
+        (void)cudaGetLastError();  // another backend on this GPU enabled it
+      else
+        CUDA_CHECK(e);
+    }
+  }
+  CUDA_CHECK(cudaMemcpyPeerAsync(dst, device_, src, o->device_, bytes, stream_));
+}
 
 // A step is recorded on our one stream in thread-local mode: only this thread's work on this
 // stream is captured, and any forbidden call inside (a sync, an allocation) fails the capture

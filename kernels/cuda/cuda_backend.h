@@ -100,6 +100,12 @@ class CudaBackend : public Backend {
                                                     int size) override;
   void range_push(const char* name) override;
   void range_pop() override;
+  // Pipeline stages (lib/model/pipeline.h): cudaSetDevice; an event on the other backend's
+  // stream waited for by this one; cudaMemcpyPeerAsync (peer access enabled on first use where
+  // the GPUs allow it) or, on one GPU, a device-to-device copy.
+  void make_current() override;
+  void wait_for(Backend& other) override;
+  void copy_from(Backend& from, void* dst, const void* src, size_t bytes) override;
   // Step recordings instantiated so far (tests check that a step stayed inside a graph).
   size_t graph_count() const { return graphs_.size(); }
   // Waits for the stream, then destroys every step recording; a later replay() of one throws.
@@ -138,6 +144,8 @@ class CudaBackend : public Backend {
   size_t cublas_workspace_bytes_ = 0;
   std::unique_ptr<cuda::StagingRing> staging_;
   std::vector<cudaGraphExec_t> graphs_;  // instantiated step recordings
+  cudaEvent_t handoff_ = nullptr;        // recorded on stream_ when another backend waits for it
+  std::vector<int> peers_;               // GPUs whose memory this one's peer access was enabled for
 };
 
 // The CUDA backend of a kernel's context (CUDA kernels are only created for a CudaBackend).

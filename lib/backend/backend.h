@@ -206,6 +206,20 @@ class Backend {
   virtual std::unique_ptr<DeviceCollective> join_collective(const std::vector<uint8_t>& id, int rank,
                                                             int size);
 
+  // Model parallelism (lib/model/pipeline.h): one thread drives the backends of several stages,
+  // and the tensor at a stage boundary goes from one backend's memory to the next's.
+  // Makes this backend's device the calling thread's current one (CUDA: cudaSetDevice); called
+  // before work is enqueued here.
+  virtual void make_current() {}
+  // Work enqueued here from now on starts after all the work enqueued on `other` so far (CUDA: an
+  // event recorded on other's stream, waited for by this one: the host does not wait). The
+  // default serves backends whose work is done when enqueued (the CPU): other.synchronize().
+  virtual void wait_for(Backend& other);
+  // Copies `bytes` from `src`, memory of backend `from`, to `dst`, this backend's memory, on this
+  // backend's stream (call wait_for(from) first). CUDA: a peer copy between GPUs. The default
+  // copies host memory (both backends host_memory()); other pairs throw UsageError.
+  virtual void copy_from(Backend& from, void* dst, const void* src, size_t bytes);
+
   // Named ranges for profilers (NVTX on the GPU, so `nsys` shows the steps and `ncu --nvtx
   // --nvtx-include "train_step/"` profiles only a step's kernels); nothing elsewhere. Host-side
   // only: no sync, nothing enqueued.

@@ -39,6 +39,7 @@ struct Edge {
 // The layout of one batch size inside the activation arena, and its kernels.
 struct Executor::Plan {
   int64_t batch = 0;
+  int slot = 0;  // the activation slot (ExecutorOptions::activation_slots) its tensors live in
   std::vector<std::unique_ptr<LayerKernel>> kernels;  // null for views (flatten)
   // Byte offsets into the activation arena. Index 0 is the input; index i+1 is layer i's output.
   std::vector<size_t> act, grad;
@@ -79,6 +80,7 @@ static Shape batched(int64_t batch, const Shape& s) {
 Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimizer, ExecutorOptions opt)
     : model_(model), be_(backend), opt_(optimizer), o_(std::move(opt)) {
   if (o_.batch_sizes.empty()) throw InternalError("executor: no batch sizes");
+  if (o_.activation_slots < 1) throw InternalError("executor: no activation slots");
   if (host_reduce() && !be_.host_memory())
     throw UsageError("data parallelism on " + be_.description() +
                      " needs device collectives, and none was joined: " +
@@ -121,11 +123,15 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
 
   // 2. Plans: kernels per batch size (primitives/descriptors created here), arena layout.
   size_t act_bytes = 0;
-  for (int64_t b : o_.batch_sizes) {
-    if (plans_.count(b)) continue;
+  std::vector<std::pair<int, int64_t>> keys;  // (activation slot, batch)
+  for (int slot = 0; slot < o_.activation_slots; ++slot)
+    for (int64_t b : o_.batch_sizes) keys.emplace_back(slot, b);
+  for (const auto& [slot, b] : keys) {
+    if (plans_.count({slot, b})) continue;
     model_.check_batch_size(b);  // every tensor of this batch fits: the products below cannot overflow
     auto p = std::make_unique<Plan>();
     p->batch = b;
+    p->slot = slot;
     ArenaLayout arena(kMaxArenaBytes);
     auto take = [&](size_t bytes) {
       size_t at = 0;
@@ -136,7 +142,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     };
     const size_t input_bytes = size_t(b * model_.input_shape().numel()) * sizeof(float);
     p->act.push_back(take(input_bytes));
-    p->grad.push_back(0);  // the input needs no gradient
+    p->grad.push_back(o_.input_gradient ? take(input_bytes) : 0);  // the model's input needs none
     if (o_.augment.active()) p->raw_input = take(input_bytes);
     p->layout.push_back(nullptr);
     p->dtype.push_back(DType::f32);  // the host's batch
@@ -154,7 +160,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       e.to = to;
       e.n = b * (t == 0 ? model_.input_shape() : layers[t - 1]->output_shape()).numel();
       e.act = take(tensor_bytes(e.n, to));
-      if (root[t] != 0) e.grad = take(tensor_bytes(e.n, to));
+      if (root[t] != 0 || o_.input_gradient) e.grad = take(tensor_bytes(e.n, to));
       p->edges.push_back(e);
       return int(p->edges.size() - 1);
     };
@@ -187,7 +193,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       ctx.backend = &be_;
       ctx.batch = b;
       ctx.scalars = scalars_;
-      ctx.layer_index = int(i);
+      ctx.layer_index = o_.first_layer + int(i);
       ctx.math = o_.math;
       ctx.act_dtype = dt;
       ctx.deterministic = o_.deterministic;
@@ -234,7 +240,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     p->labels = take(size_t(b) * sizeof(int32_t));
     p->bytes = arena.bytes();
     act_bytes = std::max(act_bytes, p->bytes);
-    plans_[b] = std::move(p);
+    plans_[{slot, b}] = std::move(p);
   }
 
   // 3. Allocate: parameter arena, buffers, activations. Each allocation names what it is for.
@@ -253,8 +259,22 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     buffers_ = static_cast<float*>(
         allocate(floats_bytes(std::max<int64_t>(model_.buffer_arena_floats(), 1)), "layer buffers"));
     int64_t max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
+    const size_t n_slots = size_t(o_.activation_slots);
     activations_ = static_cast<char*>(
-        allocate(act_bytes, "activations and workspaces for batch size " + std::to_string(max_batch)));
+        allocate(act_bytes * n_slots,
+                 "activations and workspaces for batch size " + std::to_string(max_batch) +
+                     (n_slots > 1 ? " (" + std::to_string(n_slots) + " micro-batch slots)" : "")));
+    for (int k = 0; k < o_.activation_slots; ++k)
+      slot_arenas_.push_back(activations_ + size_t(k) * act_bytes);
+    activation_bytes_ = act_bytes * n_slots;
+    parameter_bytes_ = floats_bytes(n_param_floats_) * slots;
+    if (o_.activation_slots > 1) {
+      grad_sum_ = static_cast<float*>(
+          allocate(std::max<size_t>(floats_bytes(n_param_floats_), 1), "micro-batch gradient sum"));
+      parameter_bytes_ += floats_bytes(n_param_floats_);
+      micro_weights_ = static_cast<LossScaleState*>(
+          allocate(n_slots * sizeof(LossScaleState), "micro-batch loss weights"));
+    }
   } catch (const OutOfMemoryError& e) {
     // The destructor will not run: give back what was taken, so the caller may retry.
     for (void* ptr : allocations_) be_.allocator().deallocate(ptr);
@@ -285,10 +305,12 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   // 4. Bind every kernel to views of its tensors (the only place their addresses are taken).
   for (auto& kv : plans_) {
     Plan& p = *kv.second;
+    activations_ = slot_arenas_[size_t(p.slot)];
     for (size_t i = 0; i < layers.size(); ++i)
       if (p.kernels[i]) p.kernels[i]->bind(binding(p, i));
-    choose_loss_on_logits(p);
+    if (!o_.output_gradient_given) choose_loss_on_logits(p);
   }
+  activations_ = slot_arenas_[0];
   reset_metrics();
 }
 
@@ -343,7 +365,7 @@ size_t Executor::plan_gradients(Plan& p) const {
     for (size_t k = 0; k < from.size(); ++k) {
       InputGrad& g = p.input_grads[i][k];
       g.tensor = root[size_t(from[k] + 1)];
-      g.wanted = g.tensor != 0;
+      g.wanted = g.tensor != 0 || o_.input_gradient;
       if (!g.wanted) continue;
       g.floats = p.batch * layers[i]->input_shapes()[k].numel();
       g.accumulate = written[g.tensor];
@@ -440,11 +462,12 @@ size_t Executor::planned_bytes() const {
   return n;
 }
 
-Executor::Plan& Executor::plan_for(int64_t batch) {
-  auto it = plans_.find(batch);
+Executor::Plan& Executor::plan_for(int64_t batch, int slot) {
+  auto it = plans_.find({slot, batch});
   if (it == plans_.end())
-    throw InternalError("no plan for batch size " + std::to_string(batch) +
-                        " (plans are made before the first step)");
+    throw InternalError("no plan for batch size " + std::to_string(batch) + " in activation slot " +
+                        std::to_string(slot) + " (plans are made before the first step)");
+  activations_ = slot_arenas_[size_t(slot)];
   return *it->second;
 }
 
@@ -491,8 +514,9 @@ void Executor::download_optimizer_state(float* state) {
 
 void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training) {
   const bool raw = training && o_.augment.active();
-  be_.copy_to_device(activations_ + (raw ? p.raw_input : p.act[0]), x,
-                     size_t(batch * model_.input_shape().numel()) * sizeof(float));
+  if (x)
+    be_.copy_to_device(activations_ + (raw ? p.raw_input : p.act[0]), x,
+                       size_t(batch * model_.input_shape().numel()) * sizeof(float));
   if (y) be_.copy_to_device(activations_ + p.labels, y, size_t(batch) * sizeof(int32_t));
 }
 
@@ -529,7 +553,7 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   be_.confusion(out, labels, batch, o_.num_classes, metrics_ + 1 + o_.top_k.size());
 }
 
-void Executor::enqueue_backward_and_update(Plan& p) {
+void Executor::enqueue_backward_and_update(Plan& p, bool update) {
   const auto& layers = model_.layers();
   const bool on_logits = p.loss_on_logits;
   if (scaler_)
@@ -559,7 +583,7 @@ void Executor::enqueue_backward_and_update(Plan& p) {
       }
     }
   }
-  enqueue_update(p.batch, buckets_launched);
+  if (update) enqueue_update(p.batch, buckets_launched);
 }
 
 void Executor::launch_ready_buckets(size_t layer, size_t* next) {
@@ -720,6 +744,19 @@ ClipRecord Executor::read_clip_record() {
   ClipRecord r;
   if (clip_) be_.copy_to_host(&r, clip_, sizeof r);
   return r;
+}
+
+Executor::StageTensors Executor::stage_tensors_of(const Plan& p) const {
+  StageTensors t;
+  t.input = reinterpret_cast<float*>(activations_ + p.act[0]);
+  if (o_.input_gradient) t.input_grad = reinterpret_cast<float*>(activations_ + p.grad[0]);
+  t.output = reinterpret_cast<float*>(activations_ + p.out);
+  t.output_grad = reinterpret_cast<float*>(activations_ + p.out_grad);
+  return t;
+}
+
+float* Executor::loss_gradient(const Plan& p) const {
+  return p.loss_on_logits ? p.dlogits : reinterpret_cast<float*>(activations_ + p.out_grad);
 }
 
 MetricSums Executor::read_metrics() {

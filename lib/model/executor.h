@@ -22,6 +22,7 @@
 #include "lib/dist/communicator.h"
 #include "lib/model/gradient_buckets.h"
 #include "lib/model/model.h"
+#include "lib/model/step_runner.h"
 #include "lib/optim/optimizer.h"
 
 namespace trainer {
@@ -67,17 +68,17 @@ struct ExecutorOptions {
   bool loss_scaling = false;
   float loss_scale_init = 65536.f;
   LossScaleHyper loss_scale;
-};
-
-// Sums accumulated on the device since reset_metrics().
-struct MetricSums {
-  double loss_sum = 0;
-  int64_t samples = 0;
-  std::vector<double> confusion;  // (C, C): row = label, column = prediction
-  std::vector<double> topk;       // per options.top_k entry: correct count
-  // Training steps that found a non-finite loss, gradient or weight (lib/backend/backend.h): their
-  // updates were skipped and their losses left out of loss_sum (their samples are in `samples`).
-  NonfiniteRecord nonfinite;
+  // Model parallelism (lib/model/pipeline.h): this executor runs one stage of a model.
+  //   input_gradient: the gradient of the stage's input is computed (a stage after the first);
+  //   output_gradient_given: no loss; the gradient of the output comes from the next stage;
+  //   first_layer: the stage's first layer in the whole model (dropout streams stay the same);
+  //   activation_slots: copies of the activation arena, one per micro-batch in flight, each with
+  //     its own kernels for every batch size; with several, a gradient-sum arena accumulates the
+  //     micro-batches' parameter gradients.
+  bool input_gradient = false;
+  bool output_gradient_given = false;
+  int first_layer = 0;
+  int activation_slots = 1;
 };
 
 // One line of the memory plan, for reports and the out-of-memory message.
@@ -86,42 +87,42 @@ struct MemoryItem {
   size_t bytes;
 };
 
-class Executor {
+class Executor : public StepRunner {
  public:
   Executor(const Model& model, Backend& backend, const Optimizer& optimizer, ExecutorOptions opt);
-  ~Executor();
+  ~Executor() override;
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
   // Host <-> backend copies of the parameter and buffer arenas (checkpoints, init).
-  void upload_params(const float* params, const float* buffers);
-  void download_params(float* params, float* buffers);
+  void upload_params(const float* params, const float* buffers) override;
+  void download_params(float* params, float* buffers) override;
   // The buffer arena alone (batchnorm running statistics), buffer_arena_floats() floats.
-  void upload_buffers(const float* buffers);
-  void download_buffers(float* buffers);
+  void upload_buffers(const float* buffers) override;
+  void download_buffers(float* buffers) override;
   // Optimizer state as n_state * param_arena_floats floats.
-  int64_t optimizer_state_floats() const;
-  void upload_optimizer_state(const float* state);
-  void download_optimizer_state(float* state);
+  int64_t optimizer_state_floats() const override;
+  void upload_optimizer_state(const float* state) override;
+  void download_optimizer_state(float* state) override;
 
   // x: (batch, input...) host floats, y: (batch) labels. lr and the update counter t (1-based)
   // feed the optimizer's per-step scalars. Data parallel: `batch` is this rank's shard (0 for an
   // empty one: the rank adds zero gradients and still updates) of a batch of `global_batch` rows.
   void train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr,
-                  int64_t global_batch = 0);
+                  int64_t global_batch = 0) override;
   // batch 0 (an empty shard) accumulates nothing.
-  void eval_step(int64_t batch, const float* x, const int32_t* y);
+  void eval_step(int64_t batch, const float* x, const int32_t* y) override;
   // Forward only, copies the model output (batch, out...) to host memory.
-  void predict(int64_t batch, const float* x, float* out);
+  void predict(int64_t batch, const float* x, float* out) override;
 
-  void reset_metrics();
-  MetricSums read_metrics();  // synchronizes
+  void reset_metrics() override;
+  MetricSums read_metrics() override;  // synchronizes
   // Continues accumulating from saved sums (a resumed epoch): the device sums then go on exactly
   // as if the run had never stopped, float for float.
-  void restore_metrics(const MetricSums& m);
+  void restore_metrics(const MetricSums& m) override;
 
   const std::vector<MemoryItem>& memory_plan() const { return memory_plan_; }
-  size_t planned_bytes() const;
+  size_t planned_bytes() const override;
   // Whether training and evaluation steps fold the model's final softmax / log_softmax into the
   // loss (see Executor::choose_loss_on_logits), for every planned batch size.
   bool loss_on_logits() const;
@@ -131,23 +132,60 @@ class Executor {
   using GradientHook = std::function<void(float* grads)>;
   void set_gradient_hook(GradientHook hook) { grad_hook_ = std::move(hook); }
   // Gradient clipping since the executor was made (zeros without clip_grad_norm); synchronizes.
-  ClipRecord read_clip_record();
+  ClipRecord read_clip_record() override;
   // Loss scaling's state (synchronizes); a default state when loss scaling is off.
-  bool loss_scaling() const { return scaler_ != nullptr; }
-  LossScaleState read_loss_scale();
+  bool loss_scaling() const override { return scaler_ != nullptr; }
+  LossScaleState read_loss_scale() override;
   // Puts a checkpoint's state back (a resumed run continues at its scale).
-  void restore_loss_scale(const LossScaleState& st);
+  void restore_loss_scale(const LossScaleState& st) override;
   // Host-side Nadam state etc. travels with checkpoints.
-  StepScalars& host_scalars() { return host_scalars_; }
+  StepScalars& host_scalars() override { return host_scalars_; }
   // The buckets the device all-reduce uses, in launch (backward) order; empty without a collective.
   const std::vector<GradientBucket>& gradient_buckets() const { return buckets_; }
 
+  // Model parallelism: one stage's part of a step, driven by lib/model/pipeline.h. Each call only
+  // enqueues work on this executor's backend; `slot` (< activation_slots) picks the micro-batch's
+  // copy of the activations. Backend memory of slot's plan for `batch` rows, all f32 and plain:
+  struct StageTensors {
+    float* input = nullptr;        // (batch, input...): the previous stage's output is copied here
+    float* input_grad = nullptr;   // its gradient (input_gradient only), copied back to that stage
+    float* output = nullptr;       // (batch, output...)
+    float* output_grad = nullptr;  // written by the next stage (output_gradient_given)
+  };
+  StageTensors stage_tensors(int64_t batch, int slot);
+  // The first call of each training step: the step's scalars (lr, t) and the weight of each
+  // micro-batch's loss (its rows / the batch's rows; a loss stage only) to the device.
+  void stage_begin_step(int64_t t, float lr, const std::vector<float>& micro_weights);
+  // Host rows into slot's input (x: the first stage) and labels (y: a loss stage); either may be null.
+  void stage_upload(int64_t batch, int slot, const float* x, const int32_t* y, bool training);
+  // Forward of slot's micro-batch; a loss stage adds its loss and metrics (with_loss: false for
+  // prediction).
+  void stage_forward(int64_t batch, int slot, bool training, bool with_loss = true);
+  // Backward of slot's micro-batch, number `index` of `count` in the step: its loss's gradient is
+  // scaled by its weight (a loss stage), and its parameter gradients are summed with the others'.
+  void stage_backward(int64_t batch, int slot, int index, int count);
+  // The update after every micro-batch's backward (batch: the step's rows): clipping, the
+  // non-finite guard, the optimizer, the metric commit.
+  void stage_update(int64_t batch);
+  // The step's non-finite flags (StepScalars::nonfinite, backend memory): the pipeline copies the
+  // loss stage's into the others' before their updates, so every stage skips the same steps.
+  uint32_t* stage_nonfinite_flags() { return &scalars_->nonfinite; }
+  // Backend bytes of the parameter arenas (parameters, gradients, optimizer state, gradient sum)
+  // and of the activation arena (every slot).
+  size_t parameter_bytes() const { return parameter_bytes_; }
+  size_t activation_bytes() const { return activation_bytes_; }
+
  private:
   struct Plan;
-  Plan& plan_for(int64_t batch);
+  // The plan of `batch` rows in activation slot `slot`; makes the slot's arena activations_.
+  Plan& plan_for(int64_t batch, int slot = 0);
   void upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training = false);
   void enqueue_forward(Plan& p, bool training, bool with_loss);
-  void enqueue_backward_and_update(Plan& p);
+  void enqueue_backward_and_update(Plan& p, bool update = true);
+  // Pipeline stages (lib/model/executor_stage.cc): plan p's boundary tensors, and the gradient the
+  // loss writes (the logits' where the loss folds the final softmax in).
+  StageTensors stage_tensors_of(const Plan& p) const;
+  float* loss_gradient(const Plan& p) const;
   // Gradient all-reduce (data parallel), clipping, the non-finite guard, the optimizer, the
   // metric commit: everything after the gradients of this rank's `batch` rows exist.
   // `buckets_launched`: the gradient buckets the backward pass already launched.
@@ -179,7 +217,7 @@ class Executor {
   Backend& be_;
   const Optimizer& opt_;
   ExecutorOptions o_;
-  std::map<int64_t, std::unique_ptr<Plan>> plans_;
+  std::map<std::pair<int, int64_t>, std::unique_ptr<Plan>> plans_;  // by (activation slot, batch)
   std::vector<void*> allocations_;
   std::vector<MemoryItem> memory_plan_;
   int64_t n_param_floats_ = 0;
@@ -187,7 +225,11 @@ class Executor {
   float* grads_ = nullptr;
   std::vector<float*> state_;  // per optimizer state slot
   float* buffers_ = nullptr;
-  char* activations_ = nullptr;
+  char* activations_ = nullptr;  // the current plan's activation slot (plan_for)
+  std::vector<char*> slot_arenas_;
+  float* grad_sum_ = nullptr;                // activation_slots > 1: the micro-batches' gradient sum
+  LossScaleState* micro_weights_ = nullptr;  // activation_slots > 1: per slot, scale = its weight
+  size_t parameter_bytes_ = 0, activation_bytes_ = 0;
   StepScalars* scalars_ = nullptr;        // backend memory
   float* metrics_ = nullptr;              // backend memory: loss_sum, samples, topk..., confusion
   NonfiniteRecord* nonfinite_ = nullptr;  // backend memory, zeroed with the metrics

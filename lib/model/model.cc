@@ -32,6 +32,36 @@ Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init
     made.push_back(std::move(layer));
   }
   build_graph(decls, made, by_name);
+  lay_out_arenas();
+}
+
+Model::Model(Model&& whole, size_t begin, size_t end) : init_(whole.init_) {
+  if (begin >= end || end > whole.layers_.size()) throw InternalError("model stage: bad layer range");
+  input_ = begin == 0 ? whole.input_ : whole.layers_[begin - 1]->output_shape();
+  const int boundary = int(begin) - 1;  // the stage's input, in the whole model's indices
+  for (size_t i = begin; i < end; ++i) {
+    std::vector<int> from;
+    for (int f : whole.inputs_[i]) {
+      if (f >= int(begin)) {
+        from.push_back(f - int(begin));
+      } else if (f == boundary) {
+        from.push_back(-1);
+      } else {
+        throw ConfigError(
+            "model.stages: layer '" + whole.layers_[i]->name() + "' takes the output of " +
+            (f < 0 ? std::string("the model's input") : "'" + whole.layers_[size_t(f)]->name() + "'") +
+            ", which is in an earlier stage; only the output of the layer before a stage ('" +
+            whole.layers_[begin - 1]->name() + "', before '" + whole.layers_[begin]->name() +
+            "') crosses into it: move the stage boundary so that the connection stays inside one stage");
+      }
+    }
+    inputs_.push_back(std::move(from));
+    layers_.push_back(std::move(whole.layers_[i]));
+  }
+  lay_out_arenas();
+}
+
+void Model::lay_out_arenas() {
   // Every tensor fits (Layer::build checked each); the arena totals are checked here. Offsets
   // follow the one alignment rule (lib/model/arena_layout.h), in floats.
   ArenaLayout param_arena(size_t(kMaxArenaElements) * sizeof(float)),

@@ -33,6 +33,12 @@ class Model {
   Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init, const std::string& file,
         const YAML::Node& blocks = YAML::Node());
 
+  // One stage of a model split for model parallelism (lib/model/pipeline.h): layers [begin, end)
+  // of `whole`, taken out of it (it is left without them), with the same names; the stage's input
+  // is the output of layer begin - 1 (the model's input for begin 0). Every layer of the stage
+  // must take its inputs from the stage or from that one tensor: ConfigError otherwise.
+  Model(Model&& whole, size_t begin, size_t end);
+
   const Shape& input_shape() const { return input_; }
   // Throws ConfigError naming the layer and its shape when a tensor of `batch` samples (the input
   // or a layer's output) would exceed kMaxTensorElements. Called before any batch is allocated.
@@ -71,6 +77,8 @@ class Model {
   // (lib/model/model_graph.cc). made: the layers in declaration order; by_name: name -> index.
   void build_graph(const std::vector<LayerDecl>& decls, std::vector<std::unique_ptr<Layer>>& made,
                    const std::map<std::string, int>& by_name);
+  // Lays params_ and buffers_ out for layers_ (the one alignment rule).
+  void lay_out_arenas();
 
   Shape input_;
   InitScheme init_;

@@ -1,0 +1,71 @@
+// Executor as one stage of a pipeline (lib/model/pipeline.h): the pieces of a training step that
+// Executor::train_step runs in one go, one micro-batch at a time, so that the pipeline can hand
+// the boundary tensors between stages in between. The plans, arenas and kernels are the ones the
+// constructor made; ExecutorOptions says which stage this is (input_gradient,
+// output_gradient_given, first_layer) and how many micro-batches are in flight
+// (activation_slots).
+#include "lib/core/error.h"
+#include "lib/model/executor.h"
+
+namespace trainer {
+
+Executor::StageTensors Executor::stage_tensors(int64_t batch, int slot) {
+  return stage_tensors_of(plan_for(batch, slot));
+}
+
+void Executor::stage_begin_step(int64_t t, float lr, const std::vector<float>& micro_weights) {
+  opt_.prepare(host_scalars_, t, lr);
+  host_scalars_.seed = o_.seed;
+  host_scalars_.shard_weight = 1.f;
+  be_.copy_to_device(scalars_, &host_scalars_, sizeof(StepScalars));
+  if (!micro_weights_ || o_.output_gradient_given) return;
+  if (micro_weights.size() > size_t(o_.activation_slots))
+    throw InternalError("a step of " + std::to_string(micro_weights.size()) + " micro-batches, " +
+                        std::to_string(o_.activation_slots) + " activation slots");
+  // The scale of a LossScaleState is what Backend::scale_loss_gradient multiplies by.
+  std::vector<LossScaleState> w(size_t(o_.activation_slots));
+  for (size_t k = 0; k < micro_weights.size(); ++k) {
+    w[k].scale = micro_weights[k];
+    w[k].inv_scale = micro_weights[k] > 0 ? 1.f / micro_weights[k] : 0.f;
+  }
+  be_.copy_to_device(micro_weights_, w.data(), w.size() * sizeof(LossScaleState));
+}
+
+void Executor::stage_upload(int64_t batch, int slot, const float* x, const int32_t* y, bool training) {
+  upload(plan_for(batch, slot), batch, x, y, training);
+}
+
+void Executor::stage_forward(int64_t batch, int slot, bool training, bool with_loss) {
+  Plan& p = plan_for(batch, slot);
+  with_loss = with_loss && !o_.output_gradient_given;
+  enqueue_forward(p, training, with_loss);
+  if (!training && with_loss) samples_ += batch;
+}
+
+// The gradient of the batch's mean loss is the sum over micro-batches of (rows_m / rows) times
+// the gradient of micro-batch m's mean loss: the loss stage scales each micro-batch's loss
+// gradient by its weight before the backward pass (the stages before it receive gradients so
+// scaled), and every stage sums the parameter gradients in the order the micro-batches run:
+// sum = g_0, sum += g_k, and the last one adds the sum into the gradient arena the update reads.
+void Executor::stage_backward(int64_t batch, int slot, int index, int count) {
+  Plan& p = plan_for(batch, slot);
+  if (count > 1 && !grad_sum_)
+    throw InternalError("micro-batches without a gradient sum (activation_slots is 1)");
+  if (count > 1 && !o_.output_gradient_given)
+    be_.scale_loss_gradient(loss_gradient(p), batch * o_.num_classes, micro_weights_ + slot);
+  enqueue_backward_and_update(p, /*update=*/false);
+  if (count == 1) return;
+  if (index == 0)
+    be_.convert(grad_sum_, DType::f32, grads_, DType::f32, n_param_floats_, false);
+  else if (index + 1 < count)
+    be_.convert(grad_sum_, DType::f32, grads_, DType::f32, n_param_floats_, true);
+  else
+    be_.convert(grads_, DType::f32, grad_sum_, DType::f32, n_param_floats_, true);
+}
+
+void Executor::stage_update(int64_t batch) {
+  enqueue_update(batch);
+  samples_ += batch;
+}
+
+}  // namespace trainer

@@ -155,7 +155,20 @@ void add_fit_command(CLI::App& app) {
     fo.device = device_request(cfg);
     // Under mpirun every rank runs this; they train one model together (lib/train/fit.h).
     Communicator& comm = world();
-    const std::vector<int> gpus = replica_gpus(fo.device.device, comm);
+    // Model parallelism: one process; a GPU list gives each stage its GPU (lib/train/session.h).
+    const bool split = !cfg.stages.empty() || cfg.micro_batches > 1;
+    if (split && comm.size() > 1)
+      throw UsageError("model.stages / pipeline.micro_batches (model parallelism) under mpirun (" +
+                       std::to_string(comm.size()) +
+                       " ranks): combining it with data parallelism is not supported yet; run one process, "
+                       "with --device gpu:0,1 giving stage k the k-th GPU");
+    if (split && cfg.stages.empty() && parse_device(fo.device.device) &&
+        parse_device(fo.device.device)->several())
+      throw UsageError("--device " + fo.device.device +
+                       " with pipeline.micro_batches but without model.stages: data parallelism over several "
+                       "GPUs with micro-batches is not supported yet; give model.stages (a stage per GPU) or "
+                       "one GPU");
+    const std::vector<int> gpus = split ? std::vector<int>{} : replica_gpus(fo.device.device, comm);
     if (comm.size() > 1) {
       if (!gpus.empty()) fo.device.device = "gpu:" + std::to_string(gpus.front());
       if (!comm.is_root()) spdlog::set_level(spdlog::level::err);  // rank 0 alone logs

@@ -113,6 +113,10 @@ static void read_model(Config& c, NodeReader& r) {
   if (!present(c.layers) || !c.layers.IsSequence() || c.layers.size() == 0)
     mr.fail("layers", "is required: a non-empty list of layers, e.g. - {type: dense, units: 10}");
   c.blocks = mr.child("blocks");
+  // Model parallelism (lib/model/pipeline.h): the layers where stage 2, 3, ... begin. Checked
+  // against the layer names where the model is built; recorded only when given.
+  if (mr.has("stages")) c.stages = mr.string_list("stages", {});
+  mr.accept({"stages"});
   mr.finish();
   read_layer_list(c.layers, c.file, c.blocks);  // every layer's keys, as declared by its type (lib/registry)
   c.resolved["model"] = mr.resolved();
@@ -413,6 +417,12 @@ static Config parse_document(YAML::Node root, const std::string& file,
   c.threads = int(r.integer("threads", 0, 0, 4096));
   c.resolved["threads"] = c.threads;
   read_training_controls(c, r);
+  if (present(r.child("pipeline"))) {  // recorded only when given, as model.stages
+    NodeReader p(r.child("pipeline"), "pipeline", file);
+    c.micro_batches = p.integer("micro_batches", 1, 1, 4096);
+    p.finish();
+    c.resolved["pipeline"] = p.resolved();
+  }
   r.finish();
   return c;
 }

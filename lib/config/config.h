@@ -101,6 +101,10 @@ struct Config {
   InitScheme init = InitScheme::torch;
   YAML::Node layers;
   YAML::Node blocks;  // model.blocks: named blocks used like layer types (lib/model/layer_list.h)
+  // Model parallelism (lib/model/pipeline.h): model.stages, the names of the layers where stage
+  // 2, 3, ... begin (empty: one stage), and pipeline.micro_batches (GPipe's M).
+  std::vector<std::string> stages;
+  int64_t micro_batches = 1;
   LossKind loss = LossKind::cross_entropy_logits;
   float label_smoothing = 0.f;  // loss.label_smoothing
   OptimizerConfig optimizer;

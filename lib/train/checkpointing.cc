@@ -155,12 +155,12 @@ HostWeights download_weights(Session& s) {
   HostWeights w;
   w.params.resize(size_t(s.model->param_arena_floats()));
   w.buffers.resize(size_t(s.model->buffer_arena_floats()));
-  s.executor->download_params(w.params.data(), w.buffers.empty() ? nullptr : w.buffers.data());
+  s.runner().download_params(w.params.data(), w.buffers.empty() ? nullptr : w.buffers.data());
   return w;
 }
 
 void upload_weights(Session& s, const HostWeights& w) {
-  s.executor->upload_params(w.params.data(), w.buffers.empty() ? nullptr : w.buffers.data());
+  s.runner().upload_params(w.params.data(), w.buffers.empty() ? nullptr : w.buffers.data());
 }
 
 void save_weights(const std::string& path, const Model& model, const HostWeights& w,
@@ -254,8 +254,8 @@ CheckpointInfo save_checkpoint(const std::string& dir, Session& s, const TrainSt
 
   const Model& m = *s.model;
   const int slots = s.optimizer->state_slots();
-  std::vector<float> state(size_t(s.executor->optimizer_state_floats()));
-  if (!state.empty()) s.executor->download_optimizer_state(state.data());
+  std::vector<float> state(size_t(s.runner().optimizer_state_floats()));
+  if (!state.empty()) s.runner().download_optimizer_state(state.data());
   const auto names = slot_names(s.optimizer->config(), slots);
   std::vector<TensorRef> refs;
   for (int k = 0; k < slots; ++k)
@@ -326,7 +326,7 @@ TrainState load_checkpoint(const CheckpointInfo& ck, Session& s, const Config& c
                       " (the optimizer state cannot carry over)");
   const int slots = s.optimizer->state_slots();
   const auto names = slot_names(s.optimizer->config(), slots);
-  std::vector<float> state(size_t(s.executor->optimizer_state_floats()), 0.f);
+  std::vector<float> state(size_t(s.runner().optimizer_state_floats()), 0.f);
   for (int k = 0; k < slots; ++k)
     for (const TensorSlot& t : m.params()) {
       const std::string name = t.name + "." + names[size_t(k)];
@@ -340,11 +340,11 @@ TrainState load_checkpoint(const CheckpointInfo& ck, Session& s, const Config& c
                 state.begin() + long(size_t(k) * size_t(m.param_arena_floats()) + size_t(t.offset)));
     }
   upload_weights(s, w);
-  if (!state.empty()) s.executor->upload_optimizer_state(state.data());
-  s.executor->host_scalars() = st.scalars;
+  if (!state.empty()) s.runner().upload_optimizer_state(state.data());
+  s.runner().host_scalars() = st.scalars;
   // Resume across math modes: a scaled run's state goes on where it stopped; an fp32 or bf16
   // checkpoint resumed under fp16 starts from the configured scale; fp32 ignores a saved scale.
-  if (s.executor->loss_scaling() && st.has_loss_scale) s.executor->restore_loss_scale(st.loss_scale);
+  if (s.runner().loss_scaling() && st.has_loss_scale) s.runner().restore_loss_scale(st.loss_scale);
   return st;
 }
 

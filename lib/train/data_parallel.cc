@@ -29,7 +29,7 @@ MetricSums all_reduce_sums(Communicator& comm, const MetricSums& local) {
   return m;
 }
 
-void broadcast_state(Communicator& comm, Executor& ex, const Model& model) {
+void broadcast_state(Communicator& comm, StepRunner& ex, const Model& model) {
   if (comm.size() == 1) return;
   std::vector<float> params(size_t(model.param_arena_floats())),
       buffers(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1))),
@@ -43,7 +43,7 @@ void broadcast_state(Communicator& comm, Executor& ex, const Model& model) {
   if (ex.optimizer_state_floats()) ex.upload_optimizer_state(state.data());
 }
 
-void broadcast_buffers(Communicator& comm, Executor& ex, const Model& model) {
+void broadcast_buffers(Communicator& comm, StepRunner& ex, const Model& model) {
   if (comm.size() == 1 || model.buffer_arena_floats() == 0) return;
   std::vector<float> buffers(size_t(model.buffer_arena_floats()));
   ex.download_buffers(buffers.data());

@@ -28,8 +28,8 @@
 namespace trainer {
 
 MetricSums all_reduce_sums(Communicator& comm, const MetricSums& local);
-void broadcast_state(Communicator& comm, Executor& ex, const Model& model);
-void broadcast_buffers(Communicator& comm, Executor& ex, const Model& model);
+void broadcast_state(Communicator& comm, StepRunner& ex, const Model& model);
+void broadcast_buffers(Communicator& comm, StepRunner& ex, const Model& model);
 // Joins `be` to the device collective of comm's ranks (every rank calls it, collectively), and
 // registers its abort with comm's failure hooks. Throws UsageError when the backend has no device
 // collectives (a build without NCCL), naming the world.

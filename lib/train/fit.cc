@@ -192,7 +192,7 @@ void FitRun::setup() {
                                                 normalization_for(cfg_, data_.val), cfg_.seed, rank, ranks);
   }
   sizes = shard_batch_sizes(sizes, ranks);  // one rank: the sizes themselves
-  s_ = open_session(cfg_, opt_.device, sizes, std::move(model), &comm_);
+  s_ = open_session(cfg_, opt_.device, sizes, std::move(model), &comm_, /*stages=*/true);
   resolved_ = YAML::Clone(cfg_.resolved);
   resolved_["model"]["layers"] = s_->model->describe_layers();
 
@@ -209,11 +209,11 @@ void FitRun::setup() {
   st_.batch_size = B;
   st_.train_samples = data_.train.size();
 
-  spdlog::info("device: {}", s_->backend->description());
+  spdlog::info("device: {}", s_->device_description());
   spdlog::info("model: {} layers, {} parameters; train {} samples{}", s_->model->layers().size(),
                s_->model->num_params(), data_.train.size(),
                data_.has_val ? ", validation " + std::to_string(data_.val.size()) + " samples" : "");
-  spdlog::info("memory reserved before the first step: {}", format_bytes(s_->executor->planned_bytes()));
+  spdlog::info("memory reserved before the first step: {}", format_bytes(s_->runner().planned_bytes()));
   if (ranks > 1)
     spdlog::info(
         "data parallel: {}; each batch of {} split into {} shards of {}{} rows, gradients all-reduced{}",
@@ -230,19 +230,19 @@ void FitRun::setup() {
     run_ = std::make_unique<RunDir>(opt_.out_dir, false);
     run_->event({{"event", "start"},
                  {"config", cfg_.file},
-                 {"device", s_->backend->description()},
+                 {"device", s_->device_description()},
                  {"epochs", cfg_.epochs},
                  {"params", s_->model->num_params()}});
   }
   if (run_) run_->write_config(resolved_);
   result_.params = s_->model->num_params();
-  broadcast_state(comm_, *s_->executor, *s_->model);  // the replicas start from rank 0's state
+  broadcast_state(comm_, s_->runner(), *s_->model);  // the replicas start from rank 0's state
 }
 
 MetricSums FitRun::evaluate(bool* complete) {
-  broadcast_buffers(comm_, *s_->executor, *s_->model);
+  broadcast_buffers(comm_, s_->runner(), *s_->model);
   const MetricSums local = evaluate_pass(
-      *s_->executor, *val_loader_, [this] { return agree_stop(); }, complete);
+      s_->runner(), *val_loader_, [this] { return agree_stop(); }, complete);
   return all_reduce_sums(comm_, local);
 }
 
@@ -318,15 +318,15 @@ void FitRun::fill_state(int64_t epochs_done, int64_t batches_done, const MetricS
   st_.epochs_done = epochs_done;
   st_.batches_done = batches_done;
   st_.step = t_;
-  st_.scalars = s_->executor->host_scalars();
+  st_.scalars = s_->runner().host_scalars();
   st_.partial = batches_done ? partial : MetricSums{};
   st_.schedule = sched_->state();
   st_.early_stopping = es_->state();
   st_.best = best().state();
   st_.first_loss = growth_.first_loss();
   st_.first_loss_epoch = growth_.first_epoch();
-  st_.has_loss_scale = s_->executor->loss_scaling();
-  if (st_.has_loss_scale) st_.loss_scale = s_->executor->read_loss_scale();
+  st_.has_loss_scale = s_->runner().loss_scaling();
+  if (st_.has_loss_scale) st_.loss_scale = s_->runner().read_loss_scale();
 }
 
 CheckpointInfo FitRun::checkpoint() {
@@ -359,7 +359,7 @@ void FitRun::interrupt(int64_t epoch, int64_t batches_done, const MetricSums& pa
 }
 
 bool FitRun::run_epoch(int64_t epoch) {
-  Executor& ex = *s_->executor;
+  StepRunner& ex = s_->runner();
   const int64_t C = s_->classes, N = train_loader_->batches_per_epoch();
   const bool resumed_here = epoch == st_.epochs_done + 1 && st_.batches_done > 0;
   const int64_t skip = resumed_here ? std::min(st_.batches_done, N) : 0;
@@ -509,7 +509,7 @@ Json FitRun::summary_record() {
   result_.best_value = best().best();
   result_.best_epoch = int(best().best_epoch());
   result_.seconds = st_.seconds + seconds_since(t_start_);
-  result_.peak_bytes = s_->backend->allocator().peak_bytes();
+  result_.peak_bytes = s_->peak_bytes();
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   Json sum{{"event", "summary"},
@@ -525,12 +525,12 @@ Json FitRun::summary_record() {
            {"params", result_.params},
            {"peak_bytes", result_.peak_bytes},
            {"peak_host_rss_bytes", int64_t(ru.ru_maxrss) * 1024},
-           {"device", s_->backend->description()}};
+           {"device", s_->device_description()}};
   if (data_.has_val) sum["best_val_accuracy"] = number_or_null(result_.best_val_accuracy);
-  if (cfg_.clip_grad_norm > 0) sum["clipped_steps"] = s_->executor->read_clip_record().clipped_steps;
+  if (cfg_.clip_grad_norm > 0) sum["clipped_steps"] = s_->runner().read_clip_record().clipped_steps;
   if (cfg_.on_nan_skip) sum["skipped_batches"] = st_.skipped_batches;
-  if (s_->executor->loss_scaling()) {
-    const LossScaleState ls = s_->executor->read_loss_scale();
+  if (s_->runner().loss_scaling()) {
+    const LossScaleState ls = s_->runner().read_loss_scale();
     sum["loss_scale"] = {{"scale", ls.scale}, {"overflow_steps", ls.overflow_steps}};
   }
   if (!growth_.warnings().empty()) sum["warnings"] = growth_.warnings();

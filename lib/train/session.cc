@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "datasets/split.h"
+#include "lib/backend/device_spec.h"
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
@@ -21,7 +22,8 @@ std::unique_ptr<Model> make_model(const Config& cfg) {
     throw ConfigError("the model's output shape " + model->output_shape().batched_str() +
                       " does not match data.num_classes = " + std::to_string(C) +
                       " (the last layer must produce one value per class)");
-  model->check_batch_size(cfg.data.batch_size);  // before any loader sizes a batch
+  model->check_batch_size(cfg.data.batch_size);               // before any loader sizes a batch
+  if (!cfg.stages.empty()) stage_starts(*model, cfg.stages);  // the names and the boundaries
   return model;
 }
 
@@ -113,14 +115,87 @@ static AugmentSpec augment_spec(const Config& cfg) {
   return a;
 }
 
+// The device of each of `n` stages: cpu (every stage), one GPU (every stage on it), or a list
+// of GPUs, one per stage. UsageError for a list of another length.
+static std::vector<std::string> stage_device_list(const std::string& device, size_t n) {
+  const std::optional<DeviceSpec> d = parse_device(device);
+  if (!d || d->kind != DeviceSpec::Kind::gpu || !d->several()) return std::vector<std::string>(n, device);
+  const BackendRegistry& backends = BackendRegistry::global();
+  const std::vector<int> gpus = check_gpu_list(*d, backends.gpu_count());
+  if (gpus.size() == 1) return std::vector<std::string>(n, "gpu:" + std::to_string(gpus[0]));
+  if (gpus.size() != n)
+    throw UsageError("--device " + device + " gives " + std::to_string(gpus.size()) + " GPUs for the " +
+                     std::to_string(n) + " stages of model.stages: list one GPU per stage (stage k runs on " +
+                     "the k-th), or one GPU for every stage");
+  std::vector<std::string> out;
+  for (int g : gpus) out.push_back("gpu:" + std::to_string(g));
+  return out;
+}
+
+// The stages of model.stages, each a Model of its layers on its own backend (stage 1 takes the
+// session's), and the pipeline over them; the memory each stage reserved goes to the log.
+static std::unique_ptr<Pipeline> open_pipeline(const Config& cfg, const DeviceRequest& device,
+                                               const std::vector<std::string>& devices, Session& s,
+                                               const ExecutorOptions& eo) {
+  std::vector<size_t> starts = stage_starts(*s.model, cfg.stages);
+  starts.insert(starts.begin(), 0);
+  std::vector<PipelineStage> stages;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    PipelineStage st;
+    st.begin = starts[k];
+    st.end = k + 1 < starts.size() ? starts[k + 1] : s.model->layers().size();
+    st.model = std::make_unique<Model>(std::move(*make_model(cfg)), st.begin, st.end);
+    st.device = devices[k];
+    if (k == 0) {
+      st.backend = std::move(s.backend);
+    } else {
+      DeviceRequest dr = device;
+      dr.device = devices[k];
+      std::string note;
+      st.backend = BackendRegistry::global().create(dr, &note);
+      if (!note.empty()) spdlog::warn("{}", note);
+    }
+    stages.push_back(std::move(st));
+  }
+  auto p = std::make_unique<Pipeline>(*s.model, std::move(stages), *s.optimizer, eo, int(cfg.micro_batches));
+  spdlog::info("model parallel: {} stage(s) on {}, {} micro-batch(es) per batch (GPipe)", p->stage_count(),
+               p->devices(), p->micro_batches());
+  for (const std::string& line : p->memory_report()) spdlog::info("{}", line);
+  return p;
+}
+
+std::string Session::device_description() const {
+  if (!pipeline) return backend->description();
+  std::string d;
+  for (size_t k = 0; k < pipeline->stage_count(); ++k)
+    d += (k ? "; " : "") + std::string("stage ") + std::to_string(k + 1) + ": " +
+         pipeline->stage(k).backend->description();
+  return d;
+}
+
+size_t Session::peak_bytes() const {
+  return pipeline ? pipeline->peak_bytes() : backend->allocator().peak_bytes();
+}
+
 std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& device,
                                       std::vector<int64_t> batch_sizes, std::unique_ptr<Model> model,
-                                      Communicator* comm) {
+                                      Communicator* comm, bool stages) {
   auto s = std::make_unique<Session>();
   s->model = model ? std::move(model) : make_model(cfg);
   s->classes = cfg.data.num_classes;
+  const bool split = stages && (!cfg.stages.empty() || cfg.micro_batches > 1);
+  if (split && comm && comm->size() > 1)
+    throw UsageError(
+        "model.stages / pipeline.micro_batches (model parallelism) cannot be combined with data parallelism "
+        "(mpirun or several replicas) yet; train on one process, with --device gpu:0,1 giving each stage its "
+        "GPU");
+  // The stages' devices, checked before any backend opens.
+  const std::vector<std::string> stage_devices =
+      split ? stage_device_list(device.device, cfg.stages.size() + 1) : std::vector<std::string>{};
   std::string note;
-  s->backend = BackendRegistry::global().create(device, &note);
+  DeviceRequest first = device;
+  if (split) first.device = stage_devices[0];
+  s->backend = BackendRegistry::global().create(first, &note);
   if (!note.empty()) spdlog::warn("{}", note);
   const MathMode math = planned_math(*s->backend, device.math);
   note_gpu_only_settings(*s->backend, device);
@@ -156,11 +231,14 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
                                          : "",
                  eo.augment.crop_padding && eo.augment.flip ? " and " : "",
                  eo.augment.flip ? "flipped left-right at random" : "");
-  s->executor = std::make_unique<Executor>(*s->model, *s->backend, *s->optimizer, eo);
+  if (split)
+    s->pipeline = open_pipeline(cfg, device, stage_devices, *s, eo);
+  else
+    s->executor = std::make_unique<Executor>(*s->model, *s->backend, *s->optimizer, eo);
   std::vector<float> params(size_t(s->model->param_arena_floats())),
       buffers(size_t(std::max<int64_t>(s->model->buffer_arena_floats(), 1)));
   s->model->initialize(params.data(), buffers.data(), cfg.seed);
-  s->executor->upload_params(params.data(), buffers.data());
+  s->runner().upload_params(params.data(), buffers.data());
   return s;
 }
 
@@ -196,7 +274,7 @@ Normalization normalization_for(const Config& cfg, const Dataset& d) {
   return n;
 }
 
-MetricSums evaluate_pass(Executor& ex, BatchLoader& loader, const std::function<bool()>& stop,
+MetricSums evaluate_pass(StepRunner& ex, BatchLoader& loader, const std::function<bool()>& stop,
                          bool* complete) {
   ex.reset_metrics();
   loader.start_epoch(0);

@@ -15,6 +15,7 @@
 #include "lib/config/config.h"
 #include "lib/model/executor.h"
 #include "lib/model/model.h"
+#include "lib/model/pipeline.h"
 
 namespace trainer {
 
@@ -26,7 +27,17 @@ struct Session {
   std::unique_ptr<DeviceCollective> collective;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<Executor> executor;
+  // Model parallelism (fit with model.stages or pipeline.micro_batches > 1): the stages, each with
+  // its own backend and executor (lib/model/pipeline.h); `backend` and `executor` are then null.
+  std::unique_ptr<Pipeline> pipeline;
   int64_t classes = 0;
+
+  // What the loop drives: the pipeline, else the executor.
+  StepRunner& runner() { return pipeline ? static_cast<StepRunner&>(*pipeline) : *executor; }
+  // The backend's description, or the stages' devices.
+  std::string device_description() const;
+  // The allocator's peak, or the stages' summed.
+  size_t peak_bytes() const;
 };
 
 // The model of the config, checked against data.num_classes (ConfigError on a mismatch).
@@ -37,9 +48,13 @@ std::unique_ptr<Model> make_model(const Config& cfg);
 // `comm`: data parallel, this process is one of its ranks (ExecutorOptions::comm); the ranks'
 // dropout and augmentation draws differ (rank r > 0 mixes r into the seed). On a backend without
 // host memory (GPU ranks) the ranks join a device collective here (join_device_collective).
+// `stages`: split the model as model.stages and pipeline.micro_batches say (fit); without either,
+// or when false (eval, predict, bench: one device), one executor runs the whole model. The device
+// of stage k: the CPU, the one GPU, or the k-th GPU of a list (which must list one per stage).
 std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& device,
                                       std::vector<int64_t> batch_sizes,
-                                      std::unique_ptr<Model> model = nullptr, Communicator* comm = nullptr);
+                                      std::unique_ptr<Model> model = nullptr, Communicator* comm = nullptr,
+                                      bool stages = false);
 
 // The training and validation data of the config (validation: data.validation, else the
 // data.validation_split tail of the training data). need_train=false still reads data.train
@@ -58,7 +73,7 @@ Normalization normalization_for(const Config& cfg, const Dataset& d);
 
 // One pass over `loader` (in order) with eval_step; returns the accumulated sums. Stops early and
 // sets *complete = false when `stop` says so between batches.
-MetricSums evaluate_pass(Executor& ex, BatchLoader& loader, const std::function<bool()>& stop = {},
+MetricSums evaluate_pass(StepRunner& ex, BatchLoader& loader, const std::function<bool()>& stop = {},
                          bool* complete = nullptr);
 
 // Element-wise sum of two accumulations (a resumed epoch's two halves).

@@ -1,0 +1,227 @@
+// Model parallelism on the CPU: a model split into stages (model.stages), each stage an executor
+// on its own CPU backend, trains to the weights of the unsplit model; micro-batches (GPipe,
+// pipeline.micro_batches) give the full batch's gradient; bad splits and combinations are refused
+// with the documented errors; a checkpoint of a split run resumes unsplit. The same on GPUs:
+// tests/gpu/test_gpu_pipeline.cc.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <sstream>
+
+#include "lib/config/config.h"
+#include "lib/core/error.h"
+#include "lib/core/rng.h"
+#include "lib/dist/thread_world.h"
+#include "lib/train/checkpointing.h"
+#include "lib/train/fit.h"
+#include "lib/train/session.h"
+#include "tests/test_util.h"
+
+using namespace trainer;
+using Catch::Contains;
+
+namespace {
+
+// Dense layers only, and a small CNN without batchnorm (dropout-free, so the runs compare).
+const char* kMlp = R"(model:
+  input_shape: [6]
+  layers:
+    - {type: dense, units: 16, name: d1}
+    - {type: relu, name: r1}
+    - {type: dense, units: 12, name: d2}
+    - {type: tanh, name: t2}
+    - {type: dense, units: 3, name: out}
+optimizer: {type: adam, lr: 0.01}
+data: {train: {format: random, samples: 40}, num_classes: 3, batch_size: 10}
+train: {seed: 3}
+)";
+
+const char* kCnn = R"(model:
+  input_shape: [2, 8, 8]
+  layers:
+    - {type: conv2d, filters: 4, kernel_size: 3, padding: same, name: c1}
+    - {type: relu, name: r1}
+    - {type: maxpool2d, pool_size: 2, name: p1}
+    - {type: conv2d, filters: 6, kernel_size: 3, name: c2}
+    - {type: relu, name: r2}
+    - {type: flatten, name: f}
+    - {type: dense, units: 3, name: out}
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+data: {train: {format: random, samples: 40}, num_classes: 3, batch_size: 10}
+train: {seed: 3}
+)";
+
+// A few steps of training through the session's runner; returns the whole model's parameters.
+struct Run {
+  std::vector<float> params;
+  MetricSums sums;
+};
+
+Run train(const std::string& yaml, std::vector<std::string> sets, int steps = 4, int64_t rows = 10) {
+  Config cfg = parse_config(yaml, "pipe.yaml", sets);
+  DeviceRequest dev;
+  dev.threads = 1;
+  auto s = open_session(cfg, dev, {rows}, nullptr, nullptr, /*stages=*/true);
+  const int64_t in = cfg.input_shape.numel();
+  SplitMix64 rng(17);
+  std::vector<float> x(size_t(rows * in));
+  std::vector<int32_t> y(static_cast<size_t>(rows));
+  StepRunner& r = s->runner();
+  r.reset_metrics();
+  for (int t = 1; t <= steps; ++t) {
+    for (auto& v : x) v = float(rng.next_below(2001)) / 1000.f - 1.f;
+    for (auto& v : y) v = int32_t(rng.next_below(3));
+    r.train_step(rows, x.data(), y.data(), t, float(cfg.optimizer.lr));
+  }
+  Run out;
+  out.sums = r.read_metrics();
+  out.params.resize(size_t(s->model->param_arena_floats()));
+  std::vector<float> buffers(size_t(std::max<int64_t>(s->model->buffer_arena_floats(), 1)));
+  r.download_params(out.params.data(), buffers.data());
+  return out;
+}
+
+// Every parameter within `rel` of the reference, relative to the largest reference magnitude.
+void require_close(const std::vector<float>& got, const std::vector<float>& want, double rel) {
+  REQUIRE(got.size() == want.size());
+  double scale = 0, worst = 0;
+  for (float w : want) scale = std::max(scale, double(std::fabs(w)));
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(double(got[i]) - double(want[i])));
+  INFO("largest difference " << worst << " against a largest weight of " << scale);
+  REQUIRE(worst <= rel * scale);
+}
+
+}  // namespace
+
+TEST_CASE("a model split into 2 or 3 stages on the CPU trains to the unsplit model's weights", "[pipeline]") {
+  SECTION("MLP") {
+    const Run one = train(kMlp, {});
+    const Run two = train(kMlp, {"model.stages=[d2]"});
+    const Run three = train(kMlp, {"model.stages=[r1, t2]"});
+    require_close(two.params, one.params, 1e-5);
+    require_close(three.params, one.params, 1e-5);
+    REQUIRE(two.sums.samples == one.sums.samples);
+    REQUIRE(std::fabs(two.sums.loss_sum - one.sums.loss_sum) <= 1e-5 * std::fabs(one.sums.loss_sum));
+    REQUIRE(two.sums.confusion == one.sums.confusion);
+  }
+  SECTION("CNN, boundaries after a pooling layer and before a flatten") {
+    const Run one = train(kCnn, {});
+    const Run two = train(kCnn, {"model.stages=[c2]"});
+    const Run three = train(kCnn, {"model.stages=[p1, f]"});
+    require_close(two.params, one.params, 1e-5);
+    require_close(three.params, one.params, 1e-5);
+  }
+}
+
+TEST_CASE("micro-batches sum to the full batch's gradient, also in uneven parts and across stages",
+          "[pipeline]") {
+  const Run whole = train(kMlp, {});
+  // 10 rows in 4 micro-batches: 2, 3, 2, 3 rows, each weighted by its share.
+  require_close(train(kMlp, {"pipeline.micro_batches=4"}).params, whole.params, 1e-5);
+  require_close(train(kMlp, {"pipeline.micro_batches=4", "model.stages=[d2, out]"}).params, whole.params,
+                1e-5);
+  // More micro-batches than rows: one row each.
+  require_close(train(kMlp, {"pipeline.micro_batches=16"}, 3, 5).params, train(kMlp, {}, 3, 5).params, 1e-5);
+  const Run cnn = train(kCnn, {});
+  require_close(train(kCnn, {"pipeline.micro_batches=3", "model.stages=[p1]"}).params, cnn.params, 1e-5);
+  // The loss and the metrics are of every micro-batch.
+  const Run mb = train(kMlp, {"pipeline.micro_batches=4"});
+  REQUIRE(mb.sums.samples == whole.sums.samples);
+  REQUIRE(std::fabs(mb.sums.loss_sum - whole.sums.loss_sum) <= 1e-5 * std::fabs(whole.sums.loss_sum));
+}
+
+TEST_CASE("bad model.stages are config errors naming the layers", "[pipeline][config]") {
+  DeviceRequest dev;
+  SECTION("an unknown layer name, with the closest one") {
+    Config cfg = parse_config(kMlp, "pipe.yaml", {"model.stages=[d3]"});
+    REQUIRE_THROWS_WITH(make_model(cfg), Contains("model.stages: no layer is named 'd3'") &&
+                                             Contains("did you mean") && Contains("d1, r1, d2, t2, out"));
+  }
+  SECTION("the first layer, a repeat, out of order") {
+    REQUIRE_THROWS_WITH(make_model(parse_config(kMlp, "p.yaml", {"model.stages=[d1]"})),
+                        Contains("'d1' is the first layer"));
+    REQUIRE_THROWS_WITH(make_model(parse_config(kMlp, "p.yaml", {"model.stages=[d2, d2]"})),
+                        Contains("'d2' comes twice"));
+    REQUIRE_THROWS_WITH(make_model(parse_config(kMlp, "p.yaml", {"model.stages=[t2, d2]"})),
+                        Contains("'d2' comes before 't2'"));
+  }
+  SECTION("a skip connection across a boundary") {
+    const char* residual = R"(model:
+  input_shape: [4]
+  layers:
+    - {type: dense, units: 4, name: a}
+    - {type: relu, name: b}
+    - {type: dense, units: 4, name: c}
+    - {type: add, inputs: [a, c], name: sum}
+    - {type: dense, units: 2, name: out}
+data: {train: {format: random, samples: 10}, num_classes: 2}
+)";
+    REQUIRE_NOTHROW(make_model(parse_config(residual, "r.yaml", {"model.stages=[out]"})));
+    REQUIRE_THROWS_AS(make_model(parse_config(residual, "r.yaml", {"model.stages=[c]"})), ConfigError);
+    REQUIRE_THROWS_WITH(make_model(parse_config(residual, "r.yaml", {"model.stages=[c]"})),
+                        Contains("layer 'sum' (stage 2) takes the output of 'a' from an earlier stage"));
+  }
+  SECTION("an unknown key of pipeline") {
+    REQUIRE_THROWS_WITH(parse_config(kMlp, "p.yaml", {"pipeline.micro_batch=2"}),
+                        Contains("unknown key 'pipeline.micro_batch'") && Contains("micro_batches"));
+  }
+}
+
+TEST_CASE("stages are refused with data parallelism, gradient clipping and loss scaling", "[pipeline]") {
+  SECTION("data parallel replicas (exit 2)") {
+    ThreadHub hub(2, "replica", "2 test replicas");
+    ThreadRank rank(hub, 0);
+    Config cfg = parse_config(kMlp, "pipe.yaml", {"model.stages=[d2]"});
+    REQUIRE_THROWS_AS(open_session(cfg, DeviceRequest{}, {5}, nullptr, &rank, true), UsageError);
+    REQUIRE_THROWS_WITH(open_session(cfg, DeviceRequest{}, {5}, nullptr, &rank, true),
+                        Contains("cannot be combined with data parallelism"));
+  }
+  SECTION("clip_grad_norm over several stages (a config error); one stage with micro-batches clips") {
+    Config cfg = parse_config(kMlp, "pipe.yaml", {"model.stages=[d2]", "clip_grad_norm=1"});
+    REQUIRE_THROWS_WITH(open_session(cfg, DeviceRequest{}, {10}, nullptr, nullptr, true),
+                        Contains("clip_grad_norm with model.stages"));
+    require_close(train(kMlp, {"clip_grad_norm=0.5", "pipeline.micro_batches=2"}).params,
+                  train(kMlp, {"clip_grad_norm=0.5"}).params, 1e-5);
+  }
+  SECTION("a fixed loss scale over several stages") {
+    Config cfg = parse_config(kMlp, "pipe.yaml", {"model.stages=[d2]", "train.loss_scale=1024"});
+    REQUIRE_THROWS_WITH(open_session(cfg, DeviceRequest{}, {10}, nullptr, nullptr, true),
+                        Contains("loss scaling") && Contains("model.stages"));
+  }
+}
+
+TEST_CASE("the command line refuses stages with several GPUs' data parallelism (exit 2)", "[pipeline][cli]") {
+  const std::string dir = test::temp_dir("pipe_cli");
+  const std::string cfg = test::write_file(dir, "mlp.yaml", kMlp);
+  auto r = test::run_trainer("fit " + cfg + " --no-out --device gpu:0,1 --set pipeline.micro_batches=2");
+  REQUIRE(r.exit_code == 2);
+  REQUIRE_THAT(r.err, Contains("without model.stages"));
+  r = test::run_trainer("fit " + cfg + " --no-out --set model.stages=[dd2]");
+  REQUIRE(r.exit_code == 3);
+  REQUIRE_THAT(r.err, Contains("no layer is named 'dd2' (did you mean 'd2'?)"));
+  r = test::run_trainer("fit " + cfg + " --no-out --epochs 1 --set model.stages=[d2,out]");
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.err, Contains("model parallel: 3 stage(s) on cpu, cpu, cpu"));
+  REQUIRE_THAT(r.err, Contains("stage 2/3: layers 3-4 (d2 .. t2)"));
+}
+
+TEST_CASE("a checkpoint of a 2-stage run resumes at 1 stage, where the unsplit run would be", "[pipeline]") {
+  const std::string dir = test::temp_dir("pipe_resume");
+  std::ostringstream out;
+  auto run = [&](const std::string& name, std::vector<std::string> sets, bool resume) {
+    Config cfg = parse_config(kMlp, "pipe.yaml", sets);
+    FitOptions fo;
+    fo.device.threads = 1;
+    (resume ? fo.resume_dir : fo.out_dir) = dir + "/" + name;
+    return fit(cfg, fo, out);
+  };
+  run("split", {"train.epochs=2", "model.stages=[d2]", "pipeline.micro_batches=2"}, false);
+  const FitResult resumed = run("split", {"train.epochs=4"}, true);  // no stages: one executor
+  run("whole", {"train.epochs=4"}, false);
+  REQUIRE(resumed.epochs_run == 4);
+  const Config plain = parse_config(kMlp, "p.yaml", {});
+  const Model model(plain.input_shape, plain.layers, InitScheme::torch, "p.yaml");
+  const HostWeights a = load_weights(dir + "/split/model.safetensors", model, "split");
+  const HostWeights b = load_weights(dir + "/whole/model.safetensors", model, "whole");
+  require_close(a.params, b.params, 1e-5);
+}

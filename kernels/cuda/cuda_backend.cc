@@ -54,7 +54,11 @@ void* CudaHeap::raw_alloc(size_t bytes) {
 }
 
 void CudaHeap::raw_free(void* p) {
-  if (p) cudaFree(p);  // called from destructors: nothing to report to
+  if (!p) return;
+  // Called from destructors: nothing to report to. The pointer's device first: pipeline stages
+  // on several GPUs are destroyed from one thread.
+  (void)cudaSetDevice(device_);
+  cudaFree(p);
 }
 
 std::string CudaHeap::detail() const {

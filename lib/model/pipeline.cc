@@ -241,10 +241,13 @@ void Pipeline::train_step(int64_t batch, const float* x, const int32_t* y, int64
   std::vector<float> weights;
   for (const auto& mb : mbs) weights.push_back(float(double(mb.second) / double(batch)));
   const int64_t in = whole_.input_shape().numel();
-  // Every stage's scalars follow stage 1's (Nadam's product is carried on the host).
+  // Every stage's scalars follow stage 1's (Nadam's product is carried on the host). The loss
+  // stage's scalars are rewritten only after the other stages have read the last step's flags.
   const StepScalars carried = executors_[0]->host_scalars();
   for (size_t k = 0; k < S; ++k) {
     stages_[k].backend->make_current();
+    if (k == last)
+      for (size_t j = 0; j < last; ++j) stages_[k].backend->wait_for(*stages_[j].backend);
     executors_[k]->host_scalars() = carried;
     executors_[k]->stage_begin_step(t, lr, weights);
   }

@@ -3,6 +3,7 @@
 // pipeline.micro_batches) give the full batch's gradient; bad splits and combinations are refused
 // with the documented errors; a checkpoint of a split run resumes unsplit. The same on GPUs:
 // tests/gpu/test_gpu_pipeline.cc.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <sstream>
@@ -103,6 +104,12 @@ TEST_CASE("a model split into 2 or 3 stages on the CPU trains to the unsplit mod
     REQUIRE(two.sums.samples == one.sums.samples);
     REQUIRE(std::fabs(two.sums.loss_sum - one.sums.loss_sum) <= 1e-5 * std::fabs(one.sums.loss_sum));
     REQUIRE(two.sums.confusion == one.sums.confusion);
+  }
+  SECTION("MLP with dropout: the masks follow the whole model's layer indices") {
+    const std::vector<std::string> drop{"model.layers.1={type: dropout, rate: 0.3, name: r1}"};
+    std::vector<std::string> split = drop;
+    split.push_back("model.stages=[d2]");
+    require_close(train(kMlp, split).params, train(kMlp, drop).params, 1e-5);
   }
   SECTION("CNN, boundaries after a pooling layer and before a flatten") {
     const Run one = train(kCnn, {});
@@ -224,4 +231,29 @@ TEST_CASE("a checkpoint of a 2-stage run resumes at 1 stage, where the unsplit r
   const HostWeights a = load_weights(dir + "/split/model.safetensors", model, "split");
   const HostWeights b = load_weights(dir + "/whole/model.safetensors", model, "whole");
   require_close(a.params, b.params, 1e-5);
+}
+
+TEST_CASE("each stage reserves its own layers' parameter memory, which falls as stages are added",
+          "[pipeline]") {
+  auto stage_bytes = [](const std::string& stages) {
+    Config cfg = parse_config(kCnn, "pipe.yaml", {"model.stages=" + stages});
+    auto s = open_session(cfg, DeviceRequest{}, {10}, nullptr, nullptr, true);
+    std::vector<size_t> bytes;
+    for (size_t k = 0; k < s->pipeline->stage_count(); ++k)
+      bytes.push_back(s->pipeline->executor(k).parameter_bytes());
+    return bytes;
+  };
+  Config whole_cfg = parse_config(kCnn, "pipe.yaml", {"pipeline.micro_batches=1"});
+  auto whole = open_session(whole_cfg, DeviceRequest{}, {10}, nullptr, nullptr, true);
+  const size_t one = whole->executor->parameter_bytes();
+  const std::vector<size_t> two = stage_bytes("[c2]"), three = stage_bytes("[p1, f]");
+  REQUIRE(two.size() == 2);
+  REQUIRE(three.size() == 3);
+  const size_t max2 = *std::max_element(two.begin(), two.end());
+  const size_t max3 = *std::max_element(three.begin(), three.end());
+  INFO("parameter bytes per device: 1 stage " << one << ", 2 stages at most " << max2 << ", 3 stages at most "
+                                              << max3);
+  REQUIRE(max2 < one);
+  REQUIRE(max3 < one);
+  REQUIRE(max3 <= max2);
 }

@@ -114,10 +114,22 @@ Pipeline::Pipeline(const Model& whole, std::vector<PipelineStage> stages, const 
   }
 }
 
+// Each stage's executor, then its backend, with its device current (library handles are
+// destroyed on theirs). A destructor: a failing make_current is passed over.
 Pipeline::~Pipeline() {
+  const auto current = [](Backend& b) {
+    try {
+      b.make_current();
+    } catch (...) {
+    }
+  };
   for (size_t k = executors_.size(); k-- > 0;) {
-    stages_[k].backend->make_current();
+    current(*stages_[k].backend);
     executors_[k].reset();
+  }
+  for (size_t k = stages_.size(); k-- > 0;) {
+    current(*stages_[k].backend);
+    stages_[k].backend.reset();
   }
 }
 

@@ -137,6 +137,10 @@ static std::vector<std::string> stage_device_list(const std::string& device, siz
 static std::unique_ptr<Pipeline> open_pipeline(const Config& cfg, const DeviceRequest& device,
                                                const std::vector<std::string>& devices, Session& s,
                                                const ExecutorOptions& eo) {
+  std::vector<std::string> on = devices;
+  // auto chose for stage 1: the CPU (the others follow without asking again), or a GPU (the
+  // others choose the same first usable GPU).
+  if (s.backend->name() == "cpu") std::fill(on.begin(), on.end(), "cpu");
   std::vector<size_t> starts = stage_starts(*s.model, cfg.stages);
   starts.insert(starts.begin(), 0);
   std::vector<PipelineStage> stages;
@@ -145,12 +149,12 @@ static std::unique_ptr<Pipeline> open_pipeline(const Config& cfg, const DeviceRe
     st.begin = starts[k];
     st.end = k + 1 < starts.size() ? starts[k + 1] : s.model->layers().size();
     st.model = std::make_unique<Model>(std::move(*make_model(cfg)), st.begin, st.end);
-    st.device = devices[k];
+    st.device = on[k];
     if (k == 0) {
       st.backend = std::move(s.backend);
     } else {
       DeviceRequest dr = device;
-      dr.device = devices[k];
+      dr.device = on[k];
       std::string note;
       st.backend = BackendRegistry::global().create(dr, &note);
       if (!note.empty()) spdlog::warn("{}", note);

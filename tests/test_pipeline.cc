@@ -210,6 +210,18 @@ TEST_CASE("the command line refuses stages with several GPUs' data parallelism (
   REQUIRE(r.exit_code == 0);
   REQUIRE_THAT(r.err, Contains("model parallel: 3 stage(s) on cpu, cpu, cpu"));
   REQUIRE_THAT(r.err, Contains("stage 2/3: layers 3-4 (d2 .. t2)"));
+  REQUIRE_THAT(r.err, Contains("MiB reserved on the device (cpu: "));
+  REQUIRE_THAT(r.err, Contains("for its 3 stages)"));
+  // A split run's directory: eval loads it on one device; --resume goes on unsplit.
+  r = test::run_trainer("fit " + cfg + " --out " + dir + "/run --epochs 1 --set model.stages=[d2]");
+  REQUIRE(r.exit_code == 0);
+  r = test::run_trainer("eval " + dir + "/run --split train");
+  REQUIRE(r.exit_code == 0);
+  r = test::run_trainer("fit --resume " + dir + "/run --epochs 2 --set 'model.stages=[]'");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_THAT(r.err, !Contains("model parallel"));
+  REQUIRE_THAT(r.out, Contains("epoch 2/2"));
 }
 
 TEST_CASE("a checkpoint of a 2-stage run resumes at 1 stage, where the unsplit run would be", "[pipeline]") {

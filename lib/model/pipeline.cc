@@ -379,19 +379,30 @@ StepScalars& Pipeline::host_scalars() { return executors_[0]->host_scalars(); }
 std::vector<std::string> Pipeline::memory_report() const {
   std::vector<std::string> lines;
   const auto mib = [](size_t b) { return double(b) / double(1 << 20); };
+  // Stages sharing a device (all on the CPU, or on one GPU): that device's total too.
+  std::map<std::string, std::pair<size_t, int>> on_device;  // bytes, stages
+  for (const auto& st : stages_) {
+    on_device[st.device].first += st.backend->allocator().bytes_in_use();
+    on_device[st.device].second += 1;
+  }
   for (size_t k = 0; k < stages_.size(); ++k) {
     const PipelineStage& st = stages_[k];
     const auto& layers = st.model->layers();
     const std::string span =
         layers.size() == 1 ? layers.front()->name() : layers.front()->name() + " .. " + layers.back()->name();
-    char line[512];
+    const auto& shared = on_device.at(st.device);
+    char total[128] = "";
+    if (shared.second > 1)
+      std::snprintf(total, sizeof total, " (%s: %.2f MiB for its %d stages)", st.device.c_str(),
+                    mib(shared.first), shared.second);
+    char line[640];
     std::snprintf(
         line, sizeof line,
         "stage %zu/%zu: layers %zu-%zu (%s), %zu layers, %lld parameters, on %s: parameters %.2f MiB "
-        "(with gradients and optimizer state), activations %.2f MiB, %.2f MiB reserved on the device",
+        "(with gradients and optimizer state), activations %.2f MiB, %.2f MiB reserved on the device%s",
         k + 1, stages_.size(), st.begin + 1, st.end, span.c_str(), layers.size(),
         (long long)st.model->num_params(), st.device.c_str(), mib(executors_[k]->parameter_bytes()),
-        mib(executors_[k]->activation_bytes()), mib(st.backend->allocator().bytes_in_use()));
+        mib(executors_[k]->activation_bytes()), mib(st.backend->allocator().bytes_in_use()), total);
     lines.push_back(line);
   }
   return lines;

@@ -28,4 +28,30 @@ void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipR
   for (int64_t j = 0; j < n; ++j) g[j] *= scale;
 }
 
+// The two phases of clip_grad_norm for gradients spread over pipeline stages.
+void clip_grad_sum_squares(const float* g, int64_t n, double* partials) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int i = 0; i < kClipPartials; ++i) {
+    double sq = 0;
+    for (int64_t j = clip_chunk_begin(n, i, kClipPartials), e = clip_chunk_begin(n, i + 1, kClipPartials);
+         j < e; ++j)
+      sq += double(g[j]) * double(g[j]);
+    partials[i] = sq;
+  }
+}
+
+void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,
+                           ClipRecord* record) {
+  double total = 0;
+  for (int64_t i = 0; i < int64_t(groups) * kClipPartials; ++i) total += partials[i];
+  const double norm = std::sqrt(total);
+  const float scale = clip_factor(norm, max_norm);
+  record->last_norm = float(norm);
+  record->last_scale = scale;
+  if (scale == 1.f) return;
+  record->clipped_steps += 1;
+#pragma omp parallel for simd if (n > 65536)
+  for (int64_t j = 0; j < n; ++j) g[j] *= scale;
+}
+
 }  // namespace trainer::cpu

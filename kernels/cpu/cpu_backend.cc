@@ -171,6 +171,15 @@ void CpuBackend::adam_step(const AdamHyper& h, float* w, const float* g, float* 
 void CpuBackend::clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
   cpu::clip_grad_norm(g, n, max_norm, partials, record);
 }
+
+void CpuBackend::clip_grad_sum_squares(const float* g, int64_t n, double* partials) {
+  cpu::clip_grad_sum_squares(g, n, partials);
+}
+
+void CpuBackend::clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials,
+                                       int groups, ClipRecord* record) {
+  cpu::clip_grad_by_partials(g, n, max_norm, partials, groups, record);
+}
 void CpuBackend::rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
                               float* avg, int64_t n, const StepScalars* s) {
   if (s->nonfinite & kNonfiniteSkipsUpdate) return;

@@ -51,6 +51,9 @@ class CpuBackend : public Backend {
   void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
                  const StepScalars* s) override;
   void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) override;
+  void clip_grad_sum_squares(const float* g, int64_t n, double* partials) override;
+  void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,
+                             ClipRecord* record) override;
   void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf, float* avg,
                     int64_t n, const StepScalars* s) override;
 

@@ -29,6 +29,9 @@ void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v,
                const StepScalars& s);
 // g: (n) scaled in place to the global norm max_norm; partials: kClipPartials doubles.
 void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record);
+void clip_grad_sum_squares(const float* g, int64_t n, double* partials);
+void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,
+                           ClipRecord* record);
 void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf, float* avg,
                   int64_t n, const StepScalars& s);
 // Dropout: y = x * mask / (1 - rate); mask kept (as 0/scale floats) for backward.

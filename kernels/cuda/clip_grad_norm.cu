@@ -42,6 +42,22 @@ __global__ void clip_factor_kernel(const double* partials, float max_norm, ClipR
   if (scale != 1.f) record->clipped_steps += 1;
 }
 
+// One block: thread t sums partial t of every group in group order, then the tree sum, the norm
+// and the factor (one group: clip_factor_kernel's sums exactly).
+__global__ void clip_factor_groups_kernel(const double* partials, int groups, float max_norm,
+                                          ClipRecord* record) {
+  __shared__ double shared[kClipPartials];
+  double v = 0;
+  for (int j = 0; j < groups; ++j) v += partials[int64_t(j) * kClipPartials + threadIdx.x];
+  const double total = block_sum(v, shared);
+  if (threadIdx.x != 0) return;
+  const double norm = sqrt(total);
+  const float scale = clip_factor(norm, max_norm);
+  record->last_norm = float(norm);
+  record->last_scale = scale;
+  if (scale != 1.f) record->clipped_steps += 1;
+}
+
 __global__ void scale_kernel(float* g, int64_t n, const ClipRecord* record) {
   const float scale = record->last_scale;
   if (scale == 1.f) return;
@@ -49,6 +65,19 @@ __global__ void scale_kernel(float* g, int64_t n, const ClipRecord* record) {
 }
 
 }  // namespace
+
+void launch_clip_sum_squares(const float* g, int64_t n, double* partials, cudaStream_t stream) {
+  sum_squares_kernel<<<kClipPartials, kBlock, 0, stream>>>(g, n, partials);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_clip_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,
+                             ClipRecord* record, cudaStream_t stream) {
+  clip_factor_groups_kernel<<<1, kClipPartials, 0, stream>>>(partials, groups, max_norm, record);
+  CUDA_CHECK_LAUNCH();
+  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, n, record);
+  CUDA_CHECK_LAUNCH();
+}
 
 void launch_clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record,
                            cudaStream_t stream) {

@@ -281,6 +281,15 @@ void CudaBackend::adam_step(const AdamHyper& h, float* w, const float* g, float*
 void CudaBackend::clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
   cuda::launch_clip_grad_norm(g, n, max_norm, partials, record, stream_);
 }
+
+void CudaBackend::clip_grad_sum_squares(const float* g, int64_t n, double* partials) {
+  cuda::launch_clip_sum_squares(g, n, partials, stream_);
+}
+
+void CudaBackend::clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials,
+                                        int groups, ClipRecord* record) {
+  cuda::launch_clip_by_partials(g, n, max_norm, partials, groups, record, stream_);
+}
 void CudaBackend::rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
                                float* avg, int64_t n, const StepScalars* s) {
   cuda::launch_rmsprop_step(h, w, g, sq, buf, avg, n, s, stream_);

@@ -166,6 +166,13 @@ class Backend {
   // g: n floats (the gradient arena; padding between tensors is zero). partials: kClipPartials
   // doubles of backend memory. Deterministic for a given n.
   virtual void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) = 0;
+  // The same in two phases, for gradients spread over several backends (pipeline stages): the
+  // kClipPartials sums of squares of g into partials; then the norm of `groups` * kClipPartials
+  // partials (every stage's, gathered by the caller; summed group by group in order), the factor
+  // into record and g scaled by it. With one group: clip_grad_norm.
+  virtual void clip_grad_sum_squares(const float* g, int64_t n, double* partials) = 0;
+  virtual void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,
+                                     ClipRecord* record) = 0;
 
   // Step capture (CUDA graphs): work enqueued between begin_capture() and end_capture() is
   // recorded rather than run; replay() enqueues the whole recording again with one launch.

@@ -99,8 +99,8 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   nonfinite_ = static_cast<NonfiniteRecord*>(allocate(sizeof(NonfiniteRecord), "non-finite step record"));
   if (o_.clip_grad_norm > 0) {
     clip_ = static_cast<ClipRecord*>(allocate(sizeof(ClipRecord), "gradient clipping record"));
-    clip_partials_ =
-        static_cast<double*>(allocate(kClipPartials * sizeof(double), "gradient norm partial sums"));
+    clip_partials_ = static_cast<double*>(allocate(
+        size_t(std::max(o_.clip_stages, 1)) * kClipPartials * sizeof(double), "gradient norm partial sums"));
     const ClipRecord none;
     be_.copy_to_device(clip_, &none, sizeof none);
   }
@@ -632,7 +632,8 @@ void Executor::enqueue_update(int64_t batch, size_t buckets_launched) {
   // device after the update, as GradScaler.update() does after optimizer.step().
   if (scaler_) be_.unscale_gradients(grads_, n_param_floats_, scaler_, scalars_);
   if (grad_hook_) grad_hook_(grads_);
-  if (clip_) be_.clip_grad_norm(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, clip_);
+  if (clip_ && !o_.clip_stages)  // pipeline stages clip over every stage first (stage_clip)
+    be_.clip_grad_norm(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, clip_);
   // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
   // finite; weights are checked after it; the host reads the record only with the metrics.
   if (!scaler_) be_.check_finite(grads_, n_param_floats_, kNonfiniteGradients, scalars_);

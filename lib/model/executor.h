@@ -79,6 +79,10 @@ struct ExecutorOptions {
   bool output_gradient_given = false;
   int first_layer = 0;
   int activation_slots = 1;
+  //   clip_stages: with clip_grad_norm, the norm is of the gradients of this many stages: the
+  //     pipeline calls stage_clip_partials and stage_clip before stage_update, which then does
+  //     not clip by this stage's norm alone.
+  int clip_stages = 0;
 };
 
 // One line of the memory plan, for reports and the out-of-memory message.
@@ -167,6 +171,12 @@ class Executor : public StepRunner {
   // The update after every micro-batch's backward (batch: the step's rows): clipping, the
   // non-finite guard, the optimizer, the metric commit.
   void stage_update(int64_t batch);
+  // Gradient clipping over the stages (clip_stages): this stage's kClipPartials sums of squares
+  // into group `stage` of stage_clip_partials_buffer() (clip_stages groups, backend memory),
+  // where the pipeline gathers every stage's; then the gradients scaled by the norm of them all.
+  void stage_clip_partials(int stage);
+  double* stage_clip_partials_buffer() { return clip_partials_; }
+  void stage_clip();
   // The step's non-finite flags (StepScalars::nonfinite, backend memory): the pipeline copies the
   // loss stage's into the others' before their updates, so every stage skips the same steps.
   uint32_t* stage_nonfinite_flags() { return &scalars_->nonfinite; }

@@ -63,6 +63,16 @@ void Executor::stage_backward(int64_t batch, int slot, int index, int count) {
     be_.convert(grads_, DType::f32, grad_sum_, DType::f32, n_param_floats_, true);
 }
 
+void Executor::stage_clip_partials(int stage) {
+  if (!clip_ || stage >= o_.clip_stages) throw InternalError("stage_clip_partials without clip_stages");
+  be_.clip_grad_sum_squares(grads_, n_param_floats_, clip_partials_ + size_t(stage) * kClipPartials);
+}
+
+void Executor::stage_clip() {
+  be_.clip_grad_by_partials(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, o_.clip_stages,
+                            clip_);
+}
+
 void Executor::stage_update(int64_t batch) {
   enqueue_update(batch);
   samples_ += batch;

@@ -67,16 +67,13 @@ Pipeline::Pipeline(const Model& whole, std::vector<PipelineStage> stages, const 
   if (S == 0) throw InternalError("a pipeline without stages");
   if (options.comm && options.comm->size() > 1)
     throw UsageError("model.stages (model parallelism) cannot be combined with data parallelism yet");
-  if (S > 1 && options.clip_grad_norm > 0)
-    throw ConfigError(
-        "clip_grad_norm with model.stages: the global gradient norm spans the stages, which is not "
-        "implemented yet; remove clip_grad_norm or model.stages");
   if (S > 1 && options.loss_scaling)
     throw ConfigError(
         "loss scaling (train.loss_scale, on by default under math: fp16) with model.stages is not "
         "implemented "
         "yet: the scale would have to reach every stage; use math: bf16, or train.loss_scale: none");
   state_slots_ = optimizer.state_slots();
+  clip_stages_ = S > 1 && options.clip_grad_norm > 0;
   // Every micro-batch size of every batch size; one activation slot per micro-batch in flight.
   std::vector<int64_t> sizes;
   for (int64_t b : options.batch_sizes)
@@ -91,6 +88,7 @@ Pipeline::Pipeline(const Model& whole, std::vector<PipelineStage> stages, const 
     eo.input_gradient = k > 0;
     eo.output_gradient_given = k + 1 < S;
     eo.first_layer = int(st.begin);
+    if (S > 1 && eo.clip_grad_norm > 0) eo.clip_stages = int(S);  // the norm of every stage's gradients
     if (k > 0) eo.augment = AugmentSpec();  // the input batch is augmented once, in stage 1
     if (k + 1 < S) eo.loss_scaling = false;
     st.backend->make_current();
@@ -281,6 +279,7 @@ void Pipeline::train_step(int64_t batch, const float* x, const int32_t* y, int64
       executors_[k]->stage_backward(rows, m, count - 1 - m, count);
     }
   }
+  if (clip_stages_) clip_over_stages();
   // The loss stage updates first; the others take its non-finite flags (the loss's verdict and
   // its gradients'), so a step it skips is skipped everywhere.
   stages_[last].backend->make_current();
@@ -292,6 +291,30 @@ void Pipeline::train_step(int64_t batch, const float* x, const int32_t* y, int64
     to.copy_from(from, executors_[k]->stage_nonfinite_flags(), executors_[last]->stage_nonfinite_flags(),
                  sizeof(uint32_t));
     executors_[k]->stage_update(batch);
+  }
+}
+
+// clip_grad_norm over the stages: each stage's partial sums of squares, every stage's copied
+// into every other's buffer (group k from stage k), then each scales its gradients by the norm
+// of them all, the same factor everywhere.
+void Pipeline::clip_over_stages() {
+  const size_t S = stages_.size();
+  for (size_t k = 0; k < S; ++k) {
+    stages_[k].backend->make_current();
+    executors_[k]->stage_clip_partials(int(k));
+  }
+  const size_t group = size_t(kClipPartials) * sizeof(double);
+  for (size_t k = 0; k < S; ++k) {
+    Backend& to = *stages_[k].backend;
+    to.make_current();
+    for (size_t j = 0; j < S; ++j) {
+      if (j == k) continue;
+      Backend& from = *stages_[j].backend;
+      to.wait_for(from);
+      to.copy_from(from, executors_[k]->stage_clip_partials_buffer() + j * kClipPartials,
+                   executors_[j]->stage_clip_partials_buffer() + j * kClipPartials, group);
+    }
+    executors_[k]->stage_clip();
   }
 }
 

@@ -11,7 +11,9 @@
 //             stage's output gradient; each stage sums its parameter gradients over the
 //             micro-batches, the loss of micro-batch m weighted by rows_m / rows, so the sum is the
 //             gradient of the batch's mean loss;
-//   update:   one optimizer step per stage, after the loss stage's non-finite verdict reached it.
+//   update:   clip_grad_norm by the norm over every stage's gradients (each stage's partial sums
+//             copied to the others); one optimizer step per stage, after the loss stage's
+//             non-finite verdict reached it.
 //
 // Each micro-batch in flight has its own activation slot in every stage (activation memory is
 // that of the whole batch, as in GPipe without re-materialization). The loss and the metrics are
@@ -45,7 +47,7 @@ class Pipeline : public StepRunner {
  public:
   // `whole` (kept by reference) names and lays out the host copies; `options` are the whole
   // model's (batch_sizes: the batches' rows, each cut into micro_batches here). ConfigError for
-  // what a split model cannot do yet (clip_grad_norm, loss scaling over several stages).
+  // what a split model cannot do yet (loss scaling over several stages).
   Pipeline(const Model& whole, std::vector<PipelineStage> stages, const Optimizer& optimizer,
            const ExecutorOptions& options, int micro_batches);
   ~Pipeline() override;
@@ -96,6 +98,7 @@ class Pipeline : public StepRunner {
   // Micro-batch `slot`'s boundary tensor from stage k-1 to stage k, or its gradient back.
   void hand_forward(size_t k, int64_t rows, int slot);
   void hand_backward(size_t k, int64_t rows, int slot);
+  void clip_over_stages();
   void forward_all(int64_t batch, const float* x, const int32_t* y, bool training, bool with_loss,
                    float* out);
 
@@ -105,6 +108,7 @@ class Pipeline : public StepRunner {
   std::vector<std::vector<Slice>> params_, buffers_;
   int micro_ = 1;
   int state_slots_ = 0;
+  bool clip_stages_ = false;  // clip_grad_norm over several stages
 };
 
 }  // namespace trainer

@@ -1,7 +1,8 @@
 // Model parallelism on GPUs (lib/model/pipeline.h): the stages' boundary tensors go between
 // backends by device copies ordered with events.
 //   - one GPU (every GPU machine runs it): 2 stages on gpu:0, each with its own backend and
-//     stream, train like the unsplit model on gpu:0 (rel 1e-5), also with 4 micro-batches;
+//     stream, train like the unsplit model on gpu:0 (rel 1e-5), also with 4 micro-batches, and
+//     with clip_grad_norm (the norm over both stages);
 //   - two GPUs (skipped, visibly, with fewer): 2 stages on gpu:0,1 (peer copies) train like one
 //     stage on gpu:0 (rel 1e-5), with 1 and 4 micro-batches; fit with model.stages over gpu:0,1
 //     tracks fit on gpu:0 (rel 1e-4 of the final losses).
@@ -75,6 +76,54 @@ TEST_CASE("gpu pipeline: 2 stages on one GPU train like the unsplit model", "[gp
   const double m = rel_error(train("gpu:0", {"model.stages=[c2]", "pipeline.micro_batches=4"}), one);
   INFO("2 stages, 4 micro-batches on gpu:0 vs 1 stage: parameter rel error " << m);
   CHECK(m < 1e-5);
+}
+
+TEST_CASE("gpu clipping in two phases: one group is clip_grad_norm bit for bit; two groups match the CPU's",
+          "[gpu][pipeline][clip]") {
+  CudaBackend& be = cuda_backend();
+  const std::vector<float> g = random_vector(100000, 9);
+  Buffer a(be, g.size() * sizeof(float)), b(be, g.size() * sizeof(float));
+  Buffer partials(be, 2 * kClipPartials * sizeof(double)), ra(be, sizeof(ClipRecord)),
+      rb(be, sizeof(ClipRecord));
+  const ClipRecord none;
+  a.upload(g);
+  b.upload(g);
+  ra.upload(std::vector<ClipRecord>{none});
+  rb.upload(std::vector<ClipRecord>{none});
+  const int64_t n = int64_t(g.size());
+  be.clip_grad_norm(a.as(), n, 0.5f, partials.as<double>(), ra.as<ClipRecord>());
+  be.clip_grad_sum_squares(b.as(), n, partials.as<double>());
+  be.clip_grad_by_partials(b.as(), n, 0.5f, partials.as<double>(), 1, rb.as<ClipRecord>());
+  CHECK(a.download(g.size()) == b.download(g.size()));
+  const ClipRecord one = ra.download<ClipRecord>(1)[0];
+  CHECK(one.last_norm == rb.download<ClipRecord>(1)[0].last_norm);
+  // Two groups (the arena split at 30000) against the CPU's two phases.
+  b.upload(g);
+  rb.upload(std::vector<ClipRecord>{none});
+  be.clip_grad_sum_squares(b.as(), 30000, partials.as<double>());
+  be.clip_grad_sum_squares(b.as() + 30000, n - 30000, partials.as<double>() + kClipPartials);
+  be.clip_grad_by_partials(b.as(), 30000, 0.5f, partials.as<double>(), 2, rb.as<ClipRecord>());
+  std::vector<float> c = g;
+  std::vector<double> host(2 * kClipPartials);
+  ClipRecord rc;
+  cpu_backend().clip_grad_sum_squares(c.data(), 30000, host.data());
+  cpu_backend().clip_grad_sum_squares(c.data() + 30000, n - 30000, host.data() + kClipPartials);
+  cpu_backend().clip_grad_by_partials(c.data(), 30000, 0.5f, host.data(), 2, &rc);
+  const ClipRecord two = rb.download<ClipRecord>(1)[0];
+  INFO("norm: one group " << one.last_norm << ", two on the GPU " << two.last_norm << ", two on the CPU "
+                          << rc.last_norm);
+  CHECK(std::abs(two.last_norm - rc.last_norm) <= 1e-6f * rc.last_norm);
+  CHECK(std::abs(two.last_norm - one.last_norm) <= 1e-6f * one.last_norm);
+  CHECK(rel_error(std::vector<float>(b.download(30000)), std::vector<float>(c.begin(), c.begin() + 30000)) <
+        1e-6);
+}
+
+TEST_CASE("gpu pipeline: clip_grad_norm over 2 stages on one GPU clips by the whole model's norm",
+          "[gpu][pipeline]") {
+  const std::vector<float> one = train("gpu:0", {"clip_grad_norm=0.01"});
+  const double e = rel_error(train("gpu:0", {"model.stages=[d1]", "clip_grad_norm=0.01"}), one);
+  INFO("2 stages with clip_grad_norm on gpu:0 vs 1: parameter rel error " << e);
+  CHECK(e < 1e-5);
 }
 
 TEST_CASE("gpu pipeline: 2 stages on gpu:0,1 train like one stage on gpu:0", "[gpu][pipeline][2gpu]") {

@@ -50,6 +50,9 @@ struct Executor::Plan {
   int output_edge = -1;           // the model's output converted to f32 for the loss, -1: it is f32
   size_t out = 0, out_grad = 0;   // the f32 model output the loss and predict read, and its gradient
   std::vector<size_t> workspace;  // per layer
+  // Per layer: its transient workspace is the executor's one region shared by every activation
+  // slot (several slots only), not one in this plan's arena.
+  std::vector<bool> shared_workspace;
   // Per layer and input: where backward writes that input's gradient (see plan_gradients()).
   std::vector<std::vector<InputGrad>> input_grads;
   size_t scratch = 0;  // one gradient buffer for consumers that cannot add into a shared gradient
@@ -123,6 +126,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
 
   // 2. Plans: kernels per batch size (primitives/descriptors created here), arena layout.
   size_t act_bytes = 0;
+  size_t shared_transient_bytes = 0;          // several activation slots: the transient workspaces of all
   std::vector<std::pair<int, int64_t>> keys;  // (activation slot, batch)
   for (int slot = 0; slot < o_.activation_slots; ++slot)
     for (int64_t b : o_.batch_sizes) keys.emplace_back(slot, b);
@@ -232,7 +236,12 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       p->out = p->edges.back().act;
       p->out_grad = p->edges.back().grad;
     }
-    if (transient_bytes) {
+    p->shared_workspace.assign(layers.size(), false);
+    if (transient_bytes && o_.activation_slots > 1) {
+      // The slots' steps run one after another on the one stream: one region serves them all.
+      shared_transient_bytes = std::max(shared_transient_bytes, transient_bytes);
+      for (size_t i : transient_users) p->shared_workspace[i] = true;
+    } else if (transient_bytes) {
       const size_t shared = take(transient_bytes);
       for (size_t i : transient_users) p->workspace[i] = shared;
     }
@@ -267,6 +276,11 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     for (int k = 0; k < o_.activation_slots; ++k)
       slot_arenas_.push_back(activations_ + size_t(k) * act_bytes);
     activation_bytes_ = act_bytes * n_slots;
+    if (shared_transient_bytes) {
+      shared_workspace_ =
+          allocate(shared_transient_bytes, "kernel workspaces shared by the micro-batch slots");
+      activation_bytes_ += align_up(shared_transient_bytes);
+    }
     parameter_bytes_ = floats_bytes(n_param_floats_) * slots;
     if (o_.activation_slots > 1) {
       grad_sum_ = static_cast<float*>(
@@ -425,7 +439,7 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
   }
   b.output = view(activations_ + p.act[i + 1], out, p.layout[i + 1], p.dtype[i + 1]);
   b.output_grad = view(activations_ + p.grad[i + 1], out, p.layout[i + 1], p.dtype[i + 1]);
-  b.workspace = activations_ + p.workspace[i];
+  b.workspace = p.shared_workspace[i] ? shared_workspace_ : activations_ + p.workspace[i];
   b.workspace_bytes = p.kernels[i]->workspace_bytes();
   return b;
 }

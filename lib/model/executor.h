@@ -237,6 +237,7 @@ class Executor : public StepRunner {
   float* buffers_ = nullptr;
   char* activations_ = nullptr;  // the current plan's activation slot (plan_for)
   std::vector<char*> slot_arenas_;
+  void* shared_workspace_ = nullptr;         // several slots: the transient kernel workspaces of all
   float* grad_sum_ = nullptr;                // activation_slots > 1: the micro-batches' gradient sum
   LossScaleState* micro_weights_ = nullptr;  // activation_slots > 1: per slot, scale = its weight
   size_t parameter_bytes_ = 0, activation_bytes_ = 0;

@@ -70,8 +70,8 @@ Pipeline::Pipeline(const Model& whole, std::vector<PipelineStage> stages, const 
   if (S > 1 && options.loss_scaling)
     throw ConfigError(
         "loss scaling (train.loss_scale, on by default under math: fp16) with model.stages is not "
-        "implemented "
-        "yet: the scale would have to reach every stage; use math: bf16, or train.loss_scale: none");
+        "implemented yet: the scale and its overflow verdict would have to span the stages; use "
+        "math: bf16, or train.loss_scale: none");
   state_slots_ = optimizer.state_slots();
   clip_stages_ = S > 1 && options.clip_grad_norm > 0;
   // Every micro-batch size of every batch size; one activation slot per micro-batch in flight.
@@ -80,6 +80,10 @@ Pipeline::Pipeline(const Model& whole, std::vector<PipelineStage> stages, const 
     for (const auto& mb : micro_batches_of(b)) sizes.push_back(mb.second);
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  // The stages' tensors in the whole model's arenas: the same names.
+  std::map<std::string, const TensorSlot*> by_name;
+  for (const TensorSlot& t : whole.params()) by_name[t.name] = &t;
+  for (const TensorSlot& t : whole.buffers()) by_name["buffer " + t.name] = &t;
   for (size_t k = 0; k < S; ++k) {
     PipelineStage& st = stages_[k];
     ExecutorOptions eo = options;
@@ -93,10 +97,6 @@ Pipeline::Pipeline(const Model& whole, std::vector<PipelineStage> stages, const 
     if (k + 1 < S) eo.loss_scaling = false;
     st.backend->make_current();
     executors_.push_back(std::make_unique<Executor>(*st.model, *st.backend, optimizer, eo));
-    // The stage's tensors in the whole model's arenas: the same names.
-    std::map<std::string, const TensorSlot*> by_name;
-    for (const TensorSlot& t : whole.params()) by_name[t.name] = &t;
-    for (const TensorSlot& t : whole.buffers()) by_name["buffer " + t.name] = &t;
     auto slices = [&](const std::vector<TensorSlot>& mine, const char* prefix) {
       std::vector<Slice> out;
       for (const TensorSlot& t : mine) {

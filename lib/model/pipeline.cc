@@ -334,6 +334,7 @@ void Pipeline::forward_all(int64_t batch, const float* x, const int32_t* y, bool
     }
   }
   if (!out) return;
+  stages_[last].backend->make_current();
   for (int m = 0; m < int(mbs.size()); ++m) {
     const auto [first, rows] = mbs[size_t(m)];
     stages_[last].backend->copy_to_host(out + first * outn, executors_[last]->stage_tensors(rows, m).output,
@@ -393,10 +394,23 @@ size_t Pipeline::planned_bytes() const {
   return n;
 }
 
-ClipRecord Pipeline::read_clip_record() { return executors_.back()->read_clip_record(); }
+// Clipping's record and the loss scale: the loss stage's (every stage's record is the same).
+ClipRecord Pipeline::read_clip_record() {
+  stages_.back().backend->make_current();
+  return executors_.back()->read_clip_record();
+}
+
 bool Pipeline::loss_scaling() const { return executors_.back()->loss_scaling(); }
-LossScaleState Pipeline::read_loss_scale() { return executors_.back()->read_loss_scale(); }
-void Pipeline::restore_loss_scale(const LossScaleState& st) { executors_.back()->restore_loss_scale(st); }
+
+LossScaleState Pipeline::read_loss_scale() {
+  stages_.back().backend->make_current();
+  return executors_.back()->read_loss_scale();
+}
+
+void Pipeline::restore_loss_scale(const LossScaleState& st) {
+  stages_.back().backend->make_current();
+  executors_.back()->restore_loss_scale(st);
+}
 StepScalars& Pipeline::host_scalars() { return executors_[0]->host_scalars(); }
 
 std::vector<std::string> Pipeline::memory_report() const {

@@ -485,47 +485,6 @@ Executor::Plan& Executor::plan_for(int64_t batch, int slot) {
   return *it->second;
 }
 
-void Executor::upload_params(const float* params, const float* buffers) {
-  be_.copy_to_device(params_, params, size_t(n_param_floats_) * sizeof(float));
-  upload_buffers(buffers);
-}
-
-void Executor::download_params(float* params, float* buffers) {
-  be_.copy_to_host(params, params_, size_t(n_param_floats_) * sizeof(float));
-  if (buffers) download_buffers(buffers);
-  check_collective();
-}
-
-// After a read from the device: steps whose all-reduce was cut short by an abort (another replica
-// failed) ran on partial sums, so what was read is not the training's; throws WorldStopped then.
-void Executor::check_collective() const {
-  if (o_.collective) o_.collective->check_alive();
-}
-
-void Executor::upload_buffers(const float* buffers) {
-  if (model_.buffer_arena_floats())
-    be_.copy_to_device(buffers_, buffers, size_t(model_.buffer_arena_floats()) * sizeof(float));
-}
-
-void Executor::download_buffers(float* buffers) {
-  if (model_.buffer_arena_floats())
-    be_.copy_to_host(buffers, buffers_, size_t(model_.buffer_arena_floats()) * sizeof(float));
-}
-
-int64_t Executor::optimizer_state_floats() const { return int64_t(opt_.state_slots()) * n_param_floats_; }
-
-// Host copies hold the state slots' arenas one after another, as on the backend.
-void Executor::upload_optimizer_state(const float* state) {
-  for (size_t k = 0; k < state_.size(); ++k)
-    be_.copy_to_device(state_[k], state + k * size_t(n_param_floats_),
-                       size_t(n_param_floats_) * sizeof(float));
-}
-
-void Executor::download_optimizer_state(float* state) {
-  for (size_t k = 0; k < state_.size(); ++k)
-    be_.copy_to_host(state + k * size_t(n_param_floats_), state_[k], size_t(n_param_floats_) * sizeof(float));
-}
-
 void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training) {
   const bool raw = training && o_.augment.active();
   if (x)
@@ -600,63 +559,6 @@ void Executor::enqueue_backward_and_update(Plan& p, bool update) {
   if (update) enqueue_update(p.batch, buckets_launched);
 }
 
-void Executor::launch_ready_buckets(size_t layer, size_t* next) {
-  for (; *next < buckets_.size() && buckets_[*next].ready_after >= layer; ++*next) {
-    const GradientBucket& b = buckets_[*next];
-    o_.collective->all_reduce_sum_async(grads_ + b.begin, b.floats(), /*weighted=*/true);
-  }
-}
-
-// Rank r's gradients are the mean over its shard's n_r rows; the global batch's mean is the sum
-// over ranks of (n_r / N) * mean_r. The loss's non-finite flag is ORed too, so that every rank
-// skips or applies the same update. Host memory, after the backend's queued work: this sum cannot
-// overlap the backward pass, so it stays one all-reduce of the whole arena (no buckets).
-void Executor::reduce_gradients(int64_t batch) {
-  be_.synchronize();
-  const float weight = global_batch_ > 0 ? float(double(batch) / double(global_batch_)) : 1.f;
-  if (weight != 1.f)
-    for (int64_t i = 0; i < n_param_floats_; ++i) grads_[i] *= weight;
-  o_.comm->all_reduce_sum(grads_, n_param_floats_);
-  o_.comm->all_reduce_or(&scalars_->nonfinite, 1);
-}
-
-// The same on the device (ExecutorOptions::collective): every replica's gradients times its
-// shard weight (StepScalars::shard_weight, uploaded with the step's scalars), summed over the
-// replicas, then the flags ORed; all enqueued on the stream, so nothing waits and a recorded step
-// replays it. One bucket: one all-reduce of the whole arena on the stream, after the backward
-// pass. Several: the buckets the backward pass did not launch yet (all of them for an empty
-// shard, which runs no backward pass, so every replica makes the same calls), then the join.
-void Executor::reduce_gradients_on_device(size_t buckets_launched) {
-  if (overlapped()) {
-    launch_ready_buckets(0, &buckets_launched);
-    o_.collective->wait_all();
-  } else {
-    o_.collective->all_reduce_sum(grads_, n_param_floats_, /*weighted=*/true);
-  }
-  o_.collective->all_reduce_or(&scalars_->nonfinite);
-}
-
-void Executor::enqueue_update(int64_t batch, size_t buckets_launched) {
-  if (o_.collective)
-    reduce_gradients_on_device(buckets_launched);
-  else if (data_parallel())
-    reduce_gradients(batch);
-  // Loss scaling: the true gradients again, and an overflow flagged (the unscale checks every
-  // gradient, so the plain gradient check below would only repeat it). The scale changes on the
-  // device after the update, as GradScaler.update() does after optimizer.step().
-  if (scaler_) be_.unscale_gradients(grads_, n_param_floats_, scaler_, scalars_);
-  if (grad_hook_) grad_hook_(grads_);
-  if (clip_ && !o_.clip_stages)  // pipeline stages clip over every stage first (stage_clip)
-    be_.clip_grad_norm(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, clip_);
-  // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
-  // finite; weights are checked after it; the host reads the record only with the metrics.
-  if (!scaler_) be_.check_finite(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
-  opt_.step(be_, params_, grads_, state_.data(), n_param_floats_, scalars_);
-  be_.check_finite(params_, n_param_floats_, kNonfiniteWeights, scalars_);
-  if (scaler_) be_.update_loss_scale(o_.loss_scale, scaler_, scalars_);
-  be_.commit_step(scalars_, batch, metrics_, nonfinite_);
-}
-
 // Runs `enqueue` eagerly the first time (libraries finish their lazy setup there), records it
 // as a graph the second time, and replays the graph from then on. A failed capture turns graphs
 // off for this executor with a warning, and the step runs eagerly.
@@ -726,41 +628,6 @@ void Executor::predict(int64_t batch, const float* x, float* out) {
   be_.copy_to_host(out, activations_ + p.out, size_t(batch * model_.output_shape().numel()) * sizeof(float));
 }
 
-void Executor::reset_metrics() {
-  const size_t n = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
-  be_.zero(metrics_, n * sizeof(float));
-  be_.zero(nonfinite_, sizeof(NonfiniteRecord));
-  samples_ = 0;
-}
-
-void Executor::restore_metrics(const MetricSums& m) {
-  const size_t n = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
-  std::vector<float> host(n, 0.f);
-  host[0] = float(m.loss_sum);  // the sums were read from these floats: exact
-  for (size_t k = 0; k < o_.top_k.size() && k < m.topk.size(); ++k) host[1 + k] = float(m.topk[k]);
-  for (size_t i = 0; i + 1 + o_.top_k.size() < n && i < m.confusion.size(); ++i)
-    host[1 + o_.top_k.size() + i] = float(m.confusion[i]);
-  be_.copy_to_device(metrics_, host.data(), n * sizeof(float));
-  be_.copy_to_device(nonfinite_, &m.nonfinite, sizeof(NonfiniteRecord));
-  samples_ = m.samples;
-}
-
-LossScaleState Executor::read_loss_scale() {
-  LossScaleState st;
-  if (scaler_) be_.copy_to_host(&st, scaler_, sizeof st);
-  return st;
-}
-
-void Executor::restore_loss_scale(const LossScaleState& st) {
-  if (scaler_) be_.copy_to_device(scaler_, &st, sizeof st);
-}
-
-ClipRecord Executor::read_clip_record() {
-  ClipRecord r;
-  if (clip_) be_.copy_to_host(&r, clip_, sizeof r);
-  return r;
-}
-
 Executor::StageTensors Executor::stage_tensors_of(const Plan& p) const {
   StageTensors t;
   t.input = reinterpret_cast<float*>(activations_ + p.act[0]);
@@ -772,20 +639,6 @@ Executor::StageTensors Executor::stage_tensors_of(const Plan& p) const {
 
 float* Executor::loss_gradient(const Plan& p) const {
   return p.loss_on_logits ? p.dlogits : reinterpret_cast<float*>(activations_ + p.out_grad);
-}
-
-MetricSums Executor::read_metrics() {
-  const size_t n = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
-  std::vector<float> host(n);
-  be_.copy_to_host(host.data(), metrics_, n * sizeof(float));
-  MetricSums m;
-  m.loss_sum = host[0];
-  m.samples = samples_;
-  m.topk.assign(host.begin() + 1, host.begin() + 1 + long(o_.top_k.size()));
-  m.confusion.assign(host.begin() + 1 + long(o_.top_k.size()), host.end());
-  be_.copy_to_host(&m.nonfinite, nonfinite_, sizeof(NonfiniteRecord));
-  check_collective();
-  return m;
 }
 
 }  // namespace trainer

@@ -1,0 +1,65 @@
+// Executor: the end of a training step. Gradients summed over data-parallel ranks (on the host
+// for CPU ranks, by the device collective's buckets on GPUs), then loss-scale unscaling, clipping,
+// the non-finite guard, the optimizer and the step's commit, all enqueued on the backend's stream.
+#include "lib/model/executor.h"
+
+namespace trainer {
+
+void Executor::launch_ready_buckets(size_t layer, size_t* next) {
+  for (; *next < buckets_.size() && buckets_[*next].ready_after >= layer; ++*next) {
+    const GradientBucket& b = buckets_[*next];
+    o_.collective->all_reduce_sum_async(grads_ + b.begin, b.floats(), /*weighted=*/true);
+  }
+}
+
+// Rank r's gradients are the mean over its shard's n_r rows; the global batch's mean is the sum
+// over ranks of (n_r / N) * mean_r. The loss's non-finite flag is ORed too, so that every rank
+// skips or applies the same update. Host memory, after the backend's queued work: this sum cannot
+// overlap the backward pass, so it stays one all-reduce of the whole arena (no buckets).
+void Executor::reduce_gradients(int64_t batch) {
+  be_.synchronize();
+  const float weight = global_batch_ > 0 ? float(double(batch) / double(global_batch_)) : 1.f;
+  if (weight != 1.f)
+    for (int64_t i = 0; i < n_param_floats_; ++i) grads_[i] *= weight;
+  o_.comm->all_reduce_sum(grads_, n_param_floats_);
+  o_.comm->all_reduce_or(&scalars_->nonfinite, 1);
+}
+
+// The same on the device (ExecutorOptions::collective): every replica's gradients times its
+// shard weight (StepScalars::shard_weight, uploaded with the step's scalars), summed over the
+// replicas, then the flags ORed; all enqueued on the stream, so nothing waits and a recorded step
+// replays it. One bucket: one all-reduce of the whole arena on the stream, after the backward
+// pass. Several: the buckets the backward pass did not launch yet (all of them for an empty
+// shard, which runs no backward pass, so every replica makes the same calls), then the join.
+void Executor::reduce_gradients_on_device(size_t buckets_launched) {
+  if (overlapped()) {
+    launch_ready_buckets(0, &buckets_launched);
+    o_.collective->wait_all();
+  } else {
+    o_.collective->all_reduce_sum(grads_, n_param_floats_, /*weighted=*/true);
+  }
+  o_.collective->all_reduce_or(&scalars_->nonfinite);
+}
+
+void Executor::enqueue_update(int64_t batch, size_t buckets_launched) {
+  if (o_.collective)
+    reduce_gradients_on_device(buckets_launched);
+  else if (data_parallel())
+    reduce_gradients(batch);
+  // Loss scaling: the true gradients again, and an overflow flagged (the unscale checks every
+  // gradient, so the plain gradient check below would only repeat it). The scale changes on the
+  // device after the update, as GradScaler.update() does after optimizer.step().
+  if (scaler_) be_.unscale_gradients(grads_, n_param_floats_, scaler_, scalars_);
+  if (grad_hook_) grad_hook_(grads_);
+  if (clip_ && !o_.clip_stages)  // pipeline stages clip over every stage first (stage_clip)
+    be_.clip_grad_norm(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, clip_);
+  // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
+  // finite; weights are checked after it; the host reads the record only with the metrics.
+  if (!scaler_) be_.check_finite(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
+  opt_.step(be_, params_, grads_, state_.data(), n_param_floats_, scalars_);
+  be_.check_finite(params_, n_param_floats_, kNonfiniteWeights, scalars_);
+  if (scaler_) be_.update_loss_scale(o_.loss_scale, scaler_, scalars_);
+  be_.commit_step(scalars_, batch, metrics_, nonfinite_);
+}
+
+}  // namespace trainer

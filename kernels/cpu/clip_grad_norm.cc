@@ -7,27 +7,6 @@
 
 namespace trainer::cpu {
 
-void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int i = 0; i < kClipPartials; ++i) {
-    double sq = 0;
-    for (int64_t j = clip_chunk_begin(n, i, kClipPartials), e = clip_chunk_begin(n, i + 1, kClipPartials);
-         j < e; ++j)
-      sq += double(g[j]) * double(g[j]);
-    partials[i] = sq;
-  }
-  double total = 0;
-  for (int i = 0; i < kClipPartials; ++i) total += partials[i];
-  const double norm = std::sqrt(total);
-  const float scale = clip_factor(norm, max_norm);
-  record->last_norm = float(norm);
-  record->last_scale = scale;
-  if (scale == 1.f) return;
-  record->clipped_steps += 1;
-#pragma omp parallel for simd if (n > 65536)
-  for (int64_t j = 0; j < n; ++j) g[j] *= scale;
-}
-
 // The two phases of clip_grad_norm for gradients spread over pipeline stages.
 void clip_grad_sum_squares(const float* g, int64_t n, double* partials) {
 #pragma omp parallel for schedule(static) if (n > 65536)
@@ -52,6 +31,12 @@ void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* pa
   record->clipped_steps += 1;
 #pragma omp parallel for simd if (n > 65536)
   for (int64_t j = 0; j < n; ++j) g[j] *= scale;
+}
+
+// One backend's gradients: both phases with one group.
+void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
+  clip_grad_sum_squares(g, n, partials);
+  clip_grad_by_partials(g, n, max_norm, partials, /*groups=*/1, record);
 }
 
 }  // namespace trainer::cpu

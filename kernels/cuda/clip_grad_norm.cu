@@ -30,20 +30,8 @@ __global__ void sum_squares_kernel(const float* g, int64_t n, double* partials) 
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
-// One block: the total, the norm and the factor.
-__global__ void clip_factor_kernel(const double* partials, float max_norm, ClipRecord* record) {
-  __shared__ double shared[kClipPartials];
-  const double total = block_sum(partials[threadIdx.x], shared);
-  if (threadIdx.x != 0) return;
-  const double norm = sqrt(total);
-  const float scale = clip_factor(norm, max_norm);
-  record->last_norm = float(norm);
-  record->last_scale = scale;
-  if (scale != 1.f) record->clipped_steps += 1;
-}
-
 // One block: thread t sums partial t of every group in group order, then the tree sum, the norm
-// and the factor (one group: clip_factor_kernel's sums exactly).
+// and the factor (with one group: the total of the partials, in the tree's order).
 __global__ void clip_factor_groups_kernel(const double* partials, int groups, float max_norm,
                                           ClipRecord* record) {
   __shared__ double shared[kClipPartials];
@@ -82,12 +70,8 @@ void launch_clip_by_partials(float* g, int64_t n, float max_norm, const double* 
 void launch_clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record,
                            cudaStream_t stream) {
   static_assert(kClipPartials % 32 == 0 && kClipPartials <= 1024, "one block reduces the partials");
-  sum_squares_kernel<<<kClipPartials, kBlock, 0, stream>>>(g, n, partials);
-  CUDA_CHECK_LAUNCH();
-  clip_factor_kernel<<<1, kClipPartials, 0, stream>>>(partials, max_norm, record);
-  CUDA_CHECK_LAUNCH();
-  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, n, record);
-  CUDA_CHECK_LAUNCH();
+  launch_clip_sum_squares(g, n, partials, stream);
+  launch_clip_by_partials(g, n, max_norm, partials, /*groups=*/1, record, stream);
 }
 
 }  // namespace trainer::cuda

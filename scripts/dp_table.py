@@ -5,7 +5,7 @@ and optionally `mpirun -np N ... --device gpu`), against PyTorch DDP (torchrun +
 steps/s and the N-GPU / 1-GPU ratio of each.
 
   python3 scripts/dp_table.py --peer PATH/peer_torch.py [--trainer build/trainer] [--gpus 2]
-      [--workloads cifar_cnn,vgg11_bn_cifar] [--maths fp32,bf16] [--batch 512] [--samples 51200]
+      [--workloads cifar_cnn,vgg11_bn_cifar] [--maths fp32,bf16] [--batch 512[,1024...]] [--samples 51200]
       [--epochs 4] [--mpirun] [--torch-steps 200]
 
 trainer trains its config's model on synthetic data (`data.train: {format: random}`, no
@@ -69,7 +69,7 @@ def main():
     ap.add_argument("--gpus", type=int, default=2)
     ap.add_argument("--workloads", default="cifar_cnn,vgg11_bn_cifar")
     ap.add_argument("--maths", default="fp32,bf16")
-    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--batch", default="512", help="global batch sizes, comma-separated")
     ap.add_argument("--samples", type=int, default=51200)
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--torch-steps", type=int, default=200)
@@ -95,29 +95,30 @@ def main():
     def ratio(x, y):
         return "%.2fx" % (y / x) if x and y else "-"
 
-    for w in a.workloads.split(","):
-        for m in a.maths.split(","):
-            cfg = os.path.join(a.here, "..", CONFIGS[w])
-            t1, e1 = trainer_fit(a, cfg, m, 1, False)
-            tn, en = trainer_fit(a, cfg, m, a.gpus, False)
-            c1, v1 = cell(t1, e1)
-            cn, vn = cell(tn, en)
-            row = "| %s (b%d) | %s | %s | %s | %s |" % (w, a.batch, m, c1, cn, ratio(v1, vn))
-            if a.mpirun:
-                tm, em = trainer_fit(a, cfg, m, a.gpus, True)
-                cm, vm = cell(tm, em)
-                row += " %s | %s |" % (cm, ratio(v1, vm))
-            if t1 and tn:
-                print("%s %s loss by epoch, 1 GPU: %s; %d GPUs: %s" % (
-                    w, m, ["%.4f" % x for x in t1["losses"]], a.gpus, ["%.4f" % x for x in tn["losses"]]),
-                    file=sys.stderr)
-            p1, f1 = torch_ddp(a, w, m, 1)
-            pn, fn_ = torch_ddp(a, w, m, a.gpus)
-            d1, u1 = cell(p1, f1)
-            dn, un = cell(pn, fn_)
-            row += " %s | %s | %s |" % (d1, dn, ratio(u1, un))
-            rows.append(row)
-            print(row, flush=True)
+    batches = [int(b) for b in a.batch.split(",")]
+    runs = [(w, m, b) for w in a.workloads.split(",") for m in a.maths.split(",") for b in batches]
+    for w, m, a.batch in runs:  # a.batch: this run's global batch (trainer_fit and torch_ddp read it)
+        cfg = os.path.join(a.here, "..", CONFIGS[w])
+        t1, e1 = trainer_fit(a, cfg, m, 1, False)
+        tn, en = trainer_fit(a, cfg, m, a.gpus, False)
+        c1, v1 = cell(t1, e1)
+        cn, vn = cell(tn, en)
+        row = "| %s (b%d) | %s | %s | %s | %s |" % (w, a.batch, m, c1, cn, ratio(v1, vn))
+        if a.mpirun:
+            tm, em = trainer_fit(a, cfg, m, a.gpus, True)
+            cm, vm = cell(tm, em)
+            row += " %s | %s |" % (cm, ratio(v1, vm))
+        if t1 and tn:
+            print("%s %s loss by epoch, 1 GPU: %s; %d GPUs: %s" % (
+                w, m, ["%.4f" % x for x in t1["losses"]], a.gpus, ["%.4f" % x for x in tn["losses"]]),
+                file=sys.stderr)
+        p1, f1 = torch_ddp(a, w, m, 1)
+        pn, fn_ = torch_ddp(a, w, m, a.gpus)
+        d1, u1 = cell(p1, f1)
+        dn, un = cell(pn, fn_)
+        row += " %s | %s | %s |" % (d1, dn, ratio(u1, un))
+        rows.append(row)
+        print(row, flush=True)
     print("\n".join(rows))
     return 0 if ok else 1
 

@@ -53,7 +53,10 @@ def torch_ddp(a, work, math, gpus):
     cmd = ["torchrun", "--standalone", "--nproc_per_node", str(gpus), os.path.join(a.here, "ddp_torch.py"),
            "--peer", a.peer, "--workload", work, "--mode", TORCH_MODE[math], "--batch", str(a.batch),
            "--steps", str(a.torch_steps)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True)
+    except FileNotFoundError:
+        return None, "torchrun is not on PATH (PyTorch's launcher)"
     for line in p.stdout.splitlines():
         try:
             return json.loads(line), None

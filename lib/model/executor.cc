@@ -514,7 +514,7 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   const int64_t batch = p.batch;
   const int32_t* labels = reinterpret_cast<int32_t*>(activations_ + p.labels);
   const float* out = on_logits ? p.logits : reinterpret_cast<float*>(activations_ + p.out);
-  float* dout = on_logits ? p.dlogits : reinterpret_cast<float*>(activations_ + p.out_grad);
+  float* dout = loss_gradient(p);  // on_logits is p.loss_on_logits here: with_loss holds
   // Training: the batch's loss goes to the step's scalars first; commit_step adds it to the
   // epoch's sum unless the step found a non-finite value.
   float* loss = training ? &scalars_->batch_loss : metrics_;
@@ -529,9 +529,7 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
 void Executor::enqueue_backward_and_update(Plan& p, bool update) {
   const auto& layers = model_.layers();
   const bool on_logits = p.loss_on_logits;
-  if (scaler_)
-    be_.scale_loss_gradient(on_logits ? p.dlogits : reinterpret_cast<float*>(activations_ + p.out_grad),
-                            p.batch * o_.num_classes, scaler_);
+  if (scaler_) be_.scale_loss_gradient(loss_gradient(p), p.batch * o_.num_classes, scaler_);
   if (p.output_edge >= 0 && !on_logits) {  // the loss's f32 gradient into the output's dtype
     const Edge& e = p.edges[size_t(p.output_edge)];
     be_.convert(activations_ + p.grad[e.tensor], e.from, activations_ + e.grad, e.to, e.n, false);

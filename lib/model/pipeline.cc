@@ -141,16 +141,22 @@ std::vector<std::pair<int64_t, int64_t>> Pipeline::micro_batches_of(int64_t rows
   return out;
 }
 
+void Pipeline::to_stage(const std::vector<Slice>& slices, const float* whole, float* stage) {
+  for (const Slice& s : slices) std::copy(whole + s.whole, whole + s.whole + s.n, stage + s.stage);
+}
+
+void Pipeline::to_whole(const std::vector<Slice>& slices, const float* stage, float* whole) {
+  for (const Slice& s : slices) std::copy(stage + s.stage, stage + s.stage + s.n, whole + s.whole);
+}
+
 // Host arenas of the whole model <-> each stage's arenas, tensor by tensor.
 void Pipeline::upload_params(const float* params, const float* buffers) {
   for (size_t k = 0; k < stages_.size(); ++k) {
     const Model& m = *stages_[k].model;
     std::vector<float> p(size_t(m.param_arena_floats()), 0.f),
         b(size_t(std::max<int64_t>(m.buffer_arena_floats(), 1)), 0.f);
-    for (const Slice& s : params_[k]) std::copy(params + s.whole, params + s.whole + s.n, p.data() + s.stage);
-    if (buffers)
-      for (const Slice& s : buffers_[k])
-        std::copy(buffers + s.whole, buffers + s.whole + s.n, b.data() + s.stage);
+    to_stage(params_[k], params, p.data());
+    if (buffers) to_stage(buffers_[k], buffers, b.data());
     stages_[k].backend->make_current();
     executors_[k]->upload_params(p.data(), b.data());
   }
@@ -164,19 +170,15 @@ void Pipeline::download_params(float* params, float* buffers) {
         b(size_t(std::max<int64_t>(m.buffer_arena_floats(), 1)));
     stages_[k].backend->make_current();
     executors_[k]->download_params(p.data(), buffers ? b.data() : nullptr);
-    for (const Slice& s : params_[k])
-      std::copy(p.data() + s.stage, p.data() + s.stage + s.n, params + s.whole);
-    if (buffers)
-      for (const Slice& s : buffers_[k])
-        std::copy(b.data() + s.stage, b.data() + s.stage + s.n, buffers + s.whole);
+    to_whole(params_[k], p.data(), params);
+    if (buffers) to_whole(buffers_[k], b.data(), buffers);
   }
 }
 
 void Pipeline::upload_buffers(const float* buffers) {
   for (size_t k = 0; k < stages_.size(); ++k) {
     std::vector<float> b(size_t(std::max<int64_t>(stages_[k].model->buffer_arena_floats(), 1)), 0.f);
-    for (const Slice& s : buffers_[k])
-      std::copy(buffers + s.whole, buffers + s.whole + s.n, b.data() + s.stage);
+    to_stage(buffers_[k], buffers, b.data());
     stages_[k].backend->make_current();
     executors_[k]->upload_buffers(b.data());
   }
@@ -187,8 +189,7 @@ void Pipeline::download_buffers(float* buffers) {
     std::vector<float> b(size_t(std::max<int64_t>(stages_[k].model->buffer_arena_floats(), 1)));
     stages_[k].backend->make_current();
     executors_[k]->download_buffers(b.data());
-    for (const Slice& s : buffers_[k])
-      std::copy(b.data() + s.stage, b.data() + s.stage + s.n, buffers + s.whole);
+    to_whole(buffers_[k], b.data(), buffers);
   }
 }
 
@@ -203,9 +204,7 @@ void Pipeline::upload_optimizer_state(const float* state) {
     const int64_t n = stages_[k].model->param_arena_floats();
     std::vector<float> mine(size_t(state_slots_ * n), 0.f);
     for (int slot = 0; slot < state_slots_; ++slot)
-      for (const Slice& s : params_[k])
-        std::copy(state + slot * W + s.whole, state + slot * W + s.whole + s.n,
-                  mine.data() + slot * n + s.stage);
+      to_stage(params_[k], state + slot * W, mine.data() + slot * n);
     stages_[k].backend->make_current();
     if (!mine.empty()) executors_[k]->upload_optimizer_state(mine.data());
   }
@@ -220,9 +219,7 @@ void Pipeline::download_optimizer_state(float* state) {
     stages_[k].backend->make_current();
     if (!mine.empty()) executors_[k]->download_optimizer_state(mine.data());
     for (int slot = 0; slot < state_slots_; ++slot)
-      for (const Slice& s : params_[k])
-        std::copy(mine.data() + slot * n + s.stage, mine.data() + slot * n + s.stage + s.n,
-                  state + slot * W + s.whole);
+      to_whole(params_[k], mine.data() + slot * n, state + slot * W);
   }
 }
 

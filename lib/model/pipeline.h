@@ -93,6 +93,9 @@ class Pipeline : public StepRunner {
   struct Slice {
     int64_t whole = 0, stage = 0, n = 0;
   };
+  // Tensor by tensor: the whole model's host arena into a stage's (to_stage), and back (to_whole).
+  static void to_stage(const std::vector<Slice>& slices, const float* whole, float* stage);
+  static void to_whole(const std::vector<Slice>& slices, const float* stage, float* whole);
   // The micro-batches of a batch of `rows`: min(M, rows) of them, rows differing by at most one.
   std::vector<std::pair<int64_t, int64_t>> micro_batches_of(int64_t rows) const;  // (first row, rows)
   // Micro-batch `slot`'s boundary tensor from stage k-1 to stage k, or its gradient back.

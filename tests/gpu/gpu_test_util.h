@@ -42,6 +42,15 @@ inline CudaBackend& cuda_backend() {
 
 // Whether the test GPU computes in math mode m; when not, prints the SKIPPED line that ctest and
 // readers see, and the caller returns.
+// Whether this machine has 2 GPUs for a [2gpu] case; otherwise prints its SKIPPED line.
+inline bool have_two_gpus() {
+  std::string why;
+  const size_t n = BackendRegistry::global().list_gpus(&why).size();
+  if (n >= 2) return true;
+  std::cout << "SKIPPED: needs 2 GPUs, this machine has " << n << "\n";
+  return false;
+}
+
 inline bool gpu_has_math(MathMode m) {
   if (cuda_backend().supports_math(m)) return true;
   std::cout << "SKIPPED: " << cuda_backend().description() << " has no " << math_name(m) << " tensor cores\n";

@@ -76,14 +76,6 @@ bool have_nccl(Backend& be) {
   return false;
 }
 
-bool have_two_gpus() {
-  std::string why;
-  const size_t n = BackendRegistry::global().list_gpus(&why).size();
-  if (n >= 2) return true;
-  std::cout << "SKIPPED: needs 2 GPUs, this machine has " << n << "\n";
-  return false;
-}
-
 // Replica `rank` of `ranks` trains kSteps steps on its shard of every global batch (one replica:
 // the whole batches). `collective` null: no collective at all.
 Trained train(Backend& be, const Model& model, DeviceCollective* collective, Communicator* comm, int rank,

@@ -36,14 +36,6 @@ data: {train: {format: random, samples: 64}, num_classes: 8, batch_size: 32}
 train: {seed: 7}
 )";
 
-bool have_two_gpus() {
-  std::string why;
-  const size_t n = BackendRegistry::global().list_gpus(&why).size();
-  if (n >= 2) return true;
-  std::cout << "SKIPPED: needs 2 GPUs, this machine has " << n << "\n";
-  return false;
-}
-
 // Five steps of 32 rows through the session's runner on `device`; the whole model's parameters.
 std::vector<float> train(const std::string& device, std::vector<std::string> sets) {
   Config cfg = parse_config(kCnn, "pipe.yaml", sets);

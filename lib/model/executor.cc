@@ -269,12 +269,11 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         allocate(floats_bytes(std::max<int64_t>(model_.buffer_arena_floats(), 1)), "layer buffers"));
     int64_t max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
     const size_t n_slots = size_t(o_.activation_slots);
-    activations_ = static_cast<char*>(
+    char* const activations = static_cast<char*>(
         allocate(act_bytes * n_slots,
                  "activations and workspaces for batch size " + std::to_string(max_batch) +
                      (n_slots > 1 ? " (" + std::to_string(n_slots) + " micro-batch slots)" : "")));
-    for (int k = 0; k < o_.activation_slots; ++k)
-      slot_arenas_.push_back(activations_ + size_t(k) * act_bytes);
+    for (int k = 0; k < o_.activation_slots; ++k) slot_arenas_.push_back(activations + size_t(k) * act_bytes);
     activation_bytes_ = act_bytes * n_slots;
     if (shared_transient_bytes) {
       shared_workspace_ =
@@ -319,12 +318,10 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   // 4. Bind every kernel to views of its tensors (the only place their addresses are taken).
   for (auto& kv : plans_) {
     Plan& p = *kv.second;
-    activations_ = slot_arenas_[size_t(p.slot)];
     for (size_t i = 0; i < layers.size(); ++i)
       if (p.kernels[i]) p.kernels[i]->bind(binding(p, i));
     if (!o_.output_gradient_given) choose_loss_on_logits(p);
   }
-  activations_ = slot_arenas_[0];
   reset_metrics();
 }
 
@@ -426,20 +423,20 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
     const int e = p.input_edge[i][k];
     if (e >= 0) {  // the converted copy, plain
       const Edge& edge = p.edges[size_t(e)];
-      b.inputs.push_back(view(activations_ + edge.act, in, nullptr, edge.to));
-      b.input_grads.push_back(view(g.wanted ? activations_ + edge.grad : nullptr, in, nullptr, edge.to));
+      b.inputs.push_back(view(arena(p) + edge.act, in, nullptr, edge.to));
+      b.input_grads.push_back(view(g.wanted ? arena(p) + edge.grad : nullptr, in, nullptr, edge.to));
       b.accumulate_input_grads.push_back(0);
       continue;
     }
-    b.inputs.push_back(view(activations_ + p.act[t], in, p.layout[t], p.dtype[t]));
+    b.inputs.push_back(view(arena(p) + p.act[t], in, p.layout[t], p.dtype[t]));
     // The model's input needs no gradient.
-    char* dx = !g.wanted ? nullptr : activations_ + (g.scratch ? p.scratch : p.grad[g.tensor]);
+    char* dx = !g.wanted ? nullptr : arena(p) + (g.scratch ? p.scratch : p.grad[g.tensor]);
     b.input_grads.push_back(view(dx, in, p.layout[t], p.dtype[t]));
     b.accumulate_input_grads.push_back(g.accumulate && !g.scratch);
   }
-  b.output = view(activations_ + p.act[i + 1], out, p.layout[i + 1], p.dtype[i + 1]);
-  b.output_grad = view(activations_ + p.grad[i + 1], out, p.layout[i + 1], p.dtype[i + 1]);
-  b.workspace = p.shared_workspace[i] ? shared_workspace_ : activations_ + p.workspace[i];
+  b.output = view(arena(p) + p.act[i + 1], out, p.layout[i + 1], p.dtype[i + 1]);
+  b.output_grad = view(arena(p) + p.grad[i + 1], out, p.layout[i + 1], p.dtype[i + 1]);
+  b.workspace = p.shared_workspace[i] ? shared_workspace_ : arena(p) + p.workspace[i];
   b.workspace_bytes = p.kernels[i]->workspace_bytes();
   return b;
 }
@@ -476,31 +473,32 @@ size_t Executor::planned_bytes() const {
   return n;
 }
 
+char* Executor::arena(const Plan& p) const { return slot_arenas_[size_t(p.slot)]; }
+
 Executor::Plan& Executor::plan_for(int64_t batch, int slot) {
   auto it = plans_.find({slot, batch});
   if (it == plans_.end())
     throw InternalError("no plan for batch size " + std::to_string(batch) + " in activation slot " +
                         std::to_string(slot) + " (plans are made before the first step)");
-  activations_ = slot_arenas_[size_t(slot)];
   return *it->second;
 }
 
 void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training) {
   const bool raw = training && o_.augment.active();
   if (x)
-    be_.copy_to_device(activations_ + (raw ? p.raw_input : p.act[0]), x,
+    be_.copy_to_device(arena(p) + (raw ? p.raw_input : p.act[0]), x,
                        size_t(batch * model_.input_shape().numel()) * sizeof(float));
-  if (y) be_.copy_to_device(activations_ + p.labels, y, size_t(batch) * sizeof(int32_t));
+  if (y) be_.copy_to_device(arena(p) + p.labels, y, size_t(batch) * sizeof(int32_t));
 }
 
 // Everything from the uploaded batch to the metric sums; per-step values come from scalars_.
 void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   const auto& layers = model_.layers();
   if (training && o_.augment.active())
-    be_.augment(o_.augment, reinterpret_cast<const float*>(activations_ + p.raw_input),
-                reinterpret_cast<float*>(activations_ + p.act[0]), p.batch, scalars_);
+    be_.augment(o_.augment, reinterpret_cast<const float*>(arena(p) + p.raw_input),
+                reinterpret_cast<float*>(arena(p) + p.act[0]), p.batch, scalars_);
   const auto convert_forward = [&](const Edge& e) {
-    be_.convert(activations_ + e.act, e.to, activations_ + p.act[e.tensor], e.from, e.n, false);
+    be_.convert(arena(p) + e.act, e.to, arena(p) + p.act[e.tensor], e.from, e.n, false);
   };
   const bool on_logits = with_loss && p.loss_on_logits;
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -512,8 +510,8 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   if (p.output_edge >= 0 && !on_logits) convert_forward(p.edges[size_t(p.output_edge)]);
   if (!with_loss) return;
   const int64_t batch = p.batch;
-  const int32_t* labels = reinterpret_cast<int32_t*>(activations_ + p.labels);
-  const float* out = on_logits ? p.logits : reinterpret_cast<float*>(activations_ + p.out);
+  const int32_t* labels = reinterpret_cast<int32_t*>(arena(p) + p.labels);
+  const float* out = on_logits ? p.logits : reinterpret_cast<float*>(arena(p) + p.out);
   float* dout = loss_gradient(p);  // on_logits is p.loss_on_logits here: with_loss holds
   // Training: the batch's loss goes to the step's scalars first; commit_step adds it to the
   // epoch's sum unless the step found a non-finite value.
@@ -532,7 +530,7 @@ void Executor::enqueue_backward_and_update(Plan& p, bool update) {
   if (scaler_) be_.scale_loss_gradient(loss_gradient(p), p.batch * o_.num_classes, scaler_);
   if (p.output_edge >= 0 && !on_logits) {  // the loss's f32 gradient into the output's dtype
     const Edge& e = p.edges[size_t(p.output_edge)];
-    be_.convert(activations_ + p.grad[e.tensor], e.from, activations_ + e.grad, e.to, e.n, false);
+    be_.convert(arena(p) + p.grad[e.tensor], e.from, arena(p) + e.grad, e.to, e.n, false);
   }
   size_t buckets_launched = 0;
   for (size_t i = layers.size(); i-- > 0;) {
@@ -544,13 +542,13 @@ void Executor::enqueue_backward_and_update(Plan& p, bool update) {
     for (size_t k = 0; k < p.input_grads[i].size(); ++k) {
       const InputGrad& g = p.input_grads[i][k];
       if (!g.wanted) continue;
-      char* grad = activations_ + p.grad[g.tensor];
+      char* grad = arena(p) + p.grad[g.tensor];
       const DType dt = p.dtype[g.tensor];
       if (g.converted) {
         const Edge& e = p.edges[size_t(p.input_edge[i][k])];
-        be_.convert(grad, dt, activations_ + e.grad, e.to, g.floats, g.accumulate);
+        be_.convert(grad, dt, arena(p) + e.grad, e.to, g.floats, g.accumulate);
       } else if (g.scratch) {
-        be_.convert(grad, dt, activations_ + p.scratch, dt, g.floats, true);
+        be_.convert(grad, dt, arena(p) + p.scratch, dt, g.floats, true);
       }
     }
   }
@@ -623,20 +621,20 @@ void Executor::predict(int64_t batch, const float* x, float* out) {
   Plan& p = plan_for(batch);
   upload(p, batch, x, nullptr);
   enqueue_forward(p, false, false);
-  be_.copy_to_host(out, activations_ + p.out, size_t(batch * model_.output_shape().numel()) * sizeof(float));
+  be_.copy_to_host(out, arena(p) + p.out, size_t(batch * model_.output_shape().numel()) * sizeof(float));
 }
 
 Executor::StageTensors Executor::stage_tensors_of(const Plan& p) const {
   StageTensors t;
-  t.input = reinterpret_cast<float*>(activations_ + p.act[0]);
-  if (o_.input_gradient) t.input_grad = reinterpret_cast<float*>(activations_ + p.grad[0]);
-  t.output = reinterpret_cast<float*>(activations_ + p.out);
-  t.output_grad = reinterpret_cast<float*>(activations_ + p.out_grad);
+  t.input = reinterpret_cast<float*>(arena(p) + p.act[0]);
+  if (o_.input_gradient) t.input_grad = reinterpret_cast<float*>(arena(p) + p.grad[0]);
+  t.output = reinterpret_cast<float*>(arena(p) + p.out);
+  t.output_grad = reinterpret_cast<float*>(arena(p) + p.out_grad);
   return t;
 }
 
 float* Executor::loss_gradient(const Plan& p) const {
-  return p.loss_on_logits ? p.dlogits : reinterpret_cast<float*>(activations_ + p.out_grad);
+  return p.loss_on_logits ? p.dlogits : reinterpret_cast<float*>(arena(p) + p.out_grad);
 }
 
 }  // namespace trainer

@@ -187,8 +187,10 @@ class Executor : public StepRunner {
 
  private:
   struct Plan;
-  // The plan of `batch` rows in activation slot `slot`; makes the slot's arena activations_.
+  // The plan of `batch` rows in activation slot `slot`.
   Plan& plan_for(int64_t batch, int slot = 0);
+  // The activation arena plan p's offsets are into: its slot's.
+  char* arena(const Plan& p) const;
   void upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training = false);
   void enqueue_forward(Plan& p, bool training, bool with_loss);
   void enqueue_backward_and_update(Plan& p, bool update = true);
@@ -235,10 +237,9 @@ class Executor : public StepRunner {
   float* grads_ = nullptr;
   std::vector<float*> state_;  // per optimizer state slot
   float* buffers_ = nullptr;
-  char* activations_ = nullptr;  // the current plan's activation slot (plan_for)
-  std::vector<char*> slot_arenas_;
-  void* shared_workspace_ = nullptr;         // several slots: the transient kernel workspaces of all
-  float* grad_sum_ = nullptr;                // activation_slots > 1: the micro-batches' gradient sum
+  std::vector<char*> slot_arenas_;    // per activation slot: its arena (one allocation, slot after slot)
+  void* shared_workspace_ = nullptr;  // several slots: the transient kernel workspaces of all
+  float* grad_sum_ = nullptr;         // activation_slots > 1: the micro-batches' gradient sum
   LossScaleState* micro_weights_ = nullptr;  // activation_slots > 1: per slot, scale = its weight
   size_t parameter_bytes_ = 0, activation_bytes_ = 0;
   StepScalars* scalars_ = nullptr;        // backend memory

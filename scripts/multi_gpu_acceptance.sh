@@ -93,7 +93,7 @@ PY
         extra=()
         [ -n "$stages" ] && extra=(--set "$stages" --set "pipeline.micro_batches=$mb")
         echo "== resnet18_cifar b256 on $dev ${stages:-(one stage)} ${mb:+micro_batches $mb}"
-        T 90 /tmp/trainer fit "${c[@]}" --device "$dev" "${extra[@]}" 2>&1 | grep -E "stage [0-9]|epoch 2/|done|error" | cut -c1-230
+        T 90 /tmp/trainer fit "${c[@]}" --device "$dev" "${extra[@]}" 2>&1 | grep -E "stage [0-9]|memory reserved|epoch 2/|done|error" | cut -c1-230
       done
       ;;
     sweep)

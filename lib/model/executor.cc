@@ -66,6 +66,8 @@ struct Executor::Plan {
   float* dlogits = nullptr;  // where the skipped layer's backward would write that input's gradient
   int train_graph = -1, eval_graph = -1;          // recorded steps (backends with capture)
   int train_eager_runs = 0, eval_eager_runs = 0;  // steps run before recording
+  // A pipeline stage's recorded pieces (executor_stage.cc, run_stage_captured).
+  int stage_graph[kStagePieces] = {-1, -1, -1, -1, -1, -1}, stage_eager_runs[kStagePieces] = {};
 };
 
 static size_t floats_bytes(int64_t n) { return align_up(size_t(n) * sizeof(float)); }
@@ -287,6 +289,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       parameter_bytes_ += floats_bytes(n_param_floats_);
       micro_weights_ = static_cast<LossScaleState*>(
           allocate(n_slots * sizeof(LossScaleState), "micro-batch loss weights"));
+      micro_weights_host_.resize(n_slots);
     }
   } catch (const OutOfMemoryError& e) {
     // The destructor will not run: give back what was taken, so the caller may retry.
@@ -583,6 +586,11 @@ void Executor::run_captured(int& graph, int& eager_runs, const std::function<voi
     return;
   }
   be_.replay(graph);
+}
+
+void Executor::run_stage_captured(Plan& p, int piece, const std::function<void()>& enqueue) {
+  if (piece < 0 || piece >= kStagePieces) throw InternalError("no stage piece " + std::to_string(piece));
+  run_captured(p.stage_graph[piece], p.stage_eager_runs[piece], enqueue);
 }
 
 void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr,

@@ -215,6 +215,11 @@ class Executor : public StepRunner {
   bool host_reduce() const { return data_parallel() && !o_.collective; }
   void check_collective() const;
   void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);
+  // The pieces of a pipeline stage's step, each recorded per plan like a whole step: the forward
+  // by 2 * training + with_loss (0-3), the backward by 4 + whether it scales the loss gradient by
+  // the micro-batch's weight (4, 5).
+  static constexpr int kStagePieces = 6;
+  void run_stage_captured(Plan& p, int piece, const std::function<void()>& enqueue);
   void* allocate(size_t bytes, const std::string& what);
   // The dtype of layer i's activations (KernelContext::act_dtype), its inputs arriving in these
   // dtypes.
@@ -240,7 +245,8 @@ class Executor : public StepRunner {
   std::vector<char*> slot_arenas_;    // per activation slot: its arena (one allocation, slot after slot)
   void* shared_workspace_ = nullptr;  // several slots: the transient kernel workspaces of all
   float* grad_sum_ = nullptr;         // activation_slots > 1: the micro-batches' gradient sum
-  LossScaleState* micro_weights_ = nullptr;  // activation_slots > 1: per slot, scale = its weight
+  LossScaleState* micro_weights_ = nullptr;         // activation_slots > 1: per slot, scale = its weight
+  std::vector<LossScaleState> micro_weights_host_;  // their host copy, written each step
   size_t parameter_bytes_ = 0, activation_bytes_ = 0;
   StepScalars* scalars_ = nullptr;        // backend memory
   float* metrics_ = nullptr;              // backend memory: loss_sum, samples, topk..., confusion

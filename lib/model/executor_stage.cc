@@ -23,10 +23,11 @@ void Executor::stage_begin_step(int64_t t, float lr, const std::vector<float>& m
     throw InternalError("a step of " + std::to_string(micro_weights.size()) + " micro-batches, " +
                         std::to_string(o_.activation_slots) + " activation slots");
   // The scale of a LossScaleState is what Backend::scale_loss_gradient multiplies by.
-  std::vector<LossScaleState> w(size_t(o_.activation_slots));
-  for (size_t k = 0; k < micro_weights.size(); ++k) {
-    w[k].scale = micro_weights[k];
-    w[k].inv_scale = micro_weights[k] > 0 ? 1.f / micro_weights[k] : 0.f;
+  std::vector<LossScaleState>& w = micro_weights_host_;  // activation_slots long, sized once
+  for (size_t k = 0; k < w.size(); ++k) {
+    const float x = k < micro_weights.size() ? micro_weights[k] : 0.f;
+    w[k].scale = x;
+    w[k].inv_scale = x > 0 ? 1.f / x : 0.f;
   }
   be_.copy_to_device(micro_weights_, w.data(), w.size() * sizeof(LossScaleState));
 }
@@ -38,7 +39,10 @@ void Executor::stage_upload(int64_t batch, int slot, const float* x, const int32
 void Executor::stage_forward(int64_t batch, int slot, bool training, bool with_loss) {
   Plan& p = plan_for(batch, slot);
   with_loss = with_loss && !o_.output_gradient_given;
-  enqueue_forward(p, training, with_loss);
+  // Recorded once per plan (micro-batch slot and size) and way of running, like a whole step:
+  // the launches of a micro-batch's forward are one graph launch, so the host keeps ahead of the
+  // devices and the stages overlap. The boundary copies and their events stay outside.
+  run_stage_captured(p, 2 * int(training) + int(with_loss), [&] { enqueue_forward(p, training, with_loss); });
   if (!training && with_loss) samples_ += batch;
 }
 
@@ -51,9 +55,11 @@ void Executor::stage_backward(int64_t batch, int slot, int index, int count) {
   Plan& p = plan_for(batch, slot);
   if (count > 1 && !grad_sum_)
     throw InternalError("micro-batches without a gradient sum (activation_slots is 1)");
-  if (count > 1 && !o_.output_gradient_given)
-    be_.scale_loss_gradient(loss_gradient(p), batch * o_.num_classes, micro_weights_ + slot);
-  enqueue_backward_and_update(p, /*update=*/false);
+  const bool scaled = count > 1 && !o_.output_gradient_given;
+  run_stage_captured(p, 4 + int(scaled), [&] {
+    if (scaled) be_.scale_loss_gradient(loss_gradient(p), batch * o_.num_classes, micro_weights_ + slot);
+    enqueue_backward_and_update(p, /*update=*/false);
+  });
   if (count == 1) return;
   if (index == 0)
     be_.convert(grad_sum_, DType::f32, grads_, DType::f32, n_param_floats_, false);

@@ -76,8 +76,10 @@ Pipeline::Pipeline(const Model& whole, std::vector<PipelineStage> stages, const 
   clip_stages_ = S > 1 && options.clip_grad_norm > 0;
   // Every micro-batch size of every batch size; one activation slot per micro-batch in flight.
   std::vector<int64_t> sizes;
-  for (int64_t b : options.batch_sizes)
-    for (const auto& mb : micro_batches_of(b)) sizes.push_back(mb.second);
+  for (int64_t b : options.batch_sizes) {
+    splits_[b] = split(b);
+    for (const auto& mb : splits_[b].parts) sizes.push_back(mb.second);
+  }
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   // The stages' tensors in the whole model's arenas: the same names.
@@ -131,14 +133,22 @@ Pipeline::~Pipeline() {
   }
 }
 
-std::vector<std::pair<int64_t, int64_t>> Pipeline::micro_batches_of(int64_t rows) const {
+Pipeline::Split Pipeline::split(int64_t rows) const {
   const int m = int(std::min<int64_t>(micro_, std::max<int64_t>(rows, 1)));
-  std::vector<std::pair<int64_t, int64_t>> out;
+  Split out;
   for (int k = 0; k < m; ++k) {
     const Shard s = shard_of(rows, k, m);
-    out.emplace_back(s.begin, s.rows);
+    out.parts.emplace_back(s.begin, s.rows);
+    out.weights.push_back(rows > 0 ? float(double(s.rows) / double(rows)) : 0.f);
   }
   return out;
+}
+
+const Pipeline::Split& Pipeline::split_of(int64_t rows) const {
+  const auto it = splits_.find(rows);
+  if (it == splits_.end())
+    throw InternalError("pipeline: batch size " + std::to_string(rows) + " was not planned");
+  return it->second;
 }
 
 void Pipeline::to_stage(const std::vector<Slice>& slices, const float* whole, float* stage) {
@@ -243,10 +253,10 @@ void Pipeline::hand_backward(size_t k, int64_t rows, int slot) {
 
 void Pipeline::train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr, int64_t) {
   const size_t S = stages_.size(), last = S - 1;
-  const auto mbs = micro_batches_of(batch);
+  const Split& sp = split_of(batch);
+  const auto& mbs = sp.parts;
+  const auto& weights = sp.weights;
   const int count = int(mbs.size());
-  std::vector<float> weights;
-  for (const auto& mb : mbs) weights.push_back(float(double(mb.second) / double(batch)));
   const int64_t in = whole_.input_shape().numel();
   // Every stage's scalars follow stage 1's (Nadam's product is carried on the host). The loss
   // stage's scalars are rewritten only after the other stages have read the last step's flags.
@@ -319,7 +329,7 @@ void Pipeline::forward_all(int64_t batch, const float* x, const int32_t* y, bool
                            float* out) {
   const size_t S = stages_.size(), last = S - 1;
   const int64_t in = whole_.input_shape().numel(), outn = whole_.output_shape().numel();
-  const auto mbs = micro_batches_of(batch);
+  const auto& mbs = split_of(batch).parts;
   for (int m = 0; m < int(mbs.size()); ++m) {
     const auto [first, rows] = mbs[size_t(m)];
     for (size_t k = 0; k < S; ++k) {

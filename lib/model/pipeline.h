@@ -21,6 +21,7 @@
 // (StepRunner), so checkpoints have the single-stage names and layout.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,8 +97,15 @@ class Pipeline : public StepRunner {
   // Tensor by tensor: the whole model's host arena into a stage's (to_stage), and back (to_whole).
   static void to_stage(const std::vector<Slice>& slices, const float* whole, float* stage);
   static void to_whole(const std::vector<Slice>& slices, const float* stage, float* whole);
-  // The micro-batches of a batch of `rows`: min(M, rows) of them, rows differing by at most one.
-  std::vector<std::pair<int64_t, int64_t>> micro_batches_of(int64_t rows) const;  // (first row, rows)
+  // The micro-batches of a batch of `rows`: min(M, rows) of them, rows differing by at most one,
+  // and each one's weight in the batch's mean loss (its rows / rows).
+  struct Split {
+    std::vector<std::pair<int64_t, int64_t>> parts;  // (first row, rows)
+    std::vector<float> weights;
+  };
+  Split split(int64_t rows) const;
+  // The split of a planned batch size, made before the first step (a step allocates nothing).
+  const Split& split_of(int64_t rows) const;
   // Micro-batch `slot`'s boundary tensor from stage k-1 to stage k, or its gradient back.
   void hand_forward(size_t k, int64_t rows, int slot);
   void hand_backward(size_t k, int64_t rows, int slot);
@@ -110,6 +118,7 @@ class Pipeline : public StepRunner {
   std::vector<std::unique_ptr<Executor>> executors_;
   std::vector<std::vector<Slice>> params_, buffers_;
   int micro_ = 1;
+  std::map<int64_t, Split> splits_;  // by batch size (ExecutorOptions::batch_sizes)
   int state_slots_ = 0;
   bool clip_stages_ = false;  // clip_grad_norm over several stages
 };

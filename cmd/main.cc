@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cmd/commands.h"
+#include "cmd/crash_report.h"
 #include "cmd/usage_hints.h"
 #include "datasets/file_bytes.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -173,6 +174,7 @@ static int run(int argc, char** argv) {
   // A closed stdout (fit ... | head -1) must not end a run: writes fail with EPIPE instead, and
   // fit stops writing there but completes its run directory (lib/train/progress.h).
   std::signal(SIGPIPE, SIG_IGN);
+  trainer::cmd::install_crash_report();
   // Reads of data files check the stop request between chunks, so a signal interrupts loading.
   trainer::set_read_stop_check(trainer::stop_requested);
   start_signal_thread(stop_signals);

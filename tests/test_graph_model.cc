@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "lib/config/config.h"
@@ -226,6 +227,24 @@ TEST_CASE("trainer summary of resnet18_cifar prints PyTorch's 11,173,962 paramet
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("Total params: 11,173,962") && Contains("layer2.0.downsample.0") &&
                         Contains("layer1.0.bn2, relu"));
+}
+
+// The replicas of one process (--device gpu:0,1) are threads that each build the model from the
+// same Config at once; block expansion adds nodes to the YAML document's memory, which yaml-cpp
+// does not lock. Without the reader's lock this crashed about one start in two (vgg11_bn_cifar,
+// 2 GPUs) and crashes here within a few rounds.
+TEST_CASE("threads build models with blocks from one Config at once, as replicas do", "[graph][threads]") {
+  const Config c = load_config(std::string(TRAINER_SOURCE_DIR) + "/configs/resnet18_cifar.yaml",
+                               {"data.train={format: random}"});
+  std::vector<int64_t> params(4, 0);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < params.size(); ++t)
+      threads.emplace_back(
+          [&, t] { params[t] = Model(c.input_shape, c.layers, c.init, c.file, c.blocks).num_params(); });
+    for (auto& th : threads) th.join();
+    for (int64_t n : params) REQUIRE(n == 11173962);
+  }
 }
 
 TEST_CASE("a residual network learns Fashion-MNIST on a subset", "[graph][fit][e2e]") {

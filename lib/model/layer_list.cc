@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
@@ -290,6 +291,13 @@ std::vector<LayerDecl> read_layer_list(const YAML::Node& layers, const std::stri
                                        const YAML::Node& blocks) {
   if (!present(layers) || !layers.IsSequence() || layers.size() == 0)
     throw ConfigError(node_location(file, layers) + ": model.layers: expected a non-empty list of layers");
+  // The substituted block layers are new nodes in the document's memory (see ListReader::fresh),
+  // and yaml-cpp adds them to one std::set shared by every node of that document, unlocked. The
+  // replicas of one process (--device gpu:0,1) each build their model from the same Config at the
+  // same time, so readers take turns: two of them corrupted the set (a crash in the thread of
+  // replica 1, vgg11_bn_cifar on 2 GPUs, about one start in two).
+  static std::mutex one_reader;
+  const std::lock_guard<std::mutex> turn(one_reader);
   ListReader reader(file, blocks);
   reader.read_list(layers, "model.layers", nullptr);
   return std::move(reader.out);

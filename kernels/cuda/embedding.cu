@@ -52,48 +52,89 @@ __device__ __forceinline__ float dy_at(const EmbeddingGeometry& g, const float* 
   return dy[(b * g.dim + d) * g.length + l];
 }
 
-// Step 3: one thread per (chunk k, column d), d fastest.
-__global__ void embedding_chunk_kernel(EmbeddingGeometry g, int64_t chunk, int64_t chunks,
-                                       const uint32_t* keys, const uint32_t* pos, const float* dy, float* dw,
-                                       float* head, float* tail) {
-  const int64_t n = g.positions(), threads = chunks * g.dim;
-  for (int64_t t = global_index(); t < threads; t += grid_stride()) {
-    const int64_t d = t % g.dim, k = t / g.dim;
-    const int64_t lo = k * chunk, hi = lo + chunk < n ? lo + chunk : n;
-    int64_t i = lo;
-    while (i < hi) {
-      const uint32_t key = keys[i];
-      const int64_t start = i;
-      float sum = 0.f;
-      for (; i < hi && keys[i] == key; ++i) sum += dy_at(g, dy, pos[i], d);
-      const bool from_prev = start == lo && lo > 0 && keys[lo - 1] == key;
-      const bool into_next = i == hi && hi < n && keys[hi] == key;
-      if (into_next)
-        tail[k * g.dim + d] = sum;
-      else if (from_prev)
-        head[k * g.dim + d] = sum;
-      else
-        dw[int64_t(key) * g.dim + d] = sum;
+constexpr int kWarp = 32;
+constexpr uint32_t kNoKey = 0xffffffffu;  // past the end: above every row (V - 1 < 2^32 - 1)
+constexpr unsigned kAll = 0xffffffffu;
+
+// Step 3: a warp per chunk of 32 sorted positions, lane i at position 32 k + i. For each column
+// d, an inclusive segmented scan over the lanes (segments: runs of one key; a fixed tree of
+// shuffles) leaves each run's sum in its last lane, which writes it: to dW when the run is the
+// whole id, else to tail (the run goes on into the next chunk) or head (it came from the
+// previous one). Every load of the chunk is issued at once, instead of one thread walking the
+// chunk's positions one dependent load after another.
+__global__ void embedding_chunk_kernel(EmbeddingGeometry g, int64_t chunks, const uint32_t* keys,
+                                       const uint32_t* pos, const float* dy, float* dw, float* head,
+                                       float* tail) {
+  const int64_t n = g.positions();
+  const int lane = int(threadIdx.x % kWarp);
+  const int64_t k = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  if (k >= chunks) return;  // whole warps: chunks are per warp
+  const int64_t lo = k * kWarp, p = lo + lane, hi = lo + kWarp < n ? lo + kWarp : n;
+  const bool valid = p < n;
+  const uint32_t key = valid ? keys[p] : kNoKey, at = valid ? pos[p] : 0u;
+  const uint32_t before = lo > 0 ? keys[lo - 1] : kNoKey, after = hi < n ? keys[hi] : kNoKey;
+  const uint32_t up = __shfl_up_sync(kAll, key, 1), down = __shfl_down_sync(kAll, key, 1);
+  const bool starts = lane == 0 || up != key;
+  const bool ends = lane == kWarp - 1 || down != key;
+  // The first lane of this lane's run: the highest starting lane at or below it.
+  const unsigned start_mask = __ballot_sync(kAll, starts);
+  const int first = 31 - __clz(start_mask & (kAll >> (kWarp - 1 - lane)));
+  const bool came = first == 0 && before == key;                 // the run began in an earlier chunk
+  const bool goes = lane == kWarp - 1 && valid && after == key;  // it continues past this chunk
+  for (int64_t d = 0; d < g.dim; ++d) {
+    float v = valid ? dy_at(g, dy, at, d) : 0.f;
+    bool seg = starts;
+    for (int off = 1; off < kWarp; off <<= 1) {
+      const float v_up = __shfl_up_sync(kAll, v, off);
+      const bool seg_up = __shfl_up_sync(kAll, seg, off);
+      if (lane >= off && !seg) {
+        v += v_up;
+        seg = seg_up;
+      }
     }
+    if (!valid || !ends) continue;
+    if (goes)
+      tail[k * g.dim + d] = v;
+    else if (came)
+      head[k * g.dim + d] = v;
+    else
+      dw[int64_t(key) * g.dim + d] = v;
   }
 }
 
-// Step 4: the thread of (chunk k, d) where an id that started in an earlier chunk ends.
-__global__ void embedding_join_kernel(EmbeddingGeometry g, int64_t chunk, int64_t chunks,
-                                      const uint32_t* keys, float* dw, const float* head, const float* tail) {
-  const int64_t n = g.positions(), threads = chunks * g.dim;
-  for (int64_t t = global_index(); t < threads; t += grid_stride()) {
-    const int64_t d = t % g.dim, k = t / g.dim;
-    const int64_t lo = k * chunk, hi = lo + chunk < n ? lo + chunk : n;
-    if (k == 0) continue;
-    const uint32_t key = keys[lo];
-    if (keys[lo - 1] != key) continue;                               // starts here: not a join
-    if (keys[hi - 1] == key && hi < n && keys[hi] == key) continue;  // goes on: joined later
-    int64_t j = k - 1;                                               // the chunk where this id starts
-    while (j > 0 && keys[j * chunk - 1] == key) --j;
+// The first sorted position of `key` at or after 0 and before `end` (keys[end - 1] == key).
+__device__ int64_t first_of(const uint32_t* keys, int64_t end, uint32_t key) {
+  int64_t lo = 0, hi = end - 1;  // keys[hi] == key
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (keys[mid] < key)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+// Step 4: a warp per chunk k where an id that began in an earlier chunk ends. Its first chunk j
+// comes from a binary search of the sorted keys; the warp adds the tails of chunks j .. k-1 in a
+// fixed tree (lane m takes chunks j+m, j+m+32, ... in order, then a butterfly of shuffles) and
+// the head of chunk k, and writes the id's dW row.
+__global__ void embedding_join_kernel(EmbeddingGeometry g, int64_t chunks, const uint32_t* keys, float* dw,
+                                      const float* head, const float* tail) {
+  const int64_t n = g.positions();
+  const int lane = int(threadIdx.x % kWarp);
+  const int64_t k = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  if (k >= chunks || k == 0) return;
+  const int64_t lo = k * kWarp, hi = lo + kWarp < n ? lo + kWarp : n;
+  const uint32_t key = keys[lo];
+  if (keys[lo - 1] != key) return;                               // starts here: not a join
+  if (keys[hi - 1] == key && hi < n && keys[hi] == key) return;  // goes on: joined later
+  const int64_t j = first_of(keys, lo, key) / kWarp;             // the chunk where this id starts
+  for (int64_t d = 0; d < g.dim; ++d) {
     float sum = 0.f;
-    for (int64_t m = j; m < k; ++m) sum += tail[m * g.dim + d];
-    dw[int64_t(key) * g.dim + d] = sum + head[k * g.dim + d];
+    for (int64_t m = j + lane; m < k; m += kWarp) sum += tail[m * g.dim + d];
+    for (int off = kWarp / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(kAll, sum, off);
+    if (lane == 0) dw[int64_t(key) * g.dim + d] = sum + head[k * g.dim + d];
   }
 }
 
@@ -111,7 +152,7 @@ void launch_embedding_forward(const EmbeddingGeometry& g, const float* x, const 
 
 EmbeddingBackward::EmbeddingBackward(const EmbeddingGeometry& g) : g_(g) {
   const int64_t n = g.positions();
-  chunk_ = std::max<int64_t>(32, int64_t(std::ceil(std::sqrt(double(n)))));
+  chunk_ = kWarp;
   chunks_ = (n + chunk_ - 1) / chunk_;
   while (key_bits_ < 32 && (int64_t(1) << key_bits_) < g.vocab) ++key_bits_;
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes_, keys_, sorted_keys_, pos_, sorted_pos_,
@@ -145,12 +186,12 @@ void EmbeddingBackward::run(const float* x, const float* dy, float* dw, cudaStre
   size_t sort_bytes = sort_bytes_;
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_scratch_, sort_bytes, keys_, sorted_keys_, pos_,
                                              sorted_pos_, int(n), 0, key_bits_, stream));
-  const int64_t threads = chunks_ * g_.dim;
-  embedding_chunk_kernel<<<grid_for(threads), kThreads, 0, stream>>>(g_, chunk_, chunks_, sorted_keys_,
-                                                                     sorted_pos_, dy, dw, head_, tail_);
+  const int64_t threads = chunks_ * kWarp;  // a warp per chunk
+  embedding_chunk_kernel<<<grid_for(threads), kThreads, 0, stream>>>(g_, chunks_, sorted_keys_, sorted_pos_,
+                                                                     dy, dw, head_, tail_);
   CUDA_CHECK_LAUNCH();
-  embedding_join_kernel<<<grid_for(threads), kThreads, 0, stream>>>(g_, chunk_, chunks_, sorted_keys_, dw,
-                                                                    head_, tail_);
+  embedding_join_kernel<<<grid_for(threads), kThreads, 0, stream>>>(g_, chunks_, sorted_keys_, dw, head_,
+                                                                    tail_);
   CUDA_CHECK_LAUNCH();
 }
 

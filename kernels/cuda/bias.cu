@@ -14,6 +14,12 @@
 namespace trainer::cuda {
 namespace {
 
+// A thread's values are loaded kLoadsAhead at a time before any is added: a loop that waited for
+// each load before the next (the add needs it, the loop's branch kept the compiler from running
+// ahead) spent ~22 us on a 200 x 10 x 24 x 24 gradient (mnist_cnn on an H100, ncu), ~50 loads in
+// a row per thread. The sums keep their order, so the results are the same bits.
+constexpr int kLoadsAhead = 8;
+
 template <class T>
 __global__ void bias_add_kernel(T* y, const float* bias, int64_t n, int64_t channels, int64_t spatial,
                                 bool nhwc) {
@@ -32,7 +38,17 @@ __global__ void bias_grad_nhwc_kernel(BiasGradSplit s, const T* dy, float* dbias
   const int64_t end = std::min(begin + s.part_len, rows);
   double sum = 0;
   if (c < s.channels)
-    for (int64_t r = begin + ty; r < end; r += 8) sum += double(to_f32(dy[r * s.channels + c]));
+    for (int64_t r0 = begin + ty; r0 < end; r0 += 8 * kLoadsAhead) {
+      float v[kLoadsAhead];  // the loads first, all in flight at once; then the sums in order
+#pragma unroll
+      for (int u = 0; u < kLoadsAhead; ++u) {
+        const int64_t r = r0 + 8 * u;
+        v[u] = r < end ? to_f32(dy[r * s.channels + c]) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < kLoadsAhead; ++u)
+        if (r0 + 8 * u < end) sum += double(v[u]);
+    }
   sums[ty][tx] = sum;
   __syncthreads();
   if (ty != 0 || c >= s.channels) return;
@@ -54,14 +70,23 @@ __global__ void bias_grad_piece_kernel(BiasGradSplit s, const T* dy, float* dbia
   int64_t j = begin + threadIdx.x;
   int64_t b = j / s.spatial, p = j % s.spatial;
   const int64_t step_b = blockDim.x / s.spatial, step_p = blockDim.x % s.spatial;
-  for (; j < end; j += blockDim.x) {
-    sum += double(to_f32(dy[(b * s.channels + c) * s.spatial + p]));
-    b += step_b;
-    p += step_p;
-    if (p >= s.spatial) {
-      p -= s.spatial;
-      ++b;
+  while (j < end) {
+    const int64_t j0 = j;
+    float v[kLoadsAhead];  // the loads first, all in flight at once; then the sums in order
+#pragma unroll
+    for (int u = 0; u < kLoadsAhead; ++u) {
+      v[u] = j < end ? to_f32(dy[(b * s.channels + c) * s.spatial + p]) : 0.f;
+      j += blockDim.x;
+      b += step_b;
+      p += step_p;
+      if (p >= s.spatial) {
+        p -= s.spatial;
+        ++b;
+      }
     }
+#pragma unroll
+    for (int u = 0; u < kLoadsAhead; ++u)
+      if (j0 + int64_t(u) * blockDim.x < end) sum += double(v[u]);
   }
   // Warps first (shuffles), then the 8 warp sums by one warp: one barrier, a fixed order.
   sum = warp_sum(sum);

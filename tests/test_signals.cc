@@ -105,3 +105,39 @@ TEST_CASE("SIGTERM during start-up stops before the first step with one message 
   REQUIRE_THAT(e.err, Contains("interrupted before training started; nothing was trained or saved"));
   REQUIRE_FALSE(fs::exists(dir + "/run/checkpoints/epoch-0001.safetensors"));
 }
+
+// A crash (a bug; the signal is sent here) names the thread and prints the stack, then ends the
+// process with that signal, as without the handler (cmd/crash_report.h). Sanitizer builds keep
+// their own handler (its report says more), so the case is skipped there, visibly.
+TEST_CASE("a fatal signal prints an internal-error report with the stack and ends with that signal",
+          "[signals][crash]") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  WARN("SKIPPED: sanitizer build (AddressSanitizer reports fatal signals itself)");
+  return;
+#endif
+  std::string dir = test::temp_dir("crash_report");
+  std::string cfg = test::write_file(dir, "tiny.yaml", kTiny);
+  const std::string err_path = dir + "/err";
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(open("/dev/null", O_WRONLY), STDOUT_FILENO);
+    dup2(open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), STDERR_FILENO);
+    execl(TRAINER_BINARY, TRAINER_BINARY, "fit", cfg.c_str(), "--epochs", "100000", "--no-out", nullptr);
+    _exit(91);
+  }
+  // Once it trains (epoch lines go to stdout; stderr says when memory is reserved for the first
+  // step), the signal lands in the middle of the work.
+  for (int i = 0; i < 600 && test::slurp(err_path).find("memory reserved") == std::string::npos; ++i)
+    usleep(50000);
+  usleep(200000);
+  kill(pid, SIGSEGV);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string err = test::slurp(err_path);
+  INFO(err << "\nwait status " << status);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGSEGV);
+  CHECK_THAT(err, Contains("trainer: internal error: segmentation fault in thread '") &&
+                      Contains("This is a bug in trainer: please report it with this stack.") &&
+                      Contains("trainer(+0x"));
+}

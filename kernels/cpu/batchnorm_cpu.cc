@@ -10,11 +10,21 @@
 // nChw16c or channels-last: oneDNN's jit batchnorm; plain NCHW runs its much slower reference-like
 // ncsp kernel); y and dy keep that layout when the next kernel accepts any, else they are reordered
 // to plain at the edge, as in eltwise_cpu.cc.
+// Synchronized statistics (KernelContext::stats_comm, CPU ranks; lib/core/batchnorm_sync_formula.h):
+// in training, loops in x's layout (kernels/cpu/channel_addressing.h) sum this shard per channel
+// in double, the host Communicator all-reduces the sums, and oneDNN normalizes with the global
+// statistics as given ones (use_global_stats); backward sums dy and dy (x - mean) in x's layout
+// (dy reordered to it at the edge), all-reduces them weighted by the shard weight, and writes dx
+// in loops. The sums are (2 C + 1) doubles of the workspace, after the batch statistics.
 #include <cmath>
+#include <cstring>
 
+#include "kernels/cpu/channel_addressing.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_edge.h"
+#include "lib/core/batchnorm_sync_formula.h"
+#include "lib/dist/communicator.h"
 #include "lib/layers/batchnorm.h"
 
 namespace trainer {
@@ -31,12 +41,16 @@ class BatchNormCpu : public LayerKernel {
         S_(l.spatial()),
         n_(ctx.batch * l.spatial()),
         momentum_(l.momentum),
-        eps_(l.epsilon) {
+        eps_(l.epsilon),
+        comm_(ctx.stats_comm),
+        scalars_(ctx.scalars) {
+    if (ctx.stats_collective) throw InternalError("batchnorm on the CPU was given a device collective");
     memory::dims dims{ctx.batch};
     for (int64_t d : l.input_shape().dims) dims.push_back(d);
     const memory::desc x_md = input_md(ctx, dims), c_md = plain_md({C_});
     y_md_ = ctx.input_layout && !ctx.output_layout_free ? plain_md(dims) : x_md;
     y_layout_ = layout_of(y_md_);
+    if (comm_) x_at_ = cpu::channel_addressing(x_md);
     const flags affine = flags::use_scale | flags::use_shift;
     const flags global = affine | flags::use_global_stats;
     const auto train = dnnl::prop_kind::forward_training;
@@ -64,7 +78,9 @@ class BatchNormCpu : public LayerKernel {
   std::shared_ptr<const Layout> output_layout() const override { return y_layout_; }
   size_t output_bytes() const override { return y_md_.get_size(); }
   // The batch mean and variance, from forward to backward; then the edges' scratch.
-  size_t workspace_bytes() const override { return stats_bytes() + y_.scratch_bytes + dy_.scratch_bytes; }
+  size_t workspace_bytes() const override {
+    return stats_bytes() + sums_bytes() + y_.scratch_bytes + dy_.scratch_bytes;
+  }
 
   void bind(const KernelBinding& b) override {
     a_ = BoundActivations(b);
@@ -83,12 +99,15 @@ class BatchNormCpu : public LayerKernel {
     mean_.set_data_handle(batch_);
     var_.set_data_handle(batch_ + C_);
     char* p = static_cast<char*>(b.workspace) + stats_bytes();
+    sums_ = reinterpret_cast<double*>(p);
+    p += sums_bytes();
     p += y_.bind_scratch(p);
     dy_.bind_scratch(p);
   }
 
   void forward(bool training) override {
     trained_ = training;
+    if (training && comm_) return forward_synchronized();
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_.inner}, {DNNL_ARG_SCALE, gamma_}, {DNNL_ARG_SHIFT, beta_}};
     args[DNNL_ARG_MEAN] = training ? mean_ : rmean_;
@@ -108,6 +127,7 @@ class BatchNormCpu : public LayerKernel {
   }
 
   void backward() override {
+    if (trained_ && comm_) return backward_synchronized();
     const memory& mean = trained_ ? mean_ : rmean_;
     const memory& var = trained_ ? var_ : rvar_;
     if (!a_.dx) {  // first layer (plain x and dy): only dgamma and dbeta (oneDNN would need a scratch
@@ -129,8 +149,113 @@ class BatchNormCpu : public LayerKernel {
                                          {DNNL_ARG_DIFF_SHIFT, dbeta_}}));
   }
 
+  void forward_no_rows() override {
+    if (!comm_) return;
+    std::memset(sums_, 0, sums_bytes());
+    synchronize_stats();
+  }
+  void backward_no_rows() override {
+    if (!comm_) return;
+    std::memset(sums_, 0, sums_bytes());
+    comm_->all_reduce_sum(sums_, 2 * C_);
+  }
+
  private:
   size_t stats_bytes() const { return align_up(size_t(2 * C_) * sizeof(float)); }  // mean, variance
+  // Synchronized statistics: per channel two sums, then the count of values.
+  size_t sums_bytes() const { return comm_ ? align_up(size_t(2 * C_ + 1) * sizeof(double)) : 0; }
+
+  void forward_synchronized() {
+    const float* x = a_.x;
+    const int64_t B = n_ / S_;
+#pragma omp parallel for schedule(static) if (n_ * C_ > 65536)
+    for (int64_t c = 0; c < C_; ++c) {
+      double sum = 0, sum_sq = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        const float* xs = x + x_at_.at(b, c, 0);
+        for (int64_t s = 0; s < S_; ++s) {
+          const double v = xs[s * x_at_.s_stride];
+          sum += v;
+          sum_sq += v * v;
+        }
+      }
+      sums_[2 * c] = sum;
+      sums_[2 * c + 1] = sum_sq;
+    }
+    sums_[2 * C_] = double(n_);
+    synchronize_stats();
+    DNNL_CHECK({
+      fwd_global_.execute(dc_.stream, {{DNNL_ARG_SRC, x_},
+                                       {DNNL_ARG_DST, y_.inner},
+                                       {DNNL_ARG_SCALE, gamma_},
+                                       {DNNL_ARG_SHIFT, beta_},
+                                       {DNNL_ARG_MEAN, mean_},
+                                       {DNNL_ARG_VARIANCE, var_}});
+      y_.out(dc_.stream);
+    });
+  }
+
+  // The replicas' sums (sums_: 2 C + 1) into the global batch's mean and variance (batch_) and the
+  // running statistics, the same on every replica.
+  void synchronize_stats() {
+    comm_->all_reduce_sum(sums_, 2 * C_ + 1);
+    const double n = sums_[2 * C_];
+    for (int64_t c = 0; c < C_; ++c) {
+      const BatchNormStats st = batchnorm_stats(sums_[2 * c], sums_[2 * c + 1], n, eps_);
+      batch_[c] = st.mean;
+      batch_[C_ + c] = st.var;
+      batchnorm_running_update(running_mean_[c], running_var_[c], st, n, momentum_);
+    }
+  }
+
+  void backward_synchronized() {
+    DNNL_CHECK({
+      dy_.in(dc_.stream, a_.dy);
+      dc_.stream.wait();
+    });
+    const float* x = a_.x;
+    const float* dy = static_cast<const float*>(dy_.inner.get_data_handle());  // in x's layout
+    const float* gamma = static_cast<const float*>(gamma_.get_data_handle());
+    float* dgamma = static_cast<float*>(dgamma_.get_data_handle());
+    float* dbeta = static_cast<float*>(dbeta_.get_data_handle());
+    const double weight = scalars_->shard_weight;
+    const int64_t B = n_ / S_, s_stride = x_at_.s_stride;
+#pragma omp parallel for schedule(static) if (n_ * C_ > 65536)
+    for (int64_t c = 0; c < C_; ++c) {
+      const float mean = batch_[c], inv = batchnorm_inv(batch_[C_ + c], eps_);
+      double sum_dy = 0, sum_dy_xc = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t at = x_at_.at(b, c, 0);
+        for (int64_t s = 0; s < S_; ++s) {
+          const double g = dy[at + s * s_stride];
+          sum_dy += g;
+          sum_dy_xc += g * (double(x[at + s * s_stride]) - mean);
+        }
+      }
+      dgamma[c] = float(sum_dy_xc * inv);  // this shard's own sums: the gradient all-reduce adds them
+      dbeta[c] = float(sum_dy);
+      sums_[2 * c] = weight * sum_dy;
+      sums_[2 * c + 1] = weight * sum_dy_xc;
+    }
+    comm_->all_reduce_sum(sums_, 2 * C_);
+    float* dx = a_.dx;
+    if (!dx) return;
+#pragma omp parallel for schedule(static) if (n_ * C_ > 65536)
+    for (int64_t c = 0; c < x_at_.channels_padded; ++c) {
+      const bool pad = c >= C_;  // a blocked layout's padding channels hold zeros
+      const float mean = pad ? 0.f : batch_[c];
+      const BatchNormDx d = pad ? BatchNormDx{}
+                                : batchnorm_sync_dx(sums_[2 * c], sums_[2 * c + 1], gamma[c],
+                                                    batchnorm_inv(batch_[C_ + c], eps_), double(n_));
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t at = x_at_.at(b, c, 0);
+        for (int64_t s = 0; s < S_; ++s) {
+          const int64_t i = at + s * s_stride;
+          dx[i] = pad ? 0.f : d.scale * (dy[i] - d.shift - (x[i] - mean) * d.slope);
+        }
+      }
+    }
+  }
 
   // dgamma[c] = sum dy * (x - mean) / sqrt(var + eps), dbeta[c] = sum dy, over (B, S).
   void param_grads_only(const float* x, const float* dy, const float* mean, const float* var) {
@@ -154,6 +279,10 @@ class BatchNormCpu : public LayerKernel {
   DnnlContext& dc_;
   int64_t C_, S_, n_;
   float momentum_, eps_;
+  Communicator* comm_;           // synchronized statistics: the replicas' host communicator
+  const StepScalars* scalars_;   // shard_weight
+  cpu::ChannelAddressing x_at_;  // x, dx and the reordered dy (synchronized statistics only)
+  double* sums_ = nullptr;       // (2 C + 1) in the workspace, synchronized statistics only
   bool trained_ = false;
   BoundActivations a_;
   float* running_mean_ = nullptr;  // buffers 0 and 1: (C) each

@@ -29,6 +29,8 @@
 namespace trainer {
 
 class Backend;
+class Communicator;
+class DeviceCollective;
 class Layer;
 
 // Per-step scalars that live in backend memory, so a captured step (CUDA graph) can replay with
@@ -228,6 +230,13 @@ struct KernelContext {
   // its gradient must be plain.
   std::shared_ptr<const Layout> input_layout;
   bool output_layout_free = false;
+  // Synchronized batch statistics (device.sync_batchnorm; lib/core/batchnorm_sync_formula.h): a
+  // kernel that normalizes by batch statistics (batchnorm) sums them over every data-parallel
+  // replica in training, through the replicas' device collective on the backend's stream (GPU
+  // backends) or their host Communicator (backends with host memory: CPU ranks). Both null: each
+  // replica normalizes by its own rows. Owned by the executor's caller; outlive the kernel.
+  DeviceCollective* stats_collective = nullptr;
+  Communicator* stats_comm = nullptr;
 };
 
 class LayerKernel {
@@ -259,6 +268,15 @@ class LayerKernel {
   // adding where accumulate_input_grads says so) and overwrites (never accumulates) the parameter
   // gradients.
   virtual void backward() = 0;
+  // A training step in which this replica has no rows (an empty shard of a data-parallel batch):
+  // a kernel that takes part in collectives in forward(true) and backward()
+  // (KernelContext::stats_collective / stats_comm) makes the same calls with zero contributions,
+  // since the other replicas wait for them, and updates what must stay identical on every
+  // replica (running statistics); it reads no activations and writes no gradients. The executor
+  // calls forward_no_rows() in the layers' forward order and backward_no_rows() in backward
+  // order, as a step with rows would. Kernels without collectives: nothing to do.
+  virtual void forward_no_rows() {}
+  virtual void backward_no_rows() {}
 };
 
 }  // namespace trainer

@@ -94,6 +94,10 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   if (o_.collective && o_.comm && o_.collective->size() != o_.comm->size())
     throw InternalError("the device collective has " + std::to_string(o_.collective->size()) +
                         " replicas, the host world " + std::to_string(o_.comm->size()));
+  if (o_.sync_batchnorm && !o_.collective && !(o_.comm && be_.host_memory()))
+    throw InternalError("sync_batchnorm on " + be_.description() + " without a collective to sum over");
+  if (o_.sync_batchnorm && (o_.activation_slots > 1 || o_.input_gradient || o_.output_gradient_given))
+    throw UsageError("device.sync_batchnorm is not implemented for the stages of model.stages");
   const auto& layers = model_.layers();
   const Registry& reg = Registry::global();
 
@@ -203,6 +207,10 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       ctx.math = o_.math;
       ctx.act_dtype = dt;
       ctx.deterministic = o_.deterministic;
+      if (o_.sync_batchnorm) {  // on the device where there is a collective, else on the host
+        ctx.stats_collective = o_.collective;
+        ctx.stats_comm = o_.collective ? nullptr : o_.comm;
+      }
       // Layouts: a kernel may keep its preferred output layout only when exactly one layer takes
       // its output and that layer runs a kernel that accepts any layout; views (flatten), layers of
       // several inputs, a tensor with several consumers (its gradients are summed), the loss and
@@ -477,6 +485,7 @@ size_t Executor::planned_bytes() const {
 }
 
 char* Executor::arena(const Plan& p) const { return slot_arenas_[size_t(p.slot)]; }
+LayerKernel* Executor::kernel(const Plan& p, size_t i) const { return p.kernels[i].get(); }
 
 Executor::Plan& Executor::plan_for(int64_t batch, int slot) {
   auto it = plans_.find({slot, batch});
@@ -603,7 +612,10 @@ void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64
   if (batch == 0) {  // an empty shard: no forward or backward, zero gradients into the all-reduce
     be_.copy_to_device(scalars_, &host_scalars_, sizeof(StepScalars));
     be_.zero(grads_, size_t(n_param_floats_) * sizeof(float));
-    enqueue_update(0);
+    if (o_.sync_batchnorm)
+      enqueue_no_rows_step();
+    else
+      enqueue_update(0);
     return;
   }
   Plan& p = plan_for(batch);

@@ -62,6 +62,11 @@ struct ExecutorOptions {
   // has written its gradients, beside the rest of the backward pass. 0, or a plan of one bucket:
   // one all-reduce of the whole arena after the backward pass.
   size_t bucket_bytes = 0;
+  // Synchronized batchnorm (device.sync_batchnorm): in training, batchnorm kernels normalize by the
+  // statistics of every rank's rows, summed through `collective` (on the device) or, without one,
+  // `comm` (host memory); see lib/core/batchnorm_sync_formula.h. Needs one of them (with one rank
+  // it computes what the unsynchronized kernels compute); not for pipeline stages.
+  bool sync_batchnorm = false;
   // Loss scaling (lib/backend/backend.h, LossScaleState): the loss's gradient is multiplied by
   // the scale before the backward pass and the parameter gradients by its inverse after it; a step
   // whose gradients overflow is skipped. Off by default; the session turns it on under math fp16.
@@ -191,9 +196,14 @@ class Executor : public StepRunner {
   Plan& plan_for(int64_t batch, int slot = 0);
   // The activation arena plan p's offsets are into: its slot's.
   char* arena(const Plan& p) const;
+  // Layer i's kernel in plan p (null for views).
+  LayerKernel* kernel(const Plan& p, size_t i) const;
   void upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training = false);
   void enqueue_forward(Plan& p, bool training, bool with_loss);
   void enqueue_backward_and_update(Plan& p, bool update = true);
+  // The step of an empty shard with synchronized batchnorm: every kernel's collectives with zero
+  // contributions and the gradient buckets, in a step's order, then the update.
+  void enqueue_no_rows_step();
   // Pipeline stages (lib/model/executor_stage.cc): plan p's boundary tensors, and the gradient the
   // loss writes (the logits' where the loss folds the final softmax in).
   StageTensors stage_tensors_of(const Plan& p) const;

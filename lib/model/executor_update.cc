@@ -41,6 +41,25 @@ void Executor::reduce_gradients_on_device(size_t buckets_launched) {
   o_.collective->all_reduce_or(&scalars_->nonfinite);
 }
 
+// Synchronized batchnorm makes collectives inside the forward and backward passes, and the other
+// replicas wait for an empty shard's share of each: its kernels make the same calls with zeros
+// (LayerKernel::forward_no_rows, backward_no_rows), and the gradient buckets are launched between
+// them exactly where enqueue_backward_and_update launches them, since the communicator must see
+// the same sequence of collectives on every replica. The kernels of any plan serve: they read no
+// rows. Not recorded as a graph (the steps with rows are).
+void Executor::enqueue_no_rows_step() {
+  const Plan& p = plan_for(o_.batch_sizes[0]);
+  const size_t n = model_.layers().size();
+  for (size_t i = 0; i < n; ++i)
+    if (LayerKernel* k = kernel(p, i)) k->forward_no_rows();
+  size_t buckets_launched = 0;
+  for (size_t i = n; i-- > 0;) {
+    if (overlapped() && i + 1 < n) launch_ready_buckets(i + 1, &buckets_launched);
+    if (LayerKernel* k = kernel(p, i)) k->backward_no_rows();
+  }
+  enqueue_update(0, buckets_launched);
+}
+
 void Executor::enqueue_update(int64_t batch, size_t buckets_launched) {
   if (o_.collective)
     reduce_gradients_on_device(buckets_launched);

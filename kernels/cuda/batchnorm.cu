@@ -5,6 +5,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "lib/core/batchnorm_sync_formula.h"
 
 namespace trainer::cuda {
 namespace {
@@ -186,6 +187,56 @@ __global__ void batchnorm_dx_kernel(BatchNormGeometry g, const T* x, const T* dy
   }
 }
 
+// Synchronized statistics (batchnorm.cuh): one warp per channel adds its pieces as above.
+__global__ void batchnorm_stat_totals_kernel(BatchNormGeometry g, const double* partial, double* sums) {
+  const int lane = int(threadIdx.x % 32);
+  for (int64_t c = warp_channel(); c < g.channels; c += warp_channel_stride()) {
+    double sum, sq;
+    channel_sums(g, partial, c, lane, sum, sq);
+    if (lane) continue;
+    sums[2 * c] = sum;
+    sums[2 * c + 1] = sq;
+  }
+  if (global_index() == 0) sums[2 * g.channels] = double(g.count());
+}
+
+__global__ void batchnorm_stats_from_sums_kernel(int64_t channels, const double* sums, float momentum,
+                                                 float eps, float* mean, float* inv, float* running_mean,
+                                                 float* running_var) {
+  const double n = sums[2 * channels];
+  for (int64_t c = global_index(); c < channels; c += grid_stride()) {
+    const BatchNormStats s = batchnorm_stats(sums[2 * c], sums[2 * c + 1], n, eps);
+    mean[c] = s.mean;
+    inv[c] = s.inv;
+    batchnorm_running_update(running_mean[c], running_var[c], s, n, momentum);
+  }
+}
+
+__global__ void batchnorm_grad_totals_kernel(BatchNormGeometry g, const double* partial, const float* inv,
+                                             const float* weight, double* sums, float* dgamma, float* dbeta) {
+  const int lane = int(threadIdx.x % 32);
+  for (int64_t c = warp_channel(); c < g.channels; c += warp_channel_stride()) {
+    double sum_dy, sum_dy_xc;
+    channel_sums(g, partial, c, lane, sum_dy, sum_dy_xc);
+    if (lane) continue;
+    dgamma[c] = float(sum_dy_xc * inv[c]);
+    dbeta[c] = float(sum_dy);
+    const double w = *weight;
+    sums[2 * c] = w * sum_dy;
+    sums[2 * c + 1] = w * sum_dy_xc;
+  }
+}
+
+__global__ void batchnorm_dx_coef_kernel(int64_t channels, const double* sums, const float* inv,
+                                         const float* gamma, double rows_here, float* coef) {
+  for (int64_t c = global_index(); c < channels; c += grid_stride()) {
+    const BatchNormDx d = batchnorm_sync_dx(sums[2 * c], sums[2 * c + 1], gamma[c], inv[c], rows_here);
+    coef[c] = d.scale;
+    coef[channels + c] = d.shift;
+    coef[2 * channels + c] = d.slope;
+  }
+}
+
 }  // namespace
 
 BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t spatial, bool channels_last) {
@@ -263,6 +314,62 @@ void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* 
   CUDA_CHECK_LAUNCH();
   if (!dx) return;
   const int64_t n = g.batch * g.channels * g.spatial;
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    batchnorm_dx_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        g, static_cast<const T*>(x), static_cast<const T*>(dy), mean, coef, static_cast<T*>(dx));
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace trainer::cuda
+
+namespace trainer::cuda {
+
+void launch_batchnorm_stat_sums(const BatchNormGeometry& g, DType t, const void* x, double* partial,
+                                double* sums, cudaStream_t stream) {
+  if (g.channels <= 0 || g.count() <= 0) return;
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    launch_partial(g, StatsTerm<T>{static_cast<const T*>(x)}, partial, stream);
+  });
+  CUDA_CHECK_LAUNCH();
+  batchnorm_stat_totals_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(g, partial, sums);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_batchnorm_stats_from_sums(int64_t channels, const double* sums, float momentum, float eps,
+                                      float* mean, float* inv, float* running_mean, float* running_var,
+                                      cudaStream_t stream) {
+  if (channels <= 0) return;
+  batchnorm_stats_from_sums_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
+      channels, sums, momentum, eps, mean, inv, running_mean, running_var);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_batchnorm_grad_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
+                                const float* mean, const float* inv, const float* weight, double* partial,
+                                double* sums, float* dgamma, float* dbeta, cudaStream_t stream) {
+  if (g.channels <= 0 || g.count() <= 0) return;
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    launch_partial(g, GradTerm<T>{static_cast<const T*>(x), static_cast<const T*>(dy), mean}, partial,
+                   stream);
+  });
+  CUDA_CHECK_LAUNCH();
+  batchnorm_grad_totals_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(g, partial, inv, weight,
+                                                                                   sums, dgamma, dbeta);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_batchnorm_dx_from_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
+                                   const float* mean, const float* inv, const float* gamma,
+                                   const double* sums, float* coef, void* dx, cudaStream_t stream) {
+  const int64_t n = g.batch * g.channels * g.spatial;
+  if (n <= 0 || !dx) return;
+  batchnorm_dx_coef_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(g.channels, sums, inv, gamma,
+                                                                          double(g.count()), coef);
+  CUDA_CHECK_LAUNCH();
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     batchnorm_dx_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(

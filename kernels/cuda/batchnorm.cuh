@@ -63,4 +63,25 @@ void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* 
                                double* partial, float* coef, float* dgamma, float* dbeta, void* dx,
                                cudaStream_t stream);
 
+// Synchronized statistics (device.sync_batchnorm; lib/core/batchnorm_sync_formula.h): the same
+// partial sums, finished into one vector of sums per shard, which the replicas all-reduce between
+// these calls, and the finishing steps from the all-reduced sums.
+//   stat sums: [sum x, sum x^2] per channel, then the shard's count of values: 2 C + 1 doubles;
+//   grad sums: [D1, D2] per channel, this shard's sums of dy and dy (x - mean), each times the
+//   shard weight *weight (device memory, read when the kernel runs): 2 C doubles.
+void launch_batchnorm_stat_sums(const BatchNormGeometry& g, DType t, const void* x, double* partial,
+                                double* sums, cudaStream_t stream);
+// mean / inv and the running update from the replicas' stat sums (a replica without rows too).
+void launch_batchnorm_stats_from_sums(int64_t channels, const double* sums, float momentum, float eps,
+                                      float* mean, float* inv, float* running_mean, float* running_var,
+                                      cudaStream_t stream);
+// This shard's dgamma and dbeta (overwritten: the gradient all-reduce sums them) and its grad sums.
+void launch_batchnorm_grad_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
+                                const float* mean, const float* inv, const float* weight, double* partial,
+                                double* sums, float* dgamma, float* dbeta, cudaStream_t stream);
+// dx (overwritten) from the replicas' grad sums; coef: 3 * channels floats of scratch.
+void launch_batchnorm_dx_from_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
+                                   const float* mean, const float* inv, const float* gamma,
+                                   const double* sums, float* coef, void* dx, cudaStream_t stream);
+
 }  // namespace trainer::cuda

@@ -13,11 +13,18 @@
 // channels-last input is normalized in that layout, and the output stays channels-last unless the
 // consumer needs plain NCHW (then an OutputEdge transposes it, its buffer after the above).
 //   workspace: ... [output edge]
+// Synchronized statistics (KernelContext::stats_collective; lib/core/batchnorm_sync_formula.h):
+// in training, the reductions' pieces are finished into one vector of sums per shard (forward:
+// sum x, sum x^2 and the count; backward: sum dy and sum dy (x - mean), times the shard weight),
+// the replicas' DeviceCollective all-reduces it on the backend's stream (double, in place), and
+// the finishing kernels read the global sums: nothing waits for the host, so the step is still
+// recorded as one graph. The sums are (2 C + 1) doubles of the workspace, before the output edge.
 #include "kernels/cuda/batchnorm.cuh"
 #include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "lib/core/error.h"
+#include "lib/dist/device_collective.h"
 #include "lib/layers/batchnorm.h"
 
 namespace trainer {
@@ -34,13 +41,21 @@ class BatchNormCuda : public LayerKernel {
         eps_(l.epsilon),
         dtype_(ctx.act_dtype),
         out_nhwc_(g_.channels_last && cuda::may_write_channels_last(ctx)),
-        out_(dtype_, g_.channels_last, out_nhwc_, ctx.batch, l.channels(), l.spatial(), 1) {}
+        out_(dtype_, g_.channels_last, out_nhwc_, ctx.batch, l.channels(), l.spatial(), 1),
+        collective_(ctx.stats_collective),
+        shard_weight_(ctx.scalars ? &ctx.scalars->shard_weight : nullptr) {
+    if (ctx.stats_comm)
+      throw InternalError("batchnorm '" + name_ +
+                          "' on the GPU synchronizes through a device collective only");
+  }
 
   std::shared_ptr<const Layout> output_layout() const override {
     return out_nhwc_ ? cuda::channels_last() : nullptr;
   }
 
-  size_t workspace_bytes() const override { return stats_bytes() + align_up(out_.workspace_bytes()); }
+  size_t workspace_bytes() const override {
+    return stats_bytes() + sums_bytes() + align_up(out_.workspace_bytes());
+  }
 
   void bind(const KernelBinding& b) override {
     const int64_t C = g_.channels;
@@ -56,13 +71,17 @@ class BatchNormCuda : public LayerKernel {
     mean_ = reinterpret_cast<float*>(base + align_up(cuda::batchnorm_partial_bytes(g_)));
     inv_ = mean_ + C;
     coef_ = inv_ + C;
-    out_.bind(base + stats_bytes(), a_.y, a_.dy);
+    sums_ = reinterpret_cast<double*>(base + stats_bytes());
+    out_.bind(base + stats_bytes() + sums_bytes(), a_.y, a_.dy);
   }
 
   void forward(bool training) override {
     if (!running_mean_) throw InternalError("batchnorm '" + name_ + "': no running statistics bound");
     trained_ = training;
-    if (training)
+    if (training && collective_) {
+      cuda::launch_batchnorm_stat_sums(g_, dtype_, a_.x, partial_, sums_, be_.stream());
+      synchronize_stats();
+    } else if (training)
       cuda::launch_batchnorm_batch_stats(g_, dtype_, a_.x, momentum_, eps_, partial_, mean_, inv_,
                                          running_mean_, running_var_, be_.stream());
     else
@@ -73,11 +92,43 @@ class BatchNormCuda : public LayerKernel {
   }
 
   void backward() override {
-    cuda::launch_batchnorm_backward(g_, dtype_, a_.x, out_.core_dy(be_.stream()), mean_, inv_, gamma_,
-                                    trained_, partial_, coef_, dgamma_, dbeta_, a_.dx, be_.stream());
+    const void* dy = out_.core_dy(be_.stream());
+    if (!(trained_ && collective_)) {
+      cuda::launch_batchnorm_backward(g_, dtype_, a_.x, dy, mean_, inv_, gamma_, trained_, partial_, coef_,
+                                      dgamma_, dbeta_, a_.dx, be_.stream());
+      return;
+    }
+    cuda::launch_batchnorm_grad_sums(g_, dtype_, a_.x, dy, mean_, inv_, shard_weight_, partial_, sums_,
+                                     dgamma_, dbeta_, be_.stream());
+    collective_->all_reduce_sum(sums_, 2 * g_.channels);
+    cuda::launch_batchnorm_dx_from_sums(g_, dtype_, a_.x, dy, mean_, inv_, gamma_, sums_, coef_, a_.dx,
+                                        be_.stream());
+  }
+
+  void forward_no_rows() override {
+    if (!collective_) return;
+    be_.zero(sums_, sums_bytes());
+    synchronize_stats();
+  }
+  void backward_no_rows() override {
+    if (!collective_) return;
+    be_.zero(sums_, sums_bytes());
+    collective_->all_reduce_sum(sums_, 2 * g_.channels);
   }
 
  private:
+  // The replicas' stat sums into mean_ / inv_ and the running statistics, alike on every replica.
+  void synchronize_stats() {
+    if (!running_mean_) throw InternalError("batchnorm '" + name_ + "': no running statistics bound");
+    collective_->all_reduce_sum(sums_, 2 * g_.channels + 1);
+    cuda::launch_batchnorm_stats_from_sums(g_.channels, sums_, momentum_, eps_, mean_, inv_, running_mean_,
+                                           running_var_, be_.stream());
+  }
+  // Synchronized statistics: per channel two sums, then the count of values.
+  size_t sums_bytes() const {
+    return collective_ ? align_up(size_t(2 * g_.channels + 1) * sizeof(double)) : 0;
+  }
+
   // [reduction pieces] [mean | inv | dx coefficients]
   size_t stats_bytes() const {
     return align_up(cuda::batchnorm_partial_bytes(g_)) + align_up(size_t(5 * g_.channels) * sizeof(float));
@@ -96,6 +147,9 @@ class BatchNormCuda : public LayerKernel {
   float *dgamma_ = nullptr, *dbeta_ = nullptr, *running_mean_ = nullptr, *running_var_ = nullptr;
   double* partial_ = nullptr;
   float *mean_ = nullptr, *inv_ = nullptr, *coef_ = nullptr;
+  DeviceCollective* collective_;  // synchronized statistics: the replicas' collective, else null
+  const float* shard_weight_;     // StepScalars::shard_weight (device memory)
+  double* sums_ = nullptr;        // (2 C + 1) in the workspace, synchronized statistics only
 };
 
 }  // namespace

@@ -126,6 +126,15 @@ class NcclCollective final : public DeviceCollective {
                                    be_.stream()));
   }
 
+  // After the join: the side stream's buckets first, then this sum, on the backend's stream.
+  void all_reduce_sum(double* x, int64_t n) override {
+    wait_all();
+    if (n <= 0) return;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    ncclComm_t comm = live_comm();
+    NCCL_CHECK(comm, ncclAllReduce(x, x, size_t(n), ncclFloat64, ncclSum, comm, be_.stream()));
+  }
+
   // Fork: the side stream waits for the backend's stream so far, then reduces beside it.
   void all_reduce_sum_async(float* x, int64_t n, bool weighted) override {
     if (n <= 0) return;

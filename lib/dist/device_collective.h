@@ -46,6 +46,11 @@ class DeviceCollective {
   // all of them. Nothing pending: does nothing. Enqueues only; never waits on the host (inside a
   // recorded step, the fork and the join become edges of the graph).
   virtual void wait_all() {}
+  // In place over every replica: x[i] = sum over replicas r of x_r[i], x: n doubles of backend
+  // memory (synchronized batchnorm's per-channel sums, lib/core/batchnorm_sync_formula.h). Joins the
+  // asynchronous sums first (as wait_all()), so it may be called while gradient buckets are in
+  // flight: the communicator runs one collective after another, in the same order on every replica.
+  virtual void all_reduce_sum(double* x, int64_t n) = 0;
   // In place: *word = the bitwise OR of every replica's *word (one uint32 of backend memory: the
   // step's non-finite flags, lib/backend/backend.h NonfiniteBits).
   virtual void all_reduce_or(uint32_t* word) = 0;

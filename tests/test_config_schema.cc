@@ -208,8 +208,9 @@ TEST_CASE("several GPUs: gpu:N,M,... and gpu:all parse; a repeated or absent GPU
   // The config: a string or device.gpus, resolved to the mapping.
   Config c = parse(std::string(kBase) + "device: gpu:0,1\n");
   REQUIRE(c.device == "gpu:0,1");
-  REQUIRE(YAML::Dump(c.resolved["device"]) ==
-          "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25");
+  REQUIRE(
+      YAML::Dump(c.resolved["device"]) ==
+      "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25\nsync_batchnorm: false");
   REQUIRE(parse(std::string(kBase) + "device: {type: gpu, gpus: all}\n").device == "gpu:all");
   REQUIRE_THROWS_WITH(
       parse(std::string(kBase) + "device: {type: gpu, gpus: '0,x'}\n"),
@@ -226,7 +227,7 @@ TEST_CASE("device: takes a string or a mapping and both resolve to the mapping",
   REQUIRE(s.memory_limit_mib == 0);
   REQUIRE_FALSE(s.memory_growth);
   REQUIRE(YAML::Dump(s.resolved["device"]) ==
-          "type: gpu\nid: 1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25");
+          "type: gpu\nid: 1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25\nsync_batchnorm: false");
   Config m =
       parse(std::string(kBase) + "device: {type: gpu, id: 0, memory_limit: 4096, memory_growth: true}\n");
   REQUIRE(m.device == "gpu:0");
@@ -234,7 +235,7 @@ TEST_CASE("device: takes a string or a mapping and both resolve to the mapping",
   REQUIRE(m.memory_growth);
   REQUIRE(parse(std::string(kBase) + "device: {type: auto, memory_limit: 64}\n").device == "auto");
   REQUIRE(YAML::Dump(parse(kBase).resolved["device"]) ==
-          "type: cpu\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25");
+          "type: cpu\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25\nsync_batchnorm: false");
   // --set reaches the keys of either form.
   Config set = parse(std::string(kBase) + "device: gpu:1\n", {"device.memory_limit=512"});
   REQUIRE(set.device == "gpu:1");
@@ -262,7 +263,7 @@ TEST_CASE("device.bucket_mb caps the gradient buckets of several GPUs; 0 leaves 
   Config c = parse(std::string(kBase) + "device: {type: gpu, gpus: '0,1', bucket_mb: 4}\n");
   REQUIRE(c.bucket_mb == 4);
   REQUIRE(YAML::Dump(c.resolved["device"]) ==
-          "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 4");
+          "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 4\nsync_batchnorm: false");
   // --set reaches it in either form; fractions of a MiB and 0 are allowed.
   REQUIRE(parse(std::string(kBase) + "device: gpu:0,1\n", {"device.bucket_mb=0.5"}).bucket_mb == 0.5);
   REQUIRE(parse(kBase, {"device.bucket_mb=0"}).bucket_mb == 0);
@@ -270,6 +271,25 @@ TEST_CASE("device.bucket_mb caps the gradient buckets of several GPUs; 0 leaves 
                       Contains("test.yaml:12:32: device.bucket_mb: value -1 is out of range; allowed: [0, "));
   REQUIRE_THROWS_WITH(parse(std::string(kBase) + "device: {type: gpu, bucket_mb: big}\n"),
                       Contains("test.yaml:12:32: device.bucket_mb: expected a number, got 'big'"));
+}
+
+TEST_CASE("device.sync_batchnorm is true or false, false by default, and is written back",
+          "[config][device][sync_batchnorm]") {
+  REQUIRE_FALSE(parse(kBase).sync_batchnorm);
+  Config c = parse(std::string(kBase) + "device: {type: gpu, gpus: '0,1', sync_batchnorm: true}\n");
+  REQUIRE(c.sync_batchnorm);
+  REQUIRE(YAML::Dump(c.resolved["device"]) ==
+          "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25\nsync_batchnorm: true");
+  // --set reaches it in either form (a device string becomes the mapping).
+  REQUIRE(parse(std::string(kBase) + "device: gpu:0,1\n", {"device.sync_batchnorm=true"}).sync_batchnorm);
+  REQUIRE(parse(kBase, {"device.sync_batchnorm=true"}).sync_batchnorm);
+  REQUIRE_THROWS_WITH(
+      parse(std::string(kBase) + "device: {type: gpu, sync_batchnorm: maybe}\n"),
+      Contains("test.yaml:12:37: device.sync_batchnorm: expected true or false, got 'maybe'"));
+  REQUIRE_THROWS_WITH(parse(kBase, {"device.sync_batchnorm=2"}),
+                      Contains("device.sync_batchnorm: expected true or false, got '2'"));
+  REQUIRE_THROWS_WITH(parse(std::string(kBase) + "device: {type: gpu, sync_batchnorm: [true]}\n"),
+                      Contains("test.yaml:12:37: device.sync_batchnorm: expected true or false"));
 }
 
 TEST_CASE("optimizer.scale_lr: linear multiplies lr by the replicas, none (the default) keeps it",

@@ -8,17 +8,23 @@
 //     the single process's weights AND running statistics, within rel 1e-5 (the order of float
 //     sums and oneDNN's variance against ours are all that differ): even and uneven shards (5 rows
 //     over 2 ranks), empty shards (1 row over 2 ranks, 2 rows over 3), one rank, plain layouts;
-//     every rank ends with the same bits; without sync_batchnorm the same comparison fails clearly.
+//     every rank ends with the same bits; without sync_batchnorm the same comparison fails clearly;
+//   - fit over two ranks with sync_batchnorm tracks one process's training and validation losses
+//     (validation reads the running statistics), and without it does not;
+//   - sync_batchnorm with pipeline micro-batches is refused.
 // The mpirun path runs in tests/scripts/mpi_test.sh; the NCCL path in tests/gpu.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <sstream>
 #include <thread>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "lib/config/config.h"
 #include "lib/core/batchnorm_sync_formula.h"
 #include "lib/core/shard.h"
 #include "lib/dist/thread_world.h"
 #include "lib/model/executor.h"
+#include "lib/train/fit.h"
 #include "tests/test_util.h"
 
 using namespace trainer;
@@ -320,4 +326,74 @@ TEST_CASE("without sync_batchnorm, ranks normalizing their own shards end far fr
   CHECK(rel_diff(got[0].params, one.params) > 1e-3);
   CHECK(rel_diff(got[0].buffers, one.buffers) > 1e-2);
   CHECK(got[1].buffers != got[0].buffers);
+}
+
+TEST_CASE("fit over two ranks with device.sync_batchnorm tracks one process's losses; without it, not",
+          "[sync_batchnorm][data_parallel][fit]") {
+  const char* yaml = R"(model:
+  input_shape: [2]
+  layers: [{type: dense, units: 16}, {type: batchnorm}, {type: relu}, {type: dense, units: 2}]
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+optimizer: {type: sgd, lr: 0.1, momentum: 0.9}
+data: {train: {format: disc, samples: 300, seed: 4}, num_classes: 2, batch_size: 25, validation_split: 0.2}
+train: {epochs: 2, seed: 3}
+)";
+  FitOptions fo;
+  fo.device.threads = 1;
+  std::ostringstream quiet;
+  const FitResult one = fit(parse_config(yaml, "bn.yaml", {"device.sync_batchnorm=true"}), fo, quiet);
+  for (const bool sync : {true, false}) {
+    INFO("sync_batchnorm: " << sync);
+    const Config cfg =
+        parse_config(yaml, "bn.yaml", {std::string("device.sync_batchnorm=") + (sync ? "true" : "false")});
+    ThreadHub hub(2, "rank", "test threads");
+    std::vector<FitResult> got(2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          ThreadRank comm(hub, r);
+          FitOptions mine = fo;
+          mine.comm = &comm;
+          std::ostringstream out;
+          got[size_t(r)] = fit(cfg, mine, out);
+        } catch (const std::exception& e) {
+          errors[size_t(r)] = e.what();
+          hub.fail(r, e.what());
+        }
+      });
+    for (auto& t : threads) t.join();
+    REQUIRE(errors[0].empty());
+    REQUIRE(errors[1].empty());
+    const double train_rel = std::fabs(got[0].final_train_loss - one.final_train_loss) / one.final_train_loss;
+    const double val_rel = std::fabs(got[0].final_val_loss - one.final_val_loss) / one.final_val_loss;
+    if (sync) {
+      CHECK(train_rel < 1e-5);
+      CHECK(val_rel < 1e-5);  // validation normalizes by the running statistics
+    } else {
+      CHECK(std::max(train_rel, val_rel) > 1e-3);
+    }
+  }
+}
+
+TEST_CASE("sync_batchnorm with pipeline micro-batches is refused: each micro-batch has its own statistics",
+          "[sync_batchnorm][pipeline]") {
+  const char* yaml = R"(model:
+  input_shape: [2]
+  layers: [{type: dense, units: 8}, {type: batchnorm}, {type: relu}, {type: dense, units: 2}]
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+data: {train: {format: disc, samples: 64}, num_classes: 2, batch_size: 16}
+pipeline: {micro_batches: 2}
+device: {type: cpu, sync_batchnorm: true}
+train: {epochs: 1}
+)";
+  FitOptions fo;
+  fo.device.threads = 1;
+  std::ostringstream out;
+  REQUIRE_THROWS_AS(fit(parse_config(yaml, "mb.yaml", {}), fo, out), UsageError);
+  REQUIRE_THROWS_WITH(fit(parse_config(yaml, "mb.yaml", {}), fo, out),
+                      Catch::Contains("set pipeline.micro_batches: 1 or device.sync_batchnorm: false"));
+  // One micro-batch: one replica normalizes by the whole batch anyway, and trains.
+  REQUIRE(fit(parse_config(yaml, "mb.yaml", {"pipeline.micro_batches=1"}), fo, out).epochs_run == 1);
 }

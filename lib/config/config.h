@@ -116,6 +116,9 @@ struct Config {
   int64_t memory_limit_mib = 0;  // device.memory_limit: 0 = no cap
   bool memory_growth = false;    // device.memory_growth
   double bucket_mb = 25;         // device.bucket_mb: MiB per gradient all-reduce bucket (0: one)
+  // device.sync_batchnorm: with several replicas, batchnorm normalizes by the global batch's
+  // statistics (lib/core/batchnorm_sync_formula.h); one replica: nothing changes.
+  bool sync_batchnorm = false;
   MathMode math = MathMode::strict_fp32;
   bool deterministic = false;
   int threads = 0;             // CPU threads; 0: the cores this process may use (OMP_NUM_THREADS if set)

@@ -17,6 +17,11 @@ const KeySpecs& device_keys() {
       number_key("bucket_mb", 25, 0, 1e6,
                  "several GPUs: MiB of gradients per all-reduce bucket, each launched during the backward "
                  "pass (0: one bucket, after it)"),
+      bool_key(
+          "sync_batchnorm", false,
+          "several replicas (GPUs or mpirun ranks): batchnorm in training normalizes by the statistics of "
+          "the whole global batch, all-reduced over the replicas (false: each replica's own shard, as "
+          "PyTorch DDP)"),
   };
   return keys;
 }
@@ -73,10 +78,12 @@ void read_device(Config& c, NodeReader& r) {
   c.memory_limit_mib = v.integer("memory_limit");
   c.memory_growth = v.boolean("memory_growth");
   c.bucket_mb = v.number("bucket_mb");
+  c.sync_batchnorm = v.boolean("sync_batchnorm");
   YAML::Node out = mapping_of(d);
   out["memory_limit"] = c.memory_limit_mib;
   out["memory_growth"] = c.memory_growth;
   out["bucket_mb"] = c.bucket_mb;
+  out["sync_batchnorm"] = c.sync_batchnorm;
   c.resolved["device"] = out;
 }
 

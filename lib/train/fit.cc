@@ -220,6 +220,11 @@ void FitRun::setup() {
         comm_.description(), B, ranks, B / ranks,
         B % ranks ? "-" + std::to_string(max_shard_rows(B, ranks)) : std::string(),
         gradient_reduction(s_->collective.get(), s_->executor->gradient_buckets()));
+  if (ranks > 1 && cfg_.sync_batchnorm)
+    spdlog::info(
+        "sync_batchnorm: batchnorm statistics are synchronized over {} replicas (the whole batch of {} rows; "
+        "two all-reduces per batchnorm layer and step, {})",
+        ranks, B, s_->collective ? "on the devices" : "on the host");
   if (cfg_.optimizer.scale_lr_linear)
     spdlog::info("lr {:g} x {} replica{} = {:g} (scale_lr: linear)", cfg_.optimizer.lr, ranks,
                  ranks == 1 ? "" : "s", lr);

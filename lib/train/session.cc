@@ -193,6 +193,13 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
         "model.stages / pipeline.micro_batches (model parallelism) cannot be combined with data parallelism "
         "(mpirun or several replicas) yet; train on one process, with --device gpu:0,1 giving each stage its "
         "GPU");
+  if (split && cfg.sync_batchnorm && cfg.micro_batches > 1)
+    throw UsageError(
+        "device.sync_batchnorm: true asks batchnorm for the statistics of the whole batch, but "
+        "pipeline.micro_batches: " +
+        std::to_string(cfg.micro_batches) +
+        " normalizes each micro-batch by its own (GPipe); synchronizing them is not implemented: set "
+        "pipeline.micro_batches: 1 or device.sync_batchnorm: false");
   // The stages' devices, checked before any backend opens.
   const std::vector<std::string> stage_devices =
       split ? stage_device_list(device.device, cfg.stages.size() + 1) : std::vector<std::string>{};
@@ -216,6 +223,8 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   eo.deterministic = device.deterministic;
   eo.seed = cfg.seed;
   eo.comm = comm;
+  // One replica normalizes by the whole batch anyway: nothing to synchronize.
+  eo.sync_batchnorm = cfg.sync_batchnorm && comm && comm->size() > 1;
   if (comm && comm->size() > 1 && !s->backend->host_memory()) {
     s->collective = join_device_collective(*comm, *s->backend);
     eo.collective = s->collective.get();

@@ -12,9 +12,11 @@
 //     uneven shards (a last batch of 5 rows: 2 and 3) and an empty one (a last batch of 1 row:
 //     replica 0 has none, and still makes every batchnorm all-reduce, between gradient buckets
 //     launched during the backward pass exactly where replica 1 launches them); both replicas end
-//     with the same bits; without sync the same comparison fails clearly.
+//     with the same bits; without sync the same comparison fails clearly; fit over gpu:0,1 with
+//     device.sync_batchnorm tracks fit on gpu:0.
 // Cases that need NCCL print SKIPPED in a build without it.
 #include <functional>
+#include <sstream>
 #include <thread>
 
 #include "lib/config/config.h"
@@ -22,6 +24,8 @@
 #include "lib/dist/thread_world.h"
 #include "lib/model/executor.h"
 #include "lib/train/data_parallel.h"
+#include "lib/train/fit.h"
+#include "lib/train/fit_replicas.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace trainer;
@@ -241,4 +245,32 @@ TEST_CASE("gpu two replicas without sync batchnorm end far from gpu:0 (the compa
   INFO("unsynchronized: parameters rel " << ep << ", running statistics rel " << eb);
   CHECK(ep > 1e-3);
   CHECK(eb > 1e-2);
+}
+
+TEST_CASE("gpu fit over gpu:0,1 with device.sync_batchnorm tracks fit on gpu:0",
+          "[gpu][nccl][2gpu][fit][sync_batchnorm]") {
+  if (!have_nccl(cuda_backend()) || !have_two_gpus()) return;
+  const char* yaml = R"(model:
+  input_shape: [2]
+  layers: [{type: dense, units: 64}, {type: batchnorm}, {type: relu}, {type: dense, units: 2}]
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+optimizer: {type: sgd, lr: 0.1, momentum: 0.9}
+data: {train: {format: disc, samples: 300}, num_classes: 2, batch_size: 25, validation_split: 0.2}
+train: {epochs: 3, seed: 5}
+device: {type: gpu, sync_batchnorm: true}
+)";
+  const Config cfg = parse_config(yaml, "fit.yaml", {});
+  FitOptions fo;
+  fo.device.device = "gpu:0";
+  fo.device.deterministic = true;
+  std::ostringstream out1, out2;
+  const FitResult one = fit(cfg, fo, out1);
+  const FitResult two = fit_replicas(cfg, fo, {0, 1}, out2);
+  INFO("final losses: train " << one.final_train_loss << " (gpu:0) " << two.final_train_loss
+                              << " (gpu:0,1), validation " << one.final_val_loss << " "
+                              << two.final_val_loss);
+  CHECK(two.epochs_run == 3);
+  CHECK(std::abs(two.final_train_loss - one.final_train_loss) <= 1e-5 * one.final_train_loss);
+  // Validation normalizes by the running statistics: the global batches' on every replica.
+  CHECK(std::abs(two.final_val_loss - one.final_val_loss) <= 1e-5 * one.final_val_loss);
 }

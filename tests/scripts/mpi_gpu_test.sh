@@ -8,7 +8,9 @@
 #  2. (2 GPUs) --device gpu:0,1 (one process, a replica per GPU) ends with the weights of gpu:0
 #     alone with the same global batch, within 1e-5 absolute; so does it with a gradient bucket
 #     per layer (device.bucket_mb: 0.001), each all-reduced during the backward pass;
-#  3. (2 GPUs, MPI) mpirun -np 2 --device gpu (a rank per GPU) likewise, also in buckets.
+#  3. (2 GPUs, MPI) mpirun -np 2 --device gpu (a rank per GPU) likewise, also in buckets;
+#  4. (2 GPUs) device.sync_batchnorm: a batchnorm MLP over gpu:0,1 (in buckets) and mpirun -np 2
+#     ends with gpu:0's weights and running statistics within 1e-5 (the start line says so).
 set -euo pipefail
 trainer=$(realpath "$1")
 if ! "$trainer" --version | grep -q '^NCCL: [0-9]'; then
@@ -110,5 +112,26 @@ if command -v mpirun >/dev/null && "$trainer" --version | grep -q '^MPI: [^n]'; 
   say "mpirun -np 2 --device gpu, a bucket per layer: max |weight difference| to gpu:0 alone $d"
 else
   say "no MPI in this build or no mpirun: the mpirun part was not run"
+fi
+
+# 4. Synchronized batchnorm: the replicas normalize by the whole batch's statistics, so they train
+# what gpu:0 trains, running statistics (in model.safetensors) included.
+sed -e 's/{type: relu}/{type: batchnorm}, {type: relu}/' -e 's/{type: tanh}/{type: batchnorm, momentum: 0.3}, {type: tanh}/' \
+  -e 's/epochs: 4/epochs: 2/' mlp.yaml >bn.yaml
+echo 'device: {type: gpu, sync_batchnorm: true}' >>bn.yaml
+"$trainer" fit bn.yaml --out bn_one --device gpu:0 --deterministic -q
+timeout 600 "$trainer" fit bn.yaml --out bn_two --device gpu:0,1 --deterministic "${buckets[@]}" >/dev/null 2>bn_two.err ||
+  { cat bn_two.err >&2; fail "--device gpu:0,1 with sync_batchnorm failed"; }
+grep -q "sync_batchnorm: batchnorm statistics are synchronized over 2 replicas" bn_two.err ||
+  { cat bn_two.err >&2; fail "--device gpu:0,1 with sync_batchnorm: no start-up line about it"; }
+d=$(max_diff bn_one/model.safetensors bn_two/model.safetensors)
+within "$d" 1e-5 || fail "--device gpu:0,1 with sync_batchnorm: weights differ from gpu:0 alone by $d (> 1e-5)"
+say "--device gpu:0,1 with sync_batchnorm, a bucket per layer: max |weight or running-statistic difference| to gpu:0 $d"
+if command -v mpirun >/dev/null && "$trainer" --version | grep -q '^MPI: [^n]'; then
+  timeout 600 mpirun -np 2 "$trainer" fit bn.yaml --out bn_np2 --device gpu --deterministic -q 2>bn_np2.err ||
+    { cat bn_np2.err >&2; fail "mpirun -np 2 --device gpu with sync_batchnorm failed"; }
+  d=$(max_diff bn_one/model.safetensors bn_np2/model.safetensors)
+  within "$d" 1e-5 || fail "mpirun -np 2 --device gpu with sync_batchnorm: weights differ from gpu:0 alone by $d (> 1e-5)"
+  say "mpirun -np 2 --device gpu with sync_batchnorm: max |weight or running-statistic difference| to gpu:0 $d"
 fi
 say "PASSED"

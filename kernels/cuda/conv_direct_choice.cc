@@ -11,60 +11,18 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cudnn_conv.h"
+#include "kernels/cuda/graph_timer.h"
 #include "kernels/cuda/measure_buffers.h"
 
 namespace trainer::cuda {
 namespace {
 
 constexpr float kOne = 1.f, kZero = 0.f;
-constexpr int kRepeats = 10;
 
 std::mutex g_direct_mutex;
 std::map<std::string, std::array<bool, 3>>& direct_cache() {
   static std::map<std::string, std::array<bool, 3>> m;
   return m;
-}
-
-// Milliseconds per call of `run` on the GPU: run once (libraries finish their lazy set-up), then
-// kRepeats calls captured as one CUDA graph, replayed twice (warm, then timed between events), as
-// the step runs. Timing eager launches instead would measure the host: cuDNN's calls take tens of
-// microseconds to enqueue, more than these convolutions run.
-float time_ms(cudaStream_t stream, const std::function<void()>& run) {
-  run();
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  float ms = 0.f;
-  const auto release = [&] {
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-  };
-  try {
-    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      for (int i = 0; i < kRepeats; ++i) run();
-    } catch (...) {
-      cudaStreamEndCapture(stream, &graph);
-      throw;
-    }
-    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-    CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    CUDA_CHECK(cudaEventRecord(start, stream));
-    CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  } catch (...) {
-    release();
-    throw;
-  }
-  release();
-  return ms / kRepeats;
 }
 
 }  // namespace
@@ -105,26 +63,26 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
       const cudaStream_t st = be_.stream();
       std::array<float, 3> cudnn_ms{}, direct_ms{};
       if (direct_->forward_fits()) {
-        cudnn_ms[0] = time_ms(st, [&] {
+        cudnn_ms[0] = graph_time_ms(st, [&] {
           CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, x_desc_, x, w_desc_, w, conv_desc_[kFwd], fwd_algo_,
                                               ws, fwd_ws_, &kZero, y_desc_, y));
         });
-        direct_ms[0] = time_ms(st, [&] { direct_->forward(x, w, bias, y, st); });
+        direct_ms[0] = graph_time_ms(st, [&] { direct_->forward(x, w, bias, y, st); });
       }
       if (direct_->backward_data_fits()) {
-        cudnn_ms[1] = time_ms(st, [&] {
+        cudnn_ms[1] = graph_time_ms(st, [&] {
           CUDNN_CHECK(cudnnConvolutionBackwardData(h, &kOne, w_desc_, w, y_desc_, dy, conv_desc_[kBwdData],
                                                    bwd_data_algo_, ws, bwd_data_ws_, &kZero, x_desc_, dx));
         });
-        direct_ms[1] = time_ms(st, [&] { direct_->backward_data(dy, w, dx, st); });
+        direct_ms[1] = graph_time_ms(st, [&] { direct_->backward_data(dy, w, dx, st); });
       }
       if (direct_->backward_filter_fits()) {
-        cudnn_ms[2] = time_ms(st, [&] {
+        cudnn_ms[2] = graph_time_ms(st, [&] {
           CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &kOne, x_desc_, x, y_desc_, dy,
                                                      conv_desc_[kBwdFilter], bwd_filter_algo_, ws,
                                                      bwd_filter_ws_, &kZero, w_desc_, dw));
         });
-        direct_ms[2] = time_ms(st, [&] { direct_->backward_filter(x, dy, dw, bias, ws, st); });
+        direct_ms[2] = graph_time_ms(st, [&] { direct_->backward_filter(x, dy, dw, bias, ws, st); });
       }
       const char* names[3] = {"forward", "backward-data", "backward-filter"};
       const bool fits[3] = {direct_->forward_fits(), direct_->backward_data_fits(),

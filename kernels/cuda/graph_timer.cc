@@ -44,5 +44,4 @@ float graph_time_ms(cudaStream_t stream, const std::function<void()>& run) {
   return ms / kRepeats;
 }
 
-
 }  // namespace trainer::cuda

@@ -35,6 +35,7 @@ class DenseCuda : public LayerKernel {
         in_(int(l.in_features())),
         units_(int(l.units)),
         math_mode_(ctx.math),
+        tune_(!ctx.deterministic),
         math_(ctx.math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
         dtype_(ctx.act_dtype),
         bias_split_(cuda::bias_grad_split(ctx.batch, l.units, 1)) {}
@@ -53,6 +54,13 @@ class DenseCuda : public LayerKernel {
     }
     bias_scratch_ = static_cast<double*>(b.workspace);
     plan_products();
+    if (!tune_) return;  // --deterministic: the heuristic's choices, never a timing's
+    // The bound tensors serve as the measurement's: nothing has run yet, the step overwrites
+    // what the trials write (y, dW, dx, the bias gradient, the 16-bit copy of W).
+    const void* w = dtype_ == DType::f32 ? static_cast<const void*>(w_) : w_typed_;
+    if (fwd_.ok()) fwd_.tune(w, a_.x, a_.y);
+    if (dw_plan_.ok()) dw_plan_.tune(a_.x, a_.dy, dw_);
+    if (dx_plan_.ok() && a_.dx) dx_plan_.tune(w, a_.dy, a_.dx);
   }
 
   void forward(bool) override {
@@ -141,6 +149,7 @@ class DenseCuda : public LayerKernel {
   bool bias_;
   int batch_, in_, units_;
   MathMode math_mode_;
+  bool tune_;  // measure the cuBLASLt candidates at bind (not under --deterministic)
   cublasMath_t math_;
   cuda::LtMatmul fwd_, dw_plan_, dx_plan_;
   bool fwd_bias_fused_ = false, dw_bias_fused_ = false;

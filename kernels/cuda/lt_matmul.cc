@@ -3,9 +3,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <string>
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/graph_timer.h"
 
 namespace trainer::cuda {
 namespace {
@@ -43,15 +45,21 @@ LtMatmul::LtMatmul(CudaBackend& be, MathMode math, cublasOperation_t ta, cublasO
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = be.cublas_workspace_bytes();
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
     int found = 0;
-    const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(be.cublas_lt(), desc_, la_, lb_, ld_, ld_, pref, 1, &result, &found);
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(be.cublas_lt(), desc_, la_, lb_, ld_, ld_, pref,
+                                                             kCandidates, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    ok_ = st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
-    if (ok_) algo_ = result.algo;
-    spdlog::debug("cuBLASLt {}x{}x{} epilogue {}: {}", m, n, k, int(epilogue),
-                  ok_ ? "planned" : "no algorithm, unfused");
+    if (st == CUBLAS_STATUS_SUCCESS)
+      for (int i = 0; i < found; ++i)
+        if (results[i].state == CUBLAS_STATUS_SUCCESS) candidates_.push_back(results[i].algo);
+    ok_ = !candidates_.empty();
+    if (ok_) algo_ = candidates_[0];
+    what_ = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " epilogue " +
+            std::to_string(int(epilogue));
+    spdlog::debug(
+        "cuBLASLt {}: {}", what_,
+        ok_ ? std::to_string(candidates_.size()) + " candidate(s)" : std::string("no algorithm, unfused"));
   } catch (...) {
     release();
     throw;
@@ -69,6 +77,8 @@ LtMatmul& LtMatmul::operator=(LtMatmul&& o) noexcept {
   lb_ = std::exchange(o.lb_, nullptr);
   ld_ = std::exchange(o.ld_, nullptr);
   algo_ = o.algo_;
+  candidates_ = std::move(o.candidates_);
+  what_ = std::move(o.what_);
   ok_ = std::exchange(o.ok_, false);
   return *this;
 }
@@ -81,6 +91,28 @@ void LtMatmul::release() noexcept {
   ld_ = lb_ = la_ = nullptr;
   desc_ = nullptr;
   ok_ = false;
+}
+
+// cuBLASLt's heuristic ranks its candidates without running them, and its first choice for a small
+// product often splits K, which adds a reduction kernel after the product (splitKreduce_kernel):
+// mnist_cnn's dense layers ran 4 or 5 of them a step beside products of a few microseconds,
+// while reuters_conv1d's 2336-long product needs the split. So each candidate runs as the step
+// would run it (graph_time_ms) and the fastest is kept, as cuDNN's algorithms are measured.
+void LtMatmul::tune(const void* a, const void* b, void* d) {
+  if (candidates_.size() < 2) return;
+  size_t best = 0;
+  float best_ms = 0.f;
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    algo_ = candidates_[i];
+    const float ms = graph_time_ms(be_->stream(), [&] { run(a, b, d); });
+    if (i == 0 || ms < best_ms) {
+      best = i;
+      best_ms = ms;
+    }
+  }
+  algo_ = candidates_[best];
+  spdlog::debug("cuBLASLt {}: candidate {} of {} measured fastest, {:.2f} us", what_, best + 1,
+                candidates_.size(), 1000.f * best_ms);
 }
 
 void LtMatmul::run(const void* a, const void* b, void* d) const {

@@ -1,6 +1,6 @@
 // One cuBLASLt matrix product with an optional fused epilogue, planned once (descriptors,
-// layouts and the heuristic's algorithm) when the kernel binds its tensors, then run as often as
-// the step runs. Column-major, as cuBLAS:
+// layouts and the heuristic's candidate algorithms; tune() measures them) when the kernel binds its tensors,
+// then run as often as the step runs. Column-major, as cuBLAS:
 //   D (m, n) = op(A) op(B)            epilogue DEFAULT
 //   D (m, n) = op(A) op(B) + bias     epilogue BIAS: bias (m) f32, added to every column
 //   D (m, n) = op(A) op(B); grad (n)  epilogue BGRADB: grad[j] = sum over k of op(B)[:, j], f32
@@ -10,6 +10,9 @@
 #pragma once
 
 #include <cublasLt.h>
+
+#include <string>
+#include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
 
@@ -32,13 +35,20 @@ class LtMatmul {
   bool ok() const { return ok_; }
   // D = op(A) op(B) (+ epilogue); a, b in the A/B dtype, d in D's.
   void run(const void* a, const void* b, void* d) const;
+  // Runs each candidate algorithm on these tensors (plan time only: it writes d and the
+  // epilogue's vector, and waits for the stream) and keeps the fastest; without tune() the
+  // heuristic's first choice runs. Not for --deterministic runs: a timing must not pick the math.
+  void tune(const void* a, const void* b, void* d);
 
  private:
+  static constexpr int kCandidates = 8;  // heuristic results asked for
   void release() noexcept;
   CudaBackend* be_ = nullptr;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, ld_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
+  std::vector<cublasLtMatmulAlgo_t> candidates_;  // the heuristic's, best ranked first
+  std::string what_;                              // "MxNxK epilogue E", for the log
   bool ok_ = false;
 };
 

@@ -28,6 +28,7 @@
 #include "lib/train/fit.h"
 #include "lib/train/fit_replicas.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/two_replicas.h"
 
 using namespace trainer;
 using namespace trainer::gpu_test;
@@ -115,33 +116,6 @@ Trained train(Backend& be, const Model& model, DeviceCollective* collective, Com
     out.tensors.insert(out.tensors.end(), params.begin() + s.offset,
                        params.begin() + s.offset + s.shape.numel());
   return out;
-}
-
-// Two replicas, one thread and GPU each (its backend made on its thread, whose current device it
-// then is), joined in one NCCL collective; `each` runs on replica r's thread. Returns each
-// replica's error (empty: none); a failing replica stops the other.
-std::vector<std::string> on_two_replicas(
-    const std::function<void(CudaBackend&, DeviceCollective&, Communicator&, int)>& each) {
-  ThreadHub hub(2, "replica", "test threads on gpu:0,1");
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        DeviceRequest req;
-        req.device = "gpu:" + std::to_string(r);
-        req.deterministic = true;
-        CudaBackend be(r, req);
-        ThreadRank comm(hub, r);
-        std::unique_ptr<DeviceCollective> dc = join_device_collective(comm, be);
-        each(be, *dc, comm, r);
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-        hub.fail(r, e.what());
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
 }
 
 }  // namespace

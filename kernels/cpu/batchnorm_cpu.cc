@@ -16,6 +16,13 @@
 // statistics as given ones (use_global_stats); backward sums dy and dy (x - mean) in x's layout
 // (dy reordered to it at the edge), all-reduces them weighted by the shard weight, and writes dx
 // in loops. The sums are (2 C + 1) doubles of the workspace, after the batch statistics.
+// Fused relu (KernelContext::fused_relu): y is made z = relu(y) in place after the normalization,
+// and backward first masks the output's gradient in place, dz -> z > 0 ? dz : 0 dz (the relu's
+// own gradient, which nothing reads after this kernel), then runs as above: in y's layout, element
+// by element (a blocked layout's padding is zero in both). The same arithmetic as the separate relu
+// kernel, so the same results; on the CPU it saves the relu's output and gradient tensors and its
+// layout edges, not passes (oneDNN's fuse_norm_relu keeps its mask in an opaque workspace that the
+// synchronized and first-layer loops could not read).
 #include <cmath>
 #include <cstring>
 
@@ -43,6 +50,7 @@ class BatchNormCpu : public LayerKernel {
         momentum_(l.momentum),
         eps_(l.epsilon),
         comm_(ctx.stats_comm),
+        relu_(ctx.fused_relu),
         scalars_(ctx.scalars) {
     if (ctx.stats_collective) throw InternalError("batchnorm on the CPU was given a device collective");
     memory::dims dims{ctx.batch};
@@ -107,6 +115,47 @@ class BatchNormCpu : public LayerKernel {
 
   void forward(bool training) override {
     trained_ = training;
+    forward_normalized(training);
+    if (relu_) relu_in_place();
+  }
+
+  void backward() override {
+    if (relu_) relu_mask_gradient();
+    backward_unfused();
+  }
+
+  void forward_no_rows() override {
+    if (!comm_) return;
+    std::memset(sums_, 0, sums_bytes());
+    synchronize_stats();
+  }
+  void backward_no_rows() override {
+    if (!comm_) return;
+    std::memset(sums_, 0, sums_bytes());
+    comm_->all_reduce_sum(sums_, 2 * C_);
+  }
+
+ private:
+  // y and dy, in y's layout (padding included).
+  int64_t y_floats() const { return int64_t(y_md_.get_size() / sizeof(float)); }
+  // The relu kernel's rule (eltwise_cpu.cc: oneDNN's relu, alpha 0) on the stored output.
+  void relu_in_place() {
+    dc_.stream.wait();
+    float* y = a_.y;
+    const int64_t n = y_floats();
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : y[i] * 0.f;
+  }
+  // dz -> the batchnorm output's gradient, in place.
+  void relu_mask_gradient() {
+    const float* z = a_.y;
+    float* dz = a_.dy;
+    const int64_t n = y_floats();
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) dz[i] = z[i] > 0.f ? dz[i] : dz[i] * 0.f;
+  }
+
+  void forward_normalized(bool training) {
     if (training && comm_) return forward_synchronized();
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_.inner}, {DNNL_ARG_SCALE, gamma_}, {DNNL_ARG_SHIFT, beta_}};
@@ -126,7 +175,7 @@ class BatchNormCpu : public LayerKernel {
     }
   }
 
-  void backward() override {
+  void backward_unfused() {
     if (trained_ && comm_) return backward_synchronized();
     const memory& mean = trained_ ? mean_ : rmean_;
     const memory& var = trained_ ? var_ : rvar_;
@@ -149,18 +198,6 @@ class BatchNormCpu : public LayerKernel {
                                          {DNNL_ARG_DIFF_SHIFT, dbeta_}}));
   }
 
-  void forward_no_rows() override {
-    if (!comm_) return;
-    std::memset(sums_, 0, sums_bytes());
-    synchronize_stats();
-  }
-  void backward_no_rows() override {
-    if (!comm_) return;
-    std::memset(sums_, 0, sums_bytes());
-    comm_->all_reduce_sum(sums_, 2 * C_);
-  }
-
- private:
   size_t stats_bytes() const { return align_up(size_t(2 * C_) * sizeof(float)); }  // mean, variance
   // Synchronized statistics: per channel two sums, then the count of values.
   size_t sums_bytes() const { return comm_ ? align_up(size_t(2 * C_ + 1) * sizeof(double)) : 0; }
@@ -280,6 +317,7 @@ class BatchNormCpu : public LayerKernel {
   int64_t C_, S_, n_;
   float momentum_, eps_;
   Communicator* comm_;           // synchronized statistics: the replicas' host communicator
+  bool relu_;                    // KernelContext::fused_relu
   const StepScalars* scalars_;   // shard_weight
   cpu::ChannelAddressing x_at_;  // x, dx and the reordered dy (synchronized statistics only)
   double* sums_ = nullptr;       // (2 C + 1) in the workspace, synchronized statistics only

@@ -90,12 +90,22 @@ struct StatsTerm {  // x, x^2
   }
 };
 
+// A fused relu (z: its output, this kernel's stored y; null: none): the gradient of the
+// batchnorm's output from the relu's, dz, as the relu kernel computes and stores it (eltwise.cu:
+// z > 0 ? dz : 0 dz, rounded to T), so fused and unfused steps agree bit for bit.
 template <class T>
-struct GradTerm {  // dy, dy (x - mean)
-  const T *x, *dy;
+__device__ __forceinline__ float relu_input_grad(const T* z, const T* dz, int64_t i) {
+  const float g = to_f32(dz[i]);
+  if (!z) return g;
+  return to_f32(from_f32<T>(to_f32(z[i]) > 0.f ? g : g * 0.f));
+}
+
+template <class T>
+struct GradTerm {  // dy, dy (x - mean); dy = relu_input_grad(z, dz) with a fused relu
+  const T *x, *dy, *z;
   const float* mean;
   __device__ void operator()(int64_t i, int64_t c, double& a, double& b) const {
-    const double g = to_f32(dy[i]);
+    const double g = relu_input_grad(z, dy, i);
     a += g;
     b += g * (double(to_f32(x[i])) - double(mean[c]));
   }
@@ -149,11 +159,18 @@ __global__ void batchnorm_running_stats_kernel(int64_t channels, const float* ru
 
 template <class T>
 __global__ void batchnorm_normalize_kernel(BatchNormGeometry g, const T* x, const float* mean,
-                                           const float* inv, const float* gamma, const float* beta, T* y) {
+                                           const float* inv, const float* gamma, const float* beta, bool relu,
+                                           T* y) {
   const int64_t n = g.batch * g.channels * g.spatial;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const int64_t c = channel_of(g, i);
-    y[i] = from_f32<T>((to_f32(x[i]) - mean[c]) * (gamma[c] * inv[c]) + beta[c]);
+    const T v = from_f32<T>((to_f32(x[i]) - mean[c]) * (gamma[c] * inv[c]) + beta[c]);
+    if (!relu) {
+      y[i] = v;
+      continue;
+    }
+    const float f = to_f32(v);  // the relu kernel's rule on the rounded value (eltwise.cu)
+    y[i] = from_f32<T>(f > 0.f ? f : f * 0.f);
   }
 }
 
@@ -178,12 +195,13 @@ __global__ void batchnorm_grad_kernel(BatchNormGeometry g, const double* partial
 }
 
 template <class T>
-__global__ void batchnorm_dx_kernel(BatchNormGeometry g, const T* x, const T* dy, const float* mean,
-                                    const float* coef, T* dx) {
+__global__ void batchnorm_dx_kernel(BatchNormGeometry g, const T* x, const T* dy, const T* z,
+                                    const float* mean, const float* coef, T* dx) {
   const int64_t n = g.batch * g.channels * g.spatial, C = g.channels;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const int64_t c = channel_of(g, i);
-    dx[i] = from_f32<T>(coef[c] * (to_f32(dy[i]) - coef[C + c] - (to_f32(x[i]) - mean[c]) * coef[2 * C + c]));
+    const float d = relu_input_grad(z, dy, i);
+    dx[i] = from_f32<T>(coef[c] * (d - coef[C + c] - (to_f32(x[i]) - mean[c]) * coef[2 * C + c]));
   }
 }
 
@@ -286,27 +304,28 @@ void launch_batchnorm_running_stats(const BatchNormGeometry& g, const float* run
 }
 
 void launch_batchnorm_normalize(const BatchNormGeometry& g, DType t, const void* x, const float* mean,
-                                const float* inv, const float* gamma, const float* beta, void* y,
+                                const float* inv, const float* gamma, const float* beta, bool relu, void* y,
                                 cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.spatial;
   if (n <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    batchnorm_normalize_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(x), mean,
-                                                                        inv, gamma, beta, static_cast<T*>(y));
+    batchnorm_normalize_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        g, static_cast<const T*>(x), mean, inv, gamma, beta, relu, static_cast<T*>(y));
   });
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
-                               const float* mean, const float* inv, const float* gamma, bool batch_stats,
-                               double* partial, float* coef, float* dgamma, float* dbeta, void* dx,
-                               cudaStream_t stream) {
+                               const void* z, const float* mean, const float* inv, const float* gamma,
+                               bool batch_stats, double* partial, float* coef, float* dgamma, float* dbeta,
+                               void* dx, cudaStream_t stream) {
   if (g.channels <= 0 || g.count() <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    launch_partial(g, GradTerm<T>{static_cast<const T*>(x), static_cast<const T*>(dy), mean}, partial,
-                   stream);
+    launch_partial(
+        g, GradTerm<T>{static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(z), mean},
+        partial, stream);
   });
   CUDA_CHECK_LAUNCH();
   batchnorm_grad_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(g, partial, inv, gamma,
@@ -316,8 +335,9 @@ void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* 
   const int64_t n = g.batch * g.channels * g.spatial;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    batchnorm_dx_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-        g, static_cast<const T*>(x), static_cast<const T*>(dy), mean, coef, static_cast<T*>(dx));
+    batchnorm_dx_kernel<T>
+        <<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(x), static_cast<const T*>(dy),
+                                               static_cast<const T*>(z), mean, coef, static_cast<T*>(dx));
   });
   CUDA_CHECK_LAUNCH();
 }
@@ -348,13 +368,15 @@ void launch_batchnorm_stats_from_sums(int64_t channels, const double* sums, floa
 }
 
 void launch_batchnorm_grad_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
-                                const float* mean, const float* inv, const float* weight, double* partial,
-                                double* sums, float* dgamma, float* dbeta, cudaStream_t stream) {
+                                const void* z, const float* mean, const float* inv, const float* weight,
+                                double* partial, double* sums, float* dgamma, float* dbeta,
+                                cudaStream_t stream) {
   if (g.channels <= 0 || g.count() <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    launch_partial(g, GradTerm<T>{static_cast<const T*>(x), static_cast<const T*>(dy), mean}, partial,
-                   stream);
+    launch_partial(
+        g, GradTerm<T>{static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(z), mean},
+        partial, stream);
   });
   CUDA_CHECK_LAUNCH();
   batchnorm_grad_totals_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(g, partial, inv, weight,
@@ -363,7 +385,7 @@ void launch_batchnorm_grad_sums(const BatchNormGeometry& g, DType t, const void*
 }
 
 void launch_batchnorm_dx_from_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
-                                   const float* mean, const float* inv, const float* gamma,
+                                   const void* z, const float* mean, const float* inv, const float* gamma,
                                    const double* sums, float* coef, void* dx, cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.spatial;
   if (n <= 0 || !dx) return;
@@ -372,8 +394,9 @@ void launch_batchnorm_dx_from_sums(const BatchNormGeometry& g, DType t, const vo
   CUDA_CHECK_LAUNCH();
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    batchnorm_dx_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-        g, static_cast<const T*>(x), static_cast<const T*>(dy), mean, coef, static_cast<T*>(dx));
+    batchnorm_dx_kernel<T>
+        <<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(x), static_cast<const T*>(dy),
+                                               static_cast<const T*>(z), mean, coef, static_cast<T*>(dx));
   });
   CUDA_CHECK_LAUNCH();
 }

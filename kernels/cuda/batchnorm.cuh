@@ -51,17 +51,19 @@ void launch_batchnorm_batch_stats(const BatchNormGeometry& g, DType t, const voi
 void launch_batchnorm_running_stats(const BatchNormGeometry& g, const float* running_mean,
                                     const float* running_var, float eps, float* mean, float* inv,
                                     cudaStream_t stream);
-// y = (x - mean) * (gamma * inv) + beta.
+// y = (x - mean) * (gamma * inv) + beta; relu: y = relu(that) (a fused relu, rounded as the
+// separate relu kernel would see it).
 void launch_batchnorm_normalize(const BatchNormGeometry& g, DType t, const void* x, const float* mean,
-                                const float* inv, const float* gamma, const float* beta, void* y,
+                                const float* inv, const float* gamma, const float* beta, bool relu, void* y,
                                 cudaStream_t stream);
 // dgamma, dbeta (overwritten) and, when dx is not null, dx (overwritten). batch_stats: mean / inv
 // came from this batch (training forward), so dx includes their gradient. coef: 3 * channels
-// floats of scratch.
+// floats of scratch. z: a fused relu's output (the forward's y), dy then being the relu's output
+// gradient: the batchnorm's is z > 0 ? dy : 0 (null: no relu). The same z in the calls below.
 void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
-                               const float* mean, const float* inv, const float* gamma, bool batch_stats,
-                               double* partial, float* coef, float* dgamma, float* dbeta, void* dx,
-                               cudaStream_t stream);
+                               const void* z, const float* mean, const float* inv, const float* gamma,
+                               bool batch_stats, double* partial, float* coef, float* dgamma, float* dbeta,
+                               void* dx, cudaStream_t stream);
 
 // Synchronized statistics (device.sync_batchnorm; lib/core/batchnorm_sync_formula.h): the same
 // partial sums, finished into one vector of sums per shard, which the replicas all-reduce between
@@ -77,11 +79,12 @@ void launch_batchnorm_stats_from_sums(int64_t channels, const double* sums, floa
                                       cudaStream_t stream);
 // This shard's dgamma and dbeta (overwritten: the gradient all-reduce sums them) and its grad sums.
 void launch_batchnorm_grad_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
-                                const float* mean, const float* inv, const float* weight, double* partial,
-                                double* sums, float* dgamma, float* dbeta, cudaStream_t stream);
+                                const void* z, const float* mean, const float* inv, const float* weight,
+                                double* partial, double* sums, float* dgamma, float* dbeta,
+                                cudaStream_t stream);
 // dx (overwritten) from the replicas' grad sums; coef: 3 * channels floats of scratch.
 void launch_batchnorm_dx_from_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
-                                   const float* mean, const float* inv, const float* gamma,
+                                   const void* z, const float* mean, const float* inv, const float* gamma,
                                    const double* sums, float* coef, void* dx, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -19,6 +19,13 @@
 // the replicas' DeviceCollective all-reduces it on the backend's stream (double, in place), and
 // the finishing kernels read the global sums: nothing waits for the host, so the step is still
 // recorded as one graph. The sums are (2 C + 1) doubles of the workspace, before the output edge.
+// Fused relu (KernelContext::fused_relu): the normalize pass writes z = relu(y) as the output, and
+// the backward reductions and dx read the output's gradient as dz and mask it by the stored z
+// (in the core's layout: with an output edge, dz is transposed into a second buffer so that the
+// core's z survives). Per element, forward: a read and a write less (the relu's pass), backward:
+// a write less (the relu's dy; both reductions now read z and dz where they read dy), and one
+// launch less each way; bit for bit the unfused kernels' results (batchnorm.cu, relu_input_grad).
+//   workspace: ... [output edge] [dz edge: fused relu with an output edge only]
 #include "kernels/cuda/batchnorm.cuh"
 #include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -42,6 +49,7 @@ class BatchNormCuda : public LayerKernel {
         dtype_(ctx.act_dtype),
         out_nhwc_(g_.channels_last && cuda::may_write_channels_last(ctx)),
         out_(dtype_, g_.channels_last, out_nhwc_, ctx.batch, l.channels(), l.spatial(), 1),
+        relu_(ctx.fused_relu),
         collective_(ctx.stats_collective),
         shard_weight_(ctx.scalars ? &ctx.scalars->shard_weight : nullptr) {
     if (ctx.stats_comm)
@@ -54,7 +62,7 @@ class BatchNormCuda : public LayerKernel {
   }
 
   size_t workspace_bytes() const override {
-    return stats_bytes() + sums_bytes() + align_up(out_.workspace_bytes());
+    return stats_bytes() + sums_bytes() + (relu_ ? 2 : 1) * align_up(out_.workspace_bytes());
   }
 
   void bind(const KernelBinding& b) override {
@@ -72,7 +80,8 @@ class BatchNormCuda : public LayerKernel {
     inv_ = mean_ + C;
     coef_ = inv_ + C;
     sums_ = reinterpret_cast<double*>(base + stats_bytes());
-    out_.bind(base + stats_bytes() + sums_bytes(), a_.y, a_.dy);
+    char* edge = base + stats_bytes() + sums_bytes();
+    out_.bind(edge, a_.y, a_.dy, relu_ ? edge + align_up(out_.workspace_bytes()) : nullptr);
   }
 
   void forward(bool training) override {
@@ -86,22 +95,23 @@ class BatchNormCuda : public LayerKernel {
                                          running_mean_, running_var_, be_.stream());
     else
       cuda::launch_batchnorm_running_stats(g_, running_mean_, running_var_, eps_, mean_, inv_, be_.stream());
-    cuda::launch_batchnorm_normalize(g_, dtype_, a_.x, mean_, inv_, gamma_, beta_, out_.core_y(),
+    cuda::launch_batchnorm_normalize(g_, dtype_, a_.x, mean_, inv_, gamma_, beta_, relu_, out_.core_y(),
                                      be_.stream());
     out_.finish_forward(be_.stream());
   }
 
   void backward() override {
     const void* dy = out_.core_dy(be_.stream());
+    const void* z = relu_ ? out_.core_y() : nullptr;  // the fused relu's output, in the core's layout
     if (!(trained_ && collective_)) {
-      cuda::launch_batchnorm_backward(g_, dtype_, a_.x, dy, mean_, inv_, gamma_, trained_, partial_, coef_,
+      cuda::launch_batchnorm_backward(g_, dtype_, a_.x, dy, z, mean_, inv_, gamma_, trained_, partial_, coef_,
                                       dgamma_, dbeta_, a_.dx, be_.stream());
       return;
     }
-    cuda::launch_batchnorm_grad_sums(g_, dtype_, a_.x, dy, mean_, inv_, shard_weight_, partial_, sums_,
+    cuda::launch_batchnorm_grad_sums(g_, dtype_, a_.x, dy, z, mean_, inv_, shard_weight_, partial_, sums_,
                                      dgamma_, dbeta_, be_.stream());
     collective_->all_reduce_sum(sums_, 2 * g_.channels);
-    cuda::launch_batchnorm_dx_from_sums(g_, dtype_, a_.x, dy, mean_, inv_, gamma_, sums_, coef_, a_.dx,
+    cuda::launch_batchnorm_dx_from_sums(g_, dtype_, a_.x, dy, z, mean_, inv_, gamma_, sums_, coef_, a_.dx,
                                         be_.stream());
   }
 
@@ -142,6 +152,7 @@ class BatchNormCuda : public LayerKernel {
   DType dtype_;
   bool out_nhwc_;
   cuda::OutputEdge out_;
+  bool relu_;  // KernelContext::fused_relu
   bool trained_ = false;
   const float *gamma_ = nullptr, *beta_ = nullptr;
   float *dgamma_ = nullptr, *dbeta_ = nullptr, *running_mean_ = nullptr, *running_var_ = nullptr;

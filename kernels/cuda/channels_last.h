@@ -60,8 +60,11 @@ class OutputEdge {
   OutputEdge(DType t, bool core_nhwc, bool output_nhwc, int64_t b, int64_t c, int64_t h, int64_t w)
       : t_(t), transpose_(core_nhwc != output_nhwc), core_nhwc_(core_nhwc), b_(b), c_(c), h_(h), w_(w) {}
   size_t workspace_bytes() const { return transpose_ ? size_t(b_ * c_ * h_ * w_) * dtype_bytes(t_) : 0; }
-  void bind(void* workspace, void* y, const void* dy) {
+  // dy_workspace: where core_dy() transposes dy, another workspace_bytes() (a core whose backward
+  // still reads its y, a fused relu's mask); null: y's buffer, which the backward then overwrites.
+  void bind(void* workspace, void* y, const void* dy, void* dy_workspace = nullptr) {
     buffer_ = workspace;
+    dy_buffer_ = dy_workspace ? dy_workspace : workspace;
     y_ = y;
     dy_ = dy;
   }
@@ -79,10 +82,10 @@ class OutputEdge {
   const void* core_dy(cudaStream_t stream) const {
     if (!transpose_) return dy_;
     if (core_nhwc_)
-      launch_nchw_to_nhwc(t_, dy_, buffer_, b_, c_, h_, w_, stream);
+      launch_nchw_to_nhwc(t_, dy_, dy_buffer_, b_, c_, h_, w_, stream);
     else
-      launch_nhwc_to_nchw(t_, dy_, buffer_, b_, c_, h_, w_, stream);
-    return buffer_;
+      launch_nhwc_to_nchw(t_, dy_, dy_buffer_, b_, c_, h_, w_, stream);
+    return dy_buffer_;
   }
 
  private:
@@ -90,6 +93,7 @@ class OutputEdge {
   bool transpose_ = false, core_nhwc_ = false;
   int64_t b_ = 0, c_ = 0, h_ = 0, w_ = 0;
   void* buffer_ = nullptr;
+  void* dy_buffer_ = nullptr;
   void* y_ = nullptr;
   const void* dy_ = nullptr;
 };

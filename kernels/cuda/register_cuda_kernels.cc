@@ -24,7 +24,7 @@ void register_cuda_kernels(Registry& r) {
   r.add_kernel("global_max_pool", "cuda", make_global_max_pool_cuda);
   r.add_kernel("add", "cuda", make_add_cuda, follow);
   r.add_kernel("concat", "cuda", make_concat_cuda);
-  r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda, follow_any);
+  r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda, follow_any | kFusesRelu);
   r.add_kernel("dropout", "cuda", make_dropout_cuda);
   r.add_kernel("dropout2d", "cuda", make_dropout_cuda);
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})

@@ -237,6 +237,13 @@ struct KernelContext {
   // replica normalizes by its own rows. Owned by the executor's caller; outlive the kernel.
   DeviceCollective* stats_collective = nullptr;
   Communicator* stats_comm = nullptr;
+  // The layer's output goes to a relu layer alone, and that relu runs inside this kernel (only
+  // kernels registered with kFusesRelu): forward writes z = relu(y) as the output, and backward
+  // reads the output's gradient as the relu's, dz, and takes dy = z > 0 ? dz : 0 * dz (the relu
+  // kernels' exact rule) from the stored z. The relu layer gets no kernel; its output and its
+  // gradient are this kernel's (the executor aliases them, as for a view). backward() may then
+  // overwrite the output's gradient with dy (the CPU's does): nothing reads dz after it.
+  bool fused_relu = false;
 };
 
 class LayerKernel {

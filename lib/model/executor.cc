@@ -40,7 +40,10 @@ struct Edge {
 struct Executor::Plan {
   int64_t batch = 0;
   int slot = 0;  // the activation slot (ExecutorOptions::activation_slots) its tensors live in
-  std::vector<std::unique_ptr<LayerKernel>> kernels;  // null for views (flatten)
+  std::vector<std::unique_ptr<LayerKernel>> kernels;  // null for views (flatten) and fused relus
+  // Per layer: a relu that runs inside the kernel of the layer before it (KernelContext::
+  // fused_relu): like a view, no kernel, and its output and gradient are that layer's.
+  std::vector<bool> fused_relu;
   // Byte offsets into the activation arena. Index 0 is the input; index i+1 is layer i's output.
   std::vector<size_t> act, grad;
   std::vector<std::shared_ptr<const Layout>> layout;  // of act[i] and grad[i]; null: plain
@@ -157,6 +160,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     p->layout.push_back(nullptr);
     p->dtype.push_back(DType::f32);  // the host's batch
     p->input_edge.assign(layers.size(), {});
+    p->fused_relu.assign(layers.size(), false);
     // Storage roots (views share their input's memory): the model's input (root 0) has no gradient.
     std::vector<size_t> root(layers.size() + 1, 0);
     // A conversion of tensor t to dtype `to` (with a gradient unless t is the model's input).
@@ -179,7 +183,9 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     for (size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = *layers[i];
       const std::vector<int>& from = model_.layer_inputs(i);
-      if (l.aliases_input()) {  // a view: the output is the input's memory (and its gradient's)
+      // A view, or a relu its input's kernel runs: the output is the input's memory (and its
+      // gradient's).
+      if (l.aliases_input() || p->fused_relu[i]) {
         const size_t t = size_t(from[0] + 1);
         p->kernels.push_back(nullptr);
         p->act.push_back(p->act[t]);
@@ -214,9 +220,15 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       // Layouts: a kernel may keep its preferred output layout only when exactly one layer takes
       // its output and that layer runs a kernel that accepts any layout; views (flatten), layers of
       // several inputs, a tensor with several consumers (its gradients are summed), the loss and
-      // the caller need plain.
+      // the caller need plain. A kernel that runs the relu after it answers for the relu's output.
       ctx.input_layout = p->input_edge[i][0] < 0 ? p->layout[size_t(from[0] + 1)] : nullptr;
-      const std::vector<int> next = model_.consumers(int(i));
+      std::vector<int> next = model_.consumers(int(i));
+      const int relu = fusable_relu(i, dt);
+      if (relu >= 0) {
+        ctx.fused_relu = true;
+        p->fused_relu[size_t(relu)] = true;
+        next = model_.consumers(relu);
+      }
       ctx.output_layout_free =
           !o_.plain_layouts && next.size() == 1 && layer_dtype(size_t(next[0]), {dt}) == dt &&
           !layers[size_t(next[0])]->aliases_input() && model_.layer_inputs(size_t(next[0])).size() == 1 &&
@@ -349,6 +361,11 @@ bool Executor::loss_on_logits() const {
   return !plans_.empty();
 }
 
+int Executor::fused_relus() const {
+  const Plan& p = *plans_.begin()->second;
+  return int(std::count(p.fused_relu.begin(), p.fused_relu.end(), true));
+}
+
 void Executor::choose_loss_on_logits(Plan& p) {
   p.loss_on_logits = false;
   const auto& layers = model_.layers();
@@ -374,7 +391,8 @@ size_t Executor::plan_gradients(Plan& p) const {
   // A tensor's storage root: views (flatten, identity) share their input's memory.
   std::vector<size_t> root(layers.size() + 1, 0);
   for (size_t i = 0; i < layers.size(); ++i)
-    root[i + 1] = layers[i]->aliases_input() ? root[size_t(model_.layer_inputs(i)[0] + 1)] : i + 1;
+    root[i + 1] =
+        layers[i]->aliases_input() || p.fused_relu[i] ? root[size_t(model_.layer_inputs(i)[0] + 1)] : i + 1;
   std::vector<bool> written(layers.size() + 1, false);
   written[root[layers.size()]] = true;  // the loss writes the output's gradient first
   size_t scratch = 0;
@@ -450,6 +468,21 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
   b.workspace = p.shared_workspace[i] ? shared_workspace_ : arena(p) + p.workspace[i];
   b.workspace_bytes = p.kernels[i]->workspace_bytes();
   return b;
+}
+
+// The relu layer that layer i's kernel (activations in dtype dt) runs itself, -1: none. Fusing
+// needs a kernel registered with kFusesRelu, a relu that is the only consumer of the layer's
+// output (nobody else reads the pre-relu values or adds to their gradient), and no dtype
+// conversion between them. The relu's output may have any number of consumers.
+int Executor::fusable_relu(size_t i, DType dt) const {
+  const auto& layers = model_.layers();
+  if (!(Registry::global().kernel_caps(layers[i]->type(), be_.name()) & kFusesRelu)) return -1;
+  const std::vector<int> next = model_.consumers(int(i));
+  if (next.size() != 1) return -1;
+  const size_t r = size_t(next[0]);
+  if (layers[r]->type() != "relu" || model_.layer_inputs(r).size() != 1 || layer_dtype(r, {dt}) != dt)
+    return -1;
+  return int(r);
 }
 
 // Activations of layer i's kernel: the backend's low-precision dtype where the kernel takes it

@@ -135,6 +135,9 @@ class Executor : public StepRunner {
   // Whether training and evaluation steps fold the model's final softmax / log_softmax into the
   // loss (see Executor::choose_loss_on_logits), for every planned batch size.
   bool loss_on_logits() const;
+  // The relu layers that run inside the kernel of the batchnorm before them (KernelContext::
+  // fused_relu), in the plan of the first batch size.
+  int fused_relus() const;
   // Called in train_step between the backward pass and the optimizer update with the gradient
   // arena (backend memory, param_arena_floats() floats, the Model's param offsets), for tests that
   // inspect gradients; it turns step capture off. Empty: not called.
@@ -235,6 +238,8 @@ class Executor : public StepRunner {
   // dtypes.
   DType layer_dtype(size_t i, const std::vector<DType>& inputs) const;
   size_t plan_gradients(Plan& p) const;
+  // The relu layer that layer i's kernel, in activation dtype dt, runs itself (-1: none).
+  int fusable_relu(size_t i, DType dt) const;
   // Sets p.loss_on_logits and its tensors where the model ends in a softmax the loss can fold in.
   void choose_loss_on_logits(Plan& p);
   // Views of layer i's tensors in plan p, for LayerKernel::bind.

@@ -41,6 +41,9 @@ enum KernelCaps : unsigned {
   // counts in extra passes over the tensors (cuDNN's nhwcAddPadding) and the channels-last edges
   // around them cost more than 16-bit arithmetic saves; such a layer stays f32 in NCHW.
   kLowPrecisionChannelsOf8 = 8u,
+  // Can apply a relu to its output itself (KernelContext::fused_relu): the executor then runs a
+  // relu layer that is the only consumer of this layer's output inside this kernel (batchnorm).
+  kFusesRelu = 16u,
 };
 
 // What a layer type is besides its keys.

@@ -37,6 +37,13 @@ Case eval(Case c) {
   return c;
 }
 
+// The kernel with the relu after it (Case::fused_relu).
+Case fused_relu(Case c) {
+  c.fused_relu = true;
+  c.note = "fused relu" + (c.note.empty() ? std::string() : "; " + c.note);
+  return c;
+}
+
 const Inputs kWide = Inputs::uniform(-2, 2);  // the GPU comparisons' inputs
 
 // ---- Row-specific properties ----
@@ -323,7 +330,20 @@ std::vector<Row> build_table() {
       bn.push_back(c);
       c.forwards = 1;
       bn.push_back(eval(c));
+      if (i == 2 || i == 5) {  // the pair, on a 3-D and on a large tensor
+        c.forwards = 2;
+        bn.push_back(fused_relu(c));
+        c.forwards = 1;
+        bn.push_back(fused_relu(eval(c)));
+      }
     }
+    // The pair's gradients by finite differences (h at the kink's scale, as relu's own rows).
+    for (const Case& c :
+         {fd("{type: batchnorm}", {3, 5}, 3, 142, 1e-3f),
+          fd("{type: batchnorm, epsilon: 0.001}", {2, 3, 3}, 2, 143, 1e-3f),
+          eval(fd("{type: batchnorm}", {2, 3, 3}, 3, 152, 1e-3f, "151 has a y within h of the kink")),
+          fd("{type: batchnorm}", {3, 4}, 3, 161, 1e-3f, "first layer")})
+      bn.push_back(fused_relu(c));
     Row r = kernel_row("batchnorm", reference_batchnorm, {1e-5, 1e-4, 1e-4, 1e-5}, bn);
     // oneDNN's backward without diff_src is another primitive (was test_layers_more:
     // Approx(g).margin(1e-5), i.e. max(1e-5, 1.19e-5 |g|)).

@@ -94,6 +94,9 @@ struct Case {
   bool exact_cross = false;                          // cross-backend y and dx bit-identical (max-pool ties)
   std::string note;                                  // why the case exists, shown on failure
   std::map<std::string, double> first_layer_margin;  // overrides the row's (Row::first_layer_margin)
+  // The kernel runs a relu after the layer (KernelContext::fused_relu; backends registered with
+  // kFusesRelu): y and the reference are relu'd, the gradients are those of the pair.
+  bool fused_relu = false;
 };
 
 struct Row;

@@ -18,6 +18,7 @@ struct CaseData {
   int64_t batch = 0;
   bool training = true;
   int forwards = 1;
+  bool fused_relu = false;            // Case::fused_relu
   std::vector<float> x, dy;           // dy is also r in the finite differences' L = sum(y * r)
   std::vector<float> params;          // the layer's tensors, laid out as Model does (ArenaLayout: one
                                       // aligned slot each); the slots' padding holds NaN, which no kernel

@@ -41,8 +41,8 @@ std::string unfused_yaml() {
   std::string y = kFused;
   for (const char* bn : {"bn_in}", "bn0}", "bn1}"}) {
     const size_t at = y.find(bn) + std::string(bn).size();
-    y.insert(at, std::string("\n    - {type: identity, name: id_") + std::string(bn, std::string(bn).size() - 1) +
-                     "}");
+    y.insert(at, std::string("\n    - {type: identity, name: id_") +
+                     std::string(bn, std::string(bn).size() - 1) + "}");
   }
   return y;
 }

@@ -11,6 +11,8 @@
 //     every rank ends with the same bits; without sync_batchnorm the same comparison fails clearly;
 //   - fit over two ranks with sync_batchnorm tracks one process's training and validation losses
 //     (validation reads the running statistics), and without it does not;
+//   - ranks whose batchnorms run their relus (KernelContext::fused_relu) end with the bits of ranks
+//     whose relus run apart;
 //   - sync_batchnorm with pipeline micro-batches is refused.
 // The mpirun path runs in tests/scripts/mpi_test.sh; the NCCL path in tests/gpu.
 #include <catch2/catch.hpp>
@@ -312,6 +314,29 @@ TEST_CASE(
     // in double are all that differ from one process.
     CHECK(rel_diff(got[0].params, one.params) < 1e-5);
     CHECK(rel_diff(got[0].buffers, one.buffers) < 1e-5);
+  }
+}
+
+TEST_CASE("sync_batchnorm: ranks whose relus run inside the batchnorm end with the bits of separate relus",
+          "[sync_batchnorm][data_parallel][fusion]") {
+  // Every batchnorm of kCnn takes its relu (KernelContext::fused_relu); an identity view between
+  // each pair keeps them apart. The synchronized loops read the masked gradient either way.
+  std::string unfused = kCnn;
+  const std::string pair = "{type: relu}";
+  for (size_t at = unfused.find(pair); at != std::string::npos; at = unfused.find(pair, at + 40))
+    unfused.insert(at, "{type: identity},\n    ");
+  const Model fused_model(Shape{1, 14, 14}, YAML::Load(kCnn), InitScheme::torch, "test");
+  const Model unfused_model(Shape{1, 14, 14}, YAML::Load(unfused), InitScheme::torch, "test");
+  REQUIRE(unfused_model.layers().size() == fused_model.layers().size() + 3);
+  const bool plain = GENERATE(false, true);
+  INFO((plain ? "plain layouts" : "the backend's layouts"));
+  const Batches b = make_batches(fused_model, {5, 5, 5});
+  const std::vector<Trained> fused = train_ranks(fused_model, b, 2, true, plain);
+  const std::vector<Trained> apart = train_ranks(unfused_model, b, 2, true, plain);
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    CHECK(fused[size_t(r)].params == apart[size_t(r)].params);
+    CHECK(fused[size_t(r)].buffers == apart[size_t(r)].buffers);
   }
 }
 

@@ -6,8 +6,12 @@
 //     pair on the model's input and one whose channels-last core must hand flatten NCHW (its
 //     output edge transposes dz into a buffer of its own, so the core's z survives);
 //   - the fused GPU model trains like the fused CPU model in fp32.
-// The synchronized path is covered by test_gpu_sync_batchnorm.cc, whose nets fuse their pairs.
+//   - the same through the synchronized kernels (device.sync_batchnorm over a one-replica NCCL
+//     collective), whose reductions and dx read z and dz too.
+#include <iostream>
+
 #include "lib/config/config.h"
+#include "lib/dist/device_collective.h"
 #include "lib/model/executor.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -53,7 +57,9 @@ struct Run {
   int fused = 0;
 };
 
-Run run(Backend& be, const Model& model, MathMode math, bool plain_layouts) {
+// collective: synchronized batchnorm through it (one replica: the synchronized kernels).
+Run run(Backend& be, const Model& model, MathMode math, bool plain_layouts,
+        DeviceCollective* collective = nullptr) {
   const Optimizer opt(make_optimizer("{type: sgd, lr: 0.05, momentum: 0.9}"));
   ExecutorOptions o;
   o.batch_sizes = {16};
@@ -65,6 +71,8 @@ Run run(Backend& be, const Model& model, MathMode math, bool plain_layouts) {
   o.deterministic = true;
   o.loss_scaling = math == MathMode::fp16;
   o.loss_scale_init = 1024.f;
+  o.collective = collective;
+  o.sync_batchnorm = collective != nullptr;
   Executor ex(model, be, opt, o);
   Run r;
   r.fused = ex.fused_relus();
@@ -98,7 +106,7 @@ TEST_CASE("gpu batchnorm with a fused relu trains bit for bit as the separate re
   Model fused(cf.input_shape, cf.layers, cf.init, cf.file);
   Model unfused(cu.input_shape, cu.layers, cu.init, cu.file);
   for (MathMode math : {MathMode::strict_fp32, MathMode::bf16, MathMode::fp16}) {
-    if (!gpu_has_math(math)) continue;
+    if (math != MathMode::strict_fp32 && !gpu_has_math(math)) continue;
     for (bool plain : {true, false}) {
       INFO(math_name(math) << (plain ? ", NCHW" : ", backend layouts (channels-last in 16 bits)"));
       const Run a = run(cuda_backend(), fused, math, plain);
@@ -127,4 +135,29 @@ TEST_CASE("gpu batchnorm with a fused relu trains like the CPU's", "[gpu][fusion
   CHECK(eb < 1e-4);
   CHECK(std::abs(gpu.train.loss_sum - cpu.train.loss_sum) <= 1e-5 * std::abs(cpu.train.loss_sum));
   CHECK(rel_error(gpu.out, cpu.out) < 1e-4);
+}
+
+TEST_CASE("gpu synchronized batchnorm with a fused relu trains bit for bit as the separate relu",
+          "[gpu][nccl][sync_batchnorm][fusion]") {
+  CudaBackend& be = cuda_backend();
+  if (!be.collectives_unavailable().empty()) {
+    std::cout << "SKIPPED: " << be.collectives_unavailable() << "\n";
+    return;
+  }
+  std::unique_ptr<DeviceCollective> one = be.join_collective(be.make_collective_id(), 0, 1);
+  Config cf = parse_config(kFused, "fused.yaml", {});
+  Config cu = parse_config(unfused_yaml(), "unfused.yaml", {});
+  Model fused(cf.input_shape, cf.layers, cf.init, cf.file);
+  Model unfused(cu.input_shape, cu.layers, cu.init, cu.file);
+  for (MathMode math : {MathMode::strict_fp32, MathMode::bf16, MathMode::fp16}) {
+    if (math != MathMode::strict_fp32 && !gpu_has_math(math)) continue;
+    INFO(math_name(math));
+    const Run a = run(be, fused, math, false, one.get());
+    const Run b = run(be, unfused, math, false, one.get());
+    CHECK(a.fused == 3);
+    CHECK(a.train.loss_sum == b.train.loss_sum);
+    CHECK(a.params == b.params);
+    CHECK(a.buffers == b.buffers);
+    CHECK(a.out == b.out);
+  }
 }

@@ -330,7 +330,9 @@ std::vector<Row> build_table() {
       bn.push_back(c);
       c.forwards = 1;
       bn.push_back(eval(c));
-      if (i == 2 || i == 5) {  // the pair, on a 3-D and on a large tensor
+      // The pair on a 3-D tensor and on many channels. Not on the 512,000 values of case 5: there
+      // a y within the CPU-GPU difference of 0 is likely, and its mask would differ across backends.
+      if (i == 2 || i == 6) {
         c.forwards = 2;
         bn.push_back(fused_relu(c));
         c.forwards = 1;

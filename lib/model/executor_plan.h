@@ -1,0 +1,81 @@
+// The executor's private plan of one batch size (lib/model/executor.h): where every tensor of a
+// step lives in the activation arena, the kernels bound to them, the dtype conversions between
+// them and where each backward writes its input gradients. Made in executor.cc (planning), run
+// in executor_step.cc (a step) and the other executor_*.cc files; nothing outside them includes
+// this header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "lib/backend/layer_kernel.h"
+#include "lib/model/executor.h"
+
+namespace trainer {
+
+// Where a kernel writes the gradient of one of its inputs. A tensor that several layers consume
+// (directly or through views such as flatten) gets the sum of their gradients: the first consumer
+// to run backward writes the tensor's gradient, later ones add into it, natively where the kernel
+// can (LayerKernel::accumulates_input_grads), else through the scratch gradient and one
+// Backend::accumulate after their backward.
+struct InputGrad {
+  bool wanted = false;      // false: the input is (a view of) the model's input
+  bool accumulate = false;  // add into the gradient rather than overwrite it
+  bool scratch = false;     // written to the plan's scratch gradient, then accumulated
+  bool converted = false;   // the input comes through a dtype conversion (Plan::Edge): the kernel
+                            // writes the edge's gradient, which is converted into the tensor's
+  size_t tensor = 0;        // the gradient's tensor (index into Plan::grad): its storage root
+  int64_t floats = 0;       // elements of the tensor at this batch size
+};
+
+// A dtype conversion between a tensor and a kernel that runs in another dtype (kernels that keep
+// f32 next to low-precision ones, the loss, which reads f32): forward converts the tensor into
+// the edge's copy, backward converts the copy's gradient back (added where InputGrad says so).
+struct Edge {
+  size_t tensor = 0;  // the source: index into Plan::act
+  DType from = DType::f32, to = DType::f32;
+  size_t act = 0;   // byte offset of the converted copy
+  size_t grad = 0;  // and of its gradient; 0: no gradient wanted (the model's input)
+  int64_t n = 0;    // elements
+};
+
+// The layout of one batch size inside the activation arena, and its kernels.
+struct Executor::Plan {
+  int64_t batch = 0;
+  int slot = 0;  // the activation slot (ExecutorOptions::activation_slots) its tensors live in
+  std::vector<std::unique_ptr<LayerKernel>> kernels;  // null for views (flatten) and fused relus
+  // Per layer: a relu that runs inside the kernel of the layer before it (KernelContext::
+  // fused_relu): like a view, no kernel, and its output and gradient are that layer's.
+  std::vector<bool> fused_relu;
+  // Byte offsets into the activation arena. Index 0 is the input; index i+1 is layer i's output.
+  std::vector<size_t> act, grad;
+  std::vector<std::shared_ptr<const Layout>> layout;  // of act[i] and grad[i]; null: plain
+  std::vector<DType> dtype;                           // of act[i] and grad[i]
+  std::vector<Edge> edges;
+  std::vector<std::vector<int>> input_edge;  // per layer and input: index into edges, -1: none
+  int output_edge = -1;           // the model's output converted to f32 for the loss, -1: it is f32
+  size_t out = 0, out_grad = 0;   // the f32 model output the loss and predict read, and its gradient
+  std::vector<size_t> workspace;  // per layer
+  // Per layer: its transient workspace is the executor's one region shared by every activation
+  // slot (several slots only), not one in this plan's arena.
+  std::vector<bool> shared_workspace;
+  // Per layer and input: where backward writes that input's gradient (see plan_gradients()).
+  std::vector<std::vector<InputGrad>> input_grads;
+  size_t scratch = 0;  // one gradient buffer for consumers that cannot add into a shared gradient
+  size_t labels = 0, bytes = 0;
+  size_t raw_input = 0;  // training batches land here when augmenting; the augmented copy is act[0]
+  // The loss on the last layer's input, that layer skipped in training and evaluation steps: a
+  // final softmax under cross_entropy_probs, or log_softmax under nll, is the cross-entropy of
+  // its input logits (Executor::choose_loss_on_logits). Prediction still runs the layer.
+  bool loss_on_logits = false;
+  float* logits = nullptr;   // (B, C) f32, plain: the skipped layer's input
+  float* dlogits = nullptr;  // where the skipped layer's backward would write that input's gradient
+  int train_graph = -1, eval_graph = -1;          // recorded steps (backends with capture)
+  int train_eager_runs = 0, eval_eager_runs = 0;  // steps run before recording
+  // A pipeline stage's recorded pieces (executor_stage.cc, run_stage_captured).
+  int stage_graph[kStagePieces] = {-1, -1, -1, -1, -1, -1}, stage_eager_runs[kStagePieces] = {};
+};
+
+}  // namespace trainer

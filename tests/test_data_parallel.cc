@@ -17,6 +17,7 @@
 #include "lib/train/data_parallel.h"
 #include "lib/train/fit.h"
 #include "tests/test_util.h"
+#include "tests/thread_ranks.h"
 
 using namespace trainer;
 
@@ -166,24 +167,9 @@ train: {epochs: 1, seed: 3}
   for (const std::string scale : {"linear", "none"}) {
     INFO("scale_lr: " << scale);
     const Config cfg = parse_config(yaml, "lr.yaml", {"optimizer.scale_lr=" + scale});
-    ThreadHub hub(2, "rank", "test threads");
-    std::vector<double> lr(2, 0);
-    std::vector<std::string> errors(2);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          ThreadRank comm(hub, r);
-          FitOptions mine = fo;
-          mine.comm = &comm;
-          std::ostringstream out;
-          lr[size_t(r)] = fit(cfg, mine, out).final_lr;
-        } catch (const std::exception& e) {
-          errors[size_t(r)] = e.what();
-          hub.fail(r, e.what());
-        }
-      });
-    for (auto& t : threads) t.join();
+    const test::RankRuns runs = test::fit_on_two_thread_ranks(cfg, fo);
+    const std::vector<std::string>& errors = runs.errors;
+    const std::vector<double> lr{runs.results[0].final_lr, runs.results[1].final_lr};
     REQUIRE(errors[0].empty());
     REQUIRE(errors[1].empty());
     REQUIRE(lr[0] == Approx(scale == "linear" ? 0.2 : 0.1));

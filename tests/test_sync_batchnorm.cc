@@ -28,6 +28,7 @@
 #include "lib/model/executor.h"
 #include "lib/train/fit.h"
 #include "tests/test_util.h"
+#include "tests/thread_ranks.h"
 
 using namespace trainer;
 
@@ -371,24 +372,9 @@ train: {epochs: 2, seed: 3}
     INFO("sync_batchnorm: " << sync);
     const Config cfg =
         parse_config(yaml, "bn.yaml", {std::string("device.sync_batchnorm=") + (sync ? "true" : "false")});
-    ThreadHub hub(2, "rank", "test threads");
-    std::vector<FitResult> got(2);
-    std::vector<std::string> errors(2);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          ThreadRank comm(hub, r);
-          FitOptions mine = fo;
-          mine.comm = &comm;
-          std::ostringstream out;
-          got[size_t(r)] = fit(cfg, mine, out);
-        } catch (const std::exception& e) {
-          errors[size_t(r)] = e.what();
-          hub.fail(r, e.what());
-        }
-      });
-    for (auto& t : threads) t.join();
+    const test::RankRuns runs = test::fit_on_two_thread_ranks(cfg, fo);
+    const std::vector<FitResult>& got = runs.results;
+    const std::vector<std::string>& errors = runs.errors;
     REQUIRE(errors[0].empty());
     REQUIRE(errors[1].empty());
     const double train_rel = std::fabs(got[0].final_train_loss - one.final_train_loss) / one.final_train_loss;

@@ -1,7 +1,8 @@
-// CudnnConv::choose_direct: the direct kernels (direct_conv.cuh) against the cuDNN algorithms
-// choose_algorithms kept, timed the same way on the same buffers, once per shape per process.
-// Each direction keeps the faster; the direct forward's time includes the bias it fuses and the
-// cuDNN time does not include the bias kernel it would need, so ties go to cuDNN.
+// CudnnConv::choose_direct: our kernels (direct_conv.cuh), every tiling of each direction, against
+// the cuDNN algorithms choose_algorithms kept, timed the same way on the same buffers, once per
+// shape per process. Each direction keeps the fastest; the direct forward's time includes the
+// bias it fuses and the cuDNN time does not include the bias kernel it would need, so ties go to
+// cuDNN.
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -20,8 +21,9 @@ namespace {
 constexpr float kOne = 1.f, kZero = 0.f;
 
 std::mutex g_direct_mutex;
-std::map<std::string, std::array<bool, 3>>& direct_cache() {
-  static std::map<std::string, std::array<bool, 3>> m;
+// Per shape: the tiling each direction runs, -1 for cuDNN.
+std::map<std::string, std::array<int, 3>>& direct_cache() {
+  static std::map<std::string, std::array<int, 3>> m;
   return m;
 }
 
@@ -33,7 +35,7 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
       !(direct_->forward_fits() || direct_->backward_data_fits() || direct_->backward_filter_fits()))
     return;
   const std::string key = "gpu" + std::to_string(be_.device()) + " " + shape_key;
-  std::array<bool, 3> use{};
+  std::array<int, 3> use{-1, -1, -1};
   bool cached = false;
   {
     std::lock_guard<std::mutex> lock(g_direct_mutex);
@@ -54,44 +56,50 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
       auto* bias = static_cast<float*>(buf.take(size_t(k_) * sizeof(float), what + ": timing (bias)"));
       auto* y = static_cast<float*>(buf.take(y_bytes, what + ": timing direct kernels (output)"));
       auto* dy = static_cast<float*>(buf.take(y_bytes, what + ": timing direct kernels (output gradient)"));
-      const size_t ws_bytes = std::max({fwd_ws_, bwd_data_ws_, bwd_filter_ws_, direct_->scratch_bytes()});
+      const size_t ws_bytes = std::max({fwd_ws_, bwd_data_ws_, bwd_filter_ws_, direct_->max_scratch_bytes()});
       void* ws = buf.take(ws_bytes, what + ": timing direct kernels (scratch)");
       for (auto [p, n] :
            {std::pair<void*, size_t>{x, x_bytes}, {w, w_bytes}, {bias, size_t(k_) * 4}, {dy, y_bytes}})
         be_.zero(p, n);
       const cudnnHandle_t h = be_.cudnn();
       const cudaStream_t st = be_.stream();
-      std::array<float, 3> cudnn_ms{}, direct_ms{};
-      if (direct_->forward_fits()) {
-        cudnn_ms[0] = graph_time_ms(st, [&] {
-          CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, x_desc_, x, w_desc_, w, conv_desc_[kFwd], fwd_algo_,
-                                              ws, fwd_ws_, &kZero, y_desc_, y));
-        });
-        direct_ms[0] = graph_time_ms(st, [&] { direct_->forward(x, w, bias, y, st); });
-      }
-      if (direct_->backward_data_fits()) {
-        cudnn_ms[1] = graph_time_ms(st, [&] {
-          CUDNN_CHECK(cudnnConvolutionBackwardData(h, &kOne, w_desc_, w, y_desc_, dy, conv_desc_[kBwdData],
-                                                   bwd_data_algo_, ws, bwd_data_ws_, &kZero, x_desc_, dx));
-        });
-        direct_ms[1] = graph_time_ms(st, [&] { direct_->backward_data(dy, w, dx, st); });
-      }
-      if (direct_->backward_filter_fits()) {
-        cudnn_ms[2] = graph_time_ms(st, [&] {
-          CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &kOne, x_desc_, x, y_desc_, dy,
-                                                     conv_desc_[kBwdFilter], bwd_filter_algo_, ws,
-                                                     bwd_filter_ws_, &kZero, w_desc_, dw));
-        });
-        direct_ms[2] = graph_time_ms(st, [&] { direct_->backward_filter(x, dy, dw, bias, ws, st); });
-      }
+      const DirectConv::Direction dirs[3] = {DirectConv::kForward, DirectConv::kBackwardData,
+                                             DirectConv::kBackwardFilter};
       const char* names[3] = {"forward", "backward-data", "backward-filter"};
-      const bool fits[3] = {direct_->forward_fits(), direct_->backward_data_fits(),
-                            direct_->backward_filter_fits()};
+      const std::function<void()> cudnn_run[3] = {
+          [&] {
+            CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, x_desc_, x, w_desc_, w, conv_desc_[kFwd], fwd_algo_,
+                                                ws, fwd_ws_, &kZero, y_desc_, y));
+          },
+          [&] {
+            CUDNN_CHECK(cudnnConvolutionBackwardData(h, &kOne, w_desc_, w, y_desc_, dy, conv_desc_[kBwdData],
+                                                     bwd_data_algo_, ws, bwd_data_ws_, &kZero, x_desc_, dx));
+          },
+          [&] {
+            CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &kOne, x_desc_, x, y_desc_, dy,
+                                                       conv_desc_[kBwdFilter], bwd_filter_algo_, ws,
+                                                       bwd_filter_ws_, &kZero, w_desc_, dw));
+          }};
+      const std::function<void()> direct_run[3] = {
+          [&] { direct_->forward(x, w, bias, y, st); }, [&] { direct_->backward_data(dy, w, dx, st); },
+          [&] { direct_->backward_filter(x, dy, dw, bias, ws, st); }};
       for (int d = 0; d < 3; ++d) {
-        use[size_t(d)] = fits[d] && direct_ms[size_t(d)] < cudnn_ms[size_t(d)];
-        if (fits[d])
-          spdlog::debug("{}: {} direct {:.4f} ms, cuDNN {:.4f} ms: {}", what, names[d], direct_ms[size_t(d)],
-                        cudnn_ms[size_t(d)], use[size_t(d)] ? "direct" : "cuDNN");
+        const int count = direct_->tilings(dirs[d]);
+        if (count == 0) continue;
+        const float cudnn_ms = graph_time_ms(st, cudnn_run[d]);
+        float best_ms = 0.f;
+        for (int t = 0; t < count; ++t) {
+          direct_->select(dirs[d], t);
+          const float ms = graph_time_ms(st, direct_run[d]);
+          if (t == 0 || ms < best_ms) {
+            best_ms = ms;
+            use[size_t(d)] = t;
+          }
+        }
+        const std::string tiling = direct_->describe(dirs[d], use[size_t(d)]);
+        if (!(best_ms < cudnn_ms)) use[size_t(d)] = -1;
+        spdlog::debug("{}: {} direct {:.4f} ms ({}, fastest of {}), cuDNN {:.4f} ms: {}", what, names[d],
+                      best_ms, tiling, count, cudnn_ms, use[size_t(d)] >= 0 ? "direct" : "cuDNN");
       }
     } catch (const OutOfMemoryError& e) {
       spdlog::debug("{}: timing the direct kernels does not fit ({}); cuDNN for all directions", what,
@@ -104,9 +112,13 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
     std::lock_guard<std::mutex> lock(g_direct_mutex);
     direct_cache()[key] = use;
   }
-  direct_fwd_ = use[0];
-  direct_bwd_data_ = use[1];
-  direct_bwd_filter_ = use[2];
+  const DirectConv::Direction dirs[3] = {DirectConv::kForward, DirectConv::kBackwardData,
+                                         DirectConv::kBackwardFilter};
+  for (int d = 0; d < 3; ++d)
+    if (use[size_t(d)] >= 0) direct_->select(dirs[d], use[size_t(d)]);
+  direct_fwd_ = use[0] >= 0;
+  direct_bwd_data_ = use[1] >= 0;
+  direct_bwd_filter_ = use[2] >= 0;
   if (direct_bwd_filter_) scratch_bytes_ = std::max(scratch_bytes_, align_up(direct_->scratch_bytes()));
 }
 

@@ -1,18 +1,21 @@
-// Direct convolutions (see direct_conv.cuh). These layers have too few outputs to keep an H100
-// busy one thread per output, so each kernel also splits its sums over adjacent lanes and adds
-// the lanes' parts with shuffles in a fixed order.
-//   correlate_kernel: block (n, tile): sample n's window (in_c planes of an odd stride, so lanes
-//     reading different channels hit different banks) and the tile's filters (in_c * R * S rows of
-//     `tile` output channels) in shared memory; unit = (kPixels pixels, 4 output channels, every
-//     split-th input channel): per (i, r, s) one float4 of filter values and kPixels window values
-//     feed 16 independent sums.
-//   filter_grad_kernel: block (g, t): for each of its samples, x's window and dy's tile (pixel-
-//     major, 4 filters a float4) in shared memory; unit = ((c r s) or the bias, 4 filters, every
-//     slices-th pixel), up to kItems units a thread accumulated together, in registers across the
-//     block's samples; the block writes one partial sum per (k, c r s | bias).
-//   filter_grad_combine_kernel: one thread per (k, c r s | bias) adds the blocks' partial sums in
-//     block order.
+// Our small-layer convolutions as implicit GEMMs (see direct_conv.cuh).
+//   conv_gemm_kernel<TM, TN, TX, TY, KS, CH>: block (bm, bn) computes a BM x BN tile of out
+//     (BM = TM * TX pixels, BN = TN * TY channels); thread (tx, ty, kg) keeps TM x TN sums, pixels
+//     tx, tx + TX, ... (adjacent lanes: adjacent pixels, so loads and stores coalesce) and
+//     channels ty * TN ...; the KS thread groups kg take every KS-th row of each chunk (16-64
+//     rows) of the sum and are added in group order at the end. Chunks of im2col(in) and B pass through
+//     shared memory, the next chunk's loads in flight while this one's FMAs run. The gather's
+//     index arithmetic is done once: per pixel (m_tab) and per filter row (kk_tab).
+//   filter_gemm_kernel<TM, TN, TX, TY, KS, CH>: block (bkk, bo, split) sums its split's pixels, CH
+//     a chunk, into a BO x BKK tile of partial[split] (BO = TM * TX filters, BKK = TN * TY rows of
+//     (c, r, s) or the bias); the same register tiling and group split.
+//   filter_combine_kernel: one thread per (k, c r s | bias) adds the splits' partial sums in
+//     split order.
 #include <algorithm>
+#include <array>
+#include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/direct_conv.cuh"
@@ -21,197 +24,267 @@
 namespace trainer::cuda {
 namespace {
 
-constexpr int kBlock = 256;
-constexpr int kItems = 4;   // filter-gradient items a thread accumulates, interleaved
-constexpr int kPixels = 4;  // correlation pixels a thread computes
+constexpr int kBlockThreads = 256;
+constexpr int kMaxRows = 1024;  // filter values (C R S or K R S) the gather table holds
 
-__device__ __forceinline__ void fma4(float4& a, float x, const float4& f) {
-  a.x = fmaf(x, f.x, a.x);
-  a.y = fmaf(x, f.y, a.y);
-  a.z = fmaf(x, f.z, a.z);
-  a.w = fmaf(x, f.w, a.w);
+struct Tiling {
+  int tm, tn, tx, ty, ks;  // thread tile, threads along the tile's two sides, sum-splitting groups
+  int ch;                  // rows of the sum a block stages in shared memory at a time (16, 32, 64)
+  int rows_side() const { return tm * tx; }
+  int cols_side() const { return tn * ty; }
+};
+
+// forward / backward-data: rows_side = BM pixels, cols_side = BN channels. Deeper chunks mean
+// fewer round trips to memory for the same sum (these grids are too small to hide them behind
+// other blocks), at the cost of registers and shared memory.
+constexpr Tiling kGemmTilings[] = {
+    {4, 4, 16, 16, 1, 16}, {4, 4, 16, 16, 1, 32}, {4, 4, 8, 16, 2, 32},  // BN 64
+    {4, 4, 8, 16, 2, 64},  {4, 4, 4, 16, 4, 64},                         //
+    {4, 4, 32, 8, 1, 16},  {4, 4, 32, 8, 1, 32},  {4, 4, 16, 8, 2, 32},  // BN 32
+    {4, 4, 16, 8, 2, 64},  {4, 4, 8, 8, 4, 64},   {2, 4, 32, 8, 1, 32},  //
+    {2, 4, 32, 8, 1, 64},                                                //
+    {4, 4, 64, 4, 1, 16},  {4, 4, 32, 4, 2, 16},  {4, 4, 32, 4, 2, 32},  // BN 16
+    {4, 4, 16, 4, 4, 64},  {2, 4, 64, 4, 1, 32},                         //
+};
+// backward-filter: rows_side = BO filters, cols_side = BKK rows of (c r s | bias).
+constexpr Tiling kFilterTilings[] = {
+    {4, 4, 16, 16, 1, 32}, {4, 4, 16, 8, 2, 64},                       // BO 64
+    {4, 4, 8, 16, 2, 32},  {4, 4, 8, 16, 2, 64}, {4, 4, 8, 8, 4, 64},  // BO 32
+    {4, 4, 4, 16, 4, 64},  {4, 4, 4, 8, 8, 64},  {4, 4, 4, 8, 8, 32},  // BO 16
+};
+constexpr int kGemmTilingCount = int(sizeof(kGemmTilings) / sizeof(kGemmTilings[0]));
+constexpr int kFilterTilingCount = int(sizeof(kFilterTilings) / sizeof(kFilterTilings[0]));
+
+// kk_tab entry: x = offset of (i, r, s) in the input relative to the pixel's window origin,
+// y = r, z = s, w = the filter row in W (wrow). m_tab entry: x = the window origin's offset
+// (n, p * sh - top, q * sw - left), y = p * sh - top, z = q * sw - left, w = the output's offset
+// (n, o = 0, p, q), -1 past the last pixel.
+__device__ __forceinline__ int4 kk_entry(const Im2col& a, int kk, bool transposed, int out_c) {
+  const int rs = a.r * a.s, i = kk / rs, rem = kk - i * rs, r = rem / a.s, s = rem - r * a.s;
+  const int wrow = transposed ? (i * out_c * rs + (a.r - 1 - r) * a.s + (a.s - 1 - s)) : kk;
+  return make_int4(i * a.in_h * a.in_w + r * a.in_w + s, r, s, wrow);
 }
 
-// window[i * plane + y * win_w + x] = in[n][i][y - top][x - left], zero outside.
-__device__ __forceinline__ void load_window(float* win, const float* in, int n, int channels, int in_h,
-                                            int in_w, int top, int left, int win_h, int win_w, int plane) {
-  const int area = win_h * win_w, count = channels * area;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) {
-    const int c = i / area, rem = i - c * area, y = rem / win_w - top, x = rem % win_w - left;
-    win[c * plane + rem] = (y >= 0 && y < in_h && x >= 0 && x < in_w)
-                               ? in[((int64_t(n) * channels + c) * in_h + y) * in_w + x]
-                               : 0.f;
+__device__ __forceinline__ int4 m_entry(const Im2col& a, int m, int out_c) {
+  const int pix = a.oh * a.ow;
+  if (m >= a.n * pix) return make_int4(0, 0, 0, -1);
+  const int n = m / pix, pq = m - n * pix, p = pq / a.ow, q = pq - p * a.ow;
+  const int y0 = p * a.sh - a.top, x0 = q * a.sw - a.left;
+  return make_int4((n * a.in_c * a.in_h + y0) * a.in_w + x0, y0, x0, n * out_c * pix + pq);
+}
+
+// im2col(in) at the pixel `me` and filter row `ke` (valid entries only).
+__device__ __forceinline__ float gather(const Im2col& a, const float* __restrict__ in, int4 me, int4 ke) {
+  const int y = me.y + ke.y, x = me.z + ke.z;
+  return (y >= 0 && y < a.in_h && x >= 0 && x < a.in_w) ? __ldg(in + me.x + ke.x) : 0.f;
+}
+
+template <int TM, int TN>
+__device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float (&a)[TM], const float* b) {
+  float bv[TN];
+  if constexpr (TN == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(b);
+    bv[0] = v.x;
+    bv[1] = v.y;
+    bv[2] = v.z;
+    bv[3] = v.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < TN; ++j) bv[j] = b[j];
   }
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], bv[j], acc[i][j]);
 }
 
-// The window's floats in shared memory, rounded up to whole float4s.
-__host__ __device__ inline int window_floats(int channels, int plane) {
-  return (channels * plane + 3) / 4 * 4;
+// Adds the KS groups' sums into group 0's, in group order, through `red` (shared memory of
+// (KS - 1) * TX * TY * TM * TN floats). Returns true in group 0's threads.
+template <int TM, int TN, int TX, int TY, int KS>
+__device__ __forceinline__ bool reduce_groups(float (&acc)[TM][TN], float* red) {
+  constexpr int kTile = TX * TY;
+  const int t = threadIdx.x % kTile, kg = threadIdx.x / kTile;
+  if constexpr (KS > 1) {
+    __syncthreads();  // the chunk buffers `red` may share are read
+    if (kg > 0)
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) red[((kg - 1) * TM * TN + i * TN + j) * kTile + t] = acc[i][j];
+    __syncthreads();
+    if (kg == 0)
+      for (int g = 1; g < KS; ++g)
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j) acc[i][j] += red[((g - 1) * TM * TN + i * TN + j) * kTile + t];
+  }
+  return kg == 0;
 }
 
-// KS: the filter width when known at compile time (the inner loop unrolled), 0 for any.
-template <int KS>
-__global__ void __launch_bounds__(kBlock)
-    correlate_kernel(Correlation g, const float* __restrict__ in, const float* __restrict__ w,
+template <int TM, int TN, int TX, int TY, int KS, int kChunk>
+__global__ void __launch_bounds__(kBlockThreads)
+    conv_gemm_kernel(ConvGemmPlan g, const float* __restrict__ in, const float* __restrict__ w,
                      const float* __restrict__ bias, float* __restrict__ out) {
-  extern __shared__ float4 smem[];
-  const int n = blockIdx.x, o0 = blockIdx.y * g.tile, quads = g.tile / 4;
-  const int rows = g.in_c * g.r * g.s;
-  float* win = reinterpret_cast<float*>(smem);
-  float4* filt4 = smem + window_floats(g.in_c, g.plane) / 4;  // (rows, tile / 4)
-  float* filt = reinterpret_cast<float*>(filt4);
-  load_window(win, in, n, g.in_c, g.in_h, g.in_w, g.top, g.left, g.win_h, g.win_w, g.plane);
-  // filt[(i r s)][o - o0]; the forward reads W's rows contiguously (row fastest).
-  for (int j = threadIdx.x; j < rows * g.tile; j += blockDim.x) {
-    const int oo = j / rows, row = j - oo * rows, o = o0 + oo;
-    float v = 0.f;
-    if (o < g.out_c) {
-      if (!g.transposed) {
-        v = w[int64_t(o) * rows + row];
-      } else {  // input channel i is W's filter, output channel o its channel; flipped in r and s
-        const int i = row / (g.r * g.s), rs = row - i * g.r * g.s, r = rs / g.s, s = rs - r * g.s;
-        v = w[((int64_t(i) * g.out_c + o) * g.r + (g.r - 1 - r)) * g.s + (g.s - 1 - s)];
-      }
-    }
-    filt[row * g.tile + oo] = v;
-  }
+  constexpr int BM = TM * TX, BN = TN * TY;
+  constexpr int LA = BM * kChunk / kBlockThreads, LB = kChunk * BN / kBlockThreads;
+  static_assert(TX * TY * KS == kBlockThreads && LA >= 1 && LB >= 1 && kBlockThreads % BM == 0, "tiling");
+  constexpr int kRed = (KS - 1) * TX * TY * TM * TN;
+  constexpr int kBuf = kChunk * (BM + BN);
+  __shared__ int4 kk_tab[kMaxRows];
+  __shared__ int4 m_tab[BM];
+  __shared__ __align__(16) float buf[kRed > kBuf ? kRed : kBuf];
+  float* as = buf;                // [kChunk][BM]
+  float* bs = buf + kChunk * BM;  // [kChunk][BN]
+  const Im2col& a = g.a;
+  const int tid = threadIdx.x, m0 = blockIdx.x * BM, o0 = blockIdx.y * BN;
+  for (int kk = tid; kk < a.rows; kk += kBlockThreads) kk_tab[kk] = kk_entry(a, kk, g.transposed, g.out_c);
+  for (int j = tid; j < BM; j += kBlockThreads) m_tab[j] = m_entry(a, m0 + j, g.out_c);
   __syncthreads();
-  // Unit: (kPixels pixels, 4 output channels, input channels split, split + g.split, ...); the
-  // g.split units of one output group are adjacent lanes, added by shuffles in a fixed order.
-  const int pixels = g.oh * g.ow, groups = (pixels + kPixels - 1) / kPixels;
-  const int units = groups * quads * g.split, rounds = (units + blockDim.x - 1) / blockDim.x;
-  for (int round = 0; round < rounds; ++round) {
-    const int unit = round * blockDim.x + threadIdx.x;
-    if (unit - int(threadIdx.x % 32) >= units) break;  // the whole warp is past the end
-    const bool live = unit < units;
-    const int split = unit % g.split, rest = live ? unit / g.split : 0;
-    const int quad = rest / groups, first = (rest - quad * groups) * kPixels;
-    const int width = KS ? KS : g.s;
-    int origin[kPixels];  // offsets into the window (shared memory)
-#pragma unroll
-    for (int t = 0; t < kPixels; ++t) {
-      const int pix = min(first + t, pixels - 1), p = pix / g.ow, q = pix - p * g.ow;
-      origin[t] = p * g.sh * g.win_w + q * g.sw;
-    }
-    float4 acc[kPixels];
-#pragma unroll
-    for (int t = 0; t < kPixels; ++t) acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int i = split; i < g.in_c; i += g.split) {
-      for (int r = 0; r < g.r; ++r) {
-        const int off = i * g.plane + r * g.win_w;
-        const float4* f = filt4 + ((i * g.r + r) * width) * quads + quad;
-#pragma unroll
-        for (int s = 0; s < width; ++s) {
-          const float4 fv = f[s * quads];
-#pragma unroll
-          for (int t = 0; t < kPixels; ++t) fma4(acc[t], win[origin[t] + off + s], fv);
-        }
-      }
-    }
-    for (int lanes = g.split / 2; lanes > 0; lanes /= 2) {  // every lane of the warp takes part
-#pragma unroll
-      for (int t = 0; t < kPixels; ++t) {
-        acc[t].x += __shfl_down_sync(0xffffffffu, acc[t].x, lanes);
-        acc[t].y += __shfl_down_sync(0xffffffffu, acc[t].y, lanes);
-        acc[t].z += __shfl_down_sync(0xffffffffu, acc[t].z, lanes);
-        acc[t].w += __shfl_down_sync(0xffffffffu, acc[t].w, lanes);
-      }
-    }
-    if (!live || split != 0) continue;
-    const int o = o0 + 4 * quad;
-#pragma unroll
-    for (int t = 0; t < kPixels; ++t) {
-      if (first + t >= pixels) break;
-      float* y = out + (int64_t(n) * g.out_c + o) * pixels + first + t;
-      const float a[4] = {acc[t].x, acc[t].y, acc[t].z, acc[t].w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (o + j < g.out_c) y[int64_t(j) * pixels] = a[j] + (bias ? bias[o + j] : 0.f);
-    }
-  }
-}
 
-__global__ void __launch_bounds__(kBlock)
-    filter_grad_kernel(FilterGradPlan g, const float* __restrict__ x, const float* __restrict__ dy,
-                       float* __restrict__ partial) {
-  extern __shared__ float4 smem[];
-  const int k0 = blockIdx.y * g.tile, quads = g.tile / 4, pixels = g.oh * g.ow;
-  const int rows = g.c * g.r * g.s, items = (rows + 1) * quads, units = items * g.slices;
-  float* win = reinterpret_cast<float*>(smem);
-  float4* d4 = smem + window_floats(g.c, g.plane) / 4;  // (pixels, tile / 4)
-  float* d = reinterpret_cast<float*>(d4);
-  // Unit j of this thread: item (row, quad) over the pixels slice, slice + slices, ...; the
-  // slices of an item are adjacent lanes. Row `rows` is the bias (x = 1). Units past the end
-  // repeat unit 0 and are not written (every lane takes part in the shuffles).
-  const int slice = threadIdx.x % g.slices;
-  int origin[kItems], quad_of[kItems];
-  bool is_bias[kItems];
+  // This thread loads im2col elements e = tid + j * 256: all at pixel tid % BM, rows
+  // tid / BM + j * (256 / BM) of each chunk.
+  const int4 my_m = m_tab[tid % BM];
+  float ra[LA], rb[LB];
+  auto load = [&](int k0) {
 #pragma unroll
-  for (int j = 0; j < kItems; ++j) {
-    int unit = threadIdx.x + j * kBlock;
-    if (unit >= units) unit = slice;
-    const int item = unit / g.slices, quad = item / (rows + 1), row = item - quad * (rows + 1);
-    const int c = row / (g.r * g.s), rs = row - c * g.r * g.s, r = rs / g.s, s = rs - r * g.s;
-    is_bias[j] = row == rows;
-    origin[j] = is_bias[j] ? 0 : c * g.plane + r * g.win_w + s;
-    quad_of[j] = quad;
-  }
-  float4 acc[kItems];
+    for (int j = 0; j < LA; ++j) {
+      const int kk = k0 + tid / BM + j * (kBlockThreads / BM);
+      ra[j] = (kk < a.rows && my_m.w >= 0) ? gather(a, in, my_m, kk_tab[kk]) : 0.f;
+    }
 #pragma unroll
-  for (int j = 0; j < kItems; ++j) acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-  const int n0 = blockIdx.x * g.per_block, n1 = min(g.n, n0 + g.per_block);
-  for (int n = n0; n < n1; ++n) {
-    __syncthreads();  // the previous sample's tiles are read
-    load_window(win, x, n, g.c, g.h, g.w, g.top, g.left, g.win_h, g.win_w, g.plane);
-    for (int j = threadIdx.x; j < g.tile * pixels; j += blockDim.x) {
-      const int kk = j / pixels, pix = j - kk * pixels, k = k0 + kk;
-      d[pix * g.tile + kk] = k < g.k ? dy[(int64_t(n) * g.k + k) * pixels + pix] : 0.f;
+    for (int j = 0; j < LB; ++j) {
+      const int e = tid + j * kBlockThreads, o = o0 + e % BN, kk = k0 + e / BN;
+      rb[j] = (kk < a.rows && o < g.out_c) ? __ldg(w + kk_tab[kk].w + int64_t(o) * g.o_stride) : 0.f;
+    }
+  };
+  const int tx = tid % TX, ty = (tid / TX) % TY, kg = tid / (TX * TY);
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+  load(0);
+  for (int k0 = 0; k0 < a.rows; k0 += kChunk) {
+#pragma unroll
+    for (int j = 0; j < LA; ++j) as[tid + j * kBlockThreads] = ra[j];  // [e / BM][e % BM]
+#pragma unroll
+    for (int j = 0; j < LB; ++j) bs[tid + j * kBlockThreads] = rb[j];  // [e / BN][e % BN]
+    __syncthreads();
+    if (k0 + kChunk < a.rows) load(k0 + kChunk);  // in flight during the FMAs below
+#pragma unroll
+    for (int u = 0; u < kChunk / KS; ++u) {
+      const int kl = kg + u * KS;
+      float av[TM];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) av[i] = as[kl * BM + tx + i * TX];
+      outer_product<TM, TN>(acc, av, bs + kl * BN + ty * TN);
     }
     __syncthreads();
-    int p = slice / g.ow, q = slice - p * g.ow;
-    for (int pix = slice; pix < pixels; pix += g.slices) {
-      const int xoff = p * g.sh * g.win_w + q * g.sw;
-      const float4* dp = d4 + pix * quads;
-#pragma unroll
-      for (int j = 0; j < kItems; ++j) fma4(acc[j], is_bias[j] ? 1.f : win[origin[j] + xoff], dp[quad_of[j]]);
-      q += g.slices;
-      while (q >= g.ow) {
-        q -= g.ow;
-        ++p;
-      }
-    }
   }
-  for (int lanes = g.slices / 2; lanes > 0; lanes /= 2) {
+  if (!reduce_groups<TM, TN, TX, TY, KS>(acc, buf)) return;
+  const int pix = a.oh * a.ow;
 #pragma unroll
-    for (int j = 0; j < kItems; ++j) {
-      acc[j].x += __shfl_down_sync(0xffffffffu, acc[j].x, lanes);
-      acc[j].y += __shfl_down_sync(0xffffffffu, acc[j].y, lanes);
-      acc[j].z += __shfl_down_sync(0xffffffffu, acc[j].z, lanes);
-      acc[j].w += __shfl_down_sync(0xffffffffu, acc[j].w, lanes);
+  for (int i = 0; i < TM; ++i) {
+    const int4 me = m_tab[tx + i * TX];
+    if (me.w < 0) continue;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int o = o0 + ty * TN + j;
+      if (o < g.out_c) out[me.w + int64_t(o) * pix] = acc[i][j] + (bias ? __ldg(bias + o) : 0.f);
     }
-  }
-  if (slice != 0) return;
-  // partial[block][k][row], row == rows: the bias
-  float* part = partial + blockIdx.x * (int64_t(g.k) * (rows + 1));
-#pragma unroll
-  for (int j = 0; j < kItems; ++j) {
-    const int unit = threadIdx.x + j * kBlock;
-    if (unit >= units) continue;
-    const int item = unit / g.slices, quad = item / (rows + 1), row = item - quad * (rows + 1);
-    const int k = k0 + 4 * quad;
-    const float a[4] = {acc[j].x, acc[j].y, acc[j].z, acc[j].w};
-#pragma unroll
-    for (int t = 0; t < 4; ++t)
-      if (k + t < g.k) part[int64_t(k + t) * (rows + 1) + row] = a[t];
   }
 }
 
-__global__ void filter_grad_combine_kernel(int blocks, int k, int rows, const float* __restrict__ partial,
-                                           float* __restrict__ dw, float* __restrict__ db) {
+template <int TM, int TN, int TX, int TY, int KS, int kChunk>
+__global__ void __launch_bounds__(kBlockThreads)
+    filter_gemm_kernel(FilterGemmPlan g, const float* __restrict__ x, const float* __restrict__ dy,
+                       float* __restrict__ partial) {
+  constexpr int BO = TM * TX, BKK = TN * TY;
+  constexpr int LD = kChunk * BO / kBlockThreads, LX = kChunk * BKK / kBlockThreads;
+  static_assert(TX * TY * KS == kBlockThreads && LD >= 1 && LX >= 1 && kBlockThreads % kChunk == 0, "tiling");
+  // Padded rows: a thread stores one pixel's values down a column, so adjacent lanes' pixels
+  // should fall in different banks: dy's rows by 1 (conflict free; read one float at a time),
+  // im2col's by 4 (read as float4, so rows stay 16-byte aligned; 4-way conflicts on the store).
+  constexpr int DS = BO + 1, XS = BKK + 4;
+  constexpr int kRed = (KS - 1) * TX * TY * TM * TN;
+  constexpr int kBuf = kChunk * (DS + XS);
+  __shared__ int4 kk_tab[BKK];
+  __shared__ __align__(16) float buf[kRed > kBuf ? kRed : kBuf];
+  float* ds = buf;                // [kChunk][DS]
+  float* xs = buf + kChunk * DS;  // [kChunk][XS]
+  const Im2col& a = g.a;
+  const int tid = threadIdx.x, kk0 = blockIdx.x * BKK, o0 = blockIdx.y * BO;
+  const int pix = a.oh * a.ow, total = a.n * pix;
+  const int m_begin = blockIdx.z * g.split_len, m_end = min(total, m_begin + g.split_len);
+  for (int j = tid; j < BKK; j += kBlockThreads)
+    kk_tab[j] = kk0 + j < a.rows ? kk_entry(a, kk0 + j, false, 0) : make_int4(0, 0, 0, 0);
+  __syncthreads();
+
+  // Every load of this thread is at pixel m0 + tid % kChunk of the chunk.
+  const int ml = tid % kChunk;
+  float rd[LD], rx[LX];
+  auto load = [&](int m0) {
+    const int m = m0 + ml;
+    const bool live = m < m_end;
+    const int4 me = m_entry(a, live ? m : 0, g.k);  // me.w: dy's offset of (n, 0, p, q)
+#pragma unroll
+    for (int j = 0; j < LD; ++j) {
+      const int o = o0 + (tid + j * kBlockThreads) / kChunk;
+      rd[j] = (live && o < g.k) ? __ldg(dy + me.w + int64_t(o) * pix) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < LX; ++j) {
+      const int kl = (tid + j * kBlockThreads) / kChunk, kk = kk0 + kl;
+      rx[j] = !live || kk > a.rows ? 0.f : kk == a.rows ? 1.f : gather(a, x, me, kk_tab[kl]);
+    }
+  };
+  const int tx = tid % TX, ty = (tid / TX) % TY, kg = tid / (TX * TY);
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+  if (m_begin < m_end) load(m_begin);
+  for (int m0 = m_begin; m0 < m_end; m0 += kChunk) {
+    // Element e = tid + j * 256 is pixel e % kChunk, column e / kChunk: stored [pixel][column].
+#pragma unroll
+    for (int j = 0; j < LD; ++j) ds[ml * DS + (tid + j * kBlockThreads) / kChunk] = rd[j];
+#pragma unroll
+    for (int j = 0; j < LX; ++j) xs[ml * XS + (tid + j * kBlockThreads) / kChunk] = rx[j];
+    __syncthreads();
+    if (m0 + kChunk < m_end) load(m0 + kChunk);
+#pragma unroll
+    for (int u = 0; u < kChunk / KS; ++u) {
+      const int pl = kg + u * KS;
+      float dv[TM];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) dv[i] = ds[pl * DS + tx + i * TX];
+      outer_product<TM, TN>(acc, dv, xs + pl * XS + ty * TN);
+    }
+    __syncthreads();
+  }
+  if (!reduce_groups<TM, TN, TX, TY, KS>(acc, buf)) return;
+  // partial[split][o][kk], kk == rows: the bias
+  float* part = partial + int64_t(blockIdx.z) * g.k * (a.rows + 1);
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int o = o0 + tx + i * TX;
+    if (o >= g.k) continue;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int kk = kk0 + ty * TN + j;
+      if (kk <= a.rows) part[int64_t(o) * (a.rows + 1) + kk] = acc[i][j];
+    }
+  }
+}
+
+__global__ void filter_combine_kernel(int splits, int k, int rows, const float* __restrict__ partial,
+                                      float* __restrict__ dw, float* __restrict__ db) {
   const int64_t outputs = int64_t(k) * (rows + 1);
   for (int64_t o = global_index(); o < outputs; o += grid_stride()) {
     float sum = 0.f;
-    for (int b = 0; b < blocks; ++b) sum += partial[b * outputs + o];
+    for (int b = 0; b < splits; ++b) sum += partial[b * outputs + o];
     const int64_t kk = o / (rows + 1), row = o - kk * (rows + 1);
     if (row < rows)
       dw[kk * rows + row] = sum;
@@ -220,44 +293,49 @@ __global__ void filter_grad_combine_kernel(int blocks, int k, int rows, const fl
   }
 }
 
-int round4(int64_t v) { return int((v + 3) / 4 * 4); }
+// Launchers by tiling index: one instantiation per table entry.
+using GemmLaunch = void (*)(const ConvGemmPlan&, const float*, const float*, const float*, float*,
+                            cudaStream_t);
+using FilterLaunch = void (*)(const FilterGemmPlan&, const float*, const float*, float*, cudaStream_t);
 
-struct DeviceLimits {
-  size_t smem = 0;  // dynamic shared memory a block may opt in to
-  int sms = 1;
-};
-
-DeviceLimits limits_of(int device) {
-  DeviceLimits l;
-  int smem = 0, sms = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  // Leave room for a second block on the SM where the window is small.
-  l.smem = std::min<size_t>(size_t(smem), size_t(200) << 10);
-  l.sms = std::max(1, sms);
-  return l;
+template <int I>
+void launch_gemm(const ConvGemmPlan& p, const float* in, const float* w, const float* bias, float* out,
+                 cudaStream_t stream) {
+  constexpr Tiling t = kGemmTilings[I];
+  conv_gemm_kernel<t.tm, t.tn, t.tx, t.ty, t.ks, t.ch>
+      <<<dim3(unsigned(p.grid_m), unsigned(p.grid_n)), kBlockThreads, 0, stream>>>(p, in, w, bias, out);
 }
 
-// The output-channel tile: as many as fit beside the window, then halved while the grid has
-// fewer than two blocks an SM.
-// Then the input channels are split over adjacent lanes until the grid has about 1024 threads
-// an SM (the small layers these kernels take have too few outputs to keep the SMs busy).
-Correlation plan_correlation(Correlation c, const DeviceLimits& lim) {
-  c.plane = (c.win_h * c.win_w) | 1;
-  const int64_t win4 = window_floats(c.in_c, c.plane);
-  const int64_t rows = int64_t(c.in_c) * c.r * c.s;
-  const int64_t room = int64_t(lim.smem / sizeof(float)) - win4;
-  if (room < rows * 4 || c.n <= 0 || c.oh <= 0 || c.ow <= 0) return c;
-  int tile = std::min(round4(c.out_c), int(room / rows) / 4 * 4);
-  while (tile > 4 && int64_t(c.n) * ((c.out_c + tile - 1) / tile) < 2 * lim.sms) tile = round4(tile / 2);
-  c.tile = tile;
-  const int64_t groups = (int64_t(c.oh) * c.ow + kPixels - 1) / kPixels;
-  const int64_t outputs = int64_t(c.n) * ((c.out_c + tile - 1) / tile) * (tile / 4) * groups;
-  c.split = 1;
-  while (c.split < 32 && 2 * c.split <= c.in_c && outputs * c.split < int64_t(lim.sms) * 1024) c.split *= 2;
-  c.smem = size_t(win4 + rows * tile) * sizeof(float);
-  c.fits = true;
-  return c;
+template <int I>
+void launch_filter(const FilterGemmPlan& p, const float* x, const float* dy, float* partial,
+                   cudaStream_t stream) {
+  constexpr Tiling t = kFilterTilings[I];
+  filter_gemm_kernel<t.tm, t.tn, t.tx, t.ty, t.ks, t.ch>
+      <<<dim3(unsigned(p.grid_kk), unsigned(p.grid_o), unsigned(p.splits)), kBlockThreads, 0, stream>>>(
+          p, x, dy, partial);
+}
+
+template <size_t... I>
+constexpr auto gemm_launchers(std::index_sequence<I...>) {
+  return std::array<GemmLaunch, sizeof...(I)>{launch_gemm<int(I)>...};
+}
+template <size_t... I>
+constexpr auto filter_launchers(std::index_sequence<I...>) {
+  return std::array<FilterLaunch, sizeof...(I)>{launch_filter<int(I)>...};
+}
+const auto kGemmLaunch = gemm_launchers(std::make_index_sequence<kGemmTilingCount>{});
+const auto kFilterLaunch = filter_launchers(std::make_index_sequence<kFilterTilingCount>{});
+
+// The channel-side tile sizes worth timing for `channels` outputs: the smallest of 16, 32, 64
+// that covers them (64 past 64) and the one below it (more blocks, a second tile).
+bool side_wanted(int side, int channels) {
+  int cover = 64;
+  for (int s : {16, 32, 64})
+    if (s >= channels) {
+      cover = s;
+      break;
+    }
+  return side == cover || side == cover / 2;
 }
 
 bool fits_int(const DirectConvGeometry& g) {
@@ -265,135 +343,160 @@ bool fits_int(const DirectConvGeometry& g) {
   return g.n * g.c * g.h * g.w < big && g.n * g.k * g.oh * g.ow < big && g.k * g.c * g.r * g.s < big;
 }
 
+std::vector<ConvGemmPlan> plan_gemm(const ConvGemmPlan& base) {
+  std::vector<ConvGemmPlan> out;
+  const int64_t m = int64_t(base.a.n) * base.a.oh * base.a.ow;
+  if (base.a.rows <= 0 || base.a.rows > kMaxRows || m <= 0 || base.out_c <= 0) return out;
+  for (int i = 0; i < kGemmTilingCount; ++i) {
+    const Tiling& t = kGemmTilings[i];
+    if (!side_wanted(t.cols_side(), base.out_c)) continue;
+    ConvGemmPlan p = base;
+    p.tiling = i;
+    p.grid_m = int((m + t.rows_side() - 1) / t.rows_side());
+    p.grid_n = (base.out_c + t.cols_side() - 1) / t.cols_side();
+    if (p.grid_n > 65535) continue;
+    out.push_back(p);
+  }
+  return out;
+}
+
 }  // namespace
 
 DirectConv::DirectConv(const DirectConvGeometry& g, int device) {
-  if (!fits_int(g)) return;
-  const DeviceLimits lim = limits_of(device);
-  const int win_h = int((g.oh - 1) * g.sh + g.r), win_w = int((g.ow - 1) * g.sw + g.s);
+  if (!fits_int(g) || g.n <= 0 || g.oh <= 0 || g.ow <= 0) return;
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  sms = std::max(1, sms);
 
-  Correlation f;
-  f.n = int(g.n);
-  f.in_c = int(g.c);
-  f.in_h = int(g.h);
-  f.in_w = int(g.w);
+  Im2col x;  // the forward's and the filter gradient's gather
+  x.n = int(g.n);
+  x.in_c = int(g.c);
+  x.in_h = int(g.h);
+  x.in_w = int(g.w);
+  x.r = int(g.r);
+  x.s = int(g.s);
+  x.sh = int(g.sh);
+  x.sw = int(g.sw);
+  x.top = int(g.pad_top);
+  x.left = int(g.pad_left);
+  x.oh = int(g.oh);
+  x.ow = int(g.ow);
+  x.rows = int(g.c * g.r * g.s);
+
+  ConvGemmPlan f;
+  f.a = x;
   f.out_c = int(g.k);
-  f.r = int(g.r);
-  f.s = int(g.s);
-  f.sh = int(g.sh);
-  f.sw = int(g.sw);
-  f.top = int(g.pad_top);
-  f.left = int(g.pad_left);
-  f.win_h = win_h;
-  f.win_w = win_w;
-  f.oh = int(g.oh);
-  f.ow = int(g.ow);
-  fwd_ = plan_correlation(f, lim);
+  f.o_stride = x.rows;
+  fwd_ = plan_gemm(f);
 
-  if (g.sh == 1 && g.sw == 1) {  // dx = dy correlated with the flipped, transposed W
-    Correlation b;
-    b.n = int(g.n);
-    b.in_c = int(g.k);
-    b.in_h = int(g.oh);
-    b.in_w = int(g.ow);
+  if (g.sh == 1 && g.sw == 1 && g.r - 1 - g.pad_top >= 0 && g.s - 1 - g.pad_left >= 0) {
+    // dx = dy (padded by R - 1 - top, S - 1 - left) correlated with the flipped, transposed W.
+    ConvGemmPlan b;
+    b.a.n = int(g.n);
+    b.a.in_c = int(g.k);
+    b.a.in_h = int(g.oh);
+    b.a.in_w = int(g.ow);
+    b.a.r = int(g.r);
+    b.a.s = int(g.s);
+    b.a.top = int(g.r - 1 - g.pad_top);
+    b.a.left = int(g.s - 1 - g.pad_left);
+    b.a.oh = int(g.h);
+    b.a.ow = int(g.w);
+    b.a.rows = int(g.k * g.r * g.s);
     b.out_c = int(g.c);
-    b.r = int(g.r);
-    b.s = int(g.s);
-    b.top = int(g.r - 1 - g.pad_top);
-    b.left = int(g.s - 1 - g.pad_left);
-    b.win_h = int(g.h + g.r - 1);
-    b.win_w = int(g.w + g.s - 1);
-    b.oh = int(g.h);
-    b.ow = int(g.w);
+    b.o_stride = int(g.r * g.s);
     b.transposed = true;
-    if (b.top >= 0 && b.left >= 0) bwd_data_ = plan_correlation(b, lim);
+    bwd_data_ = plan_gemm(b);
   }
 
-  FilterGradPlan p;
-  p.n = int(g.n);
-  p.c = int(g.c);
-  p.h = int(g.h);
-  p.w = int(g.w);
-  p.k = int(g.k);
-  p.r = int(g.r);
-  p.s = int(g.s);
-  p.sh = int(g.sh);
-  p.sw = int(g.sw);
-  p.top = int(g.pad_top);
-  p.left = int(g.pad_left);
-  p.oh = int(g.oh);
-  p.ow = int(g.ow);
-  p.win_h = win_h;
-  p.win_w = win_w;
-  p.plane = (win_h * win_w) | 1;
-  const int64_t win4 = window_floats(int(g.c), p.plane), rows = g.c * g.r * g.s, pixels = g.oh * g.ow;
-  const int64_t room = int64_t(lim.smem / sizeof(float)) - win4;
-  const int by_items = int(kItems * kBlock / (rows + 1)) * 4;  // quads * (rows + 1) <= kItems * kBlock
-  const int by_smem = room > 0 ? int(room / std::max<int64_t>(pixels, 1)) / 4 * 4 : 0;
-  const int tile = std::min({round4(g.k), by_items, by_smem});
-  if (tile >= 4 && g.n > 0 && pixels > 0) {
-    const int tiles = int((g.k + tile - 1) / tile);
-    const int want = std::max(1, int(std::min<int64_t>(g.n, (2 * lim.sms + tiles - 1) / tiles)));
-    p.per_block = int((g.n + want - 1) / want);
-    p.blocks = int((g.n + p.per_block - 1) / p.per_block);
-    p.tile = tile;
-    // Pixel slices: as many adjacent lanes per item as the kItems units a thread keeps allow.
-    const int64_t items = (rows + 1) * (tile / 4);
-    p.slices = 1;
-    while (p.slices < 32 && items * p.slices * 2 <= kItems * kBlock && p.slices * 2 <= pixels) p.slices *= 2;
-    p.smem = size_t(win4 + pixels * tile) * sizeof(float);
-    p.scratch_bytes = size_t(p.blocks) * size_t(g.k * (rows + 1)) * sizeof(float);
-    p.fits = true;
+  const int64_t m = g.n * g.oh * g.ow, rows = g.c * g.r * g.s;
+  if (rows + 1 <= kMaxRows)
+    for (int i = 0; i < kFilterTilingCount; ++i) {
+      const Tiling& t = kFilterTilings[i];
+      if (!side_wanted(t.rows_side(), int(g.k))) continue;
+      const int grid_kk = int((rows + 1 + t.cols_side() - 1) / t.cols_side());
+      const int grid_o = int((g.k + t.rows_side() - 1) / t.rows_side());
+      const int64_t tiles = int64_t(grid_kk) * grid_o;
+      if (grid_o > 65535) continue;
+      for (int waves : {1, 3}) {  // blocks: about one or three an SM, by splitting the pixels
+        FilterGemmPlan p;
+        p.a = x;
+        p.k = int(g.k);
+        p.tiling = i;
+        p.grid_kk = grid_kk;
+        p.grid_o = grid_o;
+        const int64_t want = std::max<int64_t>(1, (int64_t(waves) * sms + tiles - 1) / tiles);
+        const int64_t len = ((m + want - 1) / want + t.ch - 1) / t.ch * t.ch;
+        p.split_len = int(len);
+        p.splits = int(std::min<int64_t>(65535, (m + len - 1) / len));
+        if (int64_t(p.splits) * p.split_len < m) continue;
+        p.scratch_bytes = size_t(p.splits) * size_t(g.k) * size_t(rows + 1) * sizeof(float);
+        if (!bwd_filter_.empty() && bwd_filter_.back().splits == p.splits && bwd_filter_.back().tiling == i)
+          continue;  // one wave and three gave the same split
+        bwd_filter_.push_back(p);
+      }
+    }
+}
+
+int DirectConv::tilings(Direction d) const {
+  return int(d == kForward ? fwd_.size() : d == kBackwardData ? bwd_data_.size() : bwd_filter_.size());
+}
+
+void DirectConv::select(Direction d, int index) {
+  if (index < 0 || index >= tilings(d))
+    throw std::out_of_range("DirectConv::select: tiling " + std::to_string(index) + " of " +
+                            std::to_string(tilings(d)));
+  selected_[d] = index;
+}
+
+std::string DirectConv::describe(Direction d, int index) const {
+  if (index < 0 || index >= tilings(d)) return "none";
+  if (d == kBackwardFilter) {
+    const FilterGemmPlan& p = bwd_filter_[size_t(index)];
+    const Tiling& t = kFilterTilings[p.tiling];
+    return std::to_string(t.rows_side()) + "x" + std::to_string(t.cols_side()) + " tile, " +
+           std::to_string(t.ks) + "-way split in a block, chunks of " + std::to_string(t.ch) + ", " +
+           std::to_string(p.splits) + " splits";
   }
-  bwd_filter_ = p;
-
-  // Plan time: let the kernels take the shared memory their plans need.
-  const size_t corr = std::max(fwd_.fits ? fwd_.smem : 0, bwd_data_.fits ? bwd_data_.smem : 0);
-  if (corr > 48 * 1024)
-    for (const void* k : {reinterpret_cast<const void*>(correlate_kernel<0>),
-                          reinterpret_cast<const void*>(correlate_kernel<3>),
-                          reinterpret_cast<const void*>(correlate_kernel<5>)})
-      CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(lim.smem)));
-  if (bwd_filter_.fits && bwd_filter_.smem > 48 * 1024)
-    CUDA_CHECK(
-        cudaFuncSetAttribute(filter_grad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(lim.smem)));
+  const ConvGemmPlan& p = (d == kForward ? fwd_ : bwd_data_)[size_t(index)];
+  const Tiling& t = kGemmTilings[p.tiling];
+  return std::to_string(t.rows_side()) + "x" + std::to_string(t.cols_side()) + " tile, " +
+         std::to_string(t.tm) + "x" + std::to_string(t.tn) + " a thread, " + std::to_string(t.ks) +
+         "-way split in a block, chunks of " + std::to_string(t.ch);
 }
 
-namespace {
-
-void launch_correlation(const Correlation& c, const float* in, const float* w, const float* bias, float* out,
-                        cudaStream_t stream) {
-  const dim3 grid(unsigned(c.n), unsigned((c.out_c + c.tile - 1) / c.tile));
-  if (c.s == 3)
-    correlate_kernel<3><<<grid, kBlock, c.smem, stream>>>(c, in, w, bias, out);
-  else if (c.s == 5)
-    correlate_kernel<5><<<grid, kBlock, c.smem, stream>>>(c, in, w, bias, out);
-  else
-    correlate_kernel<0><<<grid, kBlock, c.smem, stream>>>(c, in, w, bias, out);
-  CUDA_CHECK_LAUNCH();
+size_t DirectConv::scratch_bytes() const {
+  return bwd_filter_.empty() ? 0 : bwd_filter_[size_t(selected_[kBackwardFilter])].scratch_bytes;
 }
 
-}  // namespace
+size_t DirectConv::max_scratch_bytes() const {
+  size_t most = 0;
+  for (const FilterGemmPlan& p : bwd_filter_) most = std::max(most, p.scratch_bytes);
+  return most;
+}
 
 void DirectConv::forward(const float* x, const float* w, const float* bias, float* y,
                          cudaStream_t stream) const {
-  launch_correlation(fwd_, x, w, bias, y, stream);
+  const ConvGemmPlan& p = fwd_.at(size_t(selected_[kForward]));
+  kGemmLaunch[size_t(p.tiling)](p, x, w, bias, y, stream);
+  CUDA_CHECK_LAUNCH();
 }
 
 void DirectConv::backward_data(const float* dy, const float* w, float* dx, cudaStream_t stream) const {
-  launch_correlation(bwd_data_, dy, w, nullptr, dx, stream);
+  const ConvGemmPlan& p = bwd_data_.at(size_t(selected_[kBackwardData]));
+  kGemmLaunch[size_t(p.tiling)](p, dy, w, nullptr, dx, stream);
+  CUDA_CHECK_LAUNCH();
 }
 
 void DirectConv::backward_filter(const float* x, const float* dy, float* dw, float* db, void* scratch,
                                  cudaStream_t stream) const {
-  const FilterGradPlan& p = bwd_filter_;
+  const FilterGemmPlan& p = bwd_filter_.at(size_t(selected_[kBackwardFilter]));
   float* partial = static_cast<float*>(scratch);
-  const dim3 grid(unsigned(p.blocks), unsigned((p.k + p.tile - 1) / p.tile));
-  filter_grad_kernel<<<grid, kBlock, p.smem, stream>>>(p, x, dy, partial);
+  kFilterLaunch[size_t(p.tiling)](p, x, dy, partial, stream);
   CUDA_CHECK_LAUNCH();
-  const int rows = p.c * p.r * p.s;
-  filter_grad_combine_kernel<<<grid_for(int64_t(p.k) * (rows + 1)), kThreads, 0, stream>>>(
-      p.blocks, p.k, rows, partial, dw, db);
+  const int rows = p.a.rows;
+  filter_combine_kernel<<<grid_for(int64_t(p.k) * (rows + 1)), kThreads, 0, stream>>>(p.splits, p.k, rows,
+                                                                                      partial, dw, db);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,20 +1,25 @@
-// Direct convolutions for small f32 NCHW layers: one sample's whole input window and a tile of
-// filters sit in shared memory, and each thread accumulates four output channels of one pixel.
-// cuDNN's general algorithms spend 25-45 microseconds on each direction of the PyTorch MNIST
-// example's 5x5 convolutions (H100, strict fp32: legacy wgrad_alg0_engine, implicit_convolve_sgemm,
-// an xmma dgrad at 2 TFLOP/s); these take a few, and fuse the bias (forward) and the bias
-// gradient (backward-filter). CudnnConv times them against its cuDNN choice once per shape and
-// keeps the faster (cudnn_conv.cc); they take groups 1 and dilation 1, any stride and padding
-// (backward-data: stride 1), when the window and the filter tile fit in shared memory.
+// Our own convolution kernels for small f32 NCHW layers, where cuDNN's general algorithms spend
+// 15-30 microseconds a direction (H100, strict fp32, the PyTorch MNIST example's and the Keras
+// CIFAR tutorial's layers: legacy wgrad_alg0_engine, implicit_convolve_sgemm, an xmma dgrad at
+// 2-5 TFLOP/s). Each direction is an implicit GEMM in registers (FFMA, no tensor cores):
+//   forward:         y[m][o]  = sum over kk = (c, r, s) of im2col(x)[m][kk] W[o][kk] (+ bias[o])
+//   backward-data:   dx[m][c] = sum over kk = (k, r, s) of im2col(dy, padded)[m][kk] W[k][c][R-1-r][S-1-s]
+//   backward-filter: dW[o][kk] = sum over m of dy[m][o] im2col(x)[m][kk]; db[o] = sum over m of dy[m][o]
+// with m = (n, p, q) an output pixel. Each direction has a few tilings (thread tile, block tile,
+// threads that split the sum inside a block); CudnnConv times every tiling and cuDNN's choice
+// once per shape and keeps the fastest (conv_direct_choice.cc). Groups 1, dilation 1, any stride
+// and padding (backward-data: stride 1), at most kMaxRows = 1024 values in a filter.
 //   x, dx: (N, C, H, W)  W, dW: (K, C, R, S)  bias, db: (K)  y, dy: (N, K, OH, OW), all f32 NCHW
-// Deterministic: every sum runs in a fixed order (the filter gradient in per-block partial sums
-// in the scratch, then added over the blocks in block order).
+// Deterministic: every sum runs in a fixed order (the filter gradient in per-split partial sums
+// in the scratch, then added over the splits in split order by a second kernel).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace trainer::cuda {
 
@@ -26,47 +31,58 @@ struct DirectConvGeometry {
   int64_t oh = 0, ow = 0;              // y
 };
 
-// One correlation a block grid runs: out[n][o][p][q] = sum over (i, r, s) of
-// window[n][i][p * sh + r][q * sw + s] * filter[i, r, s][o] (+ bias[o]), the window starting at
-// row -top, column -left of the input, zero outside it. Forward: the input is x, the filter W.
-// Backward-data: the input is dy, padded by (R - 1 - top, S - 1 - left), the filter W transposed
-// (K and C swapped) and flipped in both spatial dims.
-struct Correlation {
-  int n = 0, in_c = 0, in_h = 0, in_w = 0;  // the input
-  int out_c = 0, r = 0, s = 0, sh = 1, sw = 1;
-  int top = 0, left = 0;     // the window's origin in the input
-  int win_h = 0, win_w = 0;  // (OH - 1) * sh + R, (OW - 1) * sw + S
-  int oh = 0, ow = 0;        // the output
-  int plane = 0;             // the window's channel stride in shared memory: odd, so that
-                             // threads reading different channels hit different banks
-  int tile = 0;              // output channels a block computes (a multiple of 4)
-  int split = 1;             // threads (adjacent lanes) that share one output's input channels
-  bool transposed = false;   // the filter from W as backward-data reads it
-  size_t smem = 0;           // dynamic shared memory a block takes
-  bool fits = false;
+// The gather both GEMM kinds read: im2col(in)[m][kk] = in[n][i][p * sh + r - top][q * sw + s - left]
+// for m = (n, p, q) in (n, oh, ow) and kk = (i, r, s) in (in_c, r, s); zero outside the input.
+struct Im2col {
+  int n = 0, in_c = 0, in_h = 0, in_w = 0;
+  int r = 0, s = 0, sh = 1, sw = 1, top = 0, left = 0;
+  int oh = 0, ow = 0;
+  int rows = 0;  // in_c * r * s
 };
 
-// The filter gradient: block (g, t) sums samples [g * per_block, ...) of filters
-// [t * tile, ...) into partial sums, a second kernel adds them over the blocks in order.
-struct FilterGradPlan {
-  int n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, sh = 1, sw = 1, top = 0, left = 0;
-  int oh = 0, ow = 0, win_h = 0, win_w = 0, plane = 0;
-  int tile = 0, per_block = 0, blocks = 0;  // blocks: sample groups
-  int slices = 1;                           // adjacent lanes that split one item's pixels
-  size_t smem = 0, scratch_bytes = 0;       // scratch: blocks x K x (C R S + 1) floats
-  bool fits = false;
+// forward / backward-data: out[m][o] = sum over kk of im2col(in)[m][kk] B[kk][o] (+ bias[o]),
+// B[kk][o] = w[wrow(kk) + o * o_stride]; out is (n, out_c, oh, ow).
+struct ConvGemmPlan {
+  Im2col a;
+  int out_c = 0;
+  int o_stride = 0;         // forward: rows (W is (K, rows)); backward-data: R * S
+  bool transposed = false;  // backward-data: kk = (k, r, s) reads W[k][o][R-1-r][S-1-s]
+  int tiling = 0;           // index into the forward tilings (direct_conv.cu)
+  int grid_m = 0, grid_n = 0;
+};
+
+// backward-filter: partial[split][o][kk] = sum over the split's pixels m of dy[m][o] col[m][kk],
+// col = im2col(x) with a last column of ones (kk = rows: the bias); then added over the splits.
+struct FilterGemmPlan {
+  Im2col a;
+  int k = 0;       // filters
+  int tiling = 0;  // index into the filter tilings (direct_conv.cu)
+  int grid_kk = 0, grid_o = 0;
+  int splits = 1, split_len = 0;  // pixels a split sums: a multiple of the chunk
+  size_t scratch_bytes = 0;       // splits x K x (rows + 1) floats
 };
 
 class DirectConv {
  public:
-  // Plans the three directions for this geometry on `device` (shared memory limit, SM count).
+  enum Direction { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };
+
+  // Plans every tiling of the three directions that fits this geometry on `device`.
   DirectConv(const DirectConvGeometry& g, int device);
 
-  bool forward_fits() const { return fwd_.fits; }
-  bool backward_data_fits() const { return bwd_data_.fits; }
-  bool backward_filter_fits() const { return bwd_filter_.fits; }
-  // Scratch backward_filter needs (partial sums); 0 when it does not fit.
-  size_t scratch_bytes() const { return bwd_filter_.fits ? bwd_filter_.scratch_bytes : 0; }
+  // Tilings planned for a direction (0: the direction does not fit), and the one its calls run
+  // (the first until select()).
+  int tilings(Direction d) const;
+  void select(Direction d, int index);
+  int selected(Direction d) const { return selected_[d]; }
+  std::string describe(Direction d, int index) const;  // e.g. "64x16 tile, 4-way split"
+
+  bool forward_fits() const { return tilings(kForward) > 0; }
+  bool backward_data_fits() const { return tilings(kBackwardData) > 0; }
+  bool backward_filter_fits() const { return tilings(kBackwardFilter) > 0; }
+  // Scratch backward_filter needs with the selected tiling (0 when it does not fit), and the
+  // most any tiling needs (for timing them all).
+  size_t scratch_bytes() const;
+  size_t max_scratch_bytes() const;
 
   // y = conv(x, W) (+ bias when not null), overwritten.
   void forward(const float* x, const float* w, const float* bias, float* y, cudaStream_t stream) const;
@@ -77,8 +93,9 @@ class DirectConv {
                        cudaStream_t stream) const;
 
  private:
-  Correlation fwd_, bwd_data_;
-  FilterGradPlan bwd_filter_;
+  std::vector<ConvGemmPlan> fwd_, bwd_data_;
+  std::vector<FilterGemmPlan> bwd_filter_;
+  int selected_[3] = {0, 0, 0};
 };
 
 }  // namespace trainer::cuda

@@ -1,9 +1,10 @@
-// The direct convolution kernels (kernels/cuda/direct_conv.cuh) against a float64 reference on
-// the host, every direction, on shapes that reach each branch: 1 input channel, filter counts
-// that are not a multiple of 4, strides, symmetric and asymmetric padding, a 1-row (conv1d)
-// input, a batch that does not divide into the filter-gradient blocks, and one where several
-// samples share a block. The executor's tests take cuDNN's deterministic algorithms, so these
-// are the kernels' correctness tests; CudnnConv uses them only where they time faster.
+// Our convolution kernels (kernels/cuda/direct_conv.cuh) against a float64 reference on the
+// host, every direction and every tiling CudnnConv may time and pick, on shapes that reach each
+// branch: 1 input channel, filter counts that are not a multiple of 4 or of the tile, more
+// filters than one tile, filters longer than one 16-row chunk, strides, symmetric and asymmetric
+// padding, a 1-row (conv1d) input, pixel counts that do not divide into tiles or splits. The
+// executor's tests take cuDNN's deterministic algorithms, so these are the kernels' correctness
+// tests; CudnnConv uses them only where they time faster.
 #include <vector>
 
 #include "kernels/cuda/direct_conv.cuh"
@@ -92,11 +93,13 @@ TEST_CASE("gpu direct convolutions equal a float64 reference in every direction"
       {"stride 2 (backward-data goes to cuDNN)", geometry(3, 4, 13, 10, 8, 3, 3, 2, 1, 1, 1, 1)},
       {"conv1d as one row", geometry(6, 7, 1, 40, 9, 1, 5, 1, 0, 0, 0, 0)},
       {"many samples a block", geometry(600, 2, 6, 6, 3, 3, 3, 1, 0, 0, 0, 0)},
+      {"cifar conv3: 64 -> 64 3x3 on 6x6", geometry(9, 64, 6, 6, 64, 3, 3, 1, 0, 0, 0, 0)},
+      {"70 filters: two channel tiles", geometry(3, 5, 7, 9, 70, 3, 3, 1, 1, 1, 1, 1)},
   };
   uint64_t seed = 11;
   for (const auto& [name, g] : cases) {
     DYNAMIC_SECTION(name) {
-      const DirectConv conv(g, be.device());
+      DirectConv conv(g, be.device());
       REQUIRE(conv.forward_fits());
       REQUIRE(conv.backward_filter_fits());
       CHECK(conv.backward_data_fits() == (g.sh == 1 && g.sw == 1));
@@ -105,49 +108,65 @@ TEST_CASE("gpu direct convolutions equal a float64 reference in every direction"
       const auto x = random_vector(xn, ++seed), w = random_vector(wn, ++seed),
                  b = random_vector(size_t(g.k), ++seed), dy = random_vector(yn, ++seed);
       const Reference ref = reference(g, x, w, b, dy);
+      std::vector<double> unbiased = ref.y;
+      for (size_t i = 0; i < unbiased.size(); ++i) unbiased[i] -= b[size_t(int64_t(i) / (g.oh * g.ow) % g.k)];
       Buffer dx_(be, xn * 4), x_(be, xn * 4), w_(be, wn * 4), dw_(be, wn * 4), b_(be, size_t(g.k) * 4),
-          db_(be, size_t(g.k) * 4), y_(be, yn * 4), dy_(be, yn * 4), scratch(be, conv.scratch_bytes());
+          db_(be, size_t(g.k) * 4), y_(be, yn * 4), dy_(be, yn * 4), scratch(be, conv.max_scratch_bytes());
       x_.upload(x);
       w_.upload(w);
       b_.upload(b);
       dy_.upload(dy);
       // Poisoned outputs: every element must be written.
       const float nan = std::nanf("");
-      y_.fill(nan, yn);
-      dx_.fill(nan, xn);
-      dw_.fill(nan, wn);
-      db_.fill(nan, size_t(g.k));
-      conv.forward(x_.as(), w_.as(), b_.as(), y_.as(), be.stream());
-      conv.backward_filter(x_.as(), dy_.as(), dw_.as(), db_.as(), scratch.get(), be.stream());
-      if (conv.backward_data_fits()) conv.backward_data(dy_.as(), w_.as(), dx_.as(), be.stream());
-      be.synchronize();
-      const double ey = rel(y_.download(yn), ref.y), edw = rel(dw_.download(wn), ref.dw),
-                   edb = rel(db_.download(size_t(g.k)), ref.db);
-      INFO("y " << ey << " dW " << edw << " db " << edb);
-      CHECK(ey < 1e-5);
-      CHECK(edw < 1e-5);
-      CHECK(edb < 1e-5);
-      if (conv.backward_data_fits()) {
-        const double edx = rel(dx_.download(xn), ref.dx);
-        INFO("dx " << edx);
-        CHECK(edx < 1e-5);
+      for (int t = 0; t < conv.tilings(DirectConv::kForward); ++t) {
+        conv.select(DirectConv::kForward, t);
+        INFO("forward, " << conv.describe(DirectConv::kForward, t));
+        y_.fill(nan, yn);
+        conv.forward(x_.as(), w_.as(), b_.as(), y_.as(), be.stream());
+        be.synchronize();
+        CHECK(rel(y_.download(yn), ref.y) < 1e-5);
+        // Without a bias: the forward adds none.
+        y_.fill(nan, yn);
+        conv.forward(x_.as(), w_.as(), nullptr, y_.as(), be.stream());
+        be.synchronize();
+        CHECK(rel(y_.download(yn), unbiased) < 1e-5);
       }
-      // Without a bias: the forward adds none, the filter gradient leaves db alone.
-      y_.fill(nan, yn);
-      conv.forward(x_.as(), w_.as(), nullptr, y_.as(), be.stream());
-      db_.fill(7.f, size_t(g.k));
-      conv.backward_filter(x_.as(), dy_.as(), dw_.as(), nullptr, scratch.get(), be.stream());
-      be.synchronize();
-      std::vector<double> unbiased = ref.y;
-      for (size_t i = 0; i < unbiased.size(); ++i) unbiased[i] -= b[size_t(int64_t(i) / (g.oh * g.ow) % g.k)];
-      CHECK(rel(y_.download(yn), unbiased) < 1e-5);
-      CHECK(db_.download(size_t(g.k)) == std::vector<float>(size_t(g.k), 7.f));
+      for (int t = 0; t < conv.tilings(DirectConv::kBackwardData); ++t) {
+        conv.select(DirectConv::kBackwardData, t);
+        INFO("backward-data, " << conv.describe(DirectConv::kBackwardData, t));
+        dx_.fill(nan, xn);
+        conv.backward_data(dy_.as(), w_.as(), dx_.as(), be.stream());
+        be.synchronize();
+        CHECK(rel(dx_.download(xn), ref.dx) < 1e-5);
+      }
+      for (int t = 0; t < conv.tilings(DirectConv::kBackwardFilter); ++t) {
+        conv.select(DirectConv::kBackwardFilter, t);
+        INFO("backward-filter, " << conv.describe(DirectConv::kBackwardFilter, t));
+        REQUIRE(conv.scratch_bytes() <= conv.max_scratch_bytes());
+        dw_.fill(nan, wn);
+        db_.fill(nan, size_t(g.k));
+        conv.backward_filter(x_.as(), dy_.as(), dw_.as(), db_.as(), scratch.get(), be.stream());
+        be.synchronize();
+        CHECK(rel(dw_.download(wn), ref.dw) < 1e-5);
+        CHECK(rel(db_.download(size_t(g.k)), ref.db) < 1e-5);
+        // Without a bias: the filter gradient leaves db alone.
+        db_.fill(7.f, size_t(g.k));
+        conv.backward_filter(x_.as(), dy_.as(), dw_.as(), nullptr, scratch.get(), be.stream());
+        be.synchronize();
+        CHECK(db_.download(size_t(g.k)) == std::vector<float>(size_t(g.k), 7.f));
+        CHECK(rel(dw_.download(wn), ref.dw) < 1e-5);
+      }
+      INFO("tilings: forward " << conv.tilings(DirectConv::kForward) << ", backward-data "
+                               << conv.tilings(DirectConv::kBackwardData) << ", backward-filter "
+                               << conv.tilings(DirectConv::kBackwardFilter));
+      CHECK(conv.tilings(DirectConv::kForward) >= 2);
+      CHECK(conv.tilings(DirectConv::kBackwardFilter) >= 2);
     }
   }
 }
 
 TEST_CASE("gpu direct convolution declines what does not fit in shared memory", "[gpu][conv]") {
-  // VGG's 256-channel 32x32 layer: the window alone is over 1 MB.
+  // VGG's 256-channel 32x32 layer: 2,304 values a filter, over the gather table's 1,024.
   const DirectConv conv(geometry(8, 256, 32, 32, 256, 3, 3, 1, 1, 1, 1, 1), cuda_backend().device());
   CHECK_FALSE(conv.forward_fits());
   CHECK_FALSE(conv.backward_data_fits());

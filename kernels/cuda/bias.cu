@@ -22,9 +22,11 @@ constexpr int kLoadsAhead = 8;
 
 template <class T>
 __global__ void bias_add_kernel(T* y, const float* bias, int64_t n, int64_t channels, int64_t spatial,
-                                bool nhwc) {
-  for (int64_t i = global_index(); i < n; i += grid_stride())
-    y[i] = from_f32<T>(to_f32(y[i]) + bias[nhwc ? i % channels : (i / spatial) % channels]);
+                                bool nhwc, bool relu) {
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const float v = to_f32(y[i]) + bias[nhwc ? i % channels : (i / spatial) % channels];
+    y[i] = from_f32<T>(relu && !(v > 0.f) ? v * 0.f : v);
+  }
 }
 
 // Channels-last: block (tile, piece) sums channels [32 tile, 32 tile + 32) over rows of its piece;
@@ -116,13 +118,13 @@ __global__ void bias_grad_combine_kernel(BiasGradSplit s, const double* partial,
 }  // namespace
 
 void launch_bias_add(DType t, void* y, const float* bias, int64_t batch, int64_t channels, int64_t spatial,
-                     bool nhwc, cudaStream_t stream) {
+                     bool nhwc, cudaStream_t stream, bool relu) {
   const int64_t n = batch * channels * spatial;
   if (n <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     bias_add_kernel<T>
-        <<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), bias, n, channels, spatial, nhwc);
+        <<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), bias, n, channels, spatial, nhwc, relu);
   });
   CUDA_CHECK_LAUNCH();
 }

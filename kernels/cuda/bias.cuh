@@ -12,10 +12,11 @@
 
 namespace trainer::cuda {
 
-// y += bias (broadcast over batch and spatial positions).
+// y += bias (broadcast over batch and spatial positions), then y = relu(y) with `relu` (a relu
+// fused into the layer: x > 0 ? x : 0 * x, as the eltwise kernels).
 // nhwc: y is stored channels-last (B, spatial, F).
 void launch_bias_add(DType t, void* y, const float* bias, int64_t batch, int64_t channels, int64_t spatial,
-                     bool nhwc, cudaStream_t stream);
+                     bool nhwc, cudaStream_t stream, bool relu = false);
 
 // How the bias gradient splits each channel's batch * spatial values over blocks: `parts`
 // blocks per channel, so that a few channels with many values (a first convolution: 10 filters

@@ -11,6 +11,7 @@
 #include "kernels/cuda/bias.cuh"
 #include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/convert.cuh"
+#include "kernels/cuda/eltwise.cuh"
 #include "kernels/cuda/measure_buffers.h"
 #include "lib/memory/allocator.h"
 
@@ -53,6 +54,7 @@ class CudnnConvLayer : public LayerKernel {
   CudnnConvLayer(const ConvShape& s, bool bias, const KernelContext& ctx, const std::string& what)
       : be_(cuda_of(ctx)),
         bias_(bias),
+        relu_(ctx.fused_relu),
         batch_(s.batch),
         filters_(s.filters),
         out_spatial_(s.oh * s.ow),
@@ -99,18 +101,31 @@ class CudnnConvLayer : public LayerKernel {
 
   void forward(bool) override {
     void* y = out_.core_y();
-    const bool bias_added = conv_.forward(core_input(), w_, y, bias_ ? b_ : nullptr);
-    if (bias_ && !bias_added)
-      launch_bias_add(a_.dtype, y, b_, batch_, filters_, out_spatial_, conv_.nhwc(), be_.stream());
+    const bool done = conv_.forward(core_input(), w_, y, bias_ ? b_ : nullptr, relu_);
+    if (!done && bias_)  // the relu rides on the bias kernel
+      launch_bias_add(a_.dtype, y, b_, batch_, filters_, out_spatial_, conv_.nhwc(), be_.stream(), relu_);
+    else if (!done && relu_)
+      launch_eltwise_forward(Eltwise::relu, 0.f, a_.dtype, y, y, batch_ * filters_ * out_spatial_,
+                             be_.stream());
     out_.finish_forward(be_.stream());
   }
 
   void backward() override {
+    // A fused relu: our kernels read dy = dz through the mask of the stored output z; before a
+    // cuDNN direction dz is masked in place (the output's gradient is ours to overwrite,
+    // KernelContext::fused_relu). Both from the layer's own output and gradient, in the output's
+    // layout: the output edge's core copy of z lives in the transient workspace, gone by now.
+    const bool masked_inside = relu_ && conv_.masks_relu(a_.dx != nullptr);
+    if (relu_ && !masked_inside)
+      launch_eltwise_backward(Eltwise::relu, 0.f, a_.dtype, a_.y, a_.dy, const_cast<void*>(a_.dy),
+                              batch_ * filters_ * out_spatial_, be_.stream());
     const void* dy = out_.core_dy(be_.stream());
+    if (masked_inside && dy != a_.dy) throw InternalError("a fused relu's mask in another layout than dy");
     const void* x = core_input();
     // dx in the core layout: the input edge's buffer once the filter gradient has read x there.
     void* dx = a_.dx && x_core_ ? x_core_ : a_.dx;
-    const bool bias_done = conv_.backward(x, w_, dy, dw_, dx, bias_ ? db_ : nullptr);
+    const float* relu_z = masked_inside ? static_cast<const float*>(a_.y) : nullptr;
+    const bool bias_done = conv_.backward(x, w_, dy, dw_, dx, bias_ ? db_ : nullptr, relu_z);
     if (bias_ && !bias_done) launch_bias_grad(bias_split_, a_.dtype, dy, db_, bias_scratch_, be_.stream());
     if (a_.dx && x_core_)
       launch_relayout(a_.dtype, x_core_, true, core_c_, a_.dx, in_nhwc_, in_[1], in_[0], in_[2] * in_[3],
@@ -136,6 +151,7 @@ class CudnnConvLayer : public LayerKernel {
   TypedActivations a_;
   CudaBackend& be_;
   bool bias_;
+  bool relu_;  // KernelContext::fused_relu
   int64_t batch_, filters_, out_spatial_;
   std::array<int64_t, 4> in_;  // x: (B, C, H, W)
   CudnnConv conv_;
@@ -244,9 +260,9 @@ const void* CudnnConv::typed_weights(const float* w) {
   return w_typed_;
 }
 
-bool CudnnConv::forward(const void* x, const float* w, void* y, const float* bias) {
+bool CudnnConv::forward(const void* x, const float* w, void* y, const float* bias, bool relu) {
   if (direct_fwd_) {
-    direct_->forward(static_cast<const float*>(x), w, bias, static_cast<float*>(y), be_.stream());
+    direct_->forward(static_cast<const float*>(x), w, bias, static_cast<float*>(y), be_.stream(), relu);
     return true;
   }
   const void* xin = padded_input(x);
@@ -256,15 +272,18 @@ bool CudnnConv::forward(const void* x, const float* w, void* y, const float* bia
   return false;
 }
 
-bool CudnnConv::backward(const void* x, const float* w, const void* dy, float* dw, void* dx, float* db) {
+bool CudnnConv::backward(const void* x, const float* w, const void* dy, float* dw, void* dx, float* db,
+                         const float* relu_z) {
+  if (relu_z && !masks_relu(dx != nullptr))
+    throw InternalError("CudnnConv::backward: a relu mask for a direction cuDNN runs");
   const auto* dy32 = static_cast<const float*>(dy);
   if (direct_bwd_filter_) {
-    direct_->backward_filter(static_cast<const float*>(x), dy32, dw, db, scratch_, be_.stream());
+    direct_->backward_filter(static_cast<const float*>(x), dy32, dw, db, scratch_, be_.stream(), relu_z);
   } else {
     backward_filter(x, dy, dw);
   }
   if (dx && direct_bwd_data_)
-    direct_->backward_data(dy32, w, static_cast<float*>(dx), be_.stream());
+    direct_->backward_data(dy32, w, static_cast<float*>(dx), be_.stream(), relu_z);
   else if (dx)
     backward_data(w, dy, dx);
   return direct_bwd_filter_;

@@ -53,11 +53,18 @@ class CudnnConv {
 
   size_t workspace_bytes() const { return padded_bytes_ + weight_bytes_ + scratch_bytes_; }
   // x, y, dy, dx: the activation dtype. y = conv(x, W) (overwritten); returns true when it also
-  // added `bias` (not null: the direct kernel fuses it), false when the caller must.
-  bool forward(const void* x, const float* w, void* y, const float* bias = nullptr);
+  // added `bias` (not null) and applied the relu (`relu`: a relu fused after the layer) itself
+  // (the direct kernel fuses both), false when the caller must.
+  bool forward(const void* x, const float* w, void* y, const float* bias = nullptr, bool relu = false);
   // dW (overwritten) and, when dx is not null, dx (overwritten); returns true when it also wrote
   // db (not null: the direct kernel fuses the bias gradient), false when the caller must.
-  bool backward(const void* x, const float* w, const void* dy, float* dw, void* dx, float* db = nullptr);
+  // relu_z: a fused relu's output, through whose mask the directions read dy (only where
+  // masks_relu says they can).
+  bool backward(const void* x, const float* w, const void* dy, float* dw, void* dx, float* db = nullptr,
+                const float* relu_z = nullptr);
+  // Every direction backward runs (the input gradient with `dx`) is our own kernel, which can read
+  // dy through a fused relu's mask; otherwise the caller masks dy first.
+  bool masks_relu(bool dx) const { return direct_bwd_filter_ && (!dx || direct_bwd_data_); }
   DType dtype() const { return dtype_; }
   // x, y and their gradients are NHWC (low precision), else NCHW.
   bool nhwc() const { return nhwc_; }

@@ -9,8 +9,9 @@
 //   filter_gemm_kernel<TM, TN, TX, TY, KS, CH>: block (bkk, bo, split) sums its split's pixels, CH
 //     a chunk, into a BO x BKK tile of partial[split] (BO = TM * TX filters, BKK = TN * TY rows of
 //     (c, r, s) or the bias); the same register tiling and group split.
-//   filter_combine_kernel: one thread per (k, c r s | bias) adds the splits' partial sums in
-//     split order.
+//   filter_combine_kernel: `lanes` adjacent threads per (k, c r s | bias) add every lanes-th
+//     split's partial sum, then each other's by shuffles in a fixed tree (a single thread adding
+//     hundreds of splits one load at a time took longer than the GEMM).
 #include <algorithm>
 #include <array>
 #include <stdexcept>
@@ -73,11 +74,17 @@ __device__ __forceinline__ int4 m_entry(const Im2col& a, int m, int out_c) {
   return make_int4((n * a.in_c * a.in_h + y0) * a.in_w + x0, y0, x0, n * out_c * pix + pq);
 }
 
-// im2col(in) at the pixel `me` and filter row `ke` (valid entries only).
-__device__ __forceinline__ float gather(const Im2col& a, const float* __restrict__ in, int4 me, int4 ke) {
+// im2col(in) at the pixel `me` and filter row `ke` (valid entries only); through a relu's mask
+// (mask > 0, the stored relu output laid out as `in`) when mask is not null.
+__device__ __forceinline__ float gather(const Im2col& a, const float* __restrict__ in, int4 me, int4 ke,
+                                        const float* __restrict__ mask = nullptr) {
   const int y = me.y + ke.y, x = me.z + ke.z;
-  return (y >= 0 && y < a.in_h && x >= 0 && x < a.in_w) ? __ldg(in + me.x + ke.x) : 0.f;
+  if (!(y >= 0 && y < a.in_h && x >= 0 && x < a.in_w)) return 0.f;
+  const float v = __ldg(in + me.x + ke.x);
+  return !mask || __ldg(mask + me.x + ke.x) > 0.f ? v : v * 0.f;
 }
+
+__device__ __forceinline__ float relu_of(float v) { return v > 0.f ? v : v * 0.f; }
 
 template <int TM, int TN>
 __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float (&a)[TM], const float* b) {
@@ -96,6 +103,29 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float 
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], bv[j], acc[i][j]);
+}
+
+// This thread's share of one staged chunk: rows kg, kg + KS, ... of `a` (TM values at tx,
+// tx + TX, ...: adjacent lanes read adjacent floats) times `b` (TN values from ty * TN).
+template <int TM, int TN, int TX, int KS, int kChunk>
+__device__ __forceinline__ void chunk_fma(float (&acc)[TM][TN], const float* a, int a_stride, const float* b,
+                                          int b_stride, int tx, int ty, int kg) {
+#pragma unroll
+  for (int u = 0; u < kChunk / KS; ++u) {
+    const int row = kg + u * KS;
+    float av[TM];
+#pragma unroll
+    for (int i = 0; i < TM; ++i) av[i] = a[row * a_stride + tx + i * TX];
+    outer_product<TM, TN>(acc, av, b + row * b_stride + ty * TN);
+  }
+}
+
+template <int TM, int TN>
+__device__ __forceinline__ void zero(float (&acc)[TM][TN]) {
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
 }
 
 // Adds the KS groups' sums into group 0's, in group order, through `red` (shared memory of
@@ -122,10 +152,13 @@ __device__ __forceinline__ bool reduce_groups(float (&acc)[TM][TN], float* red) 
   return kg == 0;
 }
 
-template <int TM, int TN, int TX, int TY, int KS, int kChunk>
+// kMasked: the input is a fused relu's output gradient read through its mask (a template
+// parameter: the test in the gather cost the unmasked kernels 2-3% of a small network's step).
+template <int TM, int TN, int TX, int TY, int KS, int kChunk, bool kMasked>
 __global__ void __launch_bounds__(kBlockThreads)
     conv_gemm_kernel(ConvGemmPlan g, const float* __restrict__ in, const float* __restrict__ w,
-                     const float* __restrict__ bias, float* __restrict__ out) {
+                     const float* __restrict__ bias, float* __restrict__ out, const float* __restrict__ mask,
+                     bool relu) {
   constexpr int BM = TM * TX, BN = TN * TY;
   constexpr int LA = BM * kChunk / kBlockThreads, LB = kChunk * BN / kBlockThreads;
   static_assert(TX * TY * KS == kBlockThreads && LA >= 1 && LB >= 1 && kBlockThreads % BM == 0, "tiling");
@@ -150,7 +183,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
     for (int j = 0; j < LA; ++j) {
       const int kk = k0 + tid / BM + j * (kBlockThreads / BM);
-      ra[j] = (kk < a.rows && my_m.w >= 0) ? gather(a, in, my_m, kk_tab[kk]) : 0.f;
+      ra[j] = (kk < a.rows && my_m.w >= 0) ? gather(a, in, my_m, kk_tab[kk], kMasked ? mask : nullptr) : 0.f;
     }
 #pragma unroll
     for (int j = 0; j < LB; ++j) {
@@ -160,10 +193,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   };
   const int tx = tid % TX, ty = (tid / TX) % TY, kg = tid / (TX * TY);
   float acc[TM][TN];
-#pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+  zero(acc);
   load(0);
   for (int k0 = 0; k0 < a.rows; k0 += kChunk) {
 #pragma unroll
@@ -172,14 +202,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int j = 0; j < LB; ++j) bs[tid + j * kBlockThreads] = rb[j];  // [e / BN][e % BN]
     __syncthreads();
     if (k0 + kChunk < a.rows) load(k0 + kChunk);  // in flight during the FMAs below
-#pragma unroll
-    for (int u = 0; u < kChunk / KS; ++u) {
-      const int kl = kg + u * KS;
-      float av[TM];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) av[i] = as[kl * BM + tx + i * TX];
-      outer_product<TM, TN>(acc, av, bs + kl * BN + ty * TN);
-    }
+    chunk_fma<TM, TN, TX, KS, kChunk>(acc, as, BM, bs, BN, tx, ty, kg);
     __syncthreads();
   }
   if (!reduce_groups<TM, TN, TX, TY, KS>(acc, buf)) return;
@@ -191,15 +214,17 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const int o = o0 + ty * TN + j;
-      if (o < g.out_c) out[me.w + int64_t(o) * pix] = acc[i][j] + (bias ? __ldg(bias + o) : 0.f);
+      if (o >= g.out_c) continue;
+      const float v = acc[i][j] + (bias ? __ldg(bias + o) : 0.f);
+      out[me.w + int64_t(o) * pix] = relu ? relu_of(v) : v;
     }
   }
 }
 
-template <int TM, int TN, int TX, int TY, int KS, int kChunk>
+template <int TM, int TN, int TX, int TY, int KS, int kChunk, bool kMasked>
 __global__ void __launch_bounds__(kBlockThreads)
     filter_gemm_kernel(FilterGemmPlan g, const float* __restrict__ x, const float* __restrict__ dy,
-                       float* __restrict__ partial) {
+                       float* __restrict__ partial, const float* __restrict__ mask) {
   constexpr int BO = TM * TX, BKK = TN * TY;
   constexpr int LD = kChunk * BO / kBlockThreads, LX = kChunk * BKK / kBlockThreads;
   static_assert(TX * TY * KS == kBlockThreads && LD >= 1 && LX >= 1 && kBlockThreads % kChunk == 0, "tiling");
@@ -231,7 +256,9 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
     for (int j = 0; j < LD; ++j) {
       const int o = o0 + (tid + j * kBlockThreads) / kChunk;
-      rd[j] = (live && o < g.k) ? __ldg(dy + me.w + int64_t(o) * pix) : 0.f;
+      const int64_t at = me.w + int64_t(o) * pix;
+      const float d = (live && o < g.k) ? __ldg(dy + at) : 0.f;
+      rd[j] = !kMasked || !(live && o < g.k) || __ldg(mask + at) > 0.f ? d : d * 0.f;
     }
 #pragma unroll
     for (int j = 0; j < LX; ++j) {
@@ -241,10 +268,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   };
   const int tx = tid % TX, ty = (tid / TX) % TY, kg = tid / (TX * TY);
   float acc[TM][TN];
-#pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+  zero(acc);
   if (m_begin < m_end) load(m_begin);
   for (int m0 = m_begin; m0 < m_end; m0 += kChunk) {
     // Element e = tid + j * 256 is pixel e % kChunk, column e / kChunk: stored [pixel][column].
@@ -254,14 +278,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int j = 0; j < LX; ++j) xs[ml * XS + (tid + j * kBlockThreads) / kChunk] = rx[j];
     __syncthreads();
     if (m0 + kChunk < m_end) load(m0 + kChunk);
-#pragma unroll
-    for (int u = 0; u < kChunk / KS; ++u) {
-      const int pl = kg + u * KS;
-      float dv[TM];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) dv[i] = ds[pl * DS + tx + i * TX];
-      outer_product<TM, TN>(acc, dv, xs + pl * XS + ty * TN);
-    }
+    chunk_fma<TM, TN, TX, KS, kChunk>(acc, ds, DS, xs, XS, tx, ty, kg);
     __syncthreads();
   }
   if (!reduce_groups<TM, TN, TX, TY, KS>(acc, buf)) return;
@@ -279,40 +296,56 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
-__global__ void filter_combine_kernel(int splits, int k, int rows, const float* __restrict__ partial,
-                                      float* __restrict__ dw, float* __restrict__ db) {
+__global__ void filter_combine_kernel(int splits, int lanes, int k, int rows,
+                                      const float* __restrict__ partial, float* __restrict__ dw,
+                                      float* __restrict__ db) {
   const int64_t outputs = int64_t(k) * (rows + 1);
-  for (int64_t o = global_index(); o < outputs; o += grid_stride()) {
-    float sum = 0.f;
-    for (int b = 0; b < splits; ++b) sum += partial[b * outputs + o];
-    const int64_t kk = o / (rows + 1), row = o - kk * (rows + 1);
-    if (row < rows)
-      dw[kk * rows + row] = sum;
-    else if (db)
-      db[kk] = sum;
+  const int lane = int(threadIdx.x) % lanes;  // lanes: a power of two up to 32
+  const int64_t o = int64_t(blockIdx.x) * (blockDim.x / lanes) + threadIdx.x / lanes;
+  float sum = 0.f;
+  if (o < outputs) {
+#pragma unroll 4
+    for (int b = lane; b < splits; b += lanes) sum += __ldg(partial + b * outputs + o);
   }
+  for (int off = lanes / 2; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
+  if (lane != 0 || o >= outputs) return;
+  const int64_t kk = o / (rows + 1), row = o - kk * (rows + 1);
+  if (row < rows)
+    dw[kk * rows + row] = sum;
+  else if (db)
+    db[kk] = sum;
 }
 
 // Launchers by tiling index: one instantiation per table entry.
 using GemmLaunch = void (*)(const ConvGemmPlan&, const float*, const float*, const float*, float*,
-                            cudaStream_t);
-using FilterLaunch = void (*)(const FilterGemmPlan&, const float*, const float*, float*, cudaStream_t);
+                            const float*, bool, cudaStream_t);
+using FilterLaunch = void (*)(const FilterGemmPlan&, const float*, const float*, float*, const float*,
+                              cudaStream_t);
 
 template <int I>
 void launch_gemm(const ConvGemmPlan& p, const float* in, const float* w, const float* bias, float* out,
-                 cudaStream_t stream) {
+                 const float* mask, bool relu, cudaStream_t stream) {
   constexpr Tiling t = kGemmTilings[I];
-  conv_gemm_kernel<t.tm, t.tn, t.tx, t.ty, t.ks, t.ch>
-      <<<dim3(unsigned(p.grid_m), unsigned(p.grid_n)), kBlockThreads, 0, stream>>>(p, in, w, bias, out);
+  const dim3 grid(unsigned(p.grid_m), unsigned(p.grid_n));
+  if (mask)
+    conv_gemm_kernel<t.tm, t.tn, t.tx, t.ty, t.ks, t.ch, true>
+        <<<grid, kBlockThreads, 0, stream>>>(p, in, w, bias, out, mask, relu);
+  else
+    conv_gemm_kernel<t.tm, t.tn, t.tx, t.ty, t.ks, t.ch, false>
+        <<<grid, kBlockThreads, 0, stream>>>(p, in, w, bias, out, nullptr, relu);
 }
 
 template <int I>
 void launch_filter(const FilterGemmPlan& p, const float* x, const float* dy, float* partial,
-                   cudaStream_t stream) {
+                   const float* mask, cudaStream_t stream) {
   constexpr Tiling t = kFilterTilings[I];
-  filter_gemm_kernel<t.tm, t.tn, t.tx, t.ty, t.ks, t.ch>
-      <<<dim3(unsigned(p.grid_kk), unsigned(p.grid_o), unsigned(p.splits)), kBlockThreads, 0, stream>>>(
-          p, x, dy, partial);
+  const dim3 grid(unsigned(p.grid_kk), unsigned(p.grid_o), unsigned(p.splits));
+  if (mask)
+    filter_gemm_kernel<t.tm, t.tn, t.tx, t.ty, t.ks, t.ch, true>
+        <<<grid, kBlockThreads, 0, stream>>>(p, x, dy, partial, mask);
+  else
+    filter_gemm_kernel<t.tm, t.tn, t.tx, t.ty, t.ks, t.ch, false>
+        <<<grid, kBlockThreads, 0, stream>>>(p, x, dy, partial, nullptr);
 }
 
 template <size_t... I>
@@ -475,28 +508,32 @@ size_t DirectConv::max_scratch_bytes() const {
   return most;
 }
 
-void DirectConv::forward(const float* x, const float* w, const float* bias, float* y,
-                         cudaStream_t stream) const {
+void DirectConv::forward(const float* x, const float* w, const float* bias, float* y, cudaStream_t stream,
+                         bool relu) const {
   const ConvGemmPlan& p = fwd_.at(size_t(selected_[kForward]));
-  kGemmLaunch[size_t(p.tiling)](p, x, w, bias, y, stream);
+  kGemmLaunch[size_t(p.tiling)](p, x, w, bias, y, nullptr, relu, stream);
   CUDA_CHECK_LAUNCH();
 }
 
-void DirectConv::backward_data(const float* dy, const float* w, float* dx, cudaStream_t stream) const {
+void DirectConv::backward_data(const float* dy, const float* w, float* dx, cudaStream_t stream,
+                               const float* relu_z) const {
   const ConvGemmPlan& p = bwd_data_.at(size_t(selected_[kBackwardData]));
-  kGemmLaunch[size_t(p.tiling)](p, dy, w, nullptr, dx, stream);
+  kGemmLaunch[size_t(p.tiling)](p, dy, w, nullptr, dx, relu_z, false, stream);
   CUDA_CHECK_LAUNCH();
 }
 
 void DirectConv::backward_filter(const float* x, const float* dy, float* dw, float* db, void* scratch,
-                                 cudaStream_t stream) const {
+                                 cudaStream_t stream, const float* relu_z) const {
   const FilterGemmPlan& p = bwd_filter_.at(size_t(selected_[kBackwardFilter]));
   float* partial = static_cast<float*>(scratch);
-  kFilterLaunch[size_t(p.tiling)](p, x, dy, partial, stream);
+  kFilterLaunch[size_t(p.tiling)](p, x, dy, partial, relu_z, stream);
   CUDA_CHECK_LAUNCH();
   const int rows = p.a.rows;
-  filter_combine_kernel<<<grid_for(int64_t(p.k) * (rows + 1)), kThreads, 0, stream>>>(p.splits, p.k, rows,
-                                                                                      partial, dw, db);
+  int lanes = 1;  // about four partial sums a thread
+  while (lanes < 32 && lanes * 8 <= p.splits) lanes *= 2;
+  const int64_t outputs = int64_t(p.k) * (rows + 1);
+  const auto blocks = unsigned((outputs * lanes + kThreads - 1) / kThreads);  // one pass, no grid stride
+  filter_combine_kernel<<<blocks, kThreads, 0, stream>>>(p.splits, lanes, p.k, rows, partial, dw, db);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -84,13 +84,18 @@ class DirectConv {
   size_t scratch_bytes() const;
   size_t max_scratch_bytes() const;
 
-  // y = conv(x, W) (+ bias when not null), overwritten.
-  void forward(const float* x, const float* w, const float* bias, float* y, cudaStream_t stream) const;
+  // A relu fused after the convolution (KernelContext::fused_relu): the forward stores
+  // z = relu(conv + bias), and the backward directions read the output gradient through its mask
+  // (dz where z > 0, 0 * dz elsewhere) when given z.
+  // y = conv(x, W) (+ bias when not null) (through a relu with `relu`), overwritten.
+  void forward(const float* x, const float* w, const float* bias, float* y, cudaStream_t stream,
+               bool relu = false) const;
   // dx overwritten.
-  void backward_data(const float* dy, const float* w, float* dx, cudaStream_t stream) const;
+  void backward_data(const float* dy, const float* w, float* dx, cudaStream_t stream,
+                     const float* relu_z = nullptr) const;
   // dW (and db when not null) overwritten; scratch: scratch_bytes().
   void backward_filter(const float* x, const float* dy, float* dw, float* db, void* scratch,
-                       cudaStream_t stream) const;
+                       cudaStream_t stream, const float* relu_z = nullptr) const;
 
  private:
   std::vector<ConvGemmPlan> fwd_, bwd_data_;

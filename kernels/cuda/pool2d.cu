@@ -9,6 +9,8 @@
 //            path: one thread per output writes its whole window, each input written once, with
 //            32-bit index arithmetic (the gather's 64-bit divisions made VGG's first pool
 //            backward 110 us on an H100).
+//   With a fused relu (g.relu) the forward stores relu of the pooled value and the backward reads
+//   each output's gradient through the relu's mask (z > 0) from the stored output.
 //   x, dx: (B, C, H, W)  y, dy, argmax: (B, C, OH, OW); x, y, dx, dy of one dtype (f32, bf16,
 //   fp16), compared and summed in f32.
 #include <cfloat>
@@ -40,6 +42,13 @@ __device__ __forceinline__ int64_t offset(const PoolGeometry& g, int64_t sample,
                                           int64_t pos) {
   return g.channels_last ? (sample * positions + pos) * g.channels + c
                          : (sample * g.channels + c) * positions + pos;
+}
+
+// relu as the eltwise kernels compute it (x > 0 ? x : 0 * x), and its backward from the output.
+__device__ __forceinline__ float relu_of(float v) { return v > 0.f ? v : v * 0.f; }
+template <class T>
+__device__ __forceinline__ float through_relu(const PoolGeometry& g, const T* z, int64_t o, float d) {
+  return !g.relu || to_f32(z[o]) > 0.f ? d : d * 0.f;
 }
 
 // The in-bounds extent [begin, end) of output position o's window along one dimension.
@@ -74,14 +83,16 @@ __global__ void pool_forward_kernel(PoolGeometry g, const T* x, T* y, int32_t* a
             best_at = int32_t(h * g.w + w);
           }
         }
-      y[i] = from_f32<T>(best_at < 0 ? 0.f : best);
+      const float v = best_at < 0 ? 0.f : best;
+      y[i] = from_f32<T>(g.relu ? relu_of(v) : v);
       argmax[i] = best_at;
     } else {
       float sum = 0.f;
       for (int64_t h = h0; h < h1; ++h)
         for (int64_t w = w0; w < w1; ++w) sum += to_f32(xp[(h * g.w + w) * cs]);
       const int64_t count = (h1 - h0) * (w1 - w0);
-      y[i] = from_f32<T>(count > 0 ? sum / float(count) : 0.f);
+      const float v = count > 0 ? sum / float(count) : 0.f;
+      y[i] = from_f32<T>(g.relu ? relu_of(v) : v);
     }
   }
 }
@@ -96,7 +107,7 @@ __device__ __forceinline__ void covering(int64_t at, int64_t stride, int64_t pad
 }
 
 template <class T>
-__global__ void pool_backward_kernel(PoolGeometry g, const T* dy, const int32_t* argmax, T* dx) {
+__global__ void pool_backward_kernel(PoolGeometry g, const T* dy, const T* z, const int32_t* argmax, T* dx) {
   const int64_t n = g.batch * g.channels * g.h * g.w;
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     int64_t sample, c, ipos;
@@ -111,12 +122,12 @@ __global__ void pool_backward_kernel(PoolGeometry g, const T* dy, const int32_t*
       for (int64_t ow = ow0; ow <= ow1; ++ow) {
         const int64_t o = offset(g, sample, c, g.oh * g.ow, oh * g.ow + ow);
         if (g.max) {
-          if (argmax[o] == me) acc += to_f32(dy[o]);
+          if (argmax[o] == me) acc += through_relu(g, z, o, to_f32(dy[o]));
         } else {
           int64_t h0, h1, w0, w1;
           window(oh, g.sh, g.pad_top, g.kh, g.h, h0, h1);
           window(ow, g.sw, g.pad_left, g.kw, g.w, w0, w1);
-          acc += to_f32(dy[o]) / float((h1 - h0) * (w1 - w0));
+          acc += through_relu(g, z, o, to_f32(dy[o])) / float((h1 - h0) * (w1 - w0));
         }
       }
     dx[i] = from_f32<T>(acc);
@@ -125,8 +136,8 @@ __global__ void pool_backward_kernel(PoolGeometry g, const T* dy, const int32_t*
 
 // The tiling case: output o's window is rows [oh kh, oh kh + kh), columns [ow kw, ow kw + kw).
 template <class T>
-__global__ void pool_backward_tiled_kernel(PoolGeometry g, const T* dy, const int32_t* argmax, T* dx,
-                                           uint32_t n_out) {
+__global__ void pool_backward_tiled_kernel(PoolGeometry g, const T* dy, const T* z, const int32_t* argmax,
+                                           T* dx, uint32_t n_out) {
   const uint32_t ow_n = uint32_t(g.ow), oh_n = uint32_t(g.oh), w = uint32_t(g.w);
   const uint32_t kh = uint32_t(g.kh), kw = uint32_t(g.kw);
   const float count = float(kh * kw);
@@ -147,7 +158,7 @@ __global__ void pool_backward_tiled_kernel(PoolGeometry g, const T* dy, const in
       plane = rest / oh_n;
       dxp = dx + size_t(plane) * uint32_t(g.h) * w;
     }
-    const float d = to_f32(dy[o]);
+    const float d = through_relu(g, z, o, to_f32(dy[o]));
     const int32_t at = g.max ? argmax[o] : -1;
     const float share = g.max ? 0.f : d / count;
     for (uint32_t a = 0; a < kh; ++a)
@@ -172,8 +183,8 @@ void launch_pool2d_forward(const PoolGeometry& g, DType t, const void* x, void* 
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_pool2d_backward(const PoolGeometry& g, DType t, const void* dy, const int32_t* argmax, void* dx,
-                            cudaStream_t stream) {
+void launch_pool2d_backward(const PoolGeometry& g, DType t, const void* dy, const void* z,
+                            const int32_t* argmax, void* dx, cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.h * g.w;
   if (n <= 0) return;
   const bool tiles = g.kh == g.sh && g.kw == g.sw && g.pad_top == 0 && g.pad_left == 0 &&
@@ -182,16 +193,17 @@ void launch_pool2d_backward(const PoolGeometry& g, DType t, const void* dy, cons
     const int64_t n_out = g.batch * g.channels * g.oh * g.ow;
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      pool_backward_tiled_kernel<T><<<grid_for(n_out), kThreads, 0, stream>>>(
-          g, static_cast<const T*>(dy), argmax, static_cast<T*>(dx), uint32_t(n_out));
+      pool_backward_tiled_kernel<T>
+          <<<grid_for(n_out), kThreads, 0, stream>>>(g, static_cast<const T*>(dy), static_cast<const T*>(z),
+                                                     argmax, static_cast<T*>(dx), uint32_t(n_out));
     });
     CUDA_CHECK_LAUNCH();
     return;
   }
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    pool_backward_kernel<T>
-        <<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(dy), argmax, static_cast<T*>(dx));
+    pool_backward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        g, static_cast<const T*>(dy), static_cast<const T*>(z), argmax, static_cast<T*>(dx));
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -7,6 +7,9 @@
 // Any activation dtype (KernelContext::act_dtype), compared and summed in f32. A channels-last
 // input is pooled in that layout, and the output stays channels-last unless the consumer needs
 // plain NCHW (an OutputEdge transposes it; its buffer follows the argmax in the workspace).
+// Fused relu (KernelContext::fused_relu, registered kFusesRelu): the pooled values are stored
+// through a relu, and the backward masks the output's gradient by the stored output (z > 0), so
+// the usual pool -> relu pair (PyTorch's MNIST example) runs two kernels a step instead of four.
 //   x: (B, C, H, W)  y: (B, C, OH, OW)  workspace (max only): argmax int32 (B, C, OH, OW)
 #include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -30,11 +33,16 @@ class PoolCuda : public LayerKernel {
   std::shared_ptr<const Layout> output_layout() const override {
     return out_nhwc_ ? cuda::channels_last() : nullptr;
   }
-  size_t workspace_bytes() const override { return align_up(argmax_bytes()) + out_.workspace_bytes(); }
+  // [argmax] [the output edge's core y] [its core dy, with a fused relu: the backward still
+  // reads z there]
+  size_t workspace_bytes() const override {
+    return align_up(argmax_bytes()) + align_up(out_.workspace_bytes()) * (g_.relu ? 2 : 1);
+  }
   void bind(const KernelBinding& b) override {
     a_ = TypedActivations(b, dtype_);
     argmax_ = static_cast<int32_t*>(b.workspace);
-    out_.bind(static_cast<char*>(b.workspace) + align_up(argmax_bytes()), a_.y, a_.dy);
+    char* edge = static_cast<char*>(b.workspace) + align_up(argmax_bytes());
+    out_.bind(edge, a_.y, a_.dy, g_.relu ? edge + align_up(out_.workspace_bytes()) : nullptr);
   }
 
   void forward(bool) override {
@@ -44,7 +52,8 @@ class PoolCuda : public LayerKernel {
 
   void backward() override {
     if (a_.dx)
-      cuda::launch_pool2d_backward(g_, dtype_, out_.core_dy(be_.stream()), argmax_, a_.dx, be_.stream());
+      cuda::launch_pool2d_backward(g_, dtype_, out_.core_dy(be_.stream()), out_.core_y(), argmax_, a_.dx,
+                                   be_.stream());
   }
 
  private:
@@ -61,6 +70,7 @@ class PoolCuda : public LayerKernel {
   }
   static cuda::PoolGeometry with_layout(cuda::PoolGeometry g, const KernelContext& ctx) {
     g.channels_last = cuda::is_channels_last(ctx.input_layout);
+    g.relu = ctx.fused_relu;
     return g;
   }
 };

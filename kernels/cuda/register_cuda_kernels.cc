@@ -10,16 +10,17 @@
 namespace trainer {
 
 void register_cuda_kernels(Registry& r) {
-  const unsigned low = kLowPrecisionActivations, conv = low | kAnyInputLayout | kLowPrecisionChannelsOf8;
+  const unsigned low = kLowPrecisionActivations,
+                 conv = low | kAnyInputLayout | kLowPrecisionChannelsOf8 | kFusesRelu;
   const unsigned follow = low | kFollowsInputDtype, follow_any = follow | kAnyInputLayout;
   r.add_kernel("dense", "cuda", make_dense_cuda, low);
   r.add_kernel("conv2d", "cuda", make_conv2d_cuda, conv);
-  r.add_kernel("maxpool2d", "cuda", make_pool2d_cuda, follow_any);
-  r.add_kernel("avgpool2d", "cuda", make_pool2d_cuda, follow_any);
+  r.add_kernel("maxpool2d", "cuda", make_pool2d_cuda, follow_any | kFusesRelu);
+  r.add_kernel("avgpool2d", "cuda", make_pool2d_cuda, follow_any | kFusesRelu);
   r.add_kernel("embedding", "cuda", make_embedding_cuda);
   r.add_kernel("conv1d", "cuda", make_conv1d_cuda, conv);
-  r.add_kernel("maxpool1d", "cuda", make_pool1d_cuda, follow_any);
-  r.add_kernel("avgpool1d", "cuda", make_pool1d_cuda, follow_any);
+  r.add_kernel("maxpool1d", "cuda", make_pool1d_cuda, follow_any | kFusesRelu);
+  r.add_kernel("avgpool1d", "cuda", make_pool1d_cuda, follow_any | kFusesRelu);
   r.add_kernel("global_avg_pool", "cuda", make_global_avg_pool_cuda);
   r.add_kernel("global_max_pool", "cuda", make_global_max_pool_cuda);
   r.add_kernel("add", "cuda", make_add_cuda, follow);

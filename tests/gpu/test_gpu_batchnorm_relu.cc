@@ -13,6 +13,7 @@
 #include "lib/config/config.h"
 #include "lib/dist/device_collective.h"
 #include "lib/model/executor.h"
+#include "tests/gpu/fusion_run.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace trainer;
@@ -51,90 +52,14 @@ std::string unfused_yaml() {
   return y;
 }
 
-struct Run {
-  std::vector<float> params, buffers, out;
-  MetricSums train, eval;
-  int fused = 0;
-};
-
-// collective: synchronized batchnorm through it (one replica: the synchronized kernels).
-Run run(Backend& be, const Model& model, MathMode math, bool plain_layouts,
-        DeviceCollective* collective = nullptr) {
-  const Optimizer opt(make_optimizer("{type: sgd, lr: 0.05, momentum: 0.9}"));
-  ExecutorOptions o;
-  o.batch_sizes = {16};
-  o.num_classes = 6;
-  o.loss = LossKind::cross_entropy_logits;
-  o.math = math;
-  o.seed = 5;
-  o.plain_layouts = plain_layouts;
-  o.deterministic = true;
-  o.loss_scaling = math == MathMode::fp16;
-  o.loss_scale_init = 1024.f;
-  o.collective = collective;
-  o.sync_batchnorm = collective != nullptr;
-  Executor ex(model, be, opt, o);
-  Run r;
-  r.fused = ex.fused_relus();
-  r.params.resize(size_t(model.param_arena_floats()));
-  r.buffers.resize(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1)));
-  model.initialize(r.params.data(), r.buffers.data(), 3);
-  ex.upload_params(r.params.data(), r.buffers.data());
-  const int64_t in = model.input_shape().numel();
-  std::vector<float> x;
-  std::vector<int32_t> y(16);
-  for (int64_t t = 1; t <= 4; ++t) {
-    x = random_vector(size_t(16 * in), 700 + uint64_t(t), -2.f, 2.f);
-    for (size_t i = 0; i < y.size(); ++i) y[i] = int32_t((i * 5 + size_t(t)) % 6);
-    ex.train_step(16, x.data(), y.data(), t, 0.05f);
-  }
-  r.train = ex.read_metrics();
-  ex.reset_metrics();
-  ex.eval_step(16, x.data(), y.data());
-  r.eval = ex.read_metrics();
-  r.out.resize(16 * 6);
-  ex.predict(16, x.data(), r.out.data());
-  ex.download_params(r.params.data(), r.buffers.data());
-  return r;
-}
-
 }  // namespace
 
 TEST_CASE("gpu batchnorm with a fused relu trains bit for bit as the separate relu", "[gpu][fusion]") {
-  Config cf = parse_config(kFused, "fused.yaml", {});
-  Config cu = parse_config(unfused_yaml(), "unfused.yaml", {});
-  Model fused(cf.input_shape, cf.layers, cf.init, cf.file);
-  Model unfused(cu.input_shape, cu.layers, cu.init, cu.file);
-  for (MathMode math : {MathMode::strict_fp32, MathMode::bf16, MathMode::fp16}) {
-    if (math != MathMode::strict_fp32 && !gpu_has_math(math)) continue;
-    for (bool plain : {true, false}) {
-      INFO(math_name(math) << (plain ? ", NCHW" : ", backend layouts (channels-last in 16 bits)"));
-      const Run a = run(cuda_backend(), fused, math, plain);
-      const Run b = run(cuda_backend(), unfused, math, plain);
-      CHECK(a.fused == 3);
-      CHECK(b.fused == 0);
-      CHECK(a.train.loss_sum == b.train.loss_sum);
-      CHECK(a.eval.loss_sum == b.eval.loss_sum);
-      CHECK(a.params == b.params);
-      CHECK(a.buffers == b.buffers);
-      CHECK(a.out == b.out);
-    }
-  }
+  check_fused_bitwise(kFused, unfused_yaml(), 3);
 }
 
 TEST_CASE("gpu batchnorm with a fused relu trains like the CPU's", "[gpu][fusion]") {
-  Config c = parse_config(kFused, "fused.yaml", {});
-  Model model(c.input_shape, c.layers, c.init, c.file);
-  const Run cpu = run(cpu_backend(), model, MathMode::strict_fp32, false);
-  const Run gpu = run(cuda_backend(), model, MathMode::strict_fp32, false);
-  CHECK(cpu.fused == 3);
-  CHECK(gpu.fused == 3);
-  const double e = rel_error(gpu.params, cpu.params), eb = rel_error(gpu.buffers, cpu.buffers);
-  INFO("parameters rel " << e << ", running statistics rel " << eb);
-  CHECK(e < 1e-4);
-  CHECK(eb < 1e-4);
-  CHECK(std::abs(gpu.train.loss_sum - cpu.train.loss_sum) <= 1e-5 * std::abs(cpu.train.loss_sum));
-  CHECK(rel_error(gpu.out, cpu.out) < 1e-4);
+  check_fused_like_cpu(kFused, 3, 3);
 }
 
 TEST_CASE("gpu synchronized batchnorm with a fused relu trains bit for bit as the separate relu",
@@ -152,8 +77,8 @@ TEST_CASE("gpu synchronized batchnorm with a fused relu trains bit for bit as th
   for (MathMode math : {MathMode::strict_fp32, MathMode::bf16, MathMode::fp16}) {
     if (math != MathMode::strict_fp32 && !gpu_has_math(math)) continue;
     INFO(math_name(math));
-    const Run a = run(be, fused, math, false, one.get());
-    const Run b = run(be, unfused, math, false, one.get());
+    const FusionRun a = run_fusion(be, fused, math, false, one.get());
+    const FusionRun b = run_fusion(be, unfused, math, false, one.get());
     CHECK(a.fused == 3);
     CHECK(a.train.loss_sum == b.train.loss_sum);
     CHECK(a.params == b.params);

@@ -4,7 +4,8 @@
 // filters than one tile, filters longer than one 16-row chunk, strides, symmetric and asymmetric
 // padding, a 1-row (conv1d) input, pixel counts that do not divide into tiles or splits. The
 // executor's tests take cuDNN's deterministic algorithms, so these are the kernels' correctness
-// tests; CudnnConv uses them only where they time faster.
+// tests; CudnnConv uses them only where they time faster. Each direction also through a fused
+// relu: relu(conv + bias) stored, dy read through the stored output's mask.
 #include <vector>
 
 #include "kernels/cuda/direct_conv.cuh"
@@ -108,10 +109,21 @@ TEST_CASE("gpu direct convolutions equal a float64 reference in every direction"
       const auto x = random_vector(xn, ++seed), w = random_vector(wn, ++seed),
                  b = random_vector(size_t(g.k), ++seed), dy = random_vector(yn, ++seed);
       const Reference ref = reference(g, x, w, b, dy);
+      // A fused relu: z = relu(y) stored, and the backward reads dy where z > 0 (z: the
+      // reference's y, rounded; its mask applied to dy for the masked reference).
+      std::vector<float> z(ref.y.begin(), ref.y.end()), dy_masked = dy;
+      std::vector<double> y_relu = ref.y;
+      for (size_t i = 0; i < z.size(); ++i) {
+        if (!(z[i] > 0.f)) dy_masked[i] = 0.f;
+        if (!(y_relu[i] > 0.0)) y_relu[i] = 0.0;
+      }
+      const Reference masked = reference(g, x, w, b, dy_masked);
       std::vector<double> unbiased = ref.y;
       for (size_t i = 0; i < unbiased.size(); ++i) unbiased[i] -= b[size_t(int64_t(i) / (g.oh * g.ow) % g.k)];
       Buffer dx_(be, xn * 4), x_(be, xn * 4), w_(be, wn * 4), dw_(be, wn * 4), b_(be, size_t(g.k) * 4),
-          db_(be, size_t(g.k) * 4), y_(be, yn * 4), dy_(be, yn * 4), scratch(be, conv.max_scratch_bytes());
+          db_(be, size_t(g.k) * 4), y_(be, yn * 4), dy_(be, yn * 4), z_(be, yn * 4),
+          scratch(be, conv.max_scratch_bytes());
+      z_.upload(z);
       x_.upload(x);
       w_.upload(w);
       b_.upload(b);
@@ -130,6 +142,11 @@ TEST_CASE("gpu direct convolutions equal a float64 reference in every direction"
         conv.forward(x_.as(), w_.as(), nullptr, y_.as(), be.stream());
         be.synchronize();
         CHECK(rel(y_.download(yn), unbiased) < 1e-5);
+        // Through a fused relu.
+        y_.fill(nan, yn);
+        conv.forward(x_.as(), w_.as(), b_.as(), y_.as(), be.stream(), true);
+        be.synchronize();
+        CHECK(rel(y_.download(yn), y_relu) < 1e-5);
       }
       for (int t = 0; t < conv.tilings(DirectConv::kBackwardData); ++t) {
         conv.select(DirectConv::kBackwardData, t);
@@ -138,6 +155,10 @@ TEST_CASE("gpu direct convolutions equal a float64 reference in every direction"
         conv.backward_data(dy_.as(), w_.as(), dx_.as(), be.stream());
         be.synchronize();
         CHECK(rel(dx_.download(xn), ref.dx) < 1e-5);
+        dx_.fill(nan, xn);
+        conv.backward_data(dy_.as(), w_.as(), dx_.as(), be.stream(), z_.as());
+        be.synchronize();
+        CHECK(rel(dx_.download(xn), masked.dx) < 1e-5);
       }
       for (int t = 0; t < conv.tilings(DirectConv::kBackwardFilter); ++t) {
         conv.select(DirectConv::kBackwardFilter, t);
@@ -155,6 +176,11 @@ TEST_CASE("gpu direct convolutions equal a float64 reference in every direction"
         be.synchronize();
         CHECK(db_.download(size_t(g.k)) == std::vector<float>(size_t(g.k), 7.f));
         CHECK(rel(dw_.download(wn), ref.dw) < 1e-5);
+        // Through a fused relu's mask.
+        conv.backward_filter(x_.as(), dy_.as(), dw_.as(), db_.as(), scratch.get(), be.stream(), z_.as());
+        be.synchronize();
+        CHECK(rel(dw_.download(wn), masked.dw) < 1e-5);
+        CHECK(rel(db_.download(size_t(g.k)), masked.db) < 1e-5);
       }
       INFO("tilings: forward " << conv.tilings(DirectConv::kForward) << ", backward-data "
                                << conv.tilings(DirectConv::kBackwardData) << ", backward-filter "

@@ -1,0 +1,105 @@
+// Trains a model four steps on one backend (batch 16, 6 classes, SGD with momentum,
+// deterministic, fixed data), then evaluates and predicts: what the fusion tests compare between
+// a fused model and its unfused twin, or between backends.
+#pragma once
+
+#include <vector>
+
+#include "lib/config/config.h"
+#include "lib/dist/device_collective.h"
+#include "lib/model/executor.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace trainer::gpu_test {
+
+struct FusionRun {
+  std::vector<float> params, buffers, out;
+  MetricSums train, eval;
+  int fused = 0;  // relus run inside the kernel before them
+};
+
+// collective: synchronized batchnorm through it (one replica: the synchronized kernels).
+// deterministic false: the kernels the backend times fastest (our convolutions among them).
+inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool plain_layouts,
+                            DeviceCollective* collective = nullptr, bool deterministic = true) {
+  const Optimizer opt(make_optimizer("{type: sgd, lr: 0.05, momentum: 0.9}"));
+  ExecutorOptions o;
+  o.batch_sizes = {16};
+  o.num_classes = 6;
+  o.loss = LossKind::cross_entropy_logits;
+  o.math = math;
+  o.seed = 5;
+  o.plain_layouts = plain_layouts;
+  o.deterministic = deterministic;
+  o.loss_scaling = math == MathMode::fp16;
+  o.loss_scale_init = 1024.f;
+  o.collective = collective;
+  o.sync_batchnorm = collective != nullptr;
+  Executor ex(model, be, opt, o);
+  FusionRun r;
+  r.fused = ex.fused_relus();
+  r.params.resize(size_t(model.param_arena_floats()));
+  r.buffers.resize(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1)));
+  model.initialize(r.params.data(), r.buffers.data(), 3);
+  ex.upload_params(r.params.data(), r.buffers.data());
+  const int64_t in = model.input_shape().numel();
+  std::vector<float> x;
+  std::vector<int32_t> y(16);
+  for (int64_t t = 1; t <= 4; ++t) {
+    x = random_vector(size_t(16 * in), 700 + uint64_t(t), -2.f, 2.f);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = int32_t((i * 5 + size_t(t)) % 6);
+    ex.train_step(16, x.data(), y.data(), t, 0.05f);
+  }
+  r.train = ex.read_metrics();
+  ex.reset_metrics();
+  ex.eval_step(16, x.data(), y.data());
+  r.eval = ex.read_metrics();
+  r.out.resize(16 * 6);
+  ex.predict(16, x.data(), r.out.data());
+  ex.download_params(r.params.data(), r.buffers.data());
+  return r;
+}
+
+// A fused model and its twin with every pair kept apart (identity views between) train, evaluate
+// and predict bit for bit alike in fp32, bf16 and fp16 (where the GPU has them), with plain NCHW
+// and with backend layouts (channels-last in 16 bits); `relus` relus fused in the first.
+inline void check_fused_bitwise(const std::string& fused_yaml, const std::string& unfused_yaml, int relus) {
+  Config cf = parse_config(fused_yaml, "fused.yaml", {});
+  Config cu = parse_config(unfused_yaml, "unfused.yaml", {});
+  Model fused(cf.input_shape, cf.layers, cf.init, cf.file);
+  Model unfused(cu.input_shape, cu.layers, cu.init, cu.file);
+  for (MathMode math : {MathMode::strict_fp32, MathMode::bf16, MathMode::fp16}) {
+    if (math != MathMode::strict_fp32 && !gpu_has_math(math)) continue;
+    for (bool plain : {true, false}) {
+      INFO(math_name(math) << (plain ? ", NCHW" : ", backend layouts (channels-last in 16 bits)"));
+      const FusionRun a = run_fusion(cuda_backend(), fused, math, plain);
+      const FusionRun b = run_fusion(cuda_backend(), unfused, math, plain);
+      CHECK(a.fused == relus);
+      CHECK(b.fused == 0);
+      CHECK(a.train.loss_sum == b.train.loss_sum);
+      CHECK(a.eval.loss_sum == b.eval.loss_sum);
+      CHECK(a.params == b.params);
+      CHECK(a.buffers == b.buffers);
+      CHECK(a.out == b.out);
+    }
+  }
+}
+
+// The fused model trains on the GPU like on the CPU in fp32, `gpu_relus` and `cpu_relus` relus
+// fused on each (the CPU fuses only after batchnorm).
+inline void check_fused_like_cpu(const std::string& yaml, int gpu_relus, int cpu_relus) {
+  Config c = parse_config(yaml, "fused.yaml", {});
+  Model model(c.input_shape, c.layers, c.init, c.file);
+  const FusionRun cpu = run_fusion(cpu_backend(), model, MathMode::strict_fp32, false);
+  const FusionRun gpu = run_fusion(cuda_backend(), model, MathMode::strict_fp32, false);
+  CHECK(cpu.fused == cpu_relus);
+  CHECK(gpu.fused == gpu_relus);
+  const double e = rel_error(gpu.params, cpu.params), eb = rel_error(gpu.buffers, cpu.buffers);
+  INFO("parameters rel " << e << ", running statistics rel " << eb);
+  CHECK(e < 1e-4);
+  CHECK(eb < 1e-4);
+  CHECK(std::abs(gpu.train.loss_sum - cpu.train.loss_sum) <= 1e-5 * std::abs(cpu.train.loss_sum));
+  CHECK(rel_error(gpu.out, cpu.out) < 1e-4);
+}
+
+}  // namespace trainer::gpu_test

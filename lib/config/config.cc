@@ -414,6 +414,8 @@ static Config parse_document(YAML::Node root, const std::string& file,
   read_device(c, r);
   c.math = parse_math(r.choice("math", "fp32", math_names()));
   c.resolved["math"] = math_name(c.math);
+  c.low_precision_min_mflops = r.number("low_precision_min_mflops", 256, 0, 1e12);
+  c.resolved["low_precision_min_mflops"] = c.low_precision_min_mflops;
   c.threads = int(r.integer("threads", 0, 0, 4096));
   c.resolved["threads"] = c.threads;
   read_training_controls(c, r);

@@ -120,6 +120,9 @@ struct Config {
   // statistics (lib/core/batchnorm_sync_formula.h); one replica: nothing changes.
   bool sync_batchnorm = false;
   MathMode math = MathMode::strict_fp32;
+  // low_precision_min_mflops: under math bf16/fp16, convolutions and dense layers whose forward
+  // does fewer MFLOP a step (at the largest batch) stay f32 (ExecutorOptions).
+  double low_precision_min_mflops = 256;
   bool deterministic = false;
   int threads = 0;             // CPU threads; 0: the cores this process may use (OMP_NUM_THREADS if set)
   bool on_nan_skip = false;    // train.on_nan: stop (false) | skip (true)

@@ -433,6 +433,11 @@ DType Executor::layer_dtype(size_t i, const std::vector<DType>& inputs) const {
   const unsigned caps = reg.kernel_caps(l.type(), be_.name());
   if (!(caps & kLowPrecisionActivations)) return DType::f32;
   if ((caps & kLowPrecisionChannelsOf8) && l.output_shape().dims[0] % 8 != 0) return DType::f32;
+  if (!(caps & kFollowsInputDtype) && o_.low_precision_min_flops > 0) {
+    const int64_t batch =
+        o_.batch_sizes.empty() ? 1 : *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
+    if (l.forward_flops() * double(batch) < o_.low_precision_min_flops) return DType::f32;
+  }
   if (caps & kFollowsInputDtype)
     return std::all_of(inputs.begin(), inputs.end(), [&](DType t) { return t == low; }) ? low : DType::f32;
   return low;

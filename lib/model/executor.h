@@ -34,6 +34,12 @@ struct ExecutorOptions {
   float label_smoothing = 0.f;  // Backend::loss
   std::vector<int64_t> top_k;   // top-k accuracies to accumulate (besides the confusion matrix)
   MathMode math = MathMode::strict_fp32;
+  // Under a 16-bit math: a layer that computes in 16 bits by itself (convolution, dense; not the
+  // followers) does so only when its forward at the largest batch size is at least this many
+  // FLOPs, else it stays f32 (config low_precision_min_mflops). Below some size tensor cores
+  // save less than the conversions at the layer's edges cost, and our f32 kernels for small
+  // layers beat cuDNN's 16-bit ones. 0: every such layer in 16 bits (the tests).
+  double low_precision_min_flops = 0;
   bool deterministic = false;
   uint64_t seed = 0;
   // Record each step once as a CUDA graph and replay it (backends with capture only).

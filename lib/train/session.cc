@@ -213,6 +213,8 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   s->optimizer = std::make_unique<Optimizer>(cfg.optimizer);
   ExecutorOptions eo;
   eo.math = math;
+  // GPUs only: oneDNN's bf16 kernels are faster than its fp32 ones even on small layers.
+  eo.low_precision_min_flops = s->backend->host_memory() ? 0.0 : cfg.low_precision_min_mflops * 1e6;
   std::sort(batch_sizes.begin(), batch_sizes.end());
   batch_sizes.erase(std::unique(batch_sizes.begin(), batch_sizes.end()), batch_sizes.end());
   eo.batch_sizes = batch_sizes;

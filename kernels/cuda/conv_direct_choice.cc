@@ -81,7 +81,8 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
                                                        bwd_filter_ws_, &kZero, w_desc_, dw));
           }};
       const std::function<void()> direct_run[3] = {
-          [&] { direct_->forward(x, w, bias, y, st); }, [&] { direct_->backward_data(dy, w, dx, st); },
+          [&] { direct_->forward(x, w, bias, y, ws, st); },
+          [&] { direct_->backward_data(dy, w, dx, ws, st); },
           [&] { direct_->backward_filter(x, dy, dw, bias, ws, st); }};
       for (int d = 0; d < 3; ++d) {
         const int count = direct_->tilings(dirs[d]);
@@ -119,7 +120,10 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
   direct_fwd_ = use[0] >= 0;
   direct_bwd_data_ = use[1] >= 0;
   direct_bwd_filter_ = use[2] >= 0;
-  if (direct_bwd_filter_) scratch_bytes_ = std::max(scratch_bytes_, align_up(direct_->scratch_bytes()));
+  // The directions take the one scratch in turn (same stream).
+  const bool used[3] = {direct_fwd_, direct_bwd_data_, direct_bwd_filter_};
+  for (int d = 0; d < 3; ++d)
+    if (used[d]) scratch_bytes_ = std::max(scratch_bytes_, align_up(direct_->scratch_bytes(dirs[d])));
 }
 
 }  // namespace trainer::cuda

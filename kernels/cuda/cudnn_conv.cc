@@ -262,7 +262,8 @@ const void* CudnnConv::typed_weights(const float* w) {
 
 bool CudnnConv::forward(const void* x, const float* w, void* y, const float* bias, bool relu) {
   if (direct_fwd_) {
-    direct_->forward(static_cast<const float*>(x), w, bias, static_cast<float*>(y), be_.stream(), relu);
+    direct_->forward(static_cast<const float*>(x), w, bias, static_cast<float*>(y), scratch_, be_.stream(),
+                     relu);
     return true;
   }
   const void* xin = padded_input(x);
@@ -283,7 +284,7 @@ bool CudnnConv::backward(const void* x, const float* w, const void* dy, float* d
     backward_filter(x, dy, dw);
   }
   if (dx && direct_bwd_data_)
-    direct_->backward_data(dy32, w, static_cast<float*>(dx), be_.stream(), relu_z);
+    direct_->backward_data(dy32, w, static_cast<float*>(dx), scratch_, be_.stream(), relu_z);
   else if (dx)
     backward_data(w, dy, dx);
   return direct_bwd_filter_;

@@ -26,7 +26,8 @@ namespace trainer::cuda {
 namespace {
 
 constexpr int kBlockThreads = 256;
-constexpr int kMaxRows = 1024;  // filter values (C R S or K R S) the gather table holds
+constexpr int kMaxRows = 1024;                      // filter values (C R S or K R S) the gather table holds
+constexpr size_t kMaxSplitBytes = size_t(8) << 20;  // partial sums of a split forward / backward-data
 
 struct Tiling {
   int tm, tn, tx, ty, ks;  // thread tile, threads along the tile's two sides, sum-splitting groups
@@ -171,6 +172,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   float* bs = buf + kChunk * BM;  // [kChunk][BN]
   const Im2col& a = g.a;
   const int tid = threadIdx.x, m0 = blockIdx.x * BM, o0 = blockIdx.y * BN;
+  // This block's rows of the sum: all, or its split's.
+  const int k_begin = g.splits > 1 ? int(blockIdx.z) * g.k_per_split : 0;
+  const int k_end = g.splits > 1 ? min(a.rows, k_begin + g.k_per_split) : a.rows;
   for (int kk = tid; kk < a.rows; kk += kBlockThreads) kk_tab[kk] = kk_entry(a, kk, g.transposed, g.out_c);
   for (int j = tid; j < BM; j += kBlockThreads) m_tab[j] = m_entry(a, m0 + j, g.out_c);
   __syncthreads();
@@ -183,30 +187,45 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
     for (int j = 0; j < LA; ++j) {
       const int kk = k0 + tid / BM + j * (kBlockThreads / BM);
-      ra[j] = (kk < a.rows && my_m.w >= 0) ? gather(a, in, my_m, kk_tab[kk], kMasked ? mask : nullptr) : 0.f;
+      ra[j] = (kk < k_end && my_m.w >= 0) ? gather(a, in, my_m, kk_tab[kk], kMasked ? mask : nullptr) : 0.f;
     }
 #pragma unroll
     for (int j = 0; j < LB; ++j) {
       const int e = tid + j * kBlockThreads, o = o0 + e % BN, kk = k0 + e / BN;
-      rb[j] = (kk < a.rows && o < g.out_c) ? __ldg(w + kk_tab[kk].w + int64_t(o) * g.o_stride) : 0.f;
+      rb[j] = (kk < k_end && o < g.out_c) ? __ldg(w + kk_tab[kk].w + int64_t(o) * g.o_stride) : 0.f;
     }
   };
   const int tx = tid % TX, ty = (tid / TX) % TY, kg = tid / (TX * TY);
   float acc[TM][TN];
   zero(acc);
-  load(0);
-  for (int k0 = 0; k0 < a.rows; k0 += kChunk) {
+  load(k_begin);
+  for (int k0 = k_begin; k0 < k_end; k0 += kChunk) {
 #pragma unroll
     for (int j = 0; j < LA; ++j) as[tid + j * kBlockThreads] = ra[j];  // [e / BM][e % BM]
 #pragma unroll
     for (int j = 0; j < LB; ++j) bs[tid + j * kBlockThreads] = rb[j];  // [e / BN][e % BN]
     __syncthreads();
-    if (k0 + kChunk < a.rows) load(k0 + kChunk);  // in flight during the FMAs below
+    if (k0 + kChunk < k_end) load(k0 + kChunk);  // in flight during the FMAs below
     chunk_fma<TM, TN, TX, KS, kChunk>(acc, as, BM, bs, BN, tx, ty, kg);
     __syncthreads();
   }
   if (!reduce_groups<TM, TN, TX, TY, KS>(acc, buf)) return;
   const int pix = a.oh * a.ow;
+  if (g.splits > 1) {  // partial[z][o][m]: adjacent lanes, adjacent pixels
+    const int64_t total = int64_t(a.n) * pix;
+    float* part = out + int64_t(blockIdx.z) * g.out_c * total;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int m = m0 + tx + i * TX;
+      if (m >= total) continue;
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const int o = o0 + ty * TN + j;
+        if (o < g.out_c) part[int64_t(o) * total + m] = acc[i][j];
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int4 me = m_tab[tx + i * TX];
@@ -316,6 +335,22 @@ __global__ void filter_combine_kernel(int splits, int lanes, int k, int rows,
     db[kk] = sum;
 }
 
+// out[n][o][p][q] = relu?(sum over the splits in order of partial[z][o][m] + bias[o]), m = (n, p, q);
+// one thread per output, pixels fastest.
+__global__ void gemm_combine_kernel(ConvGemmPlan g, const float* __restrict__ partial,
+                                    const float* __restrict__ bias, float* __restrict__ out, bool relu) {
+  const int pix = g.a.oh * g.a.ow;
+  const int64_t total = int64_t(g.a.n) * pix, outputs = total * g.out_c;
+  for (int64_t i = global_index(); i < outputs; i += grid_stride()) {
+    const int64_t o = i / total, m = i - o * total;
+    float sum = 0.f;
+    for (int z = 0; z < g.splits; ++z) sum += __ldg(partial + int64_t(z) * outputs + i);
+    if (bias) sum += __ldg(bias + o);
+    const int64_t n = m / pix;
+    out[(n * g.out_c + o) * pix + (m - n * pix)] = relu ? relu_of(sum) : sum;
+  }
+}
+
 // Launchers by tiling index: one instantiation per table entry.
 using GemmLaunch = void (*)(const ConvGemmPlan&, const float*, const float*, const float*, float*,
                             const float*, bool, cudaStream_t);
@@ -326,7 +361,7 @@ template <int I>
 void launch_gemm(const ConvGemmPlan& p, const float* in, const float* w, const float* bias, float* out,
                  const float* mask, bool relu, cudaStream_t stream) {
   constexpr Tiling t = kGemmTilings[I];
-  const dim3 grid(unsigned(p.grid_m), unsigned(p.grid_n));
+  const dim3 grid(unsigned(p.grid_m), unsigned(p.grid_n), unsigned(p.splits));
   if (mask)
     conv_gemm_kernel<t.tm, t.tn, t.tx, t.ty, t.ks, t.ch, true>
         <<<grid, kBlockThreads, 0, stream>>>(p, in, w, bias, out, mask, relu);
@@ -376,7 +411,10 @@ bool fits_int(const DirectConvGeometry& g) {
   return g.n * g.c * g.h * g.w < big && g.n * g.k * g.oh * g.ow < big && g.k * g.c * g.r * g.s < big;
 }
 
-std::vector<ConvGemmPlan> plan_gemm(const ConvGemmPlan& base) {
+// Every tiling that suits the channel count, each also split over the sum when its grid has
+// fewer than two blocks an SM (into about two blocks an SM, whole chunks a split, at most
+// kMaxSplitBytes of partial sums).
+std::vector<ConvGemmPlan> plan_gemm(const ConvGemmPlan& base, int sms) {
   std::vector<ConvGemmPlan> out;
   const int64_t m = int64_t(base.a.n) * base.a.oh * base.a.ow;
   if (base.a.rows <= 0 || base.a.rows > kMaxRows || m <= 0 || base.out_c <= 0) return out;
@@ -389,6 +427,14 @@ std::vector<ConvGemmPlan> plan_gemm(const ConvGemmPlan& base) {
     p.grid_n = (base.out_c + t.cols_side() - 1) / t.cols_side();
     if (p.grid_n > 65535) continue;
     out.push_back(p);
+    const int64_t blocks = int64_t(p.grid_m) * p.grid_n, chunks = (base.a.rows + t.ch - 1) / t.ch;
+    const int64_t want = std::min<int64_t>(chunks, (2 * int64_t(sms) + blocks - 1) / blocks);
+    if (want < 2) continue;
+    const int64_t per = (chunks + want - 1) / want;  // chunks a split
+    p.k_per_split = int(per * t.ch);
+    p.splits = int((chunks + per - 1) / per);
+    p.scratch_bytes = size_t(p.splits) * size_t(base.out_c) * size_t(m) * sizeof(float);
+    if (p.splits >= 2 && p.scratch_bytes <= kMaxSplitBytes) out.push_back(p);
   }
   return out;
 }
@@ -420,7 +466,7 @@ DirectConv::DirectConv(const DirectConvGeometry& g, int device) {
   f.a = x;
   f.out_c = int(g.k);
   f.o_stride = x.rows;
-  fwd_ = plan_gemm(f);
+  fwd_ = plan_gemm(f, sms);
 
   if (g.sh == 1 && g.sw == 1 && g.r - 1 - g.pad_top >= 0 && g.s - 1 - g.pad_left >= 0) {
     // dx = dy (padded by R - 1 - top, S - 1 - left) correlated with the flipped, transposed W.
@@ -439,7 +485,7 @@ DirectConv::DirectConv(const DirectConvGeometry& g, int device) {
     b.out_c = int(g.c);
     b.o_stride = int(g.r * g.s);
     b.transposed = true;
-    bwd_data_ = plan_gemm(b);
+    bwd_data_ = plan_gemm(b, sms);
   }
 
   const int64_t m = g.n * g.oh * g.ow, rows = g.c * g.r * g.s;
@@ -495,31 +541,55 @@ std::string DirectConv::describe(Direction d, int index) const {
   const Tiling& t = kGemmTilings[p.tiling];
   return std::to_string(t.rows_side()) + "x" + std::to_string(t.cols_side()) + " tile, " +
          std::to_string(t.tm) + "x" + std::to_string(t.tn) + " a thread, " + std::to_string(t.ks) +
-         "-way split in a block, chunks of " + std::to_string(t.ch);
+         "-way split in a block, chunks of " + std::to_string(t.ch) +
+         (p.splits > 1 ? ", " + std::to_string(p.splits) + " splits" : std::string());
 }
 
-size_t DirectConv::scratch_bytes() const {
-  return bwd_filter_.empty() ? 0 : bwd_filter_[size_t(selected_[kBackwardFilter])].scratch_bytes;
+size_t DirectConv::scratch_bytes(Direction d) const {
+  if (tilings(d) == 0) return 0;
+  const size_t i = size_t(selected_[d]);
+  return d == kForward        ? fwd_[i].scratch_bytes
+         : d == kBackwardData ? bwd_data_[i].scratch_bytes
+                              : bwd_filter_[i].scratch_bytes;
 }
 
 size_t DirectConv::max_scratch_bytes() const {
   size_t most = 0;
   for (const FilterGemmPlan& p : bwd_filter_) most = std::max(most, p.scratch_bytes);
+  for (const auto* plans : {&fwd_, &bwd_data_})
+    for (const ConvGemmPlan& p : *plans) most = std::max(most, p.scratch_bytes);
   return most;
 }
 
-void DirectConv::forward(const float* x, const float* w, const float* bias, float* y, cudaStream_t stream,
-                         bool relu) const {
-  const ConvGemmPlan& p = fwd_.at(size_t(selected_[kForward]));
-  kGemmLaunch[size_t(p.tiling)](p, x, w, bias, y, nullptr, relu, stream);
+namespace {
+
+// One GEMM direction: straight into out, or into the scratch's partial sums and then out.
+void run_gemm(const ConvGemmPlan& p, const float* in, const float* w, const float* bias, float* out,
+              void* scratch, const float* mask, bool relu, cudaStream_t stream) {
+  if (p.splits <= 1) {
+    kGemmLaunch[size_t(p.tiling)](p, in, w, bias, out, mask, relu, stream);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  float* partial = static_cast<float*>(scratch);
+  kGemmLaunch[size_t(p.tiling)](p, in, w, nullptr, partial, mask, false, stream);
+  CUDA_CHECK_LAUNCH();
+  const int64_t outputs = int64_t(p.a.n) * p.a.oh * p.a.ow * p.out_c;
+  gemm_combine_kernel<<<grid_for(outputs), kThreads, 0, stream>>>(p, partial, bias, out, relu);
   CUDA_CHECK_LAUNCH();
 }
 
-void DirectConv::backward_data(const float* dy, const float* w, float* dx, cudaStream_t stream,
+}  // namespace
+
+void DirectConv::forward(const float* x, const float* w, const float* bias, float* y, void* scratch,
+                         cudaStream_t stream, bool relu) const {
+  run_gemm(fwd_.at(size_t(selected_[kForward])), x, w, bias, y, scratch, nullptr, relu, stream);
+}
+
+void DirectConv::backward_data(const float* dy, const float* w, float* dx, void* scratch, cudaStream_t stream,
                                const float* relu_z) const {
-  const ConvGemmPlan& p = bwd_data_.at(size_t(selected_[kBackwardData]));
-  kGemmLaunch[size_t(p.tiling)](p, dy, w, nullptr, dx, relu_z, false, stream);
-  CUDA_CHECK_LAUNCH();
+  run_gemm(bwd_data_.at(size_t(selected_[kBackwardData])), dy, w, nullptr, dx, scratch, relu_z, false,
+           stream);
 }
 
 void DirectConv::backward_filter(const float* x, const float* dy, float* dw, float* db, void* scratch,

@@ -49,6 +49,11 @@ struct ConvGemmPlan {
   bool transposed = false;  // backward-data: kk = (k, r, s) reads W[k][o][R-1-r][S-1-s]
   int tiling = 0;           // index into the forward tilings (direct_conv.cu)
   int grid_m = 0, grid_n = 0;
+  // Split over the sum (a grid too small for the GPU): block z sums rows [z k_per_split, ...)
+  // into partial[z][o][m] in the scratch; a second kernel adds the splits in order, adds the bias
+  // and applies the relu.
+  int splits = 1, k_per_split = 0;
+  size_t scratch_bytes = 0;  // splits x out_c x M floats (splits > 1)
 };
 
 // backward-filter: partial[split][o][kk] = sum over the split's pixels m of dy[m][o] col[m][kk],
@@ -79,21 +84,23 @@ class DirectConv {
   bool forward_fits() const { return tilings(kForward) > 0; }
   bool backward_data_fits() const { return tilings(kBackwardData) > 0; }
   bool backward_filter_fits() const { return tilings(kBackwardFilter) > 0; }
-  // Scratch backward_filter needs with the selected tiling (0 when it does not fit), and the
-  // most any tiling needs (for timing them all).
-  size_t scratch_bytes() const;
+  // Scratch a direction needs with its selected tiling (backward-filter: partial sums; the others
+  // when split over their sum; else 0), and the most any tiling of any direction needs (for
+  // timing them all).
+  size_t scratch_bytes(Direction d) const;
   size_t max_scratch_bytes() const;
 
   // A relu fused after the convolution (KernelContext::fused_relu): the forward stores
   // z = relu(conv + bias), and the backward directions read the output gradient through its mask
   // (dz where z > 0, 0 * dz elsewhere) when given z.
-  // y = conv(x, W) (+ bias when not null) (through a relu with `relu`), overwritten.
-  void forward(const float* x, const float* w, const float* bias, float* y, cudaStream_t stream,
-               bool relu = false) const;
-  // dx overwritten.
-  void backward_data(const float* dy, const float* w, float* dx, cudaStream_t stream,
+  // y = conv(x, W) (+ bias when not null) (through a relu with `relu`), overwritten; scratch:
+  // scratch_bytes(kForward).
+  void forward(const float* x, const float* w, const float* bias, float* y, void* scratch,
+               cudaStream_t stream, bool relu = false) const;
+  // dx overwritten; scratch: scratch_bytes(kBackwardData).
+  void backward_data(const float* dy, const float* w, float* dx, void* scratch, cudaStream_t stream,
                      const float* relu_z = nullptr) const;
-  // dW (and db when not null) overwritten; scratch: scratch_bytes().
+  // dW (and db when not null) overwritten; scratch: scratch_bytes(kBackwardFilter).
   void backward_filter(const float* x, const float* dy, float* dw, float* db, void* scratch,
                        cudaStream_t stream, const float* relu_z = nullptr) const;
 

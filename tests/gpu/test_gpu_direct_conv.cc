@@ -134,17 +134,17 @@ TEST_CASE("gpu direct convolutions equal a float64 reference in every direction"
         conv.select(DirectConv::kForward, t);
         INFO("forward, " << conv.describe(DirectConv::kForward, t));
         y_.fill(nan, yn);
-        conv.forward(x_.as(), w_.as(), b_.as(), y_.as(), be.stream());
+        conv.forward(x_.as(), w_.as(), b_.as(), y_.as(), scratch.get(), be.stream());
         be.synchronize();
         CHECK(rel(y_.download(yn), ref.y) < 1e-5);
         // Without a bias: the forward adds none.
         y_.fill(nan, yn);
-        conv.forward(x_.as(), w_.as(), nullptr, y_.as(), be.stream());
+        conv.forward(x_.as(), w_.as(), nullptr, y_.as(), scratch.get(), be.stream());
         be.synchronize();
         CHECK(rel(y_.download(yn), unbiased) < 1e-5);
         // Through a fused relu.
         y_.fill(nan, yn);
-        conv.forward(x_.as(), w_.as(), b_.as(), y_.as(), be.stream(), true);
+        conv.forward(x_.as(), w_.as(), b_.as(), y_.as(), scratch.get(), be.stream(), true);
         be.synchronize();
         CHECK(rel(y_.download(yn), y_relu) < 1e-5);
       }
@@ -152,18 +152,18 @@ TEST_CASE("gpu direct convolutions equal a float64 reference in every direction"
         conv.select(DirectConv::kBackwardData, t);
         INFO("backward-data, " << conv.describe(DirectConv::kBackwardData, t));
         dx_.fill(nan, xn);
-        conv.backward_data(dy_.as(), w_.as(), dx_.as(), be.stream());
+        conv.backward_data(dy_.as(), w_.as(), dx_.as(), scratch.get(), be.stream());
         be.synchronize();
         CHECK(rel(dx_.download(xn), ref.dx) < 1e-5);
         dx_.fill(nan, xn);
-        conv.backward_data(dy_.as(), w_.as(), dx_.as(), be.stream(), z_.as());
+        conv.backward_data(dy_.as(), w_.as(), dx_.as(), scratch.get(), be.stream(), z_.as());
         be.synchronize();
         CHECK(rel(dx_.download(xn), masked.dx) < 1e-5);
       }
       for (int t = 0; t < conv.tilings(DirectConv::kBackwardFilter); ++t) {
         conv.select(DirectConv::kBackwardFilter, t);
         INFO("backward-filter, " << conv.describe(DirectConv::kBackwardFilter, t));
-        REQUIRE(conv.scratch_bytes() <= conv.max_scratch_bytes());
+        REQUIRE(conv.scratch_bytes(DirectConv::kBackwardFilter) <= conv.max_scratch_bytes());
         dw_.fill(nan, wn);
         db_.fill(nan, size_t(g.k));
         conv.backward_filter(x_.as(), dy_.as(), dw_.as(), db_.as(), scratch.get(), be.stream());
@@ -197,7 +197,7 @@ TEST_CASE("gpu direct convolution declines what does not fit in shared memory", 
   CHECK_FALSE(conv.forward_fits());
   CHECK_FALSE(conv.backward_data_fits());
   CHECK_FALSE(conv.backward_filter_fits());
-  CHECK(conv.scratch_bytes() == 0);
+  CHECK(conv.max_scratch_bytes() == 0);
 }
 
 }  // namespace trainer::gpu_test

@@ -2,16 +2,49 @@
 // log-sum-exp, float gradients).
 // Layout: one block of 32 warps; warp w handles rows w, w+32, ...; lanes split the classes. The
 // per-row losses are summed in double per warp, then across warps in a fixed order, so the
-// result is deterministic without atomics (no scratch memory needed).
-//   out, dout: (B, C)  labels: (B)
+// result is deterministic without atomics (no scratch memory needed). The same pass may also
+// check the loss sum for the non-finite guard and add each row's (label, argmax) to the
+// confusion matrix (Backend::loss_and_metrics): a small network's step then runs one kernel here
+// instead of three.
+//   out, dout: (B, C)  labels: (B)  confusion: (C, C)
 #include "kernels/cuda/classification_loss.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/nonfinite_guard.cuh"
+#include "lib/core/host_device.h"
 
 namespace trainer::cuda {
 namespace {
 
 constexpr int kWarps = 32;
+
+// A row's argmax as confusion_accumulate.cu takes it (best = 0, then each c with o[c] > o[best]):
+// the first index of the largest value, a NaN never chosen, and 0 when o[0] is NaN. Each lane
+// offers its candidate (not ok: none, or a NaN); the warp keeps the larger value, on a tie the
+// lower index (a total order: every lane ends with the same answer).
+// NaN by its bits (no compiler flag can fold the test away, as the non-finite guard's).
+__device__ __forceinline__ bool nan_bits(float x) { return (__float_as_uint(x) & 0x7fffffffu) > 0x7f800000u; }
+
+struct ArgMax {
+  float v = 0.f;
+  int i = 0;
+  bool ok = false;
+};
+__device__ __forceinline__ ArgMax better(ArgMax a, ArgMax b) {
+  if (!b.ok) return a;
+  if (!a.ok) return b;
+  return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
+}
+__device__ __forceinline__ int warp_argmax(ArgMax a, bool first_is_nan) {
+  for (int off = 16; off > 0; off /= 2) {
+    ArgMax b;
+    b.v = __shfl_xor_sync(0xffffffffu, a.v, off);
+    b.i = __shfl_xor_sync(0xffffffffu, a.i, off);
+    b.ok = __shfl_xor_sync(0xffffffffu, int(a.ok), off) != 0;
+    a = better(a, b);
+  }
+  return first_is_nan || !a.ok ? 0 : a.i;
+}
 
 // Label smoothing s (kernels/cpu/classification_loss.cc is the reference): target q = (1 - s)
 // one_hot + s / C; one row per warp, the row's loss summed over the lanes in double.
@@ -58,7 +91,8 @@ __device__ double smoothed_row(LossKind kind, const float* o, float* d, int32_t 
 
 __global__ void __launch_bounds__(kWarps * 32)
     classification_loss_kernel(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
-                               int64_t classes, float* dout, float* loss_sum, float smoothing) {
+                               int64_t classes, float* dout, float* loss_sum, float smoothing,
+                               StepScalars* guard, uint32_t guard_bit, float* confusion) {
   __shared__ double warp_totals[kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float inv_b = 1.f / float(batch);
@@ -84,13 +118,22 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
       float* d = dout + i * classes;
       const float oy = __shfl_sync(0xffffffffu, v, y >= 0 && y < 32 ? y : 0);
+      // The row's largest value, NaNs aside (fmaxf drops them); the loss from logits needs it anyway.
+      const float mx = kind == LossKind::cross_entropy_logits || confusion
+                           ? warp_max(has ? fmaxf(-INFINITY, v) : -INFINITY)
+                           : 0.f;
+      if (confusion) {  // the argmax: the first lane holding mx; 0 when o[0] is NaN or none does
+        const unsigned at_max = __ballot_sync(0xffffffffu, has && v == mx);
+        const bool first_nan = (__ballot_sync(0xffffffffu, has && nan_bits(v)) & 1u) != 0;
+        const int best = first_nan || at_max == 0 ? 0 : __ffs(int(at_max)) - 1;
+        if (lane == 0) atomicAdd(confusion + int64_t(y) * classes + best, 1.f);
+      }
       switch (kind) {
         case LossKind::nll:
           if (has) d[lane] = lane == y ? -inv_b : 0.f;
           if (lane == 0) total -= oy;
           break;
-        case LossKind::cross_entropy_logits: {
-          const float mx = warp_max(has ? fmaxf(-INFINITY, v) : -INFINITY);  // as the loop: NaN -> -inf
+        case LossKind::cross_entropy_logits: {  // mx: as the loop's, NaN -> -inf
           const double sum = warp_sum(has ? exp(double(__fsub_rn(v, mx))) : 0.0);
           const double log_z = double(mx) + log(sum);
           if (has) {
@@ -114,6 +157,19 @@ __global__ void __launch_bounds__(kWarps * 32)
       const float* o = out + i * classes;
       float* d = dout + i * classes;
       const int32_t y = labels[i];
+      if (confusion) {
+        ArgMax a;  // this lane's classes in order, as the sequential rule
+        for (int64_t c = lane; c < classes; c += 32) {
+          const float x = o[c];
+          if (!nan_bits(x) && (!a.ok || x > a.v)) {
+            a.v = x;
+            a.i = int(c);
+            a.ok = true;
+          }
+        }
+        const int best = warp_argmax(a, nan_bits(o[0]));
+        if (lane == 0) atomicAdd(confusion + int64_t(y) * classes + best, 1.f);
+      }
       if (smoothing != 0.f) {
         const double row = smoothed_row(kind, o, d, y, classes, 1.0 / double(batch), smoothing, lane);
         if (lane == 0) total += row;
@@ -156,6 +212,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     double t = 0;
     for (int w = 0; w < kWarps; ++w) t += warp_totals[w];
     *loss_sum += float(t);
+    if (guard && nonfinite_bits(*loss_sum)) atomicOr(&guard->nonfinite, guard_bit);
   }
 }
 
@@ -163,10 +220,14 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 void launch_classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                                 int64_t classes, float* dout, float* loss_sum, float smoothing,
-                                cudaStream_t stream) {
-  if (batch <= 0) return;
+                                cudaStream_t stream, StepScalars* guard, uint32_t guard_bit,
+                                float* confusion) {
+  if (batch <= 0) {  // nothing to add; the guard still checks the sum, as check_finite would
+    if (guard) launch_check_finite(loss_sum, 1, guard_bit, guard, stream);
+    return;
+  }
   classification_loss_kernel<<<1, kWarps * 32, 0, stream>>>(kind, out, labels, batch, classes, dout, loss_sum,
-                                                            smoothing);
+                                                            smoothing, guard, guard_bit, confusion);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -9,9 +9,12 @@
 namespace trainer::cuda {
 
 // dout = d(mean loss)/d(out); *loss_sum += the batch's summed loss. Deterministic (one block).
-// smoothing: label smoothing (Backend::loss).
+// smoothing: label smoothing (Backend::loss). In the same pass (Backend::loss_and_metrics):
+// guard not null: guard_bit ORed into guard->nonfinite when the loss sum is not finite;
+// confusion not null: one added at (label, argmax of the row) per row (as confusion_accumulate.cu).
 void launch_classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                                 int64_t classes, float* dout, float* loss_sum, float smoothing,
-                                cudaStream_t stream);
+                                cudaStream_t stream, StepScalars* guard = nullptr, uint32_t guard_bit = 0,
+                                float* confusion = nullptr);
 
 }  // namespace trainer::cuda

@@ -243,6 +243,12 @@ void CudaBackend::loss(LossKind kind, const float* out, const int32_t* labels, i
                        float* dout, float* loss_sum, float smoothing) {
   cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing, stream_);
 }
+void CudaBackend::loss_and_metrics(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
+                                   int64_t classes, float* dout, float* loss_sum, float smoothing,
+                                   StepScalars* guard, uint32_t guard_bit, float* m) {
+  cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing, stream_,
+                                   guard, guard_bit, m);
+}
 void CudaBackend::confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                             float* m) {
   cuda::launch_confusion_accumulate(out, labels, batch, classes, m, stream_);

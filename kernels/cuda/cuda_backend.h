@@ -58,6 +58,9 @@ class CudaBackend : public Backend {
 
   void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
             float* dout, float* loss_sum, float smoothing = 0.f) override;
+  void loss_and_metrics(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
+                        int64_t classes, float* dout, float* loss_sum, float smoothing, StepScalars* guard,
+                        uint32_t guard_bit, float* m) override;
   void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                  float* confusion) override;
   void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,

@@ -42,12 +42,11 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   // Training: the batch's loss goes to the step's scalars first; commit_step adds it to the
   // epoch's sum unless the step found a non-finite value.
   float* loss = training ? &scalars_->batch_loss : metrics_;
-  be_.loss(on_logits ? LossKind::cross_entropy_logits : o_.loss, out, labels, batch, o_.num_classes, dout,
-           loss, o_.label_smoothing);
-  if (training) be_.check_finite(loss, 1, kNonfiniteLoss, scalars_);
+  be_.loss_and_metrics(on_logits ? LossKind::cross_entropy_logits : o_.loss, out, labels, batch,
+                       o_.num_classes, dout, loss, o_.label_smoothing, training ? scalars_ : nullptr,
+                       kNonfiniteLoss, metrics_ + 1 + o_.top_k.size());
   for (size_t k = 0; k < o_.top_k.size(); ++k)
     be_.topk_correct(out, labels, batch, o_.num_classes, o_.top_k[k], metrics_ + 1 + k);
-  be_.confusion(out, labels, batch, o_.num_classes, metrics_ + 1 + o_.top_k.size());
 }
 
 void Executor::enqueue_backward_and_update(Plan& p, bool update) {

@@ -97,6 +97,99 @@ TEST_CASE("gpu metrics handle a large batch with many classes", "[gpu][ops]") {
   CHECK(std::abs(mb.download(1)[0] - loss_cpu[0]) <= 1e-6 * loss_cpu[0]);
 }
 
+namespace {
+
+struct LossAndMetrics {
+  std::vector<float> dout, loss_and_confusion;
+  uint32_t nonfinite = 0;
+};
+
+// Backend::loss_and_metrics (fused: the GPU's one kernel) or its parts one by one (the base
+// class's definition, called explicitly), twice (accumulating), on one backend.
+LossAndMetrics loss_and_metrics(Backend& be, bool fused, LossKind kind, const std::vector<float>& out,
+                                const std::vector<int32_t>& labels, int64_t classes, float smoothing) {
+  const int64_t batch = int64_t(labels.size());
+  const size_t n = out.size(), n_metrics = 1 + size_t(classes * classes);
+  Buffer ob(be, n * 4), lb(be, labels.size() * 4), db(be, n * 4), mb(be, n_metrics * 4),
+      sb(be, sizeof(StepScalars));
+  ob.upload(out);
+  lb.upload(labels);
+  be.zero(mb.get(), n_metrics * 4);
+  be.zero(sb.get(), sizeof(StepScalars));
+  auto* guard = static_cast<StepScalars*>(sb.get());
+  float* m = mb.as();
+  for (int rep = 0; rep < 2; ++rep) {
+    if (fused)
+      be.loss_and_metrics(kind, ob.as(), lb.as<int32_t>(), batch, classes, db.as(), m, smoothing, guard,
+                          kNonfiniteLoss, m + 1);
+    else
+      be.Backend::loss_and_metrics(kind, ob.as(), lb.as<int32_t>(), batch, classes, db.as(), m, smoothing,
+                                   guard, kNonfiniteLoss, m + 1);
+  }
+  LossAndMetrics r{db.download(n), mb.download(n_metrics), 0};
+  StepScalars host;
+  be.synchronize();
+  if (be.host_memory())
+    host = *guard;
+  else
+    CUDA_CHECK(cudaMemcpy(&host, guard, sizeof(host), cudaMemcpyDeviceToHost));
+  r.nonfinite = host.nonfinite;
+  return r;
+}
+
+}  // namespace
+
+// The loss, the guard's check of its sum and the confusion matrix in one kernel equal the three
+// apart (and the CPU's): the row-per-warp path (10 classes) and the general one (40 classes, and
+// label smoothing on logits), ties, a NaN in a row's first output (argmax 0) and elsewhere (never the
+// argmax), a row of -inf; the NaNs make the loss sum non-finite, which the guard must see.
+TEST_CASE("gpu loss, non-finite check and confusion in one kernel equal them apart", "[gpu][ops]") {
+  for (const int64_t classes : {int64_t(10), int64_t(40)}) {
+    for (const float smoothing : {0.f, 0.1f}) {
+      for (LossKind kind : {LossKind::nll, LossKind::cross_entropy_logits, LossKind::cross_entropy_probs}) {
+        if (smoothing != 0.f && kind != LossKind::cross_entropy_logits) continue;  // smoothing: logits only
+        for (const bool with_nan : {false, true}) {
+          INFO(classes << " classes, smoothing " << smoothing << ", loss kind " << int(kind)
+                       << (with_nan ? ", NaNs" : ""));
+          const std::vector<int32_t> labels = labels_for(kBatch, classes, 7);
+          std::vector<float> out = random_vector(size_t(kBatch * classes), 11, -3.f, 3.f);
+          if (kind == LossKind::cross_entropy_probs)
+            for (auto& v : out) v = (v + 3.f) / 6.f;
+          std::fill(out.begin(), out.begin() + classes, 0.5f);                         // row 0: all tied
+          for (int64_t c = 0; c < classes; c += 3) out[size_t(classes + c)] = 0.9f;    // row 1: ties
+          std::fill(out.begin() + 2 * classes, out.begin() + 3 * classes, -INFINITY);  // row 2
+          out[size_t(2 * classes)] = kind == LossKind::cross_entropy_probs ? 0.f : -INFINITY;
+          if (with_nan) {
+            out[size_t(3 * classes)] = std::nanf("");      // row 3: NaN first: argmax 0
+            out[size_t(4 * classes + 5)] = std::nanf("");  // row 4: NaN inside: never chosen
+            out[size_t(4 * classes + 6)] = 9.f;
+          }
+          if (!with_nan && kind == LossKind::cross_entropy_logits)
+            std::fill(out.begin() + 2 * classes, out.begin() + 3 * classes, -1.f);
+          const LossAndMetrics apart =
+              loss_and_metrics(cuda_backend(), false, kind, out, labels, classes, smoothing);
+          const LossAndMetrics fused =
+              loss_and_metrics(cuda_backend(), true, kind, out, labels, classes, smoothing);
+          const LossAndMetrics cpu =
+              loss_and_metrics(cpu_backend(), true, kind, out, labels, classes, smoothing);
+          CHECK(fused.nonfinite == apart.nonfinite);
+          CHECK(fused.nonfinite == cpu.nonfinite);
+          CHECK((fused.nonfinite != 0) == !std::isfinite(apart.loss_and_confusion[0]));
+          // The confusion matrix: exactly; the loss and its gradient: the same kernel's arithmetic.
+          CHECK(std::vector<float>(fused.loss_and_confusion.begin() + 1, fused.loss_and_confusion.end()) ==
+                std::vector<float>(apart.loss_and_confusion.begin() + 1, apart.loss_and_confusion.end()));
+          CHECK(std::vector<float>(fused.loss_and_confusion.begin() + 1, fused.loss_and_confusion.end()) ==
+                std::vector<float>(cpu.loss_and_confusion.begin() + 1, cpu.loss_and_confusion.end()));
+          if (!with_nan) {
+            CHECK(fused.dout == apart.dout);
+            CHECK(fused.loss_and_confusion[0] == apart.loss_and_confusion[0]);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("gpu optimizer steps match the CPU", "[gpu][optim]") {
   const char* configs[] = {
       "{type: sgd, lr: 0.1}",

@@ -5,10 +5,12 @@
 //            avg_exclude_padding, Keras' and PyTorch's count_include_pad=False).
 //   backward: one thread per input, gathering over the outputs whose window covers it, in a
 //            fixed order: deterministic, and it overwrites dx. Windows that tile the input
-//            exactly (stride = kernel, no padding, no remainder: the usual 2x2 pool) take a faster
-//            path: one thread per output writes its whole window, each input written once, with
-//            32-bit index arithmetic (the gather's 64-bit divisions made VGG's first pool
-//            backward 110 us on an H100).
+//            (stride = kernel, no padding: the usual 2x2 pool, also in floor mode) take a faster
+//            path in both directions, with 32-bit index arithmetic (the gather's 64-bit divisions
+//            made VGG's first pool backward 110 us on an H100): backward, one thread per output
+//            writes its whole window, each input written once (the last outputs also the zeros
+//            of the rows and columns past the last window); forward, the same arithmetic as the
+//            generic kernel in the same order.
 //   With a fused relu (g.relu) the forward stores relu of the pooled value and the backward reads
 //   each output's gradient through the relu's mask (z > 0) from the stored output.
 //   x, dx: (B, C, H, W)  y, dy, argmax: (B, C, OH, OW); x, y, dx, dy of one dtype (f32, bf16,
@@ -134,39 +136,100 @@ __global__ void pool_backward_kernel(PoolGeometry g, const T* dy, const T* z, co
   }
 }
 
-// The tiling case: output o's window is rows [oh kh, oh kh + kh), columns [ow kw, ow kw + kw).
+// The tiling case (stride = window, no padding): output o's window is rows [oh kh, oh kh + kh),
+// columns [ow kw, ow kw + kw); rows and columns past the last window (floor mode: a 13-wide input
+// pooled by 2) belong to no window. 32-bit index arithmetic.
+struct TiledOut {
+  uint32_t oh, ow;
+  size_t plane;  // offset of the input plane (sample, channel): element (h, w) at plane + (h W + w) cs
+  uint32_t cs;   // channel stride: 1 (NCHW) or C (NHWC)
+};
+__device__ __forceinline__ TiledOut tiled_out(const PoolGeometry& g, uint32_t o) {
+  const uint32_t ow_n = uint32_t(g.ow), oh_n = uint32_t(g.oh), hw = uint32_t(g.h) * uint32_t(g.w);
+  TiledOut t;
+  if (g.channels_last) {  // o = ((sample oh_n + oh) ow_n + ow) C + c
+    const uint32_t ch = uint32_t(g.channels), c = o % ch, rest = o / ch;
+    t.ow = rest % ow_n;
+    t.oh = (rest / ow_n) % oh_n;
+    t.plane = size_t(rest / (ow_n * oh_n)) * hw * ch + c;
+    t.cs = ch;
+  } else {
+    t.ow = o % ow_n;
+    const uint32_t rest = o / ow_n;
+    t.oh = rest % oh_n;
+    t.plane = size_t(rest / oh_n) * hw;
+    t.cs = 1;
+  }
+  return t;
+}
+
+// Forward in the tiling case: one thread per output, the same comparisons and sums in the same
+// order as pool_forward_kernel (the generic kernel's 64-bit divisions dominated a small pool).
+template <class T>
+__global__ void pool_forward_tiled_kernel(PoolGeometry g, const T* x, T* y, int32_t* argmax, uint32_t n_out) {
+  const uint32_t w = uint32_t(g.w), kh = uint32_t(g.kh), kw = uint32_t(g.kw);
+  for (uint32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < n_out; o += gridDim.x * blockDim.x) {
+    const TiledOut t = tiled_out(g, o);
+    const T* xp = x + t.plane;
+    float v;
+    if (g.max) {
+      float best = -FLT_MAX;
+      int32_t best_at = -1;
+      for (uint32_t a = 0; a < kh; ++a)
+        for (uint32_t b = 0; b < kw; ++b) {
+          const uint32_t idx = (t.oh * kh + a) * w + t.ow * kw + b;
+          const float u = to_f32(xp[size_t(idx) * t.cs]);
+          if (best_at < 0 || u > best) {
+            best = u;
+            best_at = int32_t(idx);
+          }
+        }
+      v = best;
+      argmax[o] = best_at;
+    } else {
+      float sum = 0.f;
+      for (uint32_t a = 0; a < kh; ++a)
+        for (uint32_t b = 0; b < kw; ++b)
+          sum += to_f32(xp[size_t((t.oh * kh + a) * w + t.ow * kw + b) * t.cs]);
+      v = sum / float(kh * kw);
+    }
+    y[o] = from_f32<T>(g.relu ? relu_of(v) : v);
+  }
+}
+
+// Backward in the tiling case: each output writes its window (the last row and column of
+// outputs also the zeros past the last window), each input written once.
 template <class T>
 __global__ void pool_backward_tiled_kernel(PoolGeometry g, const T* dy, const T* z, const int32_t* argmax,
                                            T* dx, uint32_t n_out) {
-  const uint32_t ow_n = uint32_t(g.ow), oh_n = uint32_t(g.oh), w = uint32_t(g.w);
+  const uint32_t ow_n = uint32_t(g.ow), oh_n = uint32_t(g.oh), h = uint32_t(g.h), w = uint32_t(g.w);
   const uint32_t kh = uint32_t(g.kh), kw = uint32_t(g.kw);
   const float count = float(kh * kw);
   for (uint32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < n_out; o += gridDim.x * blockDim.x) {
-    uint32_t ow, oh, plane, cs = 1;
-    T* dxp;
-    if (g.channels_last) {  // o = ((sample oh_n + oh) ow_n + ow) C + c; dx plane (sample, c) at stride C
-      const uint32_t ch = uint32_t(g.channels), c = o % ch, rest = o / ch;
-      ow = rest % ow_n;
-      oh = (rest / ow_n) % oh_n;
-      plane = rest / (ow_n * oh_n);  // the sample
-      cs = ch;
-      dxp = dx + size_t(plane) * uint32_t(g.h) * w * ch + c;
-    } else {
-      ow = o % ow_n;
-      const uint32_t rest = o / ow_n;
-      oh = rest % oh_n;
-      plane = rest / oh_n;
-      dxp = dx + size_t(plane) * uint32_t(g.h) * w;
-    }
+    const TiledOut t = tiled_out(g, o);
+    T* dxp = dx + t.plane;
     const float d = through_relu(g, z, o, to_f32(dy[o]));
     const int32_t at = g.max ? argmax[o] : -1;
     const float share = g.max ? 0.f : d / count;
-    for (uint32_t a = 0; a < kh; ++a)
-      for (uint32_t b = 0; b < kw; ++b) {
-        const uint32_t idx = (oh * kh + a) * w + ow * kw + b;
-        dxp[size_t(idx) * cs] = from_f32<T>(g.max ? (int32_t(idx) == at ? d : 0.f) : share);
+    const uint32_t r0 = t.oh * kh, c0 = t.ow * kw;
+    const uint32_t r1 = t.oh + 1 == oh_n ? h : r0 + kh, c1 = t.ow + 1 == ow_n ? w : c0 + kw;
+    for (uint32_t r = r0; r < r1; ++r)
+      for (uint32_t c = c0; c < c1; ++c) {
+        const uint32_t idx = r * w + c;
+        const bool inside = r < r0 + kh && c < c0 + kw;
+        dxp[size_t(idx) * t.cs] = from_f32<T>(!inside ? 0.f : g.max ? (int32_t(idx) == at ? d : 0.f) : share);
       }
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Stride = window, no padding, at least one output each way, 32-bit indices: the tiled kernels.
+bool tiles(const PoolGeometry& g) {
+  return g.kh == g.sh && g.kw == g.sw && g.pad_top == 0 && g.pad_left == 0 && g.oh >= 1 && g.ow >= 1 &&
+         g.oh * g.sh <= g.h && g.ow * g.sw <= g.w && g.batch * g.channels * g.h * g.w < (int64_t(1) << 31);
 }
 
 }  // namespace
@@ -175,6 +238,15 @@ void launch_pool2d_forward(const PoolGeometry& g, DType t, const void* x, void* 
                            cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.oh * g.ow;
   if (n <= 0) return;
+  if (tiles(g)) {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      pool_forward_tiled_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+          g, static_cast<const T*>(x), static_cast<T*>(y), argmax, uint32_t(n));
+    });
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     pool_forward_kernel<T>
@@ -187,9 +259,7 @@ void launch_pool2d_backward(const PoolGeometry& g, DType t, const void* dy, cons
                             const int32_t* argmax, void* dx, cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.h * g.w;
   if (n <= 0) return;
-  const bool tiles = g.kh == g.sh && g.kw == g.sw && g.pad_top == 0 && g.pad_left == 0 &&
-                     g.h == g.oh * g.sh && g.w == g.ow * g.sw;
-  if (tiles && n < (int64_t(1) << 31)) {
+  if (tiles(g)) {
     const int64_t n_out = g.batch * g.channels * g.oh * g.ow;
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);

@@ -159,12 +159,12 @@ void CpuBackend::commit_step(const StepScalars* s, int64_t batch, float* loss_su
 }
 // A step with a non-finite loss or gradient updates nothing (the CUDA kernels check the same).
 void CpuBackend::sgd_step(const SgdHyper& h, float* w, const float* g, float* vel, int64_t n,
-                          const StepScalars* s) {
+                          StepScalars* s) {
   if (s->nonfinite & kNonfiniteSkipsUpdate) return;
   cpu::sgd_step(h, w, g, vel, n, *s);
 }
 void CpuBackend::adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
-                           const StepScalars* s) {
+                           StepScalars* s) {
   if (s->nonfinite & kNonfiniteSkipsUpdate) return;
   cpu::adam_step(h, w, g, m, v, n, *s);
 }
@@ -181,7 +181,7 @@ void CpuBackend::clip_grad_by_partials(float* g, int64_t n, float max_norm, cons
   cpu::clip_grad_by_partials(g, n, max_norm, partials, groups, record);
 }
 void CpuBackend::rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
-                              float* avg, int64_t n, const StepScalars* s) {
+                              float* avg, int64_t n, StepScalars* s) {
   if (s->nonfinite & kNonfiniteSkipsUpdate) return;
   cpu::rmsprop_step(h, w, g, sq, buf, avg, n, *s);
 }

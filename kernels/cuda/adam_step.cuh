@@ -10,6 +10,6 @@
 namespace trainer::cuda {
 
 void launch_adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
-                      const StepScalars* s, cudaStream_t stream);
+                      StepScalars* s, cudaStream_t stream);
 
 }  // namespace trainer::cuda

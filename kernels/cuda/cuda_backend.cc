@@ -277,11 +277,11 @@ void CudaBackend::commit_step(const StepScalars* s, int64_t batch, float* loss_s
   cuda::launch_commit_step(s, batch, loss_sum, record, stream_);
 }
 void CudaBackend::sgd_step(const SgdHyper& h, float* w, const float* g, float* vel, int64_t n,
-                           const StepScalars* s) {
+                           StepScalars* s) {
   cuda::launch_sgd_step(h, w, g, vel, n, s, stream_);
 }
 void CudaBackend::adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
-                            const StepScalars* s) {
+                            StepScalars* s) {
   cuda::launch_adam_step(h, w, g, m, v, n, s, stream_);
 }
 void CudaBackend::clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
@@ -297,7 +297,7 @@ void CudaBackend::clip_grad_by_partials(float* g, int64_t n, float max_norm, con
   cuda::launch_clip_by_partials(g, n, max_norm, partials, groups, record, stream_);
 }
 void CudaBackend::rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
-                               float* avg, int64_t n, const StepScalars* s) {
+                               float* avg, int64_t n, StepScalars* s) {
   cuda::launch_rmsprop_step(h, w, g, sq, buf, avg, n, s, stream_);
 }
 

@@ -16,4 +16,13 @@ void launch_check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s
 void launch_commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record,
                         cudaStream_t stream);
 
+#ifdef __CUDACC__
+// The weight check inside an optimizer kernel (Backend::optimizer_checks_weights): `bad` is
+// whether this thread saw a non-finite weight after its updates (or, on a skipped step, in the
+// weights as they are); a block ORs kNonfiniteWeights once. Every thread of the block must call it.
+__device__ __forceinline__ void flag_nonfinite_weights(bool bad, StepScalars* s) {
+  if (__syncthreads_or(bad) && threadIdx.x == 0) atomicOr(&s->nonfinite, kNonfiniteWeights);
+}
+#endif
+
 }  // namespace trainer::cuda

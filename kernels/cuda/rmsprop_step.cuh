@@ -9,6 +9,6 @@
 namespace trainer::cuda {
 
 void launch_rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf, float* avg,
-                         int64_t n, const StepScalars* s, cudaStream_t stream);
+                         int64_t n, StepScalars* s, cudaStream_t stream);
 
 }  // namespace trainer::cuda

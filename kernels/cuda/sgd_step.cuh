@@ -8,7 +8,7 @@
 
 namespace trainer::cuda {
 
-void launch_sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
-                     const StepScalars* s, cudaStream_t stream);
+void launch_sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n, StepScalars* s,
+                     cudaStream_t stream);
 
 }  // namespace trainer::cuda

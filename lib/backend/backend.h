@@ -164,14 +164,17 @@ class Backend {
 
   // Optimizer updates over one flat arena of n parameters (PyTorch's formulas,
   // lib/core/optimizer_formulas.h); the state arenas are laid out like the parameters. velocity
-  // may be null when h.momentum is 0. Each returns at once, on the device, when
-  // s->nonfinite & kNonfiniteSkipsUpdate.
+  // may be null when h.momentum is 0. Each updates nothing, on the device, when
+  // s->nonfinite & kNonfiniteSkipsUpdate. Where optimizer_checks_weights(), they also OR
+  // kNonfiniteWeights into s->nonfinite when a weight is not finite afterwards (skipped or not),
+  // the check the executor otherwise runs as check_finite after them.
+  virtual bool optimizer_checks_weights() const { return false; }
   virtual void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
-                        const StepScalars* s) = 0;
+                        StepScalars* s) = 0;
   virtual void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
-                         const StepScalars* s) = 0;
+                         StepScalars* s) = 0;
   virtual void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
-                            float* avg, int64_t n, const StepScalars* s) = 0;
+                            float* avg, int64_t n, StepScalars* s) = 0;
 
   // g: n floats (the gradient arena; padding between tensors is zero). partials: kClipPartials
   // doubles of backend memory. Deterministic for a given n.

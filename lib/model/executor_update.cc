@@ -76,7 +76,8 @@ void Executor::enqueue_update(int64_t batch, size_t buckets_launched) {
   // finite; weights are checked after it; the host reads the record only with the metrics.
   if (!scaler_) be_.check_finite(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
   opt_.step(be_, params_, grads_, state_.data(), n_param_floats_, scalars_);
-  be_.check_finite(params_, n_param_floats_, kNonfiniteWeights, scalars_);
+  if (!be_.optimizer_checks_weights())
+    be_.check_finite(params_, n_param_floats_, kNonfiniteWeights, scalars_);
   if (scaler_) be_.update_loss_scale(o_.loss_scale, scaler_, scalars_);
   be_.commit_step(scalars_, batch, metrics_, nonfinite_);
 }

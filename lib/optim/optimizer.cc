@@ -98,7 +98,7 @@ void Optimizer::prepare(StepScalars& s, int64_t t, float lr) const {
 }
 
 void Optimizer::step(Backend& b, float* w, const float* g, float* const* state, int64_t n,
-                     const StepScalars* s) const {
+                     StepScalars* s) const {
   if (c_.type == "sgd") {
     b.sgd_step(c_.sgd, w, g, state_slots() ? state[0] : nullptr, n, s);
   } else if (c_.type == "rmsprop") {

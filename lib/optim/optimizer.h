@@ -48,7 +48,7 @@ class Optimizer {
   void prepare(StepScalars& s, int64_t t, float lr) const;
   // One update of the n floats of the parameter arena w (g: the gradient arena);
   // state[k]: state slot k's arena, k < state_slots() (state may be null when there are none).
-  void step(Backend& b, float* w, const float* g, float* const* state, int64_t n, const StepScalars* s) const;
+  void step(Backend& b, float* w, const float* g, float* const* state, int64_t n, StepScalars* s) const;
 
  private:
   OptimizerConfig c_;

@@ -148,7 +148,9 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       ctx.batch = b;
       ctx.scalars = scalars_;
       ctx.layer_index = o_.first_layer + int(i);
-      ctx.math = o_.math;
+      // A layer kept f32 for its size computes as in fp32 (its math would otherwise let the
+      // libraries convert its operands to 16 bits or TF32, which a layer that small does not pay).
+      ctx.math = too_small_for_low_precision(*layers[i]) ? MathMode::strict_fp32 : o_.math;
       ctx.act_dtype = dt;
       ctx.deterministic = o_.deterministic;
       if (o_.sync_batchnorm) {  // on the device where there is a collective, else on the host
@@ -423,6 +425,17 @@ int Executor::fusable_relu(size_t i, DType dt) const {
   return int(r);
 }
 
+// Under a 16-bit math, a layer that computes in 16 bits by itself (not a follower) but whose
+// forward at the largest batch does fewer than ExecutorOptions::low_precision_min_flops.
+bool Executor::too_small_for_low_precision(const Layer& l) const {
+  if (be_.activation_dtype(o_.math) == DType::f32 || o_.low_precision_min_flops <= 0) return false;
+  const unsigned caps = Registry::global().kernel_caps(l.type(), be_.name());
+  if (!(caps & kLowPrecisionActivations) || (caps & kFollowsInputDtype)) return false;
+  const int64_t batch =
+      o_.batch_sizes.empty() ? 1 : *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
+  return l.forward_flops() * double(batch) < o_.low_precision_min_flops;
+}
+
 // Activations of layer i's kernel: the backend's low-precision dtype where the kernel takes it
 // (KernelCaps); layers that follow their inputs' dtype take it when all their inputs are in it.
 DType Executor::layer_dtype(size_t i, const std::vector<DType>& inputs) const {
@@ -433,11 +446,7 @@ DType Executor::layer_dtype(size_t i, const std::vector<DType>& inputs) const {
   const unsigned caps = reg.kernel_caps(l.type(), be_.name());
   if (!(caps & kLowPrecisionActivations)) return DType::f32;
   if ((caps & kLowPrecisionChannelsOf8) && l.output_shape().dims[0] % 8 != 0) return DType::f32;
-  if (!(caps & kFollowsInputDtype) && o_.low_precision_min_flops > 0) {
-    const int64_t batch =
-        o_.batch_sizes.empty() ? 1 : *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
-    if (l.forward_flops() * double(batch) < o_.low_precision_min_flops) return DType::f32;
-  }
+  if (too_small_for_low_precision(l)) return DType::f32;
   if (caps & kFollowsInputDtype)
     return std::all_of(inputs.begin(), inputs.end(), [&](DType t) { return t == low; }) ? low : DType::f32;
   return low;

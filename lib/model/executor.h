@@ -243,6 +243,7 @@ class Executor : public StepRunner {
   // The dtype of layer i's activations (KernelContext::act_dtype), its inputs arriving in these
   // dtypes.
   DType layer_dtype(size_t i, const std::vector<DType>& inputs) const;
+  bool too_small_for_low_precision(const Layer& l) const;
   size_t plan_gradients(Plan& p) const;
   // The relu layer that layer i's kernel, in activation dtype dt, runs itself (-1: none).
   int fusable_relu(size_t i, DType dt) const;

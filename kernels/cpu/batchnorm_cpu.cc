@@ -31,6 +31,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dnnl_edge.h"
 #include "lib/core/batchnorm_sync_formula.h"
+#include "lib/core/relu_formula.h"
 #include "lib/dist/communicator.h"
 #include "lib/layers/batchnorm.h"
 
@@ -144,7 +145,7 @@ class BatchNormCpu : public LayerKernel {
     float* y = a_.y;
     const int64_t n = y_floats();
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : y[i] * 0.f;
+    for (int64_t i = 0; i < n; ++i) y[i] = relu_forward(y[i]);
   }
   // dz -> the batchnorm output's gradient, in place.
   void relu_mask_gradient() {
@@ -152,7 +153,7 @@ class BatchNormCpu : public LayerKernel {
     float* dz = a_.dy;
     const int64_t n = y_floats();
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) dz[i] = z[i] > 0.f ? dz[i] : dz[i] * 0.f;
+    for (int64_t i = 0; i < n; ++i) dz[i] = relu_grad_from_output(z[i], dz[i]);
   }
 
   void forward_normalized(bool training) {

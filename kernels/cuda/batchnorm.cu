@@ -5,6 +5,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "lib/core/relu_formula.h"
 #include "lib/core/batchnorm_sync_formula.h"
 
 namespace trainer::cuda {
@@ -97,7 +98,7 @@ template <class T>
 __device__ __forceinline__ float relu_input_grad(const T* z, const T* dz, int64_t i) {
   const float g = to_f32(dz[i]);
   if (!z) return g;
-  return to_f32(from_f32<T>(to_f32(z[i]) > 0.f ? g : g * 0.f));
+  return to_f32(from_f32<T>(relu_grad_from_output(to_f32(z[i]), g)));
 }
 
 template <class T>
@@ -170,7 +171,7 @@ __global__ void batchnorm_normalize_kernel(BatchNormGeometry g, const T* x, cons
       continue;
     }
     const float f = to_f32(v);  // the relu kernel's rule on the rounded value (eltwise.cu)
-    y[i] = from_f32<T>(f > 0.f ? f : f * 0.f);
+    y[i] = from_f32<T>(relu_forward(f));
   }
 }
 

@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "lib/core/relu_formula.h"
 
 namespace trainer::cuda {
 namespace {
@@ -25,7 +26,7 @@ __global__ void bias_add_kernel(T* y, const float* bias, int64_t n, int64_t chan
                                 bool nhwc, bool relu) {
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     const float v = to_f32(y[i]) + bias[nhwc ? i % channels : (i / spatial) % channels];
-    y[i] = from_f32<T>(relu && !(v > 0.f) ? v * 0.f : v);
+    y[i] = from_f32<T>(relu ? relu_forward(v) : v);
   }
 }
 

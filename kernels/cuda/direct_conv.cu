@@ -21,6 +21,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/direct_conv.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "lib/core/relu_formula.h"
 
 namespace trainer::cuda {
 namespace {
@@ -82,10 +83,8 @@ __device__ __forceinline__ float gather(const Im2col& a, const float* __restrict
   const int y = me.y + ke.y, x = me.z + ke.z;
   if (!(y >= 0 && y < a.in_h && x >= 0 && x < a.in_w)) return 0.f;
   const float v = __ldg(in + me.x + ke.x);
-  return !mask || __ldg(mask + me.x + ke.x) > 0.f ? v : v * 0.f;
+  return mask ? relu_grad_from_output(__ldg(mask + me.x + ke.x), v) : v;
 }
-
-__device__ __forceinline__ float relu_of(float v) { return v > 0.f ? v : v * 0.f; }
 
 template <int TM, int TN>
 __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float (&a)[TM], const float* b) {
@@ -235,7 +234,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       const int o = o0 + ty * TN + j;
       if (o >= g.out_c) continue;
       const float v = acc[i][j] + (bias ? __ldg(bias + o) : 0.f);
-      out[me.w + int64_t(o) * pix] = relu ? relu_of(v) : v;
+      out[me.w + int64_t(o) * pix] = relu ? relu_forward(v) : v;
     }
   }
 }
@@ -277,7 +276,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       const int o = o0 + (tid + j * kBlockThreads) / kChunk;
       const int64_t at = me.w + int64_t(o) * pix;
       const float d = (live && o < g.k) ? __ldg(dy + at) : 0.f;
-      rd[j] = !kMasked || !(live && o < g.k) || __ldg(mask + at) > 0.f ? d : d * 0.f;
+      rd[j] = kMasked && live && o < g.k ? relu_grad_from_output(__ldg(mask + at), d) : d;
     }
 #pragma unroll
     for (int j = 0; j < LX; ++j) {
@@ -347,7 +346,7 @@ __global__ void gemm_combine_kernel(ConvGemmPlan g, const float* __restrict__ pa
     for (int z = 0; z < g.splits; ++z) sum += __ldg(partial + int64_t(z) * outputs + i);
     if (bias) sum += __ldg(bias + o);
     const int64_t n = m / pix;
-    out[(n * g.out_c + o) * pix + (m - n * pix)] = relu ? relu_of(sum) : sum;
+    out[(n * g.out_c + o) * pix + (m - n * pix)] = relu ? relu_forward(sum) : sum;
   }
 }
 

@@ -21,6 +21,7 @@
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/pool2d.cuh"
+#include "lib/core/relu_formula.h"
 
 namespace trainer::cuda {
 namespace {
@@ -46,11 +47,10 @@ __device__ __forceinline__ int64_t offset(const PoolGeometry& g, int64_t sample,
                          : (sample * g.channels + c) * positions + pos;
 }
 
-// relu as the eltwise kernels compute it (x > 0 ? x : 0 * x), and its backward from the output.
-__device__ __forceinline__ float relu_of(float v) { return v > 0.f ? v : v * 0.f; }
+// Output o's gradient d, through the fused relu's mask when there is one.
 template <class T>
 __device__ __forceinline__ float through_relu(const PoolGeometry& g, const T* z, int64_t o, float d) {
-  return !g.relu || to_f32(z[o]) > 0.f ? d : d * 0.f;
+  return g.relu ? relu_grad_from_output(to_f32(z[o]), d) : d;
 }
 
 // The in-bounds extent [begin, end) of output position o's window along one dimension.
@@ -86,7 +86,7 @@ __global__ void pool_forward_kernel(PoolGeometry g, const T* x, T* y, int32_t* a
           }
         }
       const float v = best_at < 0 ? 0.f : best;
-      y[i] = from_f32<T>(g.relu ? relu_of(v) : v);
+      y[i] = from_f32<T>(g.relu ? relu_forward(v) : v);
       argmax[i] = best_at;
     } else {
       float sum = 0.f;
@@ -94,7 +94,7 @@ __global__ void pool_forward_kernel(PoolGeometry g, const T* x, T* y, int32_t* a
         for (int64_t w = w0; w < w1; ++w) sum += to_f32(xp[(h * g.w + w) * cs]);
       const int64_t count = (h1 - h0) * (w1 - w0);
       const float v = count > 0 ? sum / float(count) : 0.f;
-      y[i] = from_f32<T>(g.relu ? relu_of(v) : v);
+      y[i] = from_f32<T>(g.relu ? relu_forward(v) : v);
     }
   }
 }
@@ -193,7 +193,7 @@ __global__ void pool_forward_tiled_kernel(PoolGeometry g, const T* x, T* y, int3
           sum += to_f32(xp[size_t((t.oh * kh + a) * w + t.ow * kw + b) * t.cs]);
       v = sum / float(kh * kw);
     }
-    y[o] = from_f32<T>(g.relu ? relu_of(v) : v);
+    y[o] = from_f32<T>(g.relu ? relu_forward(v) : v);
   }
 }
 

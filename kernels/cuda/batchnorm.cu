@@ -5,8 +5,8 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "lib/core/relu_formula.h"
 #include "lib/core/batchnorm_sync_formula.h"
+#include "lib/core/relu_formula.h"
 
 namespace trainer::cuda {
 namespace {

@@ -19,6 +19,8 @@ namespace trainer::cuda {
 namespace {
 
 constexpr float kOne = 1.f, kZero = 0.f;
+constexpr DirectConv::Direction kDirections[3] = {DirectConv::kForward, DirectConv::kBackwardData,
+                                                  DirectConv::kBackwardFilter};
 
 std::mutex g_direct_mutex;
 // Per shape: the tiling each direction runs, -1 for cuDNN.
@@ -63,8 +65,6 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
         be_.zero(p, n);
       const cudnnHandle_t h = be_.cudnn();
       const cudaStream_t st = be_.stream();
-      const DirectConv::Direction dirs[3] = {DirectConv::kForward, DirectConv::kBackwardData,
-                                             DirectConv::kBackwardFilter};
       const char* names[3] = {"forward", "backward-data", "backward-filter"};
       const std::function<void()> cudnn_run[3] = {
           [&] {
@@ -85,19 +85,19 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
           [&] { direct_->backward_data(dy, w, dx, ws, st); },
           [&] { direct_->backward_filter(x, dy, dw, bias, ws, st); }};
       for (int d = 0; d < 3; ++d) {
-        const int count = direct_->tilings(dirs[d]);
+        const int count = direct_->tilings(kDirections[d]);
         if (count == 0) continue;
         const float cudnn_ms = graph_time_ms(st, cudnn_run[d]);
         float best_ms = 0.f;
         for (int t = 0; t < count; ++t) {
-          direct_->select(dirs[d], t);
+          direct_->select(kDirections[d], t);
           const float ms = graph_time_ms(st, direct_run[d]);
           if (t == 0 || ms < best_ms) {
             best_ms = ms;
             use[size_t(d)] = t;
           }
         }
-        const std::string tiling = direct_->describe(dirs[d], use[size_t(d)]);
+        const std::string tiling = direct_->describe(kDirections[d], use[size_t(d)]);
         if (!(best_ms < cudnn_ms)) use[size_t(d)] = -1;
         spdlog::debug("{}: {} direct {:.4f} ms ({}, fastest of {}), cuDNN {:.4f} ms: {}", what, names[d],
                       best_ms, tiling, count, cudnn_ms, use[size_t(d)] >= 0 ? "direct" : "cuDNN");
@@ -113,17 +113,15 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
     std::lock_guard<std::mutex> lock(g_direct_mutex);
     direct_cache()[key] = use;
   }
-  const DirectConv::Direction dirs[3] = {DirectConv::kForward, DirectConv::kBackwardData,
-                                         DirectConv::kBackwardFilter};
   for (int d = 0; d < 3; ++d)
-    if (use[size_t(d)] >= 0) direct_->select(dirs[d], use[size_t(d)]);
+    if (use[size_t(d)] >= 0) direct_->select(kDirections[d], use[size_t(d)]);
   direct_fwd_ = use[0] >= 0;
   direct_bwd_data_ = use[1] >= 0;
   direct_bwd_filter_ = use[2] >= 0;
   // The directions take the one scratch in turn (same stream).
   const bool used[3] = {direct_fwd_, direct_bwd_data_, direct_bwd_filter_};
   for (int d = 0; d < 3; ++d)
-    if (used[d]) scratch_bytes_ = std::max(scratch_bytes_, align_up(direct_->scratch_bytes(dirs[d])));
+    if (used[d]) scratch_bytes_ = std::max(scratch_bytes_, align_up(direct_->scratch_bytes(kDirections[d])));
 }
 
 }  // namespace trainer::cuda

@@ -6,7 +6,7 @@ step's NVTX range ("train_step"), finds the step's period in the kernel sequence
 last step's kernels: count, sum of their durations, and the top N by time (name, count, us).
 
   python3 scripts/kernel_profile.py CONFIG [--trainer build/trainer] [--math fp32]
-      [--batch-size N] [--top 5] [--ncu ncu] [--json] [-- extra trainer bench flags]
+      [--batch-size N] [--top 5] [--ncu ncu] [--json] [--sequence] [-- extra trainer bench flags]
 
 ncu runs kernels one at a time (at the GPU's own clocks, caches not flushed), so the sum of
 durations is not the step's wall time: it is the time the GPU spends in kernels, without the gaps
@@ -57,6 +57,8 @@ def main():
     ap.add_argument("--steps", type=int, default=4, help="timed steps to profile (>= 4)")
     ap.add_argument("--top", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--sequence", action="store_true",
+                    help="also print every kernel of the step in launch order (us, name)")
     ap.add_argument("extra", nargs="*", help="more trainer bench flags, after --")
     a = ap.parse_args()
     # Boost clocks and warm caches, as the step runs outside the profiler (ncu's defaults lock the
@@ -88,6 +90,8 @@ def main():
     total = sum(us for _, us in step)
     res = dict(config=a.config, math=a.math, kernels_per_step=len(step), kernel_us=round(total, 1),
                top=[dict(kernel=n[:120], count=c, us=round(t, 1)) for n, (c, t) in top])
+    if a.sequence:
+        res["sequence"] = [dict(kernel=n[:120], us=round(us, 2)) for n, us in step]
     if a.json:
         print(json.dumps(res))
         return 0
@@ -98,6 +102,10 @@ def main():
         rest = sorted(by.items(), key=lambda kv: -kv[1][1])[a.top:]
         print("  %8.1f us  in %d more kernels of %d kinds" %
               (sum(t for _, (c, t) in rest), sum(c for _, (c, t) in rest), len(rest)))
+    if a.sequence:
+        print("the step in launch order:")
+        for i, (n, us) in enumerate(step):
+            print("  %3d %8.1f us  %s" % (i, us, n[:110]))
     return 0
 
 

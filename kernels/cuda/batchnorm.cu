@@ -76,11 +76,6 @@ void launch_partial(const BatchNormGeometry& g, Term term, double* partial, cuda
   }
 }
 
-// The channel of value i.
-__device__ __forceinline__ int64_t channel_of(const BatchNormGeometry& g, int64_t i) {
-  return g.channels_last ? i % g.channels : (i / g.spatial) % g.channels;
-}
-
 template <class T>
 struct StatsTerm {  // x, x^2
   const T* x;
@@ -94,8 +89,8 @@ struct StatsTerm {  // x, x^2
 // A fused relu (z: its output, this kernel's stored y; null: none): the gradient of the
 // batchnorm's output from the relu's, dz, as the relu kernel computes and stores it (eltwise.cu:
 // z > 0 ? dz : 0 dz, rounded to T), so fused and unfused steps agree bit for bit.
-template <class T>
-__device__ __forceinline__ float relu_input_grad(const T* z, const T* dz, int64_t i) {
+template <class T, class I>
+__device__ __forceinline__ float relu_input_grad(const T* z, const T* dz, I i) {
   const float g = to_f32(dz[i]);
   if (!z) return g;
   return to_f32(from_f32<T>(relu_grad_from_output(to_f32(z[i]), g)));
@@ -158,13 +153,16 @@ __global__ void batchnorm_running_stats_kernel(int64_t channels, const float* ru
   }
 }
 
-template <class T>
+// Index arithmetic in I: 32 bits where the tensor allows (launch.cuh: fits_int32_loop).
+template <class T, class I>
 __global__ void batchnorm_normalize_kernel(BatchNormGeometry g, const T* x, const float* mean,
                                            const float* inv, const float* gamma, const float* beta, bool relu,
                                            T* y) {
-  const int64_t n = g.batch * g.channels * g.spatial;
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const int64_t c = channel_of(g, i);
+  const I n = I(g.batch * g.channels * g.spatial), stride = I(gridDim.x) * I(blockDim.x);
+  const I first = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x);
+  ChannelWalk<I> ch(first, stride, I(g.channels), I(g.spatial), g.channels_last);
+  for (I i = first; i < n; i += stride, ch.next()) {
+    const I c = ch.at(i);
     const T v = from_f32<T>((to_f32(x[i]) - mean[c]) * (gamma[c] * inv[c]) + beta[c]);
     if (!relu) {
       y[i] = v;
@@ -195,12 +193,14 @@ __global__ void batchnorm_grad_kernel(BatchNormGeometry g, const double* partial
   }
 }
 
-template <class T>
+template <class T, class I>
 __global__ void batchnorm_dx_kernel(BatchNormGeometry g, const T* x, const T* dy, const T* z,
                                     const float* mean, const float* coef, T* dx) {
-  const int64_t n = g.batch * g.channels * g.spatial, C = g.channels;
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const int64_t c = channel_of(g, i);
+  const I n = I(g.batch * g.channels * g.spatial), C = I(g.channels), stride = I(gridDim.x) * I(blockDim.x);
+  const I first = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x);
+  ChannelWalk<I> ch(first, stride, C, I(g.spatial), g.channels_last);
+  for (I i = first; i < n; i += stride, ch.next()) {
+    const I c = ch.at(i);
     const float d = relu_input_grad(z, dy, i);
     dx[i] = from_f32<T>(coef[c] * (d - coef[C + c] - (to_f32(x[i]) - mean[c]) * coef[2 * C + c]));
   }
@@ -254,6 +254,17 @@ __global__ void batchnorm_dx_coef_kernel(int64_t channels, const double* sums, c
     coef[channels + c] = d.shift;
     coef[2 * channels + c] = d.slope;
   }
+}
+
+// dx of the whole tensor (batchnorm_dx_kernel), 32-bit indices where they fit.
+template <class T>
+void launch_dx(const BatchNormGeometry& g, const T* x, const T* dy, const T* z, const float* mean,
+               const float* coef, T* dx, cudaStream_t stream) {
+  const int64_t n = g.batch * g.channels * g.spatial;
+  if (fits_int32_loop(n))
+    batchnorm_dx_kernel<T, int32_t><<<grid_for(n), kThreads, 0, stream>>>(g, x, dy, z, mean, coef, dx);
+  else
+    batchnorm_dx_kernel<T, int64_t><<<grid_for(n), kThreads, 0, stream>>>(g, x, dy, z, mean, coef, dx);
 }
 
 }  // namespace
@@ -311,8 +322,14 @@ void launch_batchnorm_normalize(const BatchNormGeometry& g, DType t, const void*
   if (n <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    batchnorm_normalize_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-        g, static_cast<const T*>(x), mean, inv, gamma, beta, relu, static_cast<T*>(y));
+    auto go = [&](auto kernel) {
+      kernel<<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(x), mean, inv, gamma, beta, relu,
+                                                   static_cast<T*>(y));
+    };
+    if (fits_int32_loop(n))
+      go(batchnorm_normalize_kernel<T, int32_t>);
+    else
+      go(batchnorm_normalize_kernel<T, int64_t>);
   });
   CUDA_CHECK_LAUNCH();
 }
@@ -333,12 +350,10 @@ void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* 
                                                                             batch_stats, dgamma, dbeta, coef);
   CUDA_CHECK_LAUNCH();
   if (!dx) return;
-  const int64_t n = g.batch * g.channels * g.spatial;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    batchnorm_dx_kernel<T>
-        <<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(x), static_cast<const T*>(dy),
-                                               static_cast<const T*>(z), mean, coef, static_cast<T*>(dx));
+    launch_dx(g, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(z), mean, coef,
+              static_cast<T*>(dx), stream);
   });
   CUDA_CHECK_LAUNCH();
 }
@@ -395,9 +410,8 @@ void launch_batchnorm_dx_from_sums(const BatchNormGeometry& g, DType t, const vo
   CUDA_CHECK_LAUNCH();
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    batchnorm_dx_kernel<T>
-        <<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(x), static_cast<const T*>(dy),
-                                               static_cast<const T*>(z), mean, coef, static_cast<T*>(dx));
+    launch_dx(g, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(z), mean, coef,
+              static_cast<T*>(dx), stream);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -21,19 +21,14 @@ namespace {
 // a row per thread. The sums keep their order, so the results are the same bits.
 constexpr int kLoadsAhead = 8;
 
-// Index arithmetic in I: 32 bits where the tensor allows. Channels-last, a thread's channel
-// advances by the grid's stride modulo the channels, without a division per value (a 64-bit
-// division per value held vgg11_bn_cifar's first bias add at 1.7 TB/s on an H100).
+// Index arithmetic in I: 32 bits where the tensor allows (launch.cuh: fits_int32_loop).
 template <class T, class I>
 __global__ void bias_add_kernel(T* y, const float* bias, I n, I channels, I spatial, bool nhwc, bool relu) {
   const I stride = I(gridDim.x) * I(blockDim.x), first = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x);
-  const I step_c = stride % channels;
-  I c = first % channels;
-  for (I i = first; i < n; i += stride) {
-    const float v = to_f32(y[i]) + bias[nhwc ? c : (i / spatial) % channels];
+  ChannelWalk<I> ch(first, stride, channels, spatial, nhwc);
+  for (I i = first; i < n; i += stride, ch.next()) {
+    const float v = to_f32(y[i]) + bias[ch.at(i)];
     y[i] = from_f32<T>(relu ? relu_forward(v) : v);
-    c += step_c;
-    if (c >= channels) c -= channels;
   }
 }
 
@@ -131,8 +126,7 @@ void launch_bias_add(DType t, void* y, const float* bias, int64_t batch, int64_t
   if (n <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    // 32-bit indices need n + the grid's stride below 2^31 (grid_for caps the grid at 132 x 32 blocks).
-    if (n < (int64_t(1) << 30))
+    if (fits_int32_loop(n))
       bias_add_kernel<T, int32_t><<<grid_for(n), kThreads, 0, stream>>>(
           static_cast<T*>(y), bias, int32_t(n), int32_t(channels), int32_t(spatial), nhwc, relu);
     else

@@ -10,9 +10,9 @@ namespace trainer::cuda {
 namespace {
 
 // Index i walks dst; its (sample, channel, position) is read from src in src's layout, or zero.
-// Index arithmetic in I: 32 bits where the tensor allows (three 64-bit divisions per element made
-// converting vgg11_bn_cifar's 512 -> 512 3x3 filters, 14 MB, instruction-bound at 13.5 us on an
-// H100).
+// Index arithmetic in I: 32 bits where the tensors allow (launch.cuh: fits_int32_loop; three
+// 64-bit divisions per element made converting vgg11_bn_cifar's 512 -> 512 3x3 filters, 14 MB,
+// instruction-bound at 13.5 us on an H100).
 template <class D, class S, class I>
 __global__ void relayout_kernel(const S* src, bool src_nhwc, I src_c, D* dst, bool dst_nhwc, I dst_c, I b,
                                 I positions) {
@@ -36,10 +36,7 @@ void relayout(const S* src, bool src_nhwc, int64_t src_c, D* dst, bool dst_nhwc,
               int64_t positions, cudaStream_t stream) {
   const int64_t n = b * dst_c * positions;
   if (n <= 0) return;
-  // 32-bit indices need both tensors and n + the grid's stride below 2^31 (grid_for caps the grid
-  // at 132 x 32 blocks).
-  const int64_t limit = int64_t(1) << 30;
-  if (n < limit && b * src_c * positions < limit)
+  if (fits_int32_loop(n) && fits_int32_loop(b * src_c * positions))
     relayout_kernel<D, S, int32_t><<<grid_for(n), kThreads, 0, stream>>>(
         src, src_nhwc, int32_t(src_c), dst, dst_nhwc, int32_t(dst_c), int32_t(b), int32_t(positions));
   else

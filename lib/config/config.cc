@@ -194,6 +194,7 @@ static void read_data(Config& c, NodeReader& r) {
   dc.batch_size = dr.integer("batch_size", 32, 1, 1 << 20);
   dc.shuffle = dr.boolean("shuffle", true);
   dc.drop_last = dr.boolean("drop_last", false);
+  dc.loader_threads = dr.integer("loader_threads", 0, 0, 256);
   dc.validation_split = dr.number("validation_split", 0, 0, 0.99);
   if (dc.validation_split > 0 && present(dc.validation))
     dr.fail("validation_split", "cannot be combined with an explicit data.validation source");

@@ -109,7 +109,8 @@ EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostrea
   auto s = open_session(cfg, o.device, sizes, std::move(model));
   upload_weights(*s, w);
   spdlog::info("device: {}", s->backend->description());
-  BatchLoader loader(d, cfg.data.batch_size, false, false, normalization_for(cfg, d), cfg.seed);
+  BatchLoader loader(d, cfg.data.batch_size, false, false, normalization_for(cfg, d), cfg.seed, 0, 1,
+                     int(cfg.data.loader_threads));
   r.sums = evaluate_pass(*s->executor, loader);
   r.samples = r.sums.samples;
   r.metrics = compute_metrics(r.sums, cfg.metrics, s->classes);
@@ -161,7 +162,8 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
   add_batch_sizes(sizes, N, B, false);
   auto s = open_session(cfg, o.device, sizes, std::move(model));
   upload_weights(*s, w);
-  BatchLoader loader(d, B, false, false, normalization_for(cfg, d), cfg.seed);
+  BatchLoader loader(d, B, false, false, normalization_for(cfg, d), cfg.seed, 0, 1,
+                     int(cfg.data.loader_threads));
   loader.start_epoch(0);
   std::vector<float> probs(size_t(N * C));
   const float* x;

@@ -184,12 +184,15 @@ void FitRun::setup() {
   std::vector<int64_t> sizes;
   add_batch_sizes(sizes, data_.train.size(), B, cfg_.data.drop_last);
   const int rank = comm_.rank(), ranks = comm_.size();
+  const int loader_threads = int(cfg_.data.loader_threads);
   train_loader_ = std::make_unique<BatchLoader>(data_.train, B, cfg_.data.shuffle, cfg_.data.drop_last,
-                                                normalization_for(cfg_, data_.train), cfg_.seed, rank, ranks);
+                                                normalization_for(cfg_, data_.train), cfg_.seed, rank, ranks,
+                                                loader_threads);
   if (data_.has_val) {
     add_batch_sizes(sizes, data_.val.size(), B, false);
-    val_loader_ = std::make_unique<BatchLoader>(data_.val, B, false, false,
-                                                normalization_for(cfg_, data_.val), cfg_.seed, rank, ranks);
+    val_loader_ =
+        std::make_unique<BatchLoader>(data_.val, B, false, false, normalization_for(cfg_, data_.val),
+                                      cfg_.seed, rank, ranks, loader_threads);
   }
   sizes = shard_batch_sizes(sizes, ranks);  // one rank: the sizes themselves
   s_ = open_session(cfg_, opt_.device, sizes, std::move(model), &comm_, /*stages=*/true);

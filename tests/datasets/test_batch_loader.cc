@@ -311,3 +311,58 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE("BatchLoader fills large batches on several threads with the same values and errors",
+          "[datasets]") {
+  // 150 samples of (4, 32, 32): a batch of 64 is 2^18 values, the size from which threads share it.
+  Dataset d;
+  d.name = "wide";
+  d.sample_shape = Shape{4, 32, 32};
+  d.dtype = SampleDtype::u8;
+  d.num_classes = 5;
+  const int64_t n = 150, numel = d.sample_shape.numel();
+  for (int64_t i = 0; i < n * numel; ++i) d.u8.push_back(static_cast<uint8_t>((i * 7 + i / numel) % 251));
+  for (int64_t i = 0; i < n; ++i) d.labels.push_back(static_cast<int32_t>(i % 5));
+  Normalization norm;
+  norm.scale = 1.f / 255;
+  norm.mean = {0.1f, 0.2f, 0.3f, 0.4f};
+  norm.std = {0.5f, 0.6f, 0.7f, 0.8f};
+  auto batches = [&](int threads) {
+    BatchLoader loader(d, 64, true, false, norm, 11, 0, 1, threads);
+    std::vector<float> xs;
+    std::vector<int32_t> ys;
+    for (int64_t epoch = 0; epoch < 2; ++epoch) {
+      loader.start_epoch(epoch);
+      const float* x = nullptr;
+      const int32_t* y = nullptr;
+      int64_t rows = 0;
+      while (loader.next(&x, &y, &rows)) {
+        xs.insert(xs.end(), x, x + rows * numel);
+        ys.insert(ys.end(), y, y + rows);
+      }
+    }
+    return std::make_pair(xs, ys);
+  };
+  const auto one = batches(1);
+  REQUIRE(one.first.size() == size_t(2 * n * numel));
+  REQUIRE(batches(3) == one);  // bit for bit, labels too
+  REQUIRE(default_loader_threads() >= 1);
+  REQUIRE(default_loader_threads() <= 4);
+
+  // Non-finite values in two rows of one batch: the error names the first of them in batch order.
+  Dataset f;
+  f.name = "floats";
+  f.sample_shape = Shape{4, 32, 32};
+  f.dtype = SampleDtype::f32;
+  f.num_classes = 2;
+  f.f32.assign(size_t(n * numel), 0.5f);
+  f.labels.assign(size_t(n), 0);
+  f.f32[size_t(40 * numel + 17)] = std::numeric_limits<float>::infinity();
+  f.f32[size_t(50 * numel + 3)] = std::numeric_limits<float>::quiet_NaN();
+  BatchLoader bad(f, 64, false, false, {}, 0, 0, 1, 4);
+  bad.start_epoch(0);
+  const float* x = nullptr;
+  const int32_t* y = nullptr;
+  int64_t rows = 0;
+  REQUIRE_THROWS_WITH(bad.next(&x, &y, &rows), Catch::Contains("sample 40, element 17 is inf"));
+}

@@ -59,7 +59,7 @@ constexpr int64_t kParallelValues = int64_t(1) << 18;
 
 int default_loader_threads() {
   const unsigned cores = std::thread::hardware_concurrency();
-  return int(std::max(1u, std::min(4u, cores / 4)));
+  return int(std::max(1u, std::min(8u, cores / 2)));
 }
 
 std::vector<float> normalized_zero(const Normalization& norm, const Shape& sample_shape) {
@@ -79,7 +79,7 @@ BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, 
       seed_(seed),
       rank_(rank),
       ranks_(ranks),
-      threads_(threads > 0 ? threads : default_loader_threads()) {
+      threads_(std::max(1, threads)) {
   if (ranks < 1 || rank < 0 || rank >= ranks)
     throw InternalError("BatchLoader: rank " + std::to_string(rank) + " of " + std::to_string(ranks));
   const int64_t n = data.size();
@@ -130,6 +130,11 @@ BatchLoader::~BatchLoader() {
   worker_.join();
 }
 
+void BatchLoader::set_threads(int threads) {
+  std::lock_guard<std::mutex> lock(mu_);
+  threads_ = std::max(1, threads);
+}
+
 void BatchLoader::start_epoch(int64_t epoch) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !filling_; });
@@ -171,11 +176,12 @@ void BatchLoader::worker_loop() {
     if (stop_) return;
     const int slot = held_ == 0 ? 1 : 0;
     const int64_t batch = produced_;
+    const int threads = threads_;
     filling_ = true;
     lock.unlock();
     std::exception_ptr err;
     try {
-      fill(slot, batch);
+      fill(slot, batch, threads);
     } catch (...) {
       err = std::current_exception();
     }
@@ -191,7 +197,7 @@ void BatchLoader::worker_loop() {
   }
 }
 
-void BatchLoader::fill(int slot, int64_t batch) {
+void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
   const int64_t global = std::min(batch_size_, data_.size() - batch * batch_size_);
   const Shard shard = shard_of(global, rank_, ranks_);
   const int64_t first = batch * batch_size_ + shard.begin;
@@ -203,7 +209,7 @@ void BatchLoader::fill(int slot, int64_t batch) {
   // on one core: 1.4 ms per 512 rows, more than a GPU step). A non-finite value only marks its
   // row (the lowest such row is kept); that row is searched again afterwards for the error message.
   std::atomic<int64_t> bad_row{rows};
-  const int threads = rows * numel_ >= kParallelValues ? threads_ : 1;
+  const int threads = rows * numel_ >= kParallelValues ? max_threads : 1;
 #ifdef _OPENMP  // the fuzzing build (tests/fuzz) has no OpenMP: one thread
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
 #endif

@@ -2,7 +2,8 @@
 // ranges the device all-reduce launches during the backward pass. Whatever the cap, the buckets
 // follow backward order, are contiguous, cover the arena exactly once and never split a layer;
 // each holds at most the cap, except a layer larger than the cap, which is a bucket of its own;
-// and each is as full as the rule allows (the next layer would not have fitted).
+// the final one is the longest run of first layers within last_bucket_cap; and each other is as
+// full as the rule allows (the next layer would not have fitted).
 #include <catch2/catch.hpp>
 
 #include "lib/config/config.h"
@@ -47,6 +48,14 @@ void require_valid_plan(const std::vector<LayerGradients>& layers, size_t cap_by
                         const std::vector<GradientBucket>& buckets) {
   REQUIRE_FALSE(buckets.empty());
   REQUIRE(buckets.front().end == layers.front().end);  // the arena's end
+  // The final bucket: the longest run of first layers (the end of `layers`) within its cap.
+  const size_t tail_cap = last_bucket_cap(cap_bytes);
+  size_t tail = layers.size(), tail_bytes = 0;
+  auto layer_bytes = [&](size_t k) { return size_t(layers[k].end - layers[k].begin) * sizeof(float); };
+  while (tail > 0 && tail_bytes + layer_bytes(tail - 1) <= tail_cap) {
+    --tail;
+    tail_bytes += layer_bytes(tail);
+  }
   REQUIRE(buckets.back().begin == 0);
   size_t l = 0;  // the next layer, in backward order
   for (size_t k = 0; k < buckets.size(); ++k) {
@@ -61,8 +70,13 @@ void require_valid_plan(const std::vector<LayerGradients>& layers, size_t cap_by
     REQUIRE(b.ready_after == layers[l - 1].layer);  // the last layer to run backward
     const size_t bytes = size_t(b.floats()) * sizeof(float);
     if (cap_bytes == 0) continue;
-    if (members > 1) REQUIRE(bytes <= cap_bytes);  // over the cap only as one layer alone
-    if (l < layers.size())  // as full as allowed: the next layer would have gone over the cap
+    if (members > 1) REQUIRE(bytes <= cap_bytes);                  // over the cap only as one layer alone
+    if (l == layers.size() && tail > 0 && tail < layers.size()) {  // the final bucket: the tail exactly
+      REQUIRE(l - members == tail);
+      REQUIRE(bytes <= tail_cap);
+      continue;
+    }
+    if (l < layers.size() && l != tail)  // as full as allowed: the next layer would have gone over the cap
       REQUIRE(bytes + size_t(layers[l].end - layers[l].begin) * sizeof(float) > cap_bytes);
   }
   REQUIRE(l == layers.size());
@@ -96,6 +110,30 @@ TEST_CASE("gradient buckets follow backward order and hold whole layers up to th
   }
   SECTION("a model without parameters has no buckets") { REQUIRE(plan_gradient_buckets({}, 1024).empty()); }
   REQUIRE(describe_buckets(plan_gradient_buckets(layers, 1)) == "3 buckets (3.3 KiB, 0.2 KiB, 0.4 KiB)");
+}
+
+TEST_CASE("gradient buckets keep the final bucket, after the backward pass, within 2 MiB", "[buckets]") {
+  // vgg11_bn_cifar's eight convolutions (layers 0, 2, ..., 14 here), floats of weights: at 25 MiB
+  // the plain walk would leave the last six layers (18.1 MB) for after the backward pass.
+  const std::vector<LayerGradients> layers = arena_of({{0, 1728},
+                                                       {2, 73728},
+                                                       {4, 294912},
+                                                       {6, 589824},
+                                                       {8, 1179648},
+                                                       {10, 2359296},
+                                                       {12, 2359296},
+                                                       {14, 2359296}});
+  const int64_t c4 = 1728 + 73728 + 294912, c6 = c4 + 589824 + 1179648, end = c6 + 2 * 2359296 + 2359296;
+  const size_t cap = size_t(25) << 20;
+  REQUIRE(last_bucket_cap(cap) == size_t(2) << 20);
+  REQUIRE(last_bucket_cap(1000) == 1000);
+  REQUIRE(last_bucket_cap(0) == 0);
+  require_buckets(plan_gradient_buckets(layers, cap),
+                  {{c6 + 2359296, end, 12}, {c4, c6 + 2359296, 6}, {0, c4, 0}});
+  require_valid_plan(layers, cap, plan_gradient_buckets(layers, cap));
+  // A first layer larger than the final bucket's cap: no separate final bucket.
+  const std::vector<LayerGradients> big_first = arena_of({{0, 1 << 20}, {1, 1 << 20}});
+  require_buckets(plan_gradient_buckets(big_first, cap), {{0, 2 << 20, 0}});
 }
 
 TEST_CASE("gradient buckets keep the rule for any layer sizes and caps", "[buckets]") {

@@ -110,7 +110,7 @@ EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostrea
   upload_weights(*s, w);
   spdlog::info("device: {}", s->backend->description());
   BatchLoader loader(d, cfg.data.batch_size, false, false, normalization_for(cfg, d), cfg.seed, 0, 1,
-                     int(cfg.data.loader_threads));
+                     loader_threads_for(cfg, *s));
   r.sums = evaluate_pass(*s->executor, loader);
   r.samples = r.sums.samples;
   r.metrics = compute_metrics(r.sums, cfg.metrics, s->classes);
@@ -163,7 +163,7 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
   auto s = open_session(cfg, o.device, sizes, std::move(model));
   upload_weights(*s, w);
   BatchLoader loader(d, B, false, false, normalization_for(cfg, d), cfg.seed, 0, 1,
-                     int(cfg.data.loader_threads));
+                     loader_threads_for(cfg, *s));
   loader.start_epoch(0);
   std::vector<float> probs(size_t(N * C));
   const float* x;

@@ -184,7 +184,8 @@ void FitRun::setup() {
   std::vector<int64_t> sizes;
   add_batch_sizes(sizes, data_.train.size(), B, cfg_.data.drop_last);
   const int rank = comm_.rank(), ranks = comm_.size();
-  const int loader_threads = int(cfg_.data.loader_threads);
+  // One thread until the device is known (loader_threads_for, below).
+  const int loader_threads = 1;
   train_loader_ = std::make_unique<BatchLoader>(data_.train, B, cfg_.data.shuffle, cfg_.data.drop_last,
                                                 normalization_for(cfg_, data_.train), cfg_.seed, rank, ranks,
                                                 loader_threads);
@@ -196,6 +197,8 @@ void FitRun::setup() {
   }
   sizes = shard_batch_sizes(sizes, ranks);  // one rank: the sizes themselves
   s_ = open_session(cfg_, opt_.device, sizes, std::move(model), &comm_, /*stages=*/true);
+  train_loader_->set_threads(loader_threads_for(cfg_, *s_));
+  if (val_loader_) val_loader_->set_threads(loader_threads_for(cfg_, *s_));
   resolved_ = YAML::Clone(cfg_.resolved);
   resolved_["model"]["layers"] = s_->model->describe_layers();
 

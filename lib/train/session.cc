@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "datasets/batch_loader.h"
 #include "datasets/split.h"
 #include "lib/backend/device_spec.h"
 #include "lib/config/node_reader.h"
@@ -175,6 +176,18 @@ std::string Session::device_description() const {
     d += (k ? "; " : "") + std::string("stage ") + std::to_string(k + 1) + ": " +
          pipeline->stage(k).backend->description();
   return d;
+}
+
+bool Session::trains_on_host() const {
+  if (!pipeline) return backend->host_memory();
+  for (size_t k = 0; k < pipeline->stage_count(); ++k)
+    if (pipeline->stage(k).backend->host_memory()) return true;
+  return false;
+}
+
+int loader_threads_for(const Config& cfg, const Session& s) {
+  if (cfg.data.loader_threads > 0) return int(cfg.data.loader_threads);
+  return s.trains_on_host() ? 1 : default_loader_threads();
 }
 
 size_t Session::peak_bytes() const {

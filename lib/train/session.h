@@ -38,7 +38,13 @@ struct Session {
   std::string device_description() const;
   // The allocator's peak, or the stages' summed.
   size_t peak_bytes() const;
+  // Whether a backend (any stage's) computes in host memory, i.e. trains on the CPU's cores.
+  bool trains_on_host() const;
 };
+
+// data.loader_threads, or when 0 its default for this session: default_loader_threads()
+// (datasets/batch_loader.h) on a GPU, 1 where a backend trains on the CPU's cores.
+int loader_threads_for(const Config& cfg, const Session& s);
 
 // The model of the config, checked against data.num_classes (ConfigError on a mismatch).
 std::unique_ptr<Model> make_model(const Config& cfg);

@@ -347,7 +347,7 @@ TEST_CASE("BatchLoader fills large batches on several threads with the same valu
   REQUIRE(one.first.size() == size_t(2 * n * numel));
   REQUIRE(batches(3) == one);  // bit for bit, labels too
   REQUIRE(default_loader_threads() >= 1);
-  REQUIRE(default_loader_threads() <= 4);
+  REQUIRE(default_loader_threads() <= 8);
 
   // Non-finite values in two rows of one batch: the error names the first of them in batch order.
   Dataset f;

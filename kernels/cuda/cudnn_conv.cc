@@ -80,6 +80,7 @@ class CudnnConvLayer : public LayerKernel {
            align_up(out_.workspace_bytes());
   }
   bool workspace_is_transient() const override { return true; }
+  size_t kept_workspace_bytes() const override { return conv_.kept_bytes(); }
 
   void bind(const KernelBinding& b) override {
     a_ = TypedActivations(b, conv_.dtype());
@@ -90,7 +91,7 @@ class CudnnConvLayer : public LayerKernel {
       db_ = b.grad(1).f32();
     }
     char* base = static_cast<char*>(b.workspace);
-    conv_.bind(base);
+    conv_.bind(base, b.kept_workspace);
     base += conv_.workspace_bytes();
     bias_scratch_ = reinterpret_cast<double*>(base);
     base += bias_bytes();
@@ -243,16 +244,19 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
   if (dtype_ != DType::f32) weight_bytes_ = 2 * align_up(w_bytes);
 }
 
-void CudnnConv::bind(void* workspace) {
+void CudnnConv::bind(void* workspace, void* kept) {
   char* base = static_cast<char*>(workspace);
   xpad_ = asym_ ? base : nullptr;
   w_typed_ = weight_bytes_ ? base + padded_bytes_ : nullptr;
   dw_typed_ = weight_bytes_ ? base + padded_bytes_ + weight_bytes_ / 2 : nullptr;
   scratch_ = scratch_bytes_ ? base + padded_bytes_ + weight_bytes_ : nullptr;
+  w_kept_ = weight_bytes_ && kept;
+  if (w_kept_) w_typed_ = kept;
 }
 
-const void* CudnnConv::typed_weights(const float* w) {
+const void* CudnnConv::typed_weights(const float* w, bool forward) {
   if (dtype_ == DType::f32) return w;
+  if (w_kept_ && !forward) return w_typed_;  // this step's forward converted them
   if (nhwc_)
     launch_filter_to_krsc(w, dtype_, w_typed_, k_, c_, cp_, r_, s_, be_.stream());
   else
@@ -267,7 +271,7 @@ bool CudnnConv::forward(const void* x, const float* w, void* y, const float* bia
     return true;
   }
   const void* xin = padded_input(x);
-  const void* wt = typed_weights(w);
+  const void* wt = typed_weights(w, true);
   CUDNN_CHECK(cudnnConvolutionForward(be_.cudnn(), &kOne, x_desc_, xin, w_desc_, wt, conv_desc_[kFwd],
                                       fwd_algo_, scratch_, fwd_ws_, &kZero, y_desc_, y));
   return false;
@@ -305,7 +309,7 @@ void CudnnConv::backward_filter(const void* x, const void* dy, float* dw) {
 void CudnnConv::backward_data(const float* w, const void* dy, void* dx) {
   // With explicit padding the padded input is no longer needed: its buffer takes d(padded x).
   void* dxin = asym_ ? xpad_ : dx;
-  const void* wt = typed_weights(w);
+  const void* wt = typed_weights(w, false);
   CUDNN_CHECK(cudnnConvolutionBackwardData(be_.cudnn(), &kOne, w_desc_, wt, y_desc_, dy, conv_desc_[kBwdData],
                                            bwd_data_algo_, scratch_, bwd_data_ws_, &kZero, x_desc_, dxin));
   if (asym_) launch_crop2d(pad_, dtype_, xpad_, dx, be_.stream());

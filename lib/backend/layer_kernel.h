@@ -153,6 +153,7 @@ struct KernelBinding {
   TensorView output, output_grad;  // output_grad has the output's shape and layout
   void* workspace = nullptr;       // workspace_bytes() of backend memory
   size_t workspace_bytes = 0;
+  void* kept_workspace = nullptr;  // kept_workspace_bytes() of backend memory (null when 0)
 
   const TensorView& input(size_t i = 0) const { return at(inputs, i, "input"); }
   const TensorView& input_grad(size_t i = 0) const { return at(input_grads, i, "input gradient"); }
@@ -257,6 +258,11 @@ class LayerKernel {
   // the arena, the largest of them, since the layers of a step run one after another on one
   // stream. False (the default): the workspace is the kernel's own for the whole step.
   virtual bool workspace_is_transient() const { return false; }
+  // Bytes of backend memory that a kernel with a transient workspace still keeps from its
+  // forward to its backward (the kernel's own for the whole step, KernelBinding::kept_workspace):
+  // e.g. a low-precision convolution's weights, converted once by forward and read again by the
+  // input gradient. A backward always follows a forward of the same plan in the same step.
+  virtual size_t kept_workspace_bytes() const { return 0; }
   // The layout of y and dy when not plain (see KernelContext::output_layout_free); null = plain.
   virtual std::shared_ptr<const Layout> output_layout() const { return nullptr; }
   // Bytes of y (and of dy) in that layout (blocked layouts may pad channels); 0 = plain size,

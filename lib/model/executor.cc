@@ -131,6 +131,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         p->layout.push_back(p->layout[t]);
         p->dtype.push_back(p->dtype[t]);
         p->workspace.push_back(0);
+        p->kept.push_back(0);
         p->input_edge[i].assign(from.size(), -1);
         root[i + 1] = root[t];
         continue;
@@ -189,6 +190,8 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       } else {
         p->workspace.push_back(take(p->kernels.back()->workspace_bytes()));
       }
+      const size_t kept = p->kernels.back()->kept_workspace_bytes();
+      p->kept.push_back(kept ? take(kept) : 0);
     }
     // The loss, the metrics and predict read the model's output as f32.
     p->out = p->act.back();
@@ -407,6 +410,7 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
   b.output_grad = view(arena(p) + p.grad[i + 1], out, p.layout[i + 1], p.dtype[i + 1]);
   b.workspace = p.shared_workspace[i] ? shared_workspace_ : arena(p) + p.workspace[i];
   b.workspace_bytes = p.kernels[i]->workspace_bytes();
+  if (p.kernels[i]->kept_workspace_bytes()) b.kept_workspace = arena(p) + p.kept[i];
   return b;
 }
 

@@ -58,6 +58,7 @@ struct Executor::Plan {
   int output_edge = -1;           // the model's output converted to f32 for the loss, -1: it is f32
   size_t out = 0, out_grad = 0;   // the f32 model output the loss and predict read, and its gradient
   std::vector<size_t> workspace;  // per layer
+  std::vector<size_t> kept;       // per layer: its kept workspace (LayerKernel::kept_workspace_bytes)
   // Per layer: its transient workspace is the executor's one region shared by every activation
   // slot (several slots only), not one in this plan's arena.
   std::vector<bool> shared_workspace;

@@ -285,6 +285,7 @@ class DeviceBuffer {
 struct KernelRun::Tensors {
   DeviceBuffer x, y, dy, dx, params, grads, buffers, scalars;
   std::unique_ptr<DeviceBuffer> workspace;
+  std::unique_ptr<DeviceBuffer> kept;  // the kernel's kept workspace, when it has one
   Tensors(Backend& be, size_t n_in, size_t n_out, size_t n_params, size_t n_buffers)
       : x(be, n_in),
         y(be, n_out),
@@ -312,6 +313,8 @@ KernelRun::KernelRun(Backend& backend, const CaseData& data, MathMode math) : be
   ctx.fused_relu = d_.fused_relu;
   kernel_ = Registry::global().make_kernel(be_.name(), l, ctx);
   t_->workspace = std::make_unique<DeviceBuffer>(be_, (kernel_->workspace_bytes() + 3) / 4);
+  if (size_t kept = kernel_->kept_workspace_bytes())
+    t_->kept = std::make_unique<DeviceBuffer>(be_, (kept + 3) / 4);
   kernel_->bind(binding(true));
 }
 
@@ -353,6 +356,7 @@ KernelBinding KernelRun::binding(bool with_dx) const {
   b.output_grad = view(t_->dy.get(), batched(l.output_shape()), act_);
   b.workspace = t_->workspace->get();
   b.workspace_bytes = kernel_->workspace_bytes();
+  if (t_->kept) b.kept_workspace = t_->kept->get();
   return b;
 }
 

@@ -261,10 +261,10 @@ template <class T>
 void launch_dx(const BatchNormGeometry& g, const T* x, const T* dy, const T* z, const float* mean,
                const float* coef, T* dx, cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.spatial;
-  if (fits_int32_loop(n))
-    batchnorm_dx_kernel<T, int32_t><<<grid_for(n), kThreads, 0, stream>>>(g, x, dy, z, mean, coef, dx);
-  else
-    batchnorm_dx_kernel<T, int64_t><<<grid_for(n), kThreads, 0, stream>>>(g, x, dy, z, mean, coef, dx);
+  with_index_type({n}, [&](auto index) {
+    batchnorm_dx_kernel<T, decltype(index)>
+        <<<grid_for(n), kThreads, 0, stream>>>(g, x, dy, z, mean, coef, dx);
+  });
 }
 
 }  // namespace
@@ -322,14 +322,10 @@ void launch_batchnorm_normalize(const BatchNormGeometry& g, DType t, const void*
   if (n <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    auto go = [&](auto kernel) {
-      kernel<<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(x), mean, inv, gamma, beta, relu,
-                                                   static_cast<T*>(y));
-    };
-    if (fits_int32_loop(n))
-      go(batchnorm_normalize_kernel<T, int32_t>);
-    else
-      go(batchnorm_normalize_kernel<T, int64_t>);
+    with_index_type({n}, [&](auto index) {
+      batchnorm_normalize_kernel<T, decltype(index)><<<grid_for(n), kThreads, 0, stream>>>(
+          g, static_cast<const T*>(x), mean, inv, gamma, beta, relu, static_cast<T*>(y));
+    });
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -126,12 +126,11 @@ void launch_bias_add(DType t, void* y, const float* bias, int64_t batch, int64_t
   if (n <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    if (fits_int32_loop(n))
-      bias_add_kernel<T, int32_t><<<grid_for(n), kThreads, 0, stream>>>(
-          static_cast<T*>(y), bias, int32_t(n), int32_t(channels), int32_t(spatial), nhwc, relu);
-    else
-      bias_add_kernel<T, int64_t>
-          <<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), bias, n, channels, spatial, nhwc, relu);
+    with_index_type({n}, [&](auto index) {
+      using I = decltype(index);
+      bias_add_kernel<T, I><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), bias, I(n), I(channels),
+                                                                  I(spatial), nhwc, relu);
+    });
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -17,9 +17,9 @@ template <class D, class S, class I>
 __global__ void relayout_kernel(const S* src, bool src_nhwc, I src_c, D* dst, bool dst_nhwc, I dst_c, I b,
                                 I positions) {
   const I n = b * dst_c * positions, stride = I(gridDim.x) * I(blockDim.x);
+  // dst's index is ((sample, outer), inner): inner the channel in NHWC, the position in NCHW.
+  const I inner = dst_nhwc ? dst_c : positions, outer = dst_nhwc ? positions : dst_c;
   for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < n; i += stride) {
-    // dst's index is ((sample, outer), inner): inner the channel in NHWC, the position in NCHW.
-    const I inner = dst_nhwc ? dst_c : positions, outer = dst_nhwc ? positions : dst_c;
     const I q = i / inner, sample = q / outer;
     const I in = i - q * inner, out = q - sample * outer;
     const I c = dst_nhwc ? in : out, pos = dst_nhwc ? out : in;
@@ -36,12 +36,11 @@ void relayout(const S* src, bool src_nhwc, int64_t src_c, D* dst, bool dst_nhwc,
               int64_t positions, cudaStream_t stream) {
   const int64_t n = b * dst_c * positions;
   if (n <= 0) return;
-  if (fits_int32_loop(n) && fits_int32_loop(b * src_c * positions))
-    relayout_kernel<D, S, int32_t><<<grid_for(n), kThreads, 0, stream>>>(
-        src, src_nhwc, int32_t(src_c), dst, dst_nhwc, int32_t(dst_c), int32_t(b), int32_t(positions));
-  else
-    relayout_kernel<D, S, int64_t>
-        <<<grid_for(n), kThreads, 0, stream>>>(src, src_nhwc, src_c, dst, dst_nhwc, dst_c, b, positions);
+  with_index_type({n, b * src_c * positions}, [&](auto index) {
+    using I = decltype(index);
+    relayout_kernel<D, S, I><<<grid_for(n), kThreads, 0, stream>>>(src, src_nhwc, I(src_c), dst, dst_nhwc,
+                                                                   I(dst_c), I(b), I(positions));
+  });
   CUDA_CHECK_LAUNCH();
 }
 

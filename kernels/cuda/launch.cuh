@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 namespace trainer::cuda {
 
@@ -42,6 +43,18 @@ __device__ __forceinline__ int64_t grid_stride() { return int64_t(gridDim.x) * b
 // index arithmetic: a 64-bit division or remainder is ~70 instructions, and a bf16 element moves
 // 2 bytes (vgg11_bn_cifar's bias adds and relayouts ran at 1-1.7 TB/s on an H100).
 inline bool fits_int32_loop(int64_t n) { return n < (int64_t(1) << 30); }
+
+// f(I{}) with I = int32_t when every count passed fits_int32_loop, else int64_t: the index type a
+// kernel template takes, as with_dtype gives its element type.
+template <class F>
+void with_index_type(std::initializer_list<int64_t> counts, F&& f) {
+  bool small = true;
+  for (int64_t n : counts) small = small && fits_int32_loop(n);
+  if (small)
+    f(int32_t{});
+  else
+    f(int64_t{});
+}
 
 // The channel of element i of a (B, C, S) tensor, for a thread walking i = first, first + stride,
 // ...: channels-last (i = (b, s, c)) the channel advances by stride % C with no division per

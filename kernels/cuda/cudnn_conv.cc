@@ -241,22 +241,22 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
     choose_direct(what, key, x_bytes, w_bytes, y_bytes);
   }
   if (asym_) padded_bytes_ = align_up(size_t(pad_.planes * pad_.ph() * pad_.pw() * pad_.inner) * elem);
-  if (dtype_ != DType::f32) weight_bytes_ = 2 * align_up(w_bytes);
+  if (dtype_ != DType::f32) weight_bytes_ = align_up(w_bytes);
 }
 
 void CudnnConv::bind(void* workspace, void* kept) {
   char* base = static_cast<char*>(workspace);
   xpad_ = asym_ ? base : nullptr;
-  w_typed_ = weight_bytes_ ? base + padded_bytes_ : nullptr;
-  dw_typed_ = weight_bytes_ ? base + padded_bytes_ + weight_bytes_ / 2 : nullptr;
+  dw_typed_ = weight_bytes_ ? base + padded_bytes_ : nullptr;
   scratch_ = scratch_bytes_ ? base + padded_bytes_ + weight_bytes_ : nullptr;
-  w_kept_ = weight_bytes_ && kept;
-  if (w_kept_) w_typed_ = kept;
+  if (weight_bytes_ && !kept)
+    throw InternalError("a low-precision convolution bound without its kept workspace");
+  w_typed_ = weight_bytes_ ? kept : nullptr;
 }
 
 const void* CudnnConv::typed_weights(const float* w, bool forward) {
   if (dtype_ == DType::f32) return w;
-  if (w_kept_ && !forward) return w_typed_;  // this step's forward converted them
+  if (!forward) return w_typed_;  // this step's forward converted them
   if (nhwc_)
     launch_filter_to_krsc(w, dtype_, w_typed_, k_, c_, cp_, r_, s_, be_.stream());
   else

@@ -16,13 +16,13 @@
 // channels-last (NHWC, the layout cuDNN's tensor-core kernels want: in NCHW cuDNN 9 ran bf16
 // convolutions slower than TF32 ones), the algorithms compute in f32, and the f32 weights are
 // converted to bf16 (K, R, S, C) once a step, by forward, into the kept workspace that the input
-// gradient reads again (cuDNN takes one dtype for x, W and y; without a kept workspace each call
-// converts); dW comes out in bf16 (K, R, S, C) and is converted into the f32
+// gradient reads again (cuDNN takes one dtype for x, W and y); dW comes out in bf16 (K, R, S, C)
+// and is converted into the f32
 // gradient (K, C, R, S). The layer kernel converts plain neighbours at its edges.
 //   x, dx: (B, C, H, W)  W, dW: (F, C, kh, kw) f32  y, dy: (B, F, OH, OW); NHWC storage in low
 //   precision
-//   workspace: [padded x, only when asymmetric] [W, dW in the activation dtype, only when it is
-//   not f32] [cuDNN scratch]; kept (the layer's own for the step): W in the activation dtype
+//   workspace: [padded x, only when asymmetric] [dW in the activation dtype, only when it is not
+//   f32] [cuDNN scratch]; kept (the layer's own for the step): W in the activation dtype
 #pragma once
 
 #include <memory>
@@ -50,14 +50,14 @@ class CudnnConv {
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;
 
-  // kept: kept_bytes() that live from forward to backward (LayerKernel::kept_workspace_bytes),
-  // or null: the weights are converted again by the input gradient.
-  void bind(void* workspace, void* kept = nullptr);
+  // kept: kept_bytes() that live from forward to backward (LayerKernel::kept_workspace_bytes);
+  // required when kept_bytes() > 0 (InternalError otherwise).
+  void bind(void* workspace, void* kept);
 
   size_t workspace_bytes() const { return padded_bytes_ + weight_bytes_ + scratch_bytes_; }
   // W in the activation dtype, converted by forward and read again by the input gradient (0 in
   // f32): vgg11_bn_cifar's bf16 step converted its filters 15 times, now 8.
-  size_t kept_bytes() const { return weight_bytes_ / 2; }
+  size_t kept_bytes() const { return weight_bytes_; }
   // x, y, dy, dx: the activation dtype. y = conv(x, W) (overwritten); returns true when it also
   // added `bias` (not null) and applied the relu (`relu`: a relu fused after the layer) itself
   // (the direct kernel fuses both), false when the caller must.
@@ -84,8 +84,8 @@ class CudnnConv {
   // cuDNN's backward-filter (dW overwritten) and backward-data (dx overwritten).
   void backward_filter(const void* x, const void* dy, float* dw);
   void backward_data(const float* w, const void* dy, void* dx);
-  // W in the activation dtype (W itself when that is f32); converted by forward, and by the input
-  // gradient unless forward's copy is kept.
+  // W in the activation dtype (W itself when that is f32): converted by forward, read as it is by
+  // the input gradient.
   const void* typed_weights(const float* w, bool forward);
 
  public:
@@ -134,10 +134,9 @@ class CudnnConv {
   cudnnConvolutionBwdDataAlgo_t bwd_data_algo_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo_{};
   size_t fwd_ws_ = 0, bwd_data_ws_ = 0, bwd_filter_ws_ = 0, scratch_bytes_ = 0, padded_bytes_ = 0;
-  size_t weight_bytes_ = 0;  // W and dW in the activation dtype (0 in f32)
+  size_t weight_bytes_ = 0;  // W (kept) or dW (transient) in the activation dtype (0 in f32)
   void* xpad_ = nullptr;
-  void* w_typed_ = nullptr;
-  bool w_kept_ = false;  // w_typed_ is the kept workspace, written by this step's forward
+  void* w_typed_ = nullptr;  // the kept workspace, written by this step's forward
   void* dw_typed_ = nullptr;
   void* scratch_ = nullptr;
   std::unique_ptr<DirectConv> direct_;  // planned when the shape may take it

@@ -184,16 +184,13 @@ void FitRun::setup() {
   std::vector<int64_t> sizes;
   add_batch_sizes(sizes, data_.train.size(), B, cfg_.data.drop_last);
   const int rank = comm_.rank(), ranks = comm_.size();
-  // One thread until the device is known (loader_threads_for, below).
-  const int loader_threads = 1;
+  // One loader thread until the device is known (loader_threads_for, below).
   train_loader_ = std::make_unique<BatchLoader>(data_.train, B, cfg_.data.shuffle, cfg_.data.drop_last,
-                                                normalization_for(cfg_, data_.train), cfg_.seed, rank, ranks,
-                                                loader_threads);
+                                                normalization_for(cfg_, data_.train), cfg_.seed, rank, ranks);
   if (data_.has_val) {
     add_batch_sizes(sizes, data_.val.size(), B, false);
-    val_loader_ =
-        std::make_unique<BatchLoader>(data_.val, B, false, false, normalization_for(cfg_, data_.val),
-                                      cfg_.seed, rank, ranks, loader_threads);
+    val_loader_ = std::make_unique<BatchLoader>(data_.val, B, false, false,
+                                                normalization_for(cfg_, data_.val), cfg_.seed, rank, ranks);
   }
   sizes = shard_batch_sizes(sizes, ranks);  // one rank: the sizes themselves
   s_ = open_session(cfg_, opt_.device, sizes, std::move(model), &comm_, /*stages=*/true);

@@ -1,12 +1,18 @@
 // Classification losses, mean over the batch, in the CPU reference's arithmetic (double
 // log-sum-exp, float gradients).
-// Layout: one block of 32 warps; warp w handles rows w, w+32, ...; lanes split the classes. The
-// per-row losses are summed in double per warp, then across warps in a fixed order, so the
-// result is deterministic without atomics (no scratch memory needed). The same pass may also
-// check the loss sum for the non-finite guard and add each row's (label, argmax) to the
+// Layout: blocks of 8 warps, one row a warp (rows w, w + all warps, ... past 2,048 rows); lanes
+// split the classes. One block of 32 warps walking the rows took 12-26 us for 200-512 rows of 10
+// classes (ncu, H100: eight rows one after another a warp, each a chain of shuffles and double
+// exp/log); every row at once is about one row's latency. The per-row losses are summed in
+// double: in a warp, then over the block's warps in order into partials[block]; the block that
+// finishes last (a ticket counter) adds the partials in block order, so the result is
+// deterministic without float atomics, and resets the counter for the next launch. The same pass
+// may also check the loss sum for the non-finite guard and add each row's (label, argmax) to the
 // confusion matrix (Backend::loss_and_metrics): a small network's step then runs one kernel here
 // instead of three.
-//   out, dout: (B, C)  labels: (B)  confusion: (C, C)
+//   out, dout: (B, C)  labels: (B)  confusion: (C, C)  scratch: LossScratch (kLossMaxBlocks partials)
+#include <algorithm>
+
 #include "kernels/cuda/classification_loss.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
@@ -16,7 +22,7 @@
 namespace trainer::cuda {
 namespace {
 
-constexpr int kWarps = 32;
+constexpr int kWarps = 8;  // a block's warps
 
 // A row's argmax as confusion_accumulate.cu takes it (best = 0, then each c with o[c] > o[best]):
 // the first index of the largest value, a NaN never chosen, and 0 when o[0] is NaN. Each lane
@@ -92,29 +98,30 @@ __device__ double smoothed_row(LossKind kind, const float* o, float* d, int32_t 
 __global__ void __launch_bounds__(kWarps * 32)
     classification_loss_kernel(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                                int64_t classes, float* dout, float* loss_sum, float smoothing,
-                               StepScalars* guard, uint32_t guard_bit, float* confusion) {
+                               StepScalars* guard, uint32_t guard_bit, float* confusion,
+                               LossScratch* scratch) {
   __shared__ double warp_totals[kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t first = int64_t(blockIdx.x) * kWarps + warp, stride = int64_t(gridDim.x) * kWarps;
   const float inv_b = 1.f / float(batch);
   double total = 0;  // meaningful in lane 0
   if (classes <= 32 && smoothing == 0.f) {
-    // A row fits a warp, a class a lane: each value is loaded once, and the next row's values
-    // are loaded before this row's reductions, so a warp waits on memory once, not three times
-    // a row (mnist_cnn's 200 x 10 loss took ~21 us, ncu on an H100). The arithmetic is the loop's
-    // below, term for term: the same bits.
+    // A row fits a warp, a class a lane: each value is loaded once, and a warp with more than
+    // one row loads the next row's values before this row's reductions. The arithmetic is the
+    // loop's below, term for term: the same bits.
     const bool has = lane < classes;
     float next = 0.f;
     int32_t next_y = 0;
-    if (warp < batch) {
-      next = has ? out[warp * classes + lane] : 0.f;
-      next_y = labels[warp];
+    if (first < batch) {
+      next = has ? out[first * classes + lane] : 0.f;
+      next_y = labels[first];
     }
-    for (int64_t i = warp; i < batch; i += kWarps) {
+    for (int64_t i = first; i < batch; i += stride) {
       const float v = next;
       const int32_t y = next_y;
-      if (i + kWarps < batch) {
-        next = has ? out[(i + kWarps) * classes + lane] : 0.f;
-        next_y = labels[i + kWarps];
+      if (i + stride < batch) {
+        next = has ? out[(i + stride) * classes + lane] : 0.f;
+        next_y = labels[i + stride];
       }
       float* d = dout + i * classes;
       const float oy = __shfl_sync(0xffffffffu, v, y >= 0 && y < 32 ? y : 0);
@@ -153,7 +160,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   } else
-    for (int64_t i = warp; i < batch; i += kWarps) {
+    for (int64_t i = first; i < batch; i += stride) {
       const float* o = out + i * classes;
       float* d = dout + i * classes;
       const int32_t y = labels[i];
@@ -208,26 +215,37 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   if (lane == 0) warp_totals[warp] = total;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    double t = 0;
-    for (int w = 0; w < kWarps; ++w) t += warp_totals[w];
-    *loss_sum += float(t);
-    if (guard && nonfinite_bits(*loss_sum)) atomicOr(&guard->nonfinite, guard_bit);
+  if (threadIdx.x != 0) return;
+  double t = 0;
+  for (int w = 0; w < kWarps; ++w) t += warp_totals[w];
+  if (gridDim.x > 1) {
+    // Publish this block's sum, then take a ticket: the last block sees every partial.
+    scratch->partials[blockIdx.x] = t;
+    __threadfence();
+    if (atomicAdd(&scratch->arrived, 1u) != gridDim.x - 1) return;
+    __threadfence();
+    t = 0;
+    for (unsigned b = 0; b < gridDim.x; ++b) t += static_cast<volatile double*>(scratch->partials)[b];
+    scratch->arrived = 0;  // ready for the next launch (stream order)
   }
+  *loss_sum += float(t);
+  if (guard && nonfinite_bits(*loss_sum)) atomicOr(&guard->nonfinite, guard_bit);
 }
 
 }  // namespace
 
 void launch_classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                                 int64_t classes, float* dout, float* loss_sum, float smoothing,
-                                cudaStream_t stream, StepScalars* guard, uint32_t guard_bit,
-                                float* confusion) {
+                                LossScratch* scratch, cudaStream_t stream, StepScalars* guard,
+                                uint32_t guard_bit, float* confusion) {
   if (batch <= 0) {  // nothing to add; the guard still checks the sum, as check_finite would
     if (guard) launch_check_finite(loss_sum, 1, guard_bit, guard, stream);
     return;
   }
-  classification_loss_kernel<<<1, kWarps * 32, 0, stream>>>(kind, out, labels, batch, classes, dout, loss_sum,
-                                                            smoothing, guard, guard_bit, confusion);
+  // One row a warp, up to kLossMaxBlocks blocks (2,048 rows).
+  const int blocks = int(std::min<int64_t>((batch + kWarps - 1) / kWarps, kLossMaxBlocks));
+  classification_loss_kernel<<<blocks, kWarps * 32, 0, stream>>>(
+      kind, out, labels, batch, classes, dout, loss_sum, smoothing, guard, guard_bit, confusion, scratch);
   CUDA_CHECK_LAUNCH();
 }
 

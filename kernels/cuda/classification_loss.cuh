@@ -8,13 +8,22 @@
 
 namespace trainer::cuda {
 
-// dout = d(mean loss)/d(out); *loss_sum += the batch's summed loss. Deterministic (one block).
+// Device memory the loss kernel's blocks sum through (CudaBackend keeps one, zeroed once): each
+// block's partial sum, and how many blocks have arrived (reset to 0 by the last).
+constexpr int kLossMaxBlocks = 256;
+struct LossScratch {
+  double partials[kLossMaxBlocks];
+  unsigned arrived;
+};
+
+// dout = d(mean loss)/d(out); *loss_sum += the batch's summed loss. Deterministic (a fixed order
+// of sums for a given batch).
 // smoothing: label smoothing (Backend::loss). In the same pass (Backend::loss_and_metrics):
 // guard not null: guard_bit ORed into guard->nonfinite when the loss sum is not finite;
 // confusion not null: one added at (label, argmax of the row) per row (as confusion_accumulate.cu).
 void launch_classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                                 int64_t classes, float* dout, float* loss_sum, float smoothing,
-                                cudaStream_t stream, StepScalars* guard = nullptr, uint32_t guard_bit = 0,
-                                float* confusion = nullptr);
+                                LossScratch* scratch, cudaStream_t stream, StepScalars* guard = nullptr,
+                                uint32_t guard_bit = 0, float* confusion = nullptr);
 
 }  // namespace trainer::cuda

@@ -90,6 +90,9 @@ CudaBackend::CudaBackend(int device, const DeviceRequest& req)
     if (cublas_workspace_bytes_)
       cublas_workspace_ = alloc_->allocate(cublas_workspace_bytes_, "the cuBLAS workspace");
     CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));
+    loss_scratch_ = static_cast<cuda::LossScratch*>(
+        alloc_->allocate(sizeof(cuda::LossScratch), "the loss kernel's block sums"));
+    CUDA_CHECK(cudaMemsetAsync(loss_scratch_, 0, sizeof(cuda::LossScratch), stream_));
     staging_ = std::make_unique<cuda::StagingRing>(stream_);
     CUDA_CHECK(cudaEventCreateWithFlags(&handoff_, cudaEventDisableTiming));
   } catch (...) {
@@ -114,6 +117,8 @@ void CudaBackend::release() noexcept {
   cudnn_ = nullptr;
   if (alloc_ && cublas_workspace_) alloc_->deallocate(cublas_workspace_);
   cublas_workspace_ = nullptr;
+  if (alloc_ && loss_scratch_) alloc_->deallocate(loss_scratch_);
+  loss_scratch_ = nullptr;
   alloc_.reset();  // returns every chunk; allocations still held by others are lost with it
   heap_.reset();
   if (stream_) cudaStreamDestroy(stream_);
@@ -241,13 +246,14 @@ void CudaBackend::replay(int graph) {
 
 void CudaBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                        float* dout, float* loss_sum, float smoothing) {
-  cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing, stream_);
+  cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing,
+                                   loss_scratch_, stream_);
 }
 void CudaBackend::loss_and_metrics(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                                    int64_t classes, float* dout, float* loss_sum, float smoothing,
                                    StepScalars* guard, uint32_t guard_bit, float* m) {
-  cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing, stream_,
-                                   guard, guard_bit, m);
+  cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing,
+                                   loss_scratch_, stream_, guard, guard_bit, m);
 }
 void CudaBackend::confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                             float* m) {

@@ -25,6 +25,10 @@
 #include "lib/backend/backend_registry.h"
 #include "lib/memory/device_allocator.h"
 
+namespace trainer::cuda {
+struct LossScratch;
+}
+
 namespace trainer {
 
 // cudaMalloc/cudaFree on one device; reports the device's free memory when it runs out.
@@ -149,6 +153,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<CappedDeviceAllocator> alloc_;
   void* cublas_workspace_ = nullptr;
   size_t cublas_workspace_bytes_ = 0;
+  cuda::LossScratch* loss_scratch_ = nullptr;  // the loss kernel's block sums (classification_loss.cuh)
   std::unique_ptr<cuda::StagingRing> staging_;
   std::vector<cudaGraphExec_t> graphs_;  // instantiated step recordings
   cudaEvent_t handoff_ = nullptr;        // recorded on stream_ when another backend waits for it

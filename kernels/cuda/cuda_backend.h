@@ -54,6 +54,8 @@ class CudaBackend : public Backend {
   Allocator& allocator() override { return *alloc_; }
 
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  bool stages_uploads() const override { return true; }
+  void upload_inputs(const UploadPiece* pieces, int n, void* landing) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;
   void convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n,
@@ -155,6 +157,10 @@ class CudaBackend : public Backend {
   size_t cublas_workspace_bytes_ = 0;
   cuda::LossScratch* loss_scratch_ = nullptr;  // the loss kernel's block sums (classification_loss.cuh)
   std::unique_ptr<cuda::StagingRing> staging_;
+  // upload_inputs: the copy engine's stream, and the landing zone's two states: free (its last
+  // pieces moved out, on stream_) and full (the next pieces landed, on copy_stream_).
+  cudaStream_t copy_stream_ = nullptr;
+  cudaEvent_t landing_free_ = nullptr, landing_full_ = nullptr;
   std::vector<cudaGraphExec_t> graphs_;  // instantiated step recordings
   cudaEvent_t handoff_ = nullptr;        // recorded on stream_ when another backend waits for it
   std::vector<int> peers_;               // GPUs whose memory this one's peer access was enabled for

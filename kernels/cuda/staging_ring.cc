@@ -2,8 +2,10 @@
 #include "kernels/cuda/staging_ring.h"
 
 #include <cstring>
+#include <string>
 
 #include "kernels/cuda/cuda_check.h"
+#include "lib/core/error.h"
 #include "lib/memory/allocator.h"
 
 namespace trainer::cuda {
@@ -50,32 +52,59 @@ void StagingRing::retire_completed() {
   }
 }
 
-void StagingRing::copy_to_device(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
-  if (bytes > bytes_ / 2) {
-    // Too large to stage: a plain copy that has finished reading src when it returns.
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return;
-  }
+size_t StagingRing::reserve(size_t bytes) {
   retire_completed();
   size_t begin = align_up(head_);
   if (begin + bytes > bytes_) begin = 0;  // wrap
   const size_t end = begin + bytes;
-  // Copies complete in stream order, so retiring the oldest first frees regions in order.
   auto overlaps = [&] {
     for (const auto& f : in_flight_)
       if (f.begin < end && begin < f.end) return true;
     return false;
   };
+  // Retiring the oldest first frees regions in the order they were taken (on two streams the
+  // oldest copy may not be the first to finish: then this waits a little longer than it must).
   while (!in_flight_.empty() && (overlaps() || free_events_.empty())) retire_oldest();
-  std::memcpy(host_ + begin, src, bytes);
-  CUDA_CHECK(cudaMemcpyAsync(dst, host_ + begin, bytes, cudaMemcpyHostToDevice, stream_));
+  return begin;
+}
+
+void StagingRing::queue(void* dst, size_t begin, size_t bytes, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, host_ + begin, bytes, cudaMemcpyHostToDevice, stream));
   cudaEvent_t done = free_events_.back();
   free_events_.pop_back();
-  in_flight_.push_back(InFlight{begin, end, done});
-  CUDA_CHECK(cudaEventRecord(done, stream_));
-  head_ = end;
+  in_flight_.push_back(InFlight{begin, begin + bytes, done});
+  CUDA_CHECK(cudaEventRecord(done, stream));
+  head_ = begin + bytes;
+}
+
+void StagingRing::copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (!fits(bytes)) {
+    // Too large to stage: a plain copy that has finished reading src when it returns.
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
+  const size_t begin = reserve(bytes);
+  std::memcpy(host_ + begin, src, bytes);
+  queue(dst, begin, bytes, stream_);
+}
+
+void StagingRing::copy_packed(void* dst, const void* const* src, const size_t* bytes, int n,
+                              cudaStream_t stream) {
+  size_t total = 0;
+  for (int i = 0; i < n; ++i) total += align_up(bytes[i], 16);
+  if (total == 0) return;
+  if (!fits(total))
+    throw InternalError("a packed upload of " + std::to_string(total) +
+                        " bytes does not fit the staging ring");
+  const size_t begin = reserve(total);
+  size_t at = begin;
+  for (int i = 0; i < n; ++i) {
+    if (bytes[i]) std::memcpy(host_ + at, src[i], bytes[i]);
+    at += align_up(bytes[i], 16);
+  }
+  queue(dst, begin, total, stream);
 }
 
 }  // namespace trainer::cuda

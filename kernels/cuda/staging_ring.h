@@ -6,7 +6,10 @@
 // when the GPU is done with the region. A new copy takes the bytes after the previous one
 // (wrapping to the start); it waits (cudaEventSynchronize) only for older copies still in flight
 // that overlap its region, i.e. when the GPU is a whole ring behind. Copies larger than half the
-// ring go synchronously (cudaMemcpyAsync + cudaStreamSynchronize).
+// ring go synchronously (cudaMemcpyAsync + cudaStreamSynchronize). copy_packed gathers several
+// host pieces into one region and queues them as one copy, on a stream of the caller's choice
+// (the backend's copy stream: Backend::upload_inputs). Copies on two streams may finish out of
+// order; a region is reused only after its own copy's event, whatever the stream.
 // Everything is allocated in the constructor: pinned memory and the event pool.
 #pragma once
 
@@ -30,14 +33,22 @@ class StagingRing {
 
   // Queues dst <- src (bytes) on the stream; src may be reused when this returns.
   void copy_to_device(void* dst, const void* src, size_t bytes);
+  // Whether `bytes` can be staged (at most half the ring).
+  bool fits(size_t bytes) const { return bytes <= bytes_ / 2; }
+  // Queues one copy to dst, on `stream`, of the n pieces (src, bytes) packed one after another,
+  // each from a 16-byte boundary (Backend::landing_bytes); the sources may be reused when this
+  // returns. The packed size must fit().
+  void copy_packed(void* dst, const void* const* src, const size_t* bytes, int n, cudaStream_t stream);
 
  private:
   struct InFlight {
     size_t begin, end;
     cudaEvent_t done;
   };
-  void retire_oldest();     // waits for the oldest copy's event
-  void retire_completed();  // drops copies that already finished (no wait)
+  void retire_oldest();          // waits for the oldest copy's event
+  void retire_completed();       // drops copies that already finished (no wait)
+  size_t reserve(size_t bytes);  // a free region of the ring for `bytes`: its offset
+  void queue(void* dst, size_t begin, size_t bytes, cudaStream_t stream);  // copy a region, mark it
 
   cudaStream_t stream_;
   size_t bytes_;

@@ -1,11 +1,13 @@
 // The Backend contract's defaults that need more than a line: device collectives, which only a
-// backend with a collective library (NCCL on the CUDA backend) overrides, and the copies between
-// the backends of pipeline stages, which a backend of host memory does with memcpy.
+// backend with a collective library (NCCL on the CUDA backend) overrides, the copies between
+// the backends of pipeline stages, which a backend of host memory does with memcpy, and a step's
+// uploads one piece at a time.
 #include "lib/backend/backend.h"
 
 #include <cstring>
 
 #include "lib/core/error.h"
+#include "lib/memory/allocator.h"
 
 namespace trainer {
 
@@ -24,6 +26,16 @@ void Backend::copy_from(Backend& from, void* dst, const void* src, size_t bytes)
     throw UsageError("cannot copy a stage's tensor from " + from.description() + " to " + description() +
                      ": pipeline stages run all on the CPU or all on GPUs");
   if (bytes) std::memcpy(dst, src, bytes);
+}
+
+size_t Backend::landing_bytes(const UploadPiece* pieces, int n) {
+  size_t bytes = 0;
+  for (int i = 0; i < n; ++i) bytes += align_up(pieces[i].bytes, 16);
+  return bytes;
+}
+
+void Backend::upload_inputs(const UploadPiece* pieces, int n, void*) {
+  for (int i = 0; i < n; ++i) copy_to_device(pieces[i].dst, pieces[i].src, pieces[i].bytes);
 }
 
 }  // namespace trainer

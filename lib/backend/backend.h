@@ -110,6 +110,21 @@ class Backend {
   // copy_to_device returns; copy_to_host waits for all queued work and the copy.
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  // A step's host inputs (the batch, its labels, the step's scalars): each piece's bytes from host
+  // src to device dst, queued before the work enqueued after this call, and src reusable when it
+  // returns, as copy_to_device. landing: device memory of landing_bytes() for these pieces, or
+  // null. A backend with a landing zone may copy into it while the work queued before still runs
+  // (the GPU: a copy engine beside the previous step), then move the pieces to their places in
+  // stream order; the default copies each piece with copy_to_device.
+  struct UploadPiece {
+    void* dst = nullptr;
+    const void* src = nullptr;
+    size_t bytes = 0;
+  };
+  static constexpr int kMaxUploadPieces = 4;
+  virtual bool stages_uploads() const { return false; }           // whether upload_inputs uses a landing zone
+  static size_t landing_bytes(const UploadPiece* pieces, int n);  // each piece 16-byte aligned
+  virtual void upload_inputs(const UploadPiece* pieces, int n, void* landing);
   virtual void zero(void* dst, size_t bytes) = 0;
   // dst[i] = src[i] (or dst[i] += src[i] with accumulate), i < n, converting between dtypes (round
   // to nearest even; the sum is formed in f32): the executor's conversions between a kernel that

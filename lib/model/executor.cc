@@ -240,6 +240,15 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
                      (n_slots > 1 ? " (" + std::to_string(n_slots) + " micro-batch slots)" : "")));
     for (int k = 0; k < o_.activation_slots; ++k) slot_arenas_.push_back(activations + size_t(k) * act_bytes);
     activation_bytes_ = act_bytes * n_slots;
+    if (be_.stages_uploads()) {  // the largest step's scalars, batch and labels
+      const Backend::UploadPiece most[3] = {
+          {nullptr, nullptr, sizeof(StepScalars)},
+          {nullptr, nullptr, size_t(max_batch * model_.input_shape().numel()) * sizeof(float)},
+          {nullptr, nullptr, size_t(max_batch) * sizeof(int32_t)}};
+      const size_t bytes = Backend::landing_bytes(most, 3);
+      landing_ = allocate(bytes, "the landing zone of the next batch (uploaded during the step before)");
+      activation_bytes_ += align_up(bytes);
+    }
     if (shared_transient_bytes) {
       shared_workspace_ =
           allocate(shared_transient_bytes, "kernel workspaces shared by the micro-batch slots");
@@ -267,7 +276,11 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         (clip_ ? align_up(sizeof(ClipRecord)) + align_up(kClipPartials * sizeof(double)) : 0) +
         (scaler_ ? align_up(sizeof(LossScaleState)) : 0) +
         floats_bytes(std::max<int64_t>(model_.buffer_arena_floats(), 1)) + be_.allocator().bytes_in_use();
-    const double per_sample = double(act_bytes) / double(max_batch);
+    // Per sample: its activations (all slots) and, when uploads are staged, its landing zone.
+    const double landing_per_sample =
+        be_.stages_uploads() ? double((model_.input_shape().numel() + 1) * 4) : 0.0;
+    const double per_sample =
+        double(act_bytes) * double(o_.activation_slots) / double(max_batch) + landing_per_sample;
     std::string advice;
     if (cap) {
       int64_t fit = cap > fixed ? int64_t(double(cap - fixed) / per_sample) : 0;

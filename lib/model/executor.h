@@ -207,7 +207,9 @@ class Executor : public StepRunner {
   char* arena(const Plan& p) const;
   // Layer i's kernel in plan p (null for views).
   LayerKernel* kernel(const Plan& p, size_t i) const;
-  void upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training = false);
+  // The batch (and with `scalars` the step's scalars) to the device (Backend::upload_inputs).
+  void upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training = false,
+              bool scalars = false);
   void enqueue_forward(Plan& p, bool training, bool with_loss);
   void enqueue_backward_and_update(Plan& p, bool update = true);
   // The step of an empty shard with synchronized batchnorm: every kernel's collectives with zero
@@ -271,6 +273,7 @@ class Executor : public StepRunner {
   std::vector<LossScaleState> micro_weights_host_;  // their host copy, written each step
   size_t parameter_bytes_ = 0, activation_bytes_ = 0;
   StepScalars* scalars_ = nullptr;        // backend memory
+  void* landing_ = nullptr;               // Backend::upload_inputs' landing zone, if it stages
   float* metrics_ = nullptr;              // backend memory: loss_sum, samples, topk..., confusion
   NonfiniteRecord* nonfinite_ = nullptr;  // backend memory, zeroed with the metrics
   LossScaleState* scaler_ = nullptr;      // backend memory, with loss scaling only

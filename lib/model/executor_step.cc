@@ -9,12 +9,16 @@
 
 namespace trainer {
 
-void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training) {
+void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training, bool scalars) {
   const bool raw = training && o_.augment.active();
+  Backend::UploadPiece pieces[3];
+  int n = 0;
+  if (scalars) pieces[n++] = {scalars_, &host_scalars_, sizeof(StepScalars)};
   if (x)
-    be_.copy_to_device(arena(p) + (raw ? p.raw_input : p.act[0]), x,
-                       size_t(batch * model_.input_shape().numel()) * sizeof(float));
-  if (y) be_.copy_to_device(arena(p) + p.labels, y, size_t(batch) * sizeof(int32_t));
+    pieces[n++] = {arena(p) + (raw ? p.raw_input : p.act[0]), x,
+                   size_t(batch * model_.input_shape().numel()) * sizeof(float)};
+  if (y) pieces[n++] = {arena(p) + p.labels, y, size_t(batch) * sizeof(int32_t)};
+  be_.upload_inputs(pieces, n, landing_);
 }
 
 // Everything from the uploaded batch to the metric sums; per-step values come from scalars_.
@@ -132,8 +136,7 @@ void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64
     return;
   }
   Plan& p = plan_for(batch);
-  be_.copy_to_device(scalars_, &host_scalars_, sizeof(StepScalars));
-  upload(p, batch, x, y, true);
+  upload(p, batch, x, y, true, true);
   run_captured(p.train_graph, p.train_eager_runs, [&] {
     enqueue_forward(p, true, true);
     enqueue_backward_and_update(p);

@@ -30,7 +30,8 @@ def trainer_fit(a, config, math, gpus, mpi):
     fit = [a.trainer, "fit", config, "--batch-size", str(a.batch), "--epochs", str(a.epochs), "--math", math,
            "--log-format", "json", "--no-out"] + sets
     if mpi:
-        cmd = ["mpirun", "-np", str(gpus), "-x", "NCCL_NVLS_ENABLE"] + fit + ["--device", "gpu"]
+        # --bind-to none: Open MPI binds each of 2 ranks to one core, which the loader shares.
+        cmd = ["mpirun", "-np", str(gpus), "--bind-to", "none", "-x", "NCCL_NVLS_ENABLE"] + fit + ["--device", "gpu"]
     else:
         cmd = fit + ["--device", "gpu:" + ",".join(str(i) for i in range(gpus))]
     p = subprocess.run(cmd, capture_output=True, text=True)

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "lib/core/usable_cores.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -73,12 +74,7 @@ int CpuBackend::default_threads(std::string* note) {
   return threads;
 }
 
-int CpuBackend::usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1, int(std::thread::hardware_concurrency()));
-}
+int CpuBackend::usable_cores() { return trainer::usable_cores(); }
 
 std::string CpuBackend::onednn_version() {
   const dnnl_version_t* v = dnnl_version();

@@ -13,7 +13,7 @@ __global__ void spread_flag_bits_kernel(const uint32_t* word, uint8_t* bytes) {
 __global__ void fold_flag_bits_kernel(const uint8_t* bytes, uint32_t* word) {
   // Lane i votes for bit i: the ballot is the word.
   const uint32_t w = __ballot_sync(0xffffffffu, bytes[threadIdx.x] != 0);
-  if (threadIdx.x == 0) *word = w;
+  if (threadIdx.x == 0) *word |= w;
 }
 
 }  // namespace

@@ -148,13 +148,30 @@ class NcclCollective final : public DeviceCollective {
     pending_ = true;
   }
 
-  // Join: the backend's stream waits for everything the side stream was given.
+  // The flag bytes spread on the backend's stream, reduced on the side stream like a bucket.
+  void all_reduce_or_async(uint32_t* word) override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    ncclComm_t comm = live_comm();
+    if (or_word_) throw InternalError("a second asynchronous OR before wait_all()");
+    cuda::launch_spread_flag_bits(word, flag_bytes_, be_.stream());
+    CUDA_CHECK(cudaEventRecord(fork_, be_.stream()));
+    CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+    NCCL_CHECK(comm, ncclAllReduce(flag_bytes_, flag_bytes_, size_t(cuda::kFlagBits), ncclUint8, ncclMax,
+                                   comm, side_));
+    pending_ = true;
+    or_word_ = word;
+  }
+
+  // Join: the backend's stream waits for everything the side stream was given, then a pending
+  // OR's result goes into its word.
   void wait_all() override {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (!pending_) return;
     pending_ = false;
     CUDA_CHECK(cudaEventRecord(join_, side_));
     CUDA_CHECK(cudaStreamWaitEvent(be_.stream(), join_, 0));
+    if (or_word_) cuda::launch_fold_flag_bits(flag_bytes_, or_word_, be_.stream());
+    or_word_ = nullptr;
   }
 
   void all_reduce_or(uint32_t* word) override {
@@ -236,7 +253,8 @@ class NcclCollective final : public DeviceCollective {
   // (each recorded and waited on at once, so one of each serves every bucket).
   cudaStream_t side_ = nullptr;
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
-  bool pending_ = false;  // asynchronous sums enqueued since the last wait_all()
+  bool pending_ = false;         // asynchronous sums enqueued since the last wait_all()
+  uint32_t* or_word_ = nullptr;  // the word of a pending all_reduce_or_async
 };
 
 }  // namespace

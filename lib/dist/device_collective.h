@@ -54,6 +54,12 @@ class DeviceCollective {
   // In place: *word = the bitwise OR of every replica's *word (one uint32 of backend memory: the
   // step's non-finite flags, lib/backend/backend.h NonfiniteBits).
   virtual void all_reduce_or(uint32_t* word) = 0;
+  // The OR overlapped, as all_reduce_sum_async: the bits *word holds when the backend's stream gets
+  // here are ORed over the replicas beside the work enqueued after, and the join (wait_all(), or a
+  // sum that joins) ORs the result into *word, so bits set in between stay (the step's loss flag,
+  // reduced during the backward pass instead of after the gradients). The rules of the
+  // asynchronous sums hold until the join; one pending OR at a time. Default: all_reduce_or now.
+  virtual void all_reduce_or_async(uint32_t* word) { all_reduce_or(word); }
   // Replica `root`'s n floats to every replica.
   virtual void broadcast(float* x, int64_t n, int root) = 0;
 

@@ -215,6 +215,10 @@ class Executor : public StepRunner {
   // The step of an empty shard with synchronized batchnorm: every kernel's collectives with zero
   // contributions and the gradient buckets, in a step's order, then the update.
   void enqueue_no_rows_step();
+  // Data parallel on the device: the step's loss flags ORed over the replicas, overlapped
+  // (executor_update.cc); once a step.
+  void reduce_loss_flags();
+  bool loss_flags_reduced_ = false;
   // Pipeline stages (lib/model/executor_stage.cc): plan p's boundary tensors, and the gradient the
   // loss writes (the logits' where the loss folds the final softmax in).
   StageTensors stage_tensors_of(const Plan& p) const;

@@ -51,6 +51,7 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
                        kNonfiniteLoss, metrics_ + 1 + o_.top_k.size());
   for (size_t k = 0; k < o_.top_k.size(); ++k)
     be_.topk_correct(out, labels, batch, o_.num_classes, o_.top_k[k], metrics_ + 1 + k);
+  if (training) reduce_loss_flags();
 }
 
 void Executor::enqueue_backward_and_update(Plan& p, bool update) {

@@ -140,6 +140,11 @@ TEST_CASE("gpu one-replica NCCL collective: the step trains bit for bit as witho
   word.upload(std::vector<uint32_t>{0xA5u});
   one->all_reduce_or(word.as<uint32_t>());
   CHECK(word.download<uint32_t>(1)[0] == 0xA5u);
+  // Overlapped: bits set after the spread (here by a copy in stream order) stay after the join.
+  one->all_reduce_or_async(word.as<uint32_t>());
+  word.upload(std::vector<uint32_t>{0x100u});
+  one->wait_all();
+  CHECK(word.download<uint32_t>(1)[0] == 0x1A5u);
   Buffer x(be, 3 * sizeof(float));
   x.upload(std::vector<float>{1.f, -2.f, 3.5f});
   one->broadcast(x.as<float>(), 3, 0);
@@ -187,7 +192,7 @@ TEST_CASE("gpu two replicas over NCCL train like one GPU on the whole batches", 
   Model model(c.input_shape, c.layers, c.init, c.file);
   const std::vector<float> one = train(cuda_backend(), model, nullptr, nullptr, 0, 1).tensors;
   std::vector<std::vector<float>> got(2);
-  std::vector<uint32_t> ored(2, 0);
+  std::vector<uint32_t> ored(2, 0), ored_async(2, 0);
   const std::vector<std::string> errors =
       on_two_replicas([&](CudaBackend& be, DeviceCollective& dc, Communicator& comm, int r) {
         got[size_t(r)] = train(be, model, &dc, &comm, r, 2).tensors;
@@ -195,6 +200,12 @@ TEST_CASE("gpu two replicas over NCCL train like one GPU on the whole batches", 
         word.upload(std::vector<uint32_t>{r == 0 ? 1u : 4u});
         dc.all_reduce_or(word.as<uint32_t>());
         ored[size_t(r)] = word.download<uint32_t>(1)[0];
+        // Overlapped: each replica's later bit stays its own, the earlier ones are everyone's.
+        word.upload(std::vector<uint32_t>{r == 0 ? 1u : 4u});
+        dc.all_reduce_or_async(word.as<uint32_t>());
+        word.upload(std::vector<uint32_t>{r == 0 ? 16u : 32u});
+        dc.wait_all();
+        ored_async[size_t(r)] = word.download<uint32_t>(1)[0];
       });
   INFO("replica 0: " << errors[0] << "; replica 1: " << errors[1]);
   REQUIRE(errors[0].empty());
@@ -202,6 +213,8 @@ TEST_CASE("gpu two replicas over NCCL train like one GPU on the whole batches", 
   REQUIRE(got[0] == got[1]);  // every replica applies the same update
   CHECK(ored[0] == 5u);
   CHECK(ored[1] == 5u);
+  CHECK(ored_async[0] == 21u);
+  CHECK(ored_async[1] == 37u);
   const double e = rel_error(got[0], one);
   INFO("2 replicas vs 1 GPU: parameter rel error " << e);
   CHECK(e < 1e-5);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <thread>
 
@@ -207,31 +208,36 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
   // on one core: 1.4 ms per 512 rows, more than a GPU step). A non-finite value only marks its
   // row (the lowest such row is kept); that row is searched again afterwards for the error message.
   std::atomic<int64_t> bad_row{rows};
+  const auto fill_rows = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t idx = perm_[first + r];
+      labels[r] = data_.labels[idx];
+      float* o = out + r * numel_;
+      for (int64_t c = 0; c < channels_; ++c) {
+        const float m = mul_[c], a = add_[c];
+        const int64_t base = idx * numel_ + c * inner_;
+        float* oc = o + c * inner_;
+        if (is_u8) {
+          const uint8_t* src = data_.u8.data() + base;
+          for (int64_t j = 0; j < inner_; ++j) oc[j] = static_cast<float>(src[j]) * m + a;
+        } else {
+          const float* src = data_.f32.data() + base;
+          for (int64_t j = 0; j < inner_; ++j) oc[j] = src[j] * m + a;
+        }
+      }
+      if (!all_finite(o, numel_)) {
+        int64_t seen = bad_row.load();
+        while (r < seen && !bad_row.compare_exchange_weak(seen, r)) {
+        }
+      }
+    }
+  };
   const int threads = rows * numel_ >= kParallelValues ? max_threads : 1;
-#ifdef _OPENMP  // the fuzzing build (tests/fuzz) has no OpenMP: one thread
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-#endif
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t idx = perm_[first + r];
-    labels[r] = data_.labels[idx];
-    float* o = out + r * numel_;
-    for (int64_t c = 0; c < channels_; ++c) {
-      const float m = mul_[c], a = add_[c];
-      const int64_t base = idx * numel_ + c * inner_;
-      float* oc = o + c * inner_;
-      if (is_u8) {
-        const uint8_t* src = data_.u8.data() + base;
-        for (int64_t j = 0; j < inner_; ++j) oc[j] = static_cast<float>(src[j]) * m + a;
-      } else {
-        const float* src = data_.f32.data() + base;
-        for (int64_t j = 0; j < inner_; ++j) oc[j] = src[j] * m + a;
-      }
-    }
-    if (!all_finite(o, numel_)) {
-      int64_t seen = bad_row.load();
-      while (r < seen && !bad_row.compare_exchange_weak(seen, r)) {
-      }
-    }
+  if (threads > 1) {
+    if (!workers_ || workers_->threads() != threads) workers_ = std::make_unique<RowWorkers>(threads);
+    workers_->run(rows, fill_rows);
+  } else {
+    fill_rows(0, rows);
   }
   if (bad_row.load() < rows) {
     const int64_t r = bad_row.load(), idx = perm_[first + r];

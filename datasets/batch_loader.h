@@ -9,8 +9,9 @@
 //
 // Batch layout: x is (rows, *sample_shape) row-major floats, y is (rows) int32 labels.
 //
-// Large batches are filled by several threads (OpenMP, rows split evenly): one core gathering
-// shuffled rows is memory-bound, 1.4 ms per 512 CIFAR-sized rows, which is longer than a GPU step.
+// Large batches are filled by several threads (RowWorkers, rows split evenly; helpers that sleep
+// between batches): one core gathering shuffled rows is memory-bound, 1.4 ms per 512 CIFAR-sized
+// rows, which is longer than a GPU step.
 //
 // Data parallelism: a loader made for rank r of R ranks yields only its shard of each global
 // batch (lib/core/shard.h): the same batches in the same shuffled order as one process's loader,
@@ -20,11 +21,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "datasets/dataset.h"
+#include "datasets/row_workers.h"
 
 namespace trainer {
 
@@ -105,7 +108,8 @@ class BatchLoader {
   int held_ = -1;         // buffer the caller holds (returned by the last next()), or -1
   int ready_ = -1;        // buffer holding a finished, not yet returned batch, or -1
   std::exception_ptr error_;
-  std::thread worker_;  // last: starts after everything above is initialised
+  std::unique_ptr<RowWorkers> workers_;  // the worker's helpers for large batches (made at the first)
+  std::thread worker_;                   // last: starts after everything above is initialised
 };
 
 }  // namespace trainer

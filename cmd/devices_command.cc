@@ -5,6 +5,7 @@
 #include "cmd/commands.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "lib/backend/backend_registry.h"
+#include "lib/core/usable_cores.h"
 
 namespace trainer::cmd {
 
@@ -13,8 +14,8 @@ void add_devices_command(CLI::App& app) {
   sub->callback([]() {
     std::string why;
     auto gpus = BackendRegistry::global().list_gpus(&why);
-    std::cout << "cpu: " << CpuBackend::usable_cores() << " cores usable, oneDNN "
-              << CpuBackend::onednn_version() << ", isa " << CpuBackend::cpu_isa() << "\n";
+    std::cout << "cpu: " << usable_cores() << " cores usable, oneDNN " << CpuBackend::onednn_version()
+              << ", isa " << CpuBackend::cpu_isa() << "\n";
     if (gpus.empty()) {
       std::cout << "gpu: none usable (" << why << ")\n";
       return;

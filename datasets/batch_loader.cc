@@ -17,7 +17,6 @@
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
 #include "lib/core/shard.h"
-#include "lib/core/usable_cores.h"
 
 namespace trainer {
 namespace {
@@ -59,7 +58,7 @@ constexpr int64_t kParallelValues = int64_t(1) << 18;
 
 }  // namespace
 
-int default_loader_threads() { return std::max(1, std::min(8, usable_cores() / 2)); }
+int default_loader_threads(int cores) { return std::max(1, std::min(8, cores / 2)); }
 
 std::vector<float> normalized_zero(const Normalization& norm, const Shape& sample_shape) {
   const int64_t channels = channels_of(sample_shape);

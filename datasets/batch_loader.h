@@ -45,12 +45,12 @@ struct Normalization {
 // data.augment pads images with. Throws DataError for mean/std lists of the wrong length.
 std::vector<float> normalized_zero(const Normalization& norm, const Shape& sample_shape);
 
-// data.loader_threads' default when training on a GPU: half the cores this process may use (its
-// affinity mask, lib/core/usable_cores.h), 1 to 8
+// data.loader_threads' default when training on a GPU, given the cores this process may use (its
+// affinity mask: lib/core/usable_cores.h): half of them, 1 to 8
 // (a GPU host's cores are idle; on one H100 host, cifar10_cnn's fit at batch 256 ran 1,253 /
 // 1,434 / 1,594 steps/s with 1 / 4 / 8 threads, trainer bench 1,574). On the CPU the backend
 // trains on every core and the loader keeps one thread.
-int default_loader_threads();
+int default_loader_threads(int cores);
 
 class BatchLoader {
  public:

@@ -1,7 +1,5 @@
 #include "kernels/cpu/cpu_backend.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -73,8 +71,6 @@ int CpuBackend::default_threads(std::string* note) {
             (threads == 1 ? "" : "s") + " (--threads to choose)";
   return threads;
 }
-
-int CpuBackend::usable_cores() { return trainer::usable_cores(); }
 
 std::string CpuBackend::onednn_version() {
   const dnnl_version_t* v = dnnl_version();

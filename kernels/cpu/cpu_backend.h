@@ -60,8 +60,6 @@ class CpuBackend : public Backend {
   // "oneDNN 2.6.3 (cpu isa: avx2)", for `trainer devices`.
   static std::string onednn_version();
   static std::string cpu_isa();
-  // The cores this process may run on (its affinity mask, so taskset and cgroup cpusets count).
-  static int usable_cores();
   // The thread count for a run that names none: the usable cores not busy with other processes'
   // runnable threads; 0 when OMP_NUM_THREADS, OMP_WAIT_POLICY or GOMP_SPINCOUNT is set (the
   // user's OpenMP settings decide). *note gets a line to log when that is fewer than all cores.

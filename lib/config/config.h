@@ -40,7 +40,7 @@ struct DataConfig {
   int64_t batch_size = 32;
   bool shuffle = true;
   bool drop_last = false;
-  int64_t loader_threads = 0;  // threads that fill a large batch; 0: default_loader_threads()
+  int64_t loader_threads = 0;  // threads that fill a large batch; 0: loader_threads_for()
   double validation_split = 0;
   NormalizeConfig normalize;
   AugmentConfig augment;

@@ -10,6 +10,7 @@
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
+#include "lib/core/usable_cores.h"
 #include "lib/metrics/metrics.h"
 #include "lib/train/data_parallel.h"
 #include "lib/train/data_sources.h"
@@ -187,7 +188,7 @@ bool Session::trains_on_host() const {
 
 int loader_threads_for(const Config& cfg, const Session& s) {
   if (cfg.data.loader_threads > 0) return int(cfg.data.loader_threads);
-  return s.trains_on_host() ? 1 : default_loader_threads();
+  return s.trains_on_host() ? 1 : default_loader_threads(usable_cores());
 }
 
 size_t Session::peak_bytes() const {

@@ -42,7 +42,7 @@ struct Session {
   bool trains_on_host() const;
 };
 
-// data.loader_threads, or when 0 its default for this session: default_loader_threads()
+// data.loader_threads, or when 0 its default for this session: default_loader_threads(usable_cores())
 // (datasets/batch_loader.h) on a GPU, 1 where a backend trains on the CPU's cores.
 int loader_threads_for(const Config& cfg, const Session& s);
 

@@ -9,6 +9,7 @@
 #include "datasets/batch_loader.h"
 #include "lib/core/error.h"
 #include "lib/core/shard.h"
+#include "lib/core/usable_cores.h"
 
 using namespace trainer;
 
@@ -346,8 +347,8 @@ TEST_CASE("BatchLoader fills large batches on several threads with the same valu
   const auto one = batches(1);
   REQUIRE(one.first.size() == size_t(2 * n * numel));
   REQUIRE(batches(3) == one);  // bit for bit, labels too
-  REQUIRE(default_loader_threads() >= 1);
-  REQUIRE(default_loader_threads() <= 8);
+  REQUIRE(default_loader_threads(usable_cores()) >= 1);
+  REQUIRE(default_loader_threads(usable_cores()) <= 8);
 
   // Non-finite values in two rows of one batch: the error names the first of them in batch order.
   Dataset f;

@@ -157,26 +157,23 @@ void CudaBackend::copy_to_device(void* dst, const void* src, size_t bytes) {
 // 3 MB batch of 256 rows: ~60 us of PCIe a step that the GPU otherwise sat out); stream_ waits
 // for it to land, and one kernel moves the pieces to their places.
 void CudaBackend::upload_inputs(const UploadPiece* pieces, int n, void* landing) {
-  const size_t total = landing_bytes(pieces, n);
-  if (!landing || n > cuda::kMaxUnpackPieces || !staging_->fits(total)) {
+  if (!landing || n > cuda::kMaxUnpackPieces) {
     Backend::upload_inputs(pieces, n, landing);
     return;
   }
-  const void* src[cuda::kMaxUnpackPieces];
-  size_t bytes[cuda::kMaxUnpackPieces];
   cuda::UnpackPieces unpack;
+  const size_t total = landing_bytes(pieces, n, unpack.offset);
+  if (!staging_->fits(total)) {
+    Backend::upload_inputs(pieces, n, landing);
+    return;
+  }
   unpack.n = n;
-  size_t at = 0;
   for (int i = 0; i < n; ++i) {
-    src[i] = pieces[i].src;
-    bytes[i] = pieces[i].bytes;
     unpack.dst[i] = pieces[i].dst;
-    unpack.offset[i] = at;
     unpack.bytes[i] = pieces[i].bytes;
-    at += align_up(pieces[i].bytes, 16);
   }
   CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, landing_free_, 0));
-  staging_->copy_packed(landing, src, bytes, n, copy_stream_);
+  staging_->copy_packed(landing, pieces, unpack.offset, n, total, copy_stream_);
   CUDA_CHECK(cudaEventRecord(landing_full_, copy_stream_));
   CUDA_CHECK(cudaStreamWaitEvent(stream_, landing_full_, 0));
   cuda::launch_unpack_upload(landing, unpack, stream_);

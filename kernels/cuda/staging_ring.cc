@@ -90,20 +90,15 @@ void StagingRing::copy_to_device(void* dst, const void* src, size_t bytes) {
   queue(dst, begin, bytes, stream_);
 }
 
-void StagingRing::copy_packed(void* dst, const void* const* src, const size_t* bytes, int n,
-                              cudaStream_t stream) {
-  size_t total = 0;
-  for (int i = 0; i < n; ++i) total += align_up(bytes[i], 16);
+void StagingRing::copy_packed(void* dst, const Backend::UploadPiece* pieces, const size_t* offsets, int n,
+                              size_t total, cudaStream_t stream) {
   if (total == 0) return;
   if (!fits(total))
     throw InternalError("a packed upload of " + std::to_string(total) +
                         " bytes does not fit the staging ring");
   const size_t begin = reserve(total);
-  size_t at = begin;
-  for (int i = 0; i < n; ++i) {
-    if (bytes[i]) std::memcpy(host_ + at, src[i], bytes[i]);
-    at += align_up(bytes[i], 16);
-  }
+  for (int i = 0; i < n; ++i)
+    if (pieces[i].bytes) std::memcpy(host_ + begin + offsets[i], pieces[i].src, pieces[i].bytes);
   queue(dst, begin, total, stream);
 }
 

@@ -19,6 +19,8 @@
 #include <deque>
 #include <vector>
 
+#include "lib/backend/backend.h"
+
 namespace trainer::cuda {
 
 class StagingRing {
@@ -35,10 +37,11 @@ class StagingRing {
   void copy_to_device(void* dst, const void* src, size_t bytes);
   // Whether `bytes` can be staged (at most half the ring).
   bool fits(size_t bytes) const { return bytes <= bytes_ / 2; }
-  // Queues one copy to dst, on `stream`, of the n pieces (src, bytes) packed one after another,
-  // each from a 16-byte boundary (Backend::landing_bytes); the sources may be reused when this
-  // returns. The packed size must fit().
-  void copy_packed(void* dst, const void* const* src, const size_t* bytes, int n, cudaStream_t stream);
+  // Queues one copy of `total` bytes to dst, on `stream`, holding the n pieces' sources at their
+  // offsets (the caller's packing: Backend::landing_bytes); the sources may be reused when this
+  // returns. total must fit().
+  void copy_packed(void* dst, const Backend::UploadPiece* pieces, const size_t* offsets, int n, size_t total,
+                   cudaStream_t stream);
 
  private:
   struct InFlight {

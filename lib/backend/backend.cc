@@ -28,9 +28,12 @@ void Backend::copy_from(Backend& from, void* dst, const void* src, size_t bytes)
   if (bytes) std::memcpy(dst, src, bytes);
 }
 
-size_t Backend::landing_bytes(const UploadPiece* pieces, int n) {
+size_t Backend::landing_bytes(const UploadPiece* pieces, int n, size_t* offsets) {
   size_t bytes = 0;
-  for (int i = 0; i < n; ++i) bytes += align_up(pieces[i].bytes, 16);
+  for (int i = 0; i < n; ++i) {
+    if (offsets) offsets[i] = bytes;
+    bytes += align_up(pieces[i].bytes, 16);
+  }
   return bytes;
 }
 

@@ -121,9 +121,10 @@ class Backend {
     const void* src = nullptr;
     size_t bytes = 0;
   };
-  static constexpr int kMaxUploadPieces = 4;
   virtual bool stages_uploads() const { return false; }           // whether upload_inputs uses a landing zone
-  static size_t landing_bytes(const UploadPiece* pieces, int n);  // each piece 16-byte aligned
+  // The landing zone's packing: each piece from a 16-byte boundary; its bytes, and with `offsets`
+  // (n of them) where each piece starts.
+  static size_t landing_bytes(const UploadPiece* pieces, int n, size_t* offsets = nullptr);
   virtual void upload_inputs(const UploadPiece* pieces, int n, void* landing);
   virtual void zero(void* dst, size_t bytes) = 0;
   // dst[i] = src[i] (or dst[i] += src[i] with accumulate), i < n, converting between dtypes (round

@@ -21,7 +21,6 @@ namespace trainer::cuda {
 namespace {
 
 constexpr float kOne = 1.f, kZero = 0.f;
-constexpr int kTimingRounds = 3;
 constexpr DirectConv::Direction kDirections[3] = {DirectConv::kForward, DirectConv::kBackwardData,
                                                   DirectConv::kBackwardFilter};
 
@@ -90,26 +89,16 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
       for (int d = 0; d < 3; ++d) {
         const int count = direct_->tilings(kDirections[d]);
         if (count == 0) continue;
-        // Each candidate's fastest of kTimingRounds, the rounds interleaved: one timing each
-        // picked differently from run to run and GPU to GPU (clocks still rising at start-up;
-        // mnist_cnn's filter gradients went to cuDNN on one H100 and to ours on an H200).
-        float cudnn_ms = 0.f;
-        std::vector<float> ms(size_t(count), 0.f);
-        for (int round = 0; round < kTimingRounds; ++round) {
-          const float c = graph_time_ms(st, cudnn_run[d]);
-          cudnn_ms = round == 0 ? c : std::min(cudnn_ms, c);
-          for (int t = 0; t < count; ++t) {
-            direct_->select(kDirections[d], t);
-            const float m = graph_time_ms(st, direct_run[d]);
-            ms[size_t(t)] = round == 0 ? m : std::min(ms[size_t(t)], m);
-          }
-        }
-        float best_ms = 0.f;
-        for (int t = 0; t < count; ++t)
-          if (t == 0 || ms[size_t(t)] < best_ms) {
-            best_ms = ms[size_t(t)];
-            use[size_t(d)] = t;
-          }
+        // Candidate 0 is cuDNN's choice, candidate 1 + t our tiling t; ours against each other.
+        const Fastest f = fastest_candidate(st, size_t(count) + 1, [&](size_t i) {
+          if (i == 0) return cudnn_run[d]();
+          direct_->select(kDirections[d], int(i) - 1);
+          direct_run[d]();
+        });
+        const float cudnn_ms = f.each[0];
+        const auto fastest_tiling = std::min_element(f.each.begin() + 1, f.each.end());
+        const float best_ms = *fastest_tiling;
+        use[size_t(d)] = int(fastest_tiling - f.each.begin()) - 1;
         const std::string tiling = direct_->describe(kDirections[d], use[size_t(d)]);
         if (!(best_ms < cudnn_ms)) use[size_t(d)] = -1;
         spdlog::debug("{}: {} direct {:.4f} ms ({}, fastest of {}), cuDNN {:.4f} ms: {}", what, names[d],

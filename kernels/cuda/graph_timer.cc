@@ -1,5 +1,7 @@
-// graph_time_ms (see graph_timer.h).
+// graph_time_ms and fastest_candidate (see graph_timer.h).
 #include "kernels/cuda/graph_timer.h"
+
+#include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
 
@@ -42,6 +44,23 @@ float graph_time_ms(cudaStream_t stream, const std::function<void()>& run) {
   }
   release();
   return ms / kRepeats;
+}
+
+Fastest fastest_candidate(cudaStream_t stream, size_t count, const std::function<void(size_t)>& run,
+                          int rounds) {
+  Fastest f;
+  f.each.assign(count, 0.f);
+  for (int round = 0; round < rounds; ++round)
+    for (size_t i = 0; i < count; ++i) {
+      const float ms = graph_time_ms(stream, [&] { run(i); });
+      f.each[i] = round == 0 ? ms : std::min(f.each[i], ms);
+    }
+  for (size_t i = 0; i < count; ++i)
+    if (i == 0 || f.each[i] < f.ms) {
+      f.index = i;
+      f.ms = f.each[i];
+    }
+  return f;
 }
 
 }  // namespace trainer::cuda

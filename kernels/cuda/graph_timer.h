@@ -5,7 +5,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <functional>
+#include <vector>
 
 namespace trainer::cuda {
 
@@ -14,5 +16,17 @@ namespace trainer::cuda {
 // eager launches instead would measure the host: cuDNN's calls take tens of microseconds to
 // enqueue, more than small kernels run. Waits for the stream.
 float graph_time_ms(cudaStream_t stream, const std::function<void()>& run);
+
+// Candidates 0 .. count-1, each timed by graph_time_ms(run(i)) in `rounds` interleaved rounds
+// (every candidate once, then again): each one's fastest. One timing each picked differently
+// from run to run and GPU to GPU (clocks still rising at start-up; mnist_cnn's filter gradients
+// went to cuDNN on one H100 and to our kernels on an H200). Ties keep the lower index.
+struct Fastest {
+  size_t index = 0;
+  float ms = 0.f;
+  std::vector<float> each;  // per candidate
+};
+Fastest fastest_candidate(cudaStream_t stream, size_t count, const std::function<void(size_t)>& run,
+                          int rounds = 3);
 
 }  // namespace trainer::cuda

@@ -3,10 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/graph_timer.h"
@@ -102,25 +100,13 @@ void LtMatmul::release() noexcept {
 // would run it (graph_time_ms) and the fastest is kept, as cuDNN's algorithms are measured.
 void LtMatmul::tune(const void* a, const void* b, void* d) {
   if (candidates_.size() < 2) return;
-  // Each candidate's fastest of three timings, the rounds interleaved (one timing each is noisy).
-  constexpr int kRounds = 3;
-  std::vector<float> ms(candidates_.size(), 0.f);
-  for (int round = 0; round < kRounds; ++round)
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      algo_ = candidates_[i];
-      const float m = graph_time_ms(be_->stream(), [&] { run(a, b, d); });
-      ms[i] = round == 0 ? m : std::min(ms[i], m);
-    }
-  size_t best = 0;
-  float best_ms = 0.f;
-  for (size_t i = 0; i < candidates_.size(); ++i)
-    if (i == 0 || ms[i] < best_ms) {
-      best = i;
-      best_ms = ms[i];
-    }
-  algo_ = candidates_[best];
-  spdlog::debug("cuBLASLt {}: candidate {} of {} measured fastest, {:.2f} us", what_, best + 1,
-                candidates_.size(), 1000.f * best_ms);
+  const Fastest f = fastest_candidate(be_->stream(), candidates_.size(), [&](size_t i) {
+    algo_ = candidates_[i];
+    run(a, b, d);
+  });
+  algo_ = candidates_[f.index];
+  spdlog::debug("cuBLASLt {}: candidate {} of {} measured fastest, {:.2f} us", what_, f.index + 1,
+                candidates_.size(), 1000.f * f.ms);
 }
 
 void LtMatmul::run(const void* a, const void* b, void* d) const {

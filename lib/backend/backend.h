@@ -121,7 +121,7 @@ class Backend {
     const void* src = nullptr;
     size_t bytes = 0;
   };
-  virtual bool stages_uploads() const { return false; }           // whether upload_inputs uses a landing zone
+  virtual bool stages_uploads() const { return false; }  // whether upload_inputs uses a landing zone
   // The landing zone's packing: each piece from a 16-byte boundary; its bytes, and with `offsets`
   // (n of them) where each piece starts.
   static size_t landing_bytes(const UploadPiece* pieces, int n, size_t* offsets = nullptr);

@@ -1,7 +1,9 @@
 // Batch normalization kernels (see batchnorm.cuh).
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda/batchnorm.cuh"
+#include "kernels/cuda/channel_packs.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -65,9 +67,25 @@ __global__ void batchnorm_partial_nhwc_kernel(BatchNormGeometry g, Term term, do
   partial[2 * (c * g.parts + piece) + 1] = b;
 }
 
-// Per-value sums of each channel into `partial` (2 per channel and piece), in either layout.
-template <class Term>
-void launch_partial(const BatchNormGeometry& g, Term term, double* partial, cudaStream_t stream) {
+// Writes a pack reduction's sums where the per-channel passes read them.
+struct PartialSink {
+  double* partial;
+  int64_t parts;
+  __device__ void operator()(int64_t c, int s, int64_t piece, double sum) const {
+    partial[2 * (c * parts + piece) + s] = sum;
+  }
+};
+
+// Per-value sums of each channel into `partial` (2 per channel and piece), in either layout; by
+// packs where the geometry and the pointers allow (pack_term, the same terms).
+template <class T, class Term, class PackTerm>
+void launch_partial(const BatchNormGeometry& g, Term term, PackTerm pack_term,
+                    std::initializer_list<const void*> pointers, double* partial, cudaStream_t stream) {
+  if (g.channels_last && g.pack_width > 0 && packs_fit<T>(g.channels, pointers)) {
+    launch_pack_reduce<T>(PackTiles{g.pack_width, g.pack_tiles}, g.count(), g.channels,
+                          RowSplit{g.parts, g.part_len}, pack_term, PartialSink{partial, g.parts}, stream);
+    return;
+  }
   if (g.channels_last) {
     const dim3 grid(unsigned((g.channels + 31) / 32), unsigned(g.parts));
     batchnorm_partial_nhwc_kernel<<<grid, 256, 0, stream>>>(g, term, partial);
@@ -104,6 +122,57 @@ struct GradTerm {  // dy, dy (x - mean); dy = relu_input_grad(z, dz) with a fuse
     const double g = relu_input_grad(z, dy, i);
     a += g;
     b += g * (double(to_f32(x[i])) - double(mean[c]));
+  }
+};
+
+// The same terms a pack at a time (channel_packs.cuh: pack_reduce_kernel).
+template <class T>
+struct StatsPack {  // summed in double a thread too: the variance is E[x^2] - mean^2
+  static constexpr int kSums = 2, N = kPack<T>, kAhead = 4;
+  using Acc = double;
+  using Loaded = Pack<T>;
+  const T* x;
+  __device__ void channel(int64_t) {}
+  __device__ Loaded load(int64_t e) const { return load_pack(x + e); }
+  __device__ void add(const Loaded& p, double (&acc)[kSums][N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const double v = to_f32(p.v[k]);
+      acc[0][k] += v;
+      acc[1][k] += v * v;
+    }
+  }
+};
+
+template <class T>
+struct GradPack {  // 16-bit values: summed in float a thread (centred terms, tens of rows), then double
+  static constexpr int kSums = 2, N = kPack<T>, kAhead = 2;
+  using Acc = std::conditional_t<sizeof(T) == 2, float, double>;
+  struct Loaded {
+    Pack<T> x, dy, z;
+  };
+  const T *x, *dy, *z;
+  const float* mean;
+  float m[N] = {};
+  __device__ void channel(int64_t c0) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) m[k] = mean[c0 + k];
+  }
+  __device__ Loaded load(int64_t e) const {
+    Loaded l;
+    l.x = load_pack(x + e);
+    l.dy = load_pack(dy + e);
+    if (z) l.z = load_pack(z + e);
+    return l;
+  }
+  __device__ void add(const Loaded& l, Acc (&acc)[kSums][N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float g = to_f32(l.dy.v[k]);  // relu_input_grad's rule, value by value
+      if (z) g = to_f32(from_f32<T>(relu_grad_from_output(to_f32(l.z.v[k]), g)));
+      acc[0][k] += Acc(g);
+      acc[1][k] += Acc(g) * (Acc(to_f32(l.x.v[k])) - Acc(m[k]));
+    }
   }
 };
 
@@ -206,6 +275,69 @@ __global__ void batchnorm_dx_kernel(BatchNormGeometry g, const T* x, const T* dy
   }
 }
 
+// The element-wise passes a pack at a time (channels-last, packs_fit; channel_packs.cuh): each
+// thread keeps one pack of channels, their constants loaded once, over its rows. The same
+// arithmetic value by value as the kernels above: the same bits.
+template <class T>
+__global__ void batchnorm_normalize_pack_kernel(PackRows r, const T* __restrict__ x, const float* mean,
+                                                const float* inv, const float* gamma, const float* beta,
+                                                bool relu, T* __restrict__ y) {
+  constexpr int N = kPack<T>;
+  const PackCursor p = pack_cursor(r, N);
+  if (p.row >= p.end) return;
+  float m[N], scale[N], shift[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int64_t c = p.c0 + k;
+    m[k] = mean[c];
+    scale[k] = gamma[c] * inv[c];
+    shift[k] = beta[c];
+  }
+  for (int64_t row = p.row; row < p.end; row += p.step) {
+    const int64_t e = row * r.channels + p.c0;
+    const Pack<T> in = load_pack(x + e);
+    Pack<T> out;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const T v = from_f32<T>((to_f32(in.v[k]) - m[k]) * scale[k] + shift[k]);
+      out.v[k] = relu ? from_f32<T>(relu_forward(to_f32(v))) : v;
+    }
+    store_pack(y + e, out);
+  }
+}
+
+template <class T>
+__global__ void batchnorm_dx_pack_kernel(PackRows r, const T* __restrict__ x, const T* __restrict__ dy,
+                                         const T* __restrict__ z, const float* mean, const float* coef,
+                                         T* __restrict__ dx) {
+  constexpr int N = kPack<T>;
+  const PackCursor p = pack_cursor(r, N);
+  if (p.row >= p.end) return;
+  const int64_t C = r.channels;
+  float m[N], k0[N], k1[N], k2[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int64_t c = p.c0 + k;
+    m[k] = mean[c];
+    k0[k] = coef[c];
+    k1[k] = coef[C + c];
+    k2[k] = coef[2 * C + c];
+  }
+  for (int64_t row = p.row; row < p.end; row += p.step) {
+    const int64_t e = row * C + p.c0;
+    const Pack<T> xv = load_pack(x + e), dv = load_pack(dy + e);
+    Pack<T> zv, out;
+    if (z) zv = load_pack(z + e);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float d = to_f32(dv.v[k]);  // relu_input_grad's rule, value by value
+      if (z) d = to_f32(from_f32<T>(relu_grad_from_output(to_f32(zv.v[k]), d)));
+      out.v[k] = from_f32<T>(k0[k] * (d - k1[k] - (to_f32(xv.v[k]) - m[k]) * k2[k]));
+    }
+    store_pack(dx + e, out);
+  }
+}
+
 // Synchronized statistics (batchnorm.cuh): one warp per channel adds its pieces as above.
 __global__ void batchnorm_stat_totals_kernel(BatchNormGeometry g, const double* partial, double* sums) {
   const int lane = int(threadIdx.x % 32);
@@ -261,6 +393,11 @@ template <class T>
 void launch_dx(const BatchNormGeometry& g, const T* x, const T* dy, const T* z, const float* mean,
                const float* coef, T* dx, cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.spatial;
+  if (g.channels_last && packs_fit<T>(g.channels, {x, dy, z, dx})) {
+    const PackLaunch l = pack_launch<T>(g.count(), g.channels, 8);
+    batchnorm_dx_pack_kernel<T><<<l.grid, 256, 0, stream>>>(l.rows, x, dy, z, mean, coef, dx);
+    return;
+  }
   with_index_type({n}, [&](auto index) {
     batchnorm_dx_kernel<T, decltype(index)>
         <<<grid_for(n), kThreads, 0, stream>>>(g, x, dy, z, mean, coef, dx);
@@ -269,15 +406,19 @@ void launch_dx(const BatchNormGeometry& g, const T* x, const T* dy, const T* z, 
 
 }  // namespace
 
-BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t spatial, bool channels_last) {
+BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t spatial, bool channels_last,
+                                     DType t) {
   BatchNormGeometry g;
   g.batch = batch;
   g.channels = channels;
   g.spatial = spatial;
   g.channels_last = channels_last;
   const int64_t n = g.count();
-  if (channels_last) {  // at least 16 rows a thread
-    const RowSplit s = channels_last_row_split(n, channels, 16);
+  if (channels_last) {  // at least 16 rows a thread one value a thread, about 32 by packs
+    const PackTiles tiles = pack_tiles(t, channels);
+    g.pack_width = tiles.width;
+    g.pack_tiles = tiles.tiles;
+    const RowSplit s = pack_row_split(n, channels, tiles, 32);
     g.parts = s.parts;
     g.part_len = s.part_len;
     return g;
@@ -296,7 +437,8 @@ void launch_batchnorm_batch_stats(const BatchNormGeometry& g, DType t, const voi
   if (g.channels <= 0 || g.count() <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    launch_partial(g, StatsTerm<T>{static_cast<const T*>(x)}, partial, stream);
+    const T* xt = static_cast<const T*>(x);
+    launch_partial<T>(g, StatsTerm<T>{xt}, StatsPack<T>{xt}, {x}, partial, stream);
   });
   CUDA_CHECK_LAUNCH();
   const int64_t n = g.count();
@@ -322,9 +464,17 @@ void launch_batchnorm_normalize(const BatchNormGeometry& g, DType t, const void*
   if (n <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
+    const T* xt = static_cast<const T*>(x);
+    T* yt = static_cast<T*>(y);
+    if (g.channels_last && packs_fit<T>(g.channels, {x, y})) {
+      const PackLaunch l = pack_launch<T>(g.count(), g.channels, 8);
+      batchnorm_normalize_pack_kernel<T>
+          <<<l.grid, 256, 0, stream>>>(l.rows, xt, mean, inv, gamma, beta, relu, yt);
+      return;
+    }
     with_index_type({n}, [&](auto index) {
-      batchnorm_normalize_kernel<T, decltype(index)><<<grid_for(n), kThreads, 0, stream>>>(
-          g, static_cast<const T*>(x), mean, inv, gamma, beta, relu, static_cast<T*>(y));
+      batchnorm_normalize_kernel<T, decltype(index)>
+          <<<grid_for(n), kThreads, 0, stream>>>(g, xt, mean, inv, gamma, beta, relu, yt);
     });
   });
   CUDA_CHECK_LAUNCH();
@@ -337,9 +487,9 @@ void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* 
   if (g.channels <= 0 || g.count() <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    launch_partial(
-        g, GradTerm<T>{static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(z), mean},
-        partial, stream);
+    const T *xt = static_cast<const T*>(x), *dyt = static_cast<const T*>(dy), *zt = static_cast<const T*>(z);
+    launch_partial<T>(g, GradTerm<T>{xt, dyt, zt, mean}, GradPack<T>{xt, dyt, zt, mean}, {x, dy, z}, partial,
+                      stream);
   });
   CUDA_CHECK_LAUNCH();
   batchnorm_grad_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(g, partial, inv, gamma,
@@ -363,7 +513,8 @@ void launch_batchnorm_stat_sums(const BatchNormGeometry& g, DType t, const void*
   if (g.channels <= 0 || g.count() <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    launch_partial(g, StatsTerm<T>{static_cast<const T*>(x)}, partial, stream);
+    const T* xt = static_cast<const T*>(x);
+    launch_partial<T>(g, StatsTerm<T>{xt}, StatsPack<T>{xt}, {x}, partial, stream);
   });
   CUDA_CHECK_LAUNCH();
   batchnorm_stat_totals_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(g, partial, sums);
@@ -386,9 +537,9 @@ void launch_batchnorm_grad_sums(const BatchNormGeometry& g, DType t, const void*
   if (g.channels <= 0 || g.count() <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    launch_partial(
-        g, GradTerm<T>{static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(z), mean},
-        partial, stream);
+    const T *xt = static_cast<const T*>(x), *dyt = static_cast<const T*>(dy), *zt = static_cast<const T*>(z);
+    launch_partial<T>(g, GradTerm<T>{xt, dyt, zt, mean}, GradPack<T>{xt, dyt, zt, mean}, {x, dy, z}, partial,
+                      stream);
   });
   CUDA_CHECK_LAUNCH();
   batchnorm_grad_totals_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(g, partial, inv, weight,

@@ -30,13 +30,17 @@ struct BatchNormGeometry {
   // x, y and their gradients stored channels-last (B, S, C): the reductions then run over blocks
   // of 32 channels x 8 rows (coalesced along the channels), `parts` pieces of the B * S rows.
   bool channels_last = false;
+  // Channels-last with whole 16-byte packs a row (channel_packs.cuh): the reductions' tiles of
+  // pack_width packs, pack_tiles across a row; 0 without packs.
+  int pack_width = 0;
+  int64_t pack_tiles = 0;
   // constexpr: device code calls it too (--expt-relaxed-constexpr).
   constexpr int64_t count() const { return batch * spatial; }
 };
 
-// Chooses the split from the shape alone (the same on every GPU).
+// Chooses the split from the shape and dtype alone (the same on every GPU).
 BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t spatial,
-                                     bool channels_last = false);
+                                     bool channels_last = false, DType t = DType::f32);
 
 // Scratch of the reductions: 2 * channels * parts doubles.
 inline size_t batchnorm_partial_bytes(const BatchNormGeometry& g) {

@@ -43,7 +43,7 @@ class BatchNormCuda : public LayerKernel {
       : be_(cuda_of(ctx)),
         name_(l.name()),
         g_(cuda::batchnorm_geometry(ctx.batch, l.channels(), l.spatial(),
-                                    cuda::is_channels_last(ctx.input_layout))),
+                                    cuda::is_channels_last(ctx.input_layout), ctx.act_dtype)),
         momentum_(l.momentum),
         eps_(l.epsilon),
         dtype_(ctx.act_dtype),

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/bias.cuh"
+#include "kernels/cuda/channel_packs.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -31,6 +32,54 @@ __global__ void bias_add_kernel(T* y, const float* bias, I n, I channels, I spat
     y[i] = from_f32<T>(relu ? relu_forward(v) : v);
   }
 }
+
+// Channels-last (or one position a sample) by packs (channel_packs.cuh): each thread keeps one
+// pack of channels, their biases loaded once, over its rows.
+template <class T>
+__global__ void bias_add_pack_kernel(PackRows r, T* y, const float* bias, bool relu) {
+  constexpr int N = kPack<T>;
+  const PackCursor p = pack_cursor(r, N);
+  if (p.row >= p.end) return;
+  float b[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) b[k] = bias[p.c0 + k];
+  for (int64_t row = p.row; row < p.end; row += p.step) {
+    T* at = y + row * r.channels + p.c0;
+    Pack<T> v = load_pack(at);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const float f = to_f32(v.v[k]) + b[k];
+      v.v[k] = from_f32<T>(relu ? relu_forward(f) : f);
+    }
+    store_pack(at, v);
+  }
+}
+
+// The gradient by packs (pack_reduce_kernel): dy's values, one sum.
+template <class T>
+struct BiasGradPack {
+  static constexpr int kSums = 1, N = kPack<T>, kAhead = 4;
+  using Acc = double;
+  using Loaded = Pack<T>;
+  const T* dy;
+  __device__ void channel(int64_t) {}
+  __device__ Loaded load(int64_t e) const { return load_pack(dy + e); }
+  __device__ void add(const Loaded& p, double (&acc)[kSums][N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) acc[0][k] += double(to_f32(p.v[k]));
+  }
+};
+struct BiasGradSink {
+  float* dbias;
+  double* partial;
+  int64_t parts;
+  __device__ void operator()(int64_t c, int, int64_t piece, double sum) const {
+    if (parts == 1)
+      dbias[c] = float(sum);
+    else
+      partial[c * parts + piece] = sum;
+  }
+};
 
 // Channels-last: block (tile, piece) sums channels [32 tile, 32 tile + 32) over rows of its piece;
 // thread (x, y) = (channel in the tile, row phase mod 8). Fixed order: deterministic.
@@ -126,6 +175,11 @@ void launch_bias_add(DType t, void* y, const float* bias, int64_t batch, int64_t
   if (n <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
+    if ((nhwc || spatial == 1) && packs_fit<T>(channels, {y})) {
+      const PackLaunch l = pack_launch<T>(batch * spatial, channels, 8);
+      bias_add_pack_kernel<T><<<l.grid, 256, 0, stream>>>(l.rows, static_cast<T*>(y), bias, relu);
+      return;
+    }
     with_index_type({n}, [&](auto index) {
       using I = decltype(index);
       bias_add_kernel<T, I><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), bias, I(n), I(channels),
@@ -135,15 +189,19 @@ void launch_bias_add(DType t, void* y, const float* bias, int64_t batch, int64_t
   CUDA_CHECK_LAUNCH();
 }
 
-BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial, bool nhwc) {
+BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial, bool nhwc, DType t) {
   BiasGradSplit s;
   s.batch = batch;
   s.channels = channels;
   s.spatial = spatial;
   s.nhwc = nhwc;
   const int64_t n = batch * spatial;
-  if (nhwc) {  // at least 16 rows a thread (64 left vgg11_bn_cifar's 2x2 layers 32 blocks at batch 256)
-    const RowSplit r = channels_last_row_split(n, channels, 16);
+  if (nhwc) {  // at least 16 rows a thread (64 left vgg11_bn_cifar's 2x2 layers 32 blocks at batch 256), 32
+               // by packs
+    const PackTiles tiles = pack_tiles(t, channels);
+    s.pack_width = tiles.width;
+    s.pack_tiles = tiles.tiles;
+    const RowSplit r = pack_row_split(n, channels, tiles, 32);
     s.parts = r.parts;
     s.part_len = r.part_len;
     return s;
@@ -173,7 +231,13 @@ void launch_bias_grad(const BiasGradSplit& s, DType t, const void* dy, float* db
     const dim3 grid(unsigned((s.channels + 31) / 32), unsigned(s.parts));
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      bias_grad_nhwc_kernel<T><<<grid, 256, 0, stream>>>(s, static_cast<const T*>(dy), dbias, scratch);
+      const T* d = static_cast<const T*>(dy);
+      if (s.pack_width > 0 && packs_fit<T>(s.channels, {dy}))
+        launch_pack_reduce<T>(PackTiles{s.pack_width, s.pack_tiles}, s.batch * s.spatial, s.channels,
+                              RowSplit{s.parts, s.part_len}, BiasGradPack<T>{d},
+                              BiasGradSink{dbias, scratch, s.parts}, stream);
+      else
+        bias_grad_nhwc_kernel<T><<<grid, 256, 0, stream>>>(s, d, dbias, scratch);
     });
     CUDA_CHECK_LAUNCH();
   } else {

@@ -27,8 +27,12 @@ struct BiasGradSplit {
   int64_t batch = 0, channels = 0, spatial = 0;
   int64_t parts = 1, part_len = 0;
   bool nhwc = false;
+  // Channels-last with whole 16-byte packs a row: tiles of pack_width packs (channel_packs.cuh).
+  int pack_width = 0;
+  int64_t pack_tiles = 0;
 };
-BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial, bool nhwc = false);
+BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial, bool nhwc = false,
+                              DType t = DType::f32);
 // Scratch for the per-block sums (0 when parts = 1: the blocks write dbias directly).
 size_t bias_grad_scratch_bytes(const BiasGradSplit& s);
 

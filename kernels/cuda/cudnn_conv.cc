@@ -63,7 +63,7 @@ class CudnnConvLayer : public LayerKernel {
         in_nhwc_(is_channels_last(ctx.input_layout)),
         core_c_(conv_.core_channels()),
         out_nhwc_(conv_.nhwc() && may_write_channels_last(ctx)),
-        bias_split_(bias_grad_split(s.batch, s.filters, s.oh * s.ow, conv_.nhwc())),
+        bias_split_(bias_grad_split(s.batch, s.filters, s.oh * s.ow, conv_.nhwc(), conv_.dtype())),
         out_(conv_.dtype(), conv_.nhwc(), out_nhwc_, s.batch, s.filters, s.oh, s.ow) {
     if (in_nhwc_ && !conv_.nhwc())
       throw InternalError(what + ": a channels-last input to an NCHW convolution");

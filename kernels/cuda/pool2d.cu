@@ -17,6 +17,7 @@
 //   fp16), compared and summed in f32.
 #include <cfloat>
 
+#include "kernels/cuda/channel_packs.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -222,6 +223,116 @@ __global__ void pool_backward_tiled_kernel(PoolGeometry g, const T* dy, const T*
   }
 }
 
+// The tiling case channels-last by packs (channel_packs.cuh): one thread per output position and
+// pack of channels, the same comparisons, sums and writes as the two kernels above, value by value.
+// Output pack q covers channels [(q % P) n, + n) of position q / P (P packs a row).
+struct TiledPack {
+  uint32_t oh, ow;
+  size_t plane;  // element (h, w, the pack's first channel) of the sample at plane + (h W + w) C
+};
+__device__ __forceinline__ TiledPack tiled_pack(const PoolGeometry& g, uint32_t q, uint32_t row_packs,
+                                                int n) {
+  const uint32_t ow_n = uint32_t(g.ow), oh_n = uint32_t(g.oh);
+  const uint32_t cp = q % row_packs, rest = q / row_packs;
+  TiledPack t;
+  t.ow = rest % ow_n;
+  t.oh = (rest / ow_n) % oh_n;
+  t.plane =
+      size_t(rest / (ow_n * oh_n)) * uint32_t(g.h) * uint32_t(g.w) * uint32_t(g.channels) + cp * uint32_t(n);
+  return t;
+}
+
+template <class T>
+__global__ void pool_forward_tiled_pack_kernel(PoolGeometry g, const T* x, T* y, int32_t* argmax,
+                                               uint32_t packs) {
+  constexpr int N = kPack<T>;
+  const uint32_t w = uint32_t(g.w), kh = uint32_t(g.kh), kw = uint32_t(g.kw), C = uint32_t(g.channels);
+  const uint32_t row_packs = C / N;
+  for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < packs; q += gridDim.x * blockDim.x) {
+    const TiledPack t = tiled_pack(g, q, row_packs, N);
+    const T* xp = x + t.plane;
+    float v[N];
+    int32_t at[N];
+    for (int k = 0; k < N; ++k) {
+      v[k] = g.max ? -FLT_MAX : 0.f;
+      at[k] = -1;
+    }
+    for (uint32_t a = 0; a < kh; ++a)
+      for (uint32_t b = 0; b < kw; ++b) {
+        const uint32_t idx = (t.oh * kh + a) * w + t.ow * kw + b;
+        const Pack<T> in = load_pack(xp + size_t(idx) * C);
+#pragma unroll
+        for (int k = 0; k < N; ++k) {
+          const float u = to_f32(in.v[k]);
+          if (!g.max) {
+            v[k] += u;
+          } else if (at[k] < 0 || u > v[k]) {
+            v[k] = u;
+            at[k] = int32_t(idx);
+          }
+        }
+      }
+    Pack<T> out;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const float r = g.max ? v[k] : v[k] / float(kh * kw);
+      out.v[k] = from_f32<T>(g.relu ? relu_forward(r) : r);
+    }
+    store_pack(y + size_t(q) * N, out);
+    if (g.max)
+#pragma unroll
+      for (int k = 0; k < N; k += 4)
+        *reinterpret_cast<int4*>(argmax + size_t(q) * N + k) =
+            make_int4(at[k], at[k + 1], at[k + 2], at[k + 3]);
+  }
+}
+
+template <class T>
+__global__ void pool_backward_tiled_pack_kernel(PoolGeometry g, const T* dy, const T* z,
+                                                const int32_t* argmax, T* dx, uint32_t packs) {
+  constexpr int N = kPack<T>;
+  const uint32_t ow_n = uint32_t(g.ow), oh_n = uint32_t(g.oh), h = uint32_t(g.h), w = uint32_t(g.w);
+  const uint32_t kh = uint32_t(g.kh), kw = uint32_t(g.kw), C = uint32_t(g.channels), row_packs = C / N;
+  const float count = float(kh * kw);
+  for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < packs; q += gridDim.x * blockDim.x) {
+    const TiledPack t = tiled_pack(g, q, row_packs, N);
+    T* dxp = dx + t.plane;
+    const Pack<T> dv = load_pack(dy + size_t(q) * N);
+    Pack<T> zv;
+    if (g.relu) zv = load_pack(z + size_t(q) * N);
+    float d[N];
+    int32_t at[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      d[k] = to_f32(dv.v[k]);
+      if (g.relu) d[k] = relu_grad_from_output(to_f32(zv.v[k]), d[k]);
+      if (!g.max) d[k] = d[k] / count;
+      at[k] = -1;
+    }
+    if (g.max)
+#pragma unroll
+      for (int k = 0; k < N; k += 4) {
+        const int4 a = *reinterpret_cast<const int4*>(argmax + size_t(q) * N + k);
+        at[k] = a.x;
+        at[k + 1] = a.y;
+        at[k + 2] = a.z;
+        at[k + 3] = a.w;
+      }
+    const uint32_t r0 = t.oh * kh, c0 = t.ow * kw;
+    const uint32_t r1 = t.oh + 1 == oh_n ? h : r0 + kh, c1 = t.ow + 1 == ow_n ? w : c0 + kw;
+    for (uint32_t r = r0; r < r1; ++r)
+      for (uint32_t c = c0; c < c1; ++c) {
+        const uint32_t idx = r * w + c;
+        const bool inside = r < r0 + kh && c < c0 + kw;
+        Pack<T> out;
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+          out.v[k] = from_f32<T>(!inside ? 0.f : g.max ? (int32_t(idx) == at[k] ? d[k] : 0.f) : d[k]);
+        store_pack(dxp + size_t(idx) * C, out);
+      }
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -241,8 +352,12 @@ void launch_pool2d_forward(const PoolGeometry& g, DType t, const void* x, void* 
   if (tiles(g)) {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      pool_forward_tiled_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-          g, static_cast<const T*>(x), static_cast<T*>(y), argmax, uint32_t(n));
+      if (g.channels_last && packs_fit<T>(g.channels, {x, y, g.max ? argmax : nullptr}))
+        pool_forward_tiled_pack_kernel<T><<<grid_for(n / kPack<T>), kThreads, 0, stream>>>(
+            g, static_cast<const T*>(x), static_cast<T*>(y), argmax, uint32_t(n / kPack<T>));
+      else
+        pool_forward_tiled_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+            g, static_cast<const T*>(x), static_cast<T*>(y), argmax, uint32_t(n));
     });
     CUDA_CHECK_LAUNCH();
     return;
@@ -263,9 +378,14 @@ void launch_pool2d_backward(const PoolGeometry& g, DType t, const void* dy, cons
     const int64_t n_out = g.batch * g.channels * g.oh * g.ow;
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      pool_backward_tiled_kernel<T>
-          <<<grid_for(n_out), kThreads, 0, stream>>>(g, static_cast<const T*>(dy), static_cast<const T*>(z),
-                                                     argmax, static_cast<T*>(dx), uint32_t(n_out));
+      const T *dyt = static_cast<const T*>(dy), *zt = static_cast<const T*>(z);
+      if (g.channels_last &&
+          packs_fit<T>(g.channels, {dy, g.relu ? z : nullptr, g.max ? argmax : nullptr, dx}))
+        pool_backward_tiled_pack_kernel<T><<<grid_for(n_out / kPack<T>), kThreads, 0, stream>>>(
+            g, dyt, zt, argmax, static_cast<T*>(dx), uint32_t(n_out / kPack<T>));
+      else
+        pool_backward_tiled_kernel<T><<<grid_for(n_out), kThreads, 0, stream>>>(
+            g, dyt, zt, argmax, static_cast<T*>(dx), uint32_t(n_out));
     });
     CUDA_CHECK_LAUNCH();
     return;

@@ -195,9 +195,10 @@ __device__ __forceinline__ void channel_sums(const BatchNormGeometry& g, const d
 __device__ __forceinline__ int64_t warp_channel() { return global_index() / 32; }
 __device__ __forceinline__ int64_t warp_channel_stride() { return grid_stride() / 32; }
 
+// bias: a bias the layer before left out (KernelContext::takes_bias), in the running mean only.
 __global__ void batchnorm_batch_stats_kernel(BatchNormGeometry g, const double* partial, float momentum,
                                              float unbias, float eps, float* mean, float* inv,
-                                             float* running_mean, float* running_var) {
+                                             float* running_mean, float* running_var, const float* bias) {
   const int lane = int(threadIdx.x % 32);
   for (int64_t c = warp_channel(); c < g.channels; c += warp_channel_stride()) {
     double sum, sq;
@@ -209,15 +210,16 @@ __global__ void batchnorm_batch_stats_kernel(BatchNormGeometry g, const double* 
     const float mf = float(m), vf = var > 0 ? float(var) : 0.f;
     mean[c] = mf;
     inv[c] = 1.f / sqrtf(vf + eps);
-    running_mean[c] = (1.f - momentum) * running_mean[c] + momentum * mf;
+    running_mean[c] = (1.f - momentum) * running_mean[c] + momentum * (bias ? mf + bias[c] : mf);
     running_var[c] = (1.f - momentum) * running_var[c] + momentum * vf * unbias;
   }
 }
 
 __global__ void batchnorm_running_stats_kernel(int64_t channels, const float* running_mean,
-                                               const float* running_var, float eps, float* mean, float* inv) {
+                                               const float* running_var, float eps, float* mean, float* inv,
+                                               const float* bias) {
   for (int64_t c = global_index(); c < channels; c += grid_stride()) {
-    mean[c] = running_mean[c];
+    mean[c] = bias ? running_mean[c] - bias[c] : running_mean[c];  // (x + b) - rm = x - (rm - b)
     inv[c] = 1.f / sqrtf(running_var[c] + eps);
   }
 }
@@ -242,10 +244,13 @@ __global__ void batchnorm_normalize_kernel(BatchNormGeometry g, const T* x, cons
   }
 }
 
-// Per channel: dgamma, dbeta and the coefficients of dx = k (dy - shift - (x - mean) slope).
+// Per channel: dgamma, dbeta and the coefficients of dx = k (dy - shift - (x - mean) slope); dbias
+// (non-null: a taken bias, KernelContext::takes_bias) = sum of dx = k (sum dy - n shift - slope
+// sum (x - mean)): with batch statistics shift = sum dy / n and sum (x - mean) = 0, so exactly 0
+// (the bias cancels in x + b - mean(x + b)); with the running ones (shift = slope = 0) k sum dy.
 __global__ void batchnorm_grad_kernel(BatchNormGeometry g, const double* partial, const float* inv,
                                       const float* gamma, bool batch_stats, float* dgamma, float* dbeta,
-                                      float* coef) {
+                                      float* coef, float* dbias) {
   const int lane = int(threadIdx.x % 32);
   for (int64_t c = warp_channel(); c < g.channels; c += warp_channel_stride()) {
     double sum_dy, sum_dy_xc;
@@ -259,6 +264,7 @@ __global__ void batchnorm_grad_kernel(BatchNormGeometry g, const double* partial
     coef[c] = gamma[c] * inv[c];
     coef[g.channels + c] = batch_stats ? float(sum_dy / n) : 0.f;
     coef[2 * g.channels + c] = batch_stats ? float(iv * dg / n) : 0.f;
+    if (dbias) dbias[c] = batch_stats ? 0.f : float(double(gamma[c]) * iv * sum_dy);
   }
 }
 
@@ -353,18 +359,22 @@ __global__ void batchnorm_stat_totals_kernel(BatchNormGeometry g, const double* 
 
 __global__ void batchnorm_stats_from_sums_kernel(int64_t channels, const double* sums, float momentum,
                                                  float eps, float* mean, float* inv, float* running_mean,
-                                                 float* running_var) {
+                                                 float* running_var, const float* bias) {
   const double n = sums[2 * channels];
   for (int64_t c = global_index(); c < channels; c += grid_stride()) {
     const BatchNormStats s = batchnorm_stats(sums[2 * c], sums[2 * c + 1], n, eps);
     mean[c] = s.mean;
     inv[c] = s.inv;
-    batchnorm_running_update(running_mean[c], running_var[c], s, n, momentum);
+    BatchNormStats r = s;  // the running mean is of x + b where the layer before left b out
+    if (bias) r.mean = add_rn(r.mean, bias[c]);
+    batchnorm_running_update(running_mean[c], running_var[c], r, n, momentum);
   }
 }
 
+// dbias: a taken bias's gradient, 0 with batch statistics (batchnorm_grad_kernel).
 __global__ void batchnorm_grad_totals_kernel(BatchNormGeometry g, const double* partial, const float* inv,
-                                             const float* weight, double* sums, float* dgamma, float* dbeta) {
+                                             const float* weight, double* sums, float* dgamma, float* dbeta,
+                                             float* dbias) {
   const int lane = int(threadIdx.x % 32);
   for (int64_t c = warp_channel(); c < g.channels; c += warp_channel_stride()) {
     double sum_dy, sum_dy_xc;
@@ -372,6 +382,7 @@ __global__ void batchnorm_grad_totals_kernel(BatchNormGeometry g, const double* 
     if (lane) continue;
     dgamma[c] = float(sum_dy_xc * inv[c]);
     dbeta[c] = float(sum_dy);
+    if (dbias) dbias[c] = 0.f;
     const double w = *weight;
     sums[2 * c] = w * sum_dy;
     sums[2 * c + 1] = w * sum_dy_xc;
@@ -433,7 +444,7 @@ BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t sp
 
 void launch_batchnorm_batch_stats(const BatchNormGeometry& g, DType t, const void* x, float momentum,
                                   float eps, double* partial, float* mean, float* inv, float* running_mean,
-                                  float* running_var, cudaStream_t stream) {
+                                  float* running_var, cudaStream_t stream, const float* bias) {
   if (g.channels <= 0 || g.count() <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
@@ -444,16 +455,16 @@ void launch_batchnorm_batch_stats(const BatchNormGeometry& g, DType t, const voi
   const int64_t n = g.count();
   const float unbias = n > 1 ? float(n) / float(n - 1) : 1.f;  // as the CPU computes it
   batchnorm_batch_stats_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(
-      g, partial, momentum, unbias, eps, mean, inv, running_mean, running_var);
+      g, partial, momentum, unbias, eps, mean, inv, running_mean, running_var, bias);
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_batchnorm_running_stats(const BatchNormGeometry& g, const float* running_mean,
                                     const float* running_var, float eps, float* mean, float* inv,
-                                    cudaStream_t stream) {
+                                    cudaStream_t stream, const float* bias) {
   if (g.channels <= 0) return;
-  batchnorm_running_stats_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(g.channels, running_mean,
-                                                                                running_var, eps, mean, inv);
+  batchnorm_running_stats_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(
+      g.channels, running_mean, running_var, eps, mean, inv, bias);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -483,7 +494,7 @@ void launch_batchnorm_normalize(const BatchNormGeometry& g, DType t, const void*
 void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
                                const void* z, const float* mean, const float* inv, const float* gamma,
                                bool batch_stats, double* partial, float* coef, float* dgamma, float* dbeta,
-                               void* dx, cudaStream_t stream) {
+                               void* dx, cudaStream_t stream, float* dbias) {
   if (g.channels <= 0 || g.count() <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
@@ -492,8 +503,8 @@ void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* 
                       stream);
   });
   CUDA_CHECK_LAUNCH();
-  batchnorm_grad_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(g, partial, inv, gamma,
-                                                                            batch_stats, dgamma, dbeta, coef);
+  batchnorm_grad_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(
+      g, partial, inv, gamma, batch_stats, dgamma, dbeta, coef, dbias);
   CUDA_CHECK_LAUNCH();
   if (!dx) return;
   with_dtype(t, [&](auto tag) {
@@ -523,17 +534,17 @@ void launch_batchnorm_stat_sums(const BatchNormGeometry& g, DType t, const void*
 
 void launch_batchnorm_stats_from_sums(int64_t channels, const double* sums, float momentum, float eps,
                                       float* mean, float* inv, float* running_mean, float* running_var,
-                                      cudaStream_t stream) {
+                                      cudaStream_t stream, const float* bias) {
   if (channels <= 0) return;
   batchnorm_stats_from_sums_kernel<<<grid_for(channels), kThreads, 0, stream>>>(
-      channels, sums, momentum, eps, mean, inv, running_mean, running_var);
+      channels, sums, momentum, eps, mean, inv, running_mean, running_var, bias);
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_batchnorm_grad_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
                                 const void* z, const float* mean, const float* inv, const float* weight,
                                 double* partial, double* sums, float* dgamma, float* dbeta,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, float* dbias) {
   if (g.channels <= 0 || g.count() <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
@@ -542,8 +553,8 @@ void launch_batchnorm_grad_sums(const BatchNormGeometry& g, DType t, const void*
                       stream);
   });
   CUDA_CHECK_LAUNCH();
-  batchnorm_grad_totals_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(g, partial, inv, weight,
-                                                                                   sums, dgamma, dbeta);
+  batchnorm_grad_totals_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(
+      g, partial, inv, weight, sums, dgamma, dbeta, dbias);
   CUDA_CHECK_LAUNCH();
 }
 

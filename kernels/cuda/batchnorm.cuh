@@ -47,27 +47,32 @@ inline size_t batchnorm_partial_bytes(const BatchNormGeometry& g) {
   return size_t(2 * g.channels * g.parts) * sizeof(double);
 }
 
+// A taken bias (KernelContext::takes_bias; null: none): x lacks the bias b of the layer before.
+// The batch statistics of x + b are mean(x) + b and var(x), and x + b - mean(x + b) = x - mean(x),
+// so only the running mean (mean + b), the eval normalization (by running mean - b) and b's
+// gradient (dbias below) see it.
 // Training: batch statistics into mean / inv (= 1 / sqrt(var + eps)) and the running update.
 void launch_batchnorm_batch_stats(const BatchNormGeometry& g, DType t, const void* x, float momentum,
                                   float eps, double* partial, float* mean, float* inv, float* running_mean,
-                                  float* running_var, cudaStream_t stream);
+                                  float* running_var, cudaStream_t stream, const float* bias = nullptr);
 // Eval: mean / inv from the running statistics.
 void launch_batchnorm_running_stats(const BatchNormGeometry& g, const float* running_mean,
                                     const float* running_var, float eps, float* mean, float* inv,
-                                    cudaStream_t stream);
+                                    cudaStream_t stream, const float* bias = nullptr);
 // y = (x - mean) * (gamma * inv) + beta; relu: y = relu(that) (a fused relu, rounded as the
 // separate relu kernel would see it).
 void launch_batchnorm_normalize(const BatchNormGeometry& g, DType t, const void* x, const float* mean,
                                 const float* inv, const float* gamma, const float* beta, bool relu, void* y,
                                 cudaStream_t stream);
-// dgamma, dbeta (overwritten) and, when dx is not null, dx (overwritten). batch_stats: mean / inv
+// dgamma, dbeta, dbias when not null (overwritten: 0 with batch statistics, gamma inv sum dy with
+// the running ones) and, when dx is not null, dx (overwritten). batch_stats: mean / inv
 // came from this batch (training forward), so dx includes their gradient. coef: 3 * channels
 // floats of scratch. z: a fused relu's output (the forward's y), dy then being the relu's output
 // gradient: the batchnorm's is z > 0 ? dy : 0 (null: no relu). The same z in the calls below.
 void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
                                const void* z, const float* mean, const float* inv, const float* gamma,
                                bool batch_stats, double* partial, float* coef, float* dgamma, float* dbeta,
-                               void* dx, cudaStream_t stream);
+                               void* dx, cudaStream_t stream, float* dbias = nullptr);
 
 // Synchronized statistics (device.sync_batchnorm; lib/core/batchnorm_sync_formula.h): the same
 // partial sums, finished into one vector of sums per shard, which the replicas all-reduce between
@@ -80,12 +85,12 @@ void launch_batchnorm_stat_sums(const BatchNormGeometry& g, DType t, const void*
 // mean / inv and the running update from the replicas' stat sums (a replica without rows too).
 void launch_batchnorm_stats_from_sums(int64_t channels, const double* sums, float momentum, float eps,
                                       float* mean, float* inv, float* running_mean, float* running_var,
-                                      cudaStream_t stream);
+                                      cudaStream_t stream, const float* bias = nullptr);
 // This shard's dgamma and dbeta (overwritten: the gradient all-reduce sums them) and its grad sums.
 void launch_batchnorm_grad_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
                                 const void* z, const float* mean, const float* inv, const float* weight,
                                 double* partial, double* sums, float* dgamma, float* dbeta,
-                                cudaStream_t stream);
+                                cudaStream_t stream, float* dbias = nullptr);
 // dx (overwritten) from the replicas' grad sums; coef: 3 * channels floats of scratch.
 void launch_batchnorm_dx_from_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
                                    const void* z, const float* mean, const float* inv, const float* gamma,

@@ -50,6 +50,7 @@ class BatchNormCuda : public LayerKernel {
         out_nhwc_(g_.channels_last && cuda::may_write_channels_last(ctx)),
         out_(dtype_, g_.channels_last, out_nhwc_, ctx.batch, l.channels(), l.spatial(), 1),
         relu_(ctx.fused_relu),
+        takes_bias_(ctx.takes_bias),
         collective_(ctx.stats_collective),
         shard_weight_(ctx.scalars ? &ctx.scalars->shard_weight : nullptr) {
     if (ctx.stats_comm)
@@ -74,6 +75,11 @@ class BatchNormCuda : public LayerKernel {
     dbeta_ = b.grad(1).f32();
     running_mean_ = b.buffer(0).f32();
     running_var_ = b.buffer(1).f32();
+    if (takes_bias_) {
+      bias_ = b.taken_bias.f32();
+      dbias_ = b.taken_bias_grad.f32();
+      if (!bias_ || !dbias_) throw InternalError("batchnorm '" + name_ + "': no taken bias bound");
+    }
     char* base = static_cast<char*>(b.workspace);
     partial_ = reinterpret_cast<double*>(base);
     mean_ = reinterpret_cast<float*>(base + align_up(cuda::batchnorm_partial_bytes(g_)));
@@ -92,9 +98,10 @@ class BatchNormCuda : public LayerKernel {
       synchronize_stats();
     } else if (training)
       cuda::launch_batchnorm_batch_stats(g_, dtype_, a_.x, momentum_, eps_, partial_, mean_, inv_,
-                                         running_mean_, running_var_, be_.stream());
+                                         running_mean_, running_var_, be_.stream(), bias_);
     else
-      cuda::launch_batchnorm_running_stats(g_, running_mean_, running_var_, eps_, mean_, inv_, be_.stream());
+      cuda::launch_batchnorm_running_stats(g_, running_mean_, running_var_, eps_, mean_, inv_, be_.stream(),
+                                           bias_);
     cuda::launch_batchnorm_normalize(g_, dtype_, a_.x, mean_, inv_, gamma_, beta_, relu_, out_.core_y(),
                                      be_.stream());
     out_.finish_forward(be_.stream());
@@ -105,11 +112,11 @@ class BatchNormCuda : public LayerKernel {
     const void* z = relu_ ? out_.core_y() : nullptr;  // the fused relu's output, in the core's layout
     if (!(trained_ && collective_)) {
       cuda::launch_batchnorm_backward(g_, dtype_, a_.x, dy, z, mean_, inv_, gamma_, trained_, partial_, coef_,
-                                      dgamma_, dbeta_, a_.dx, be_.stream());
+                                      dgamma_, dbeta_, a_.dx, be_.stream(), dbias_);
       return;
     }
     cuda::launch_batchnorm_grad_sums(g_, dtype_, a_.x, dy, z, mean_, inv_, shard_weight_, partial_, sums_,
-                                     dgamma_, dbeta_, be_.stream());
+                                     dgamma_, dbeta_, be_.stream(), dbias_);
     collective_->all_reduce_sum(sums_, 2 * g_.channels);
     cuda::launch_batchnorm_dx_from_sums(g_, dtype_, a_.x, dy, z, mean_, inv_, gamma_, sums_, coef_, a_.dx,
                                         be_.stream());
@@ -132,7 +139,7 @@ class BatchNormCuda : public LayerKernel {
     if (!running_mean_) throw InternalError("batchnorm '" + name_ + "': no running statistics bound");
     collective_->all_reduce_sum(sums_, 2 * g_.channels + 1);
     cuda::launch_batchnorm_stats_from_sums(g_.channels, sums_, momentum_, eps_, mean_, inv_, running_mean_,
-                                           running_var_, be_.stream());
+                                           running_var_, be_.stream(), bias_);
   }
   // Synchronized statistics: per channel two sums, then the count of values.
   size_t sums_bytes() const {
@@ -152,8 +159,11 @@ class BatchNormCuda : public LayerKernel {
   DType dtype_;
   bool out_nhwc_;
   cuda::OutputEdge out_;
-  bool relu_;  // KernelContext::fused_relu
+  bool relu_;        // KernelContext::fused_relu
+  bool takes_bias_;  // KernelContext::takes_bias: bias_ and dbias_ are the layer before's
   bool trained_ = false;
+  const float* bias_ = nullptr;
+  float* dbias_ = nullptr;
   const float *gamma_ = nullptr, *beta_ = nullptr;
   float *dgamma_ = nullptr, *dbeta_ = nullptr, *running_mean_ = nullptr, *running_var_ = nullptr;
   double* partial_ = nullptr;

@@ -53,7 +53,7 @@ class CudnnConvLayer : public LayerKernel {
  public:
   CudnnConvLayer(const ConvShape& s, bool bias, const KernelContext& ctx, const std::string& what)
       : be_(cuda_of(ctx)),
-        bias_(bias),
+        bias_(bias && !ctx.bias_to_batchnorm),  // else the batchnorm after it takes the bias
         relu_(ctx.fused_relu),
         batch_(s.batch),
         filters_(s.filters),

@@ -30,7 +30,7 @@ class DenseCuda : public LayerKernel {
  public:
   DenseCuda(const Dense& l, const KernelContext& ctx)
       : be_(cuda_of(ctx)),
-        bias_(l.use_bias),
+        bias_(l.use_bias && !ctx.bias_to_batchnorm),  // else the batchnorm after it takes the bias
         batch_(int(ctx.batch)),
         in_(int(l.in_features())),
         units_(int(l.units)),

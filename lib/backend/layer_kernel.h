@@ -154,6 +154,8 @@ struct KernelBinding {
   void* workspace = nullptr;       // workspace_bytes() of backend memory
   size_t workspace_bytes = 0;
   void* kept_workspace = nullptr;  // kept_workspace_bytes() of backend memory (null when 0)
+  // KernelContext::takes_bias: the bias of the layer before, and its gradient (f32, channels).
+  TensorView taken_bias, taken_bias_grad;
 
   const TensorView& input(size_t i = 0) const { return at(inputs, i, "input"); }
   const TensorView& input_grad(size_t i = 0) const { return at(input_grads, i, "input gradient"); }
@@ -245,6 +247,14 @@ struct KernelContext {
   // gradient are this kernel's (the executor aliases them, as for a view). backward() may then
   // overwrite the output's gradient with dy (the CPU's does): nothing reads dz after it.
   bool fused_relu = false;
+  // Bias folding (only kernels registered with kBiasToBatchnorm / kTakesBias). bias_to_batchnorm:
+  // the layer's output goes to a batchnorm alone, which takes the bias: the kernel
+  // neither adds it nor writes its gradient. takes_bias: this batchnorm's input lacks the bias of
+  // the layer before it (KernelBinding::taken_bias): batchnorm(x + b) = batchnorm(x) with batch
+  // statistics, so only the running mean (mean + b), the eval normalization (running mean - b)
+  // and the bias's gradient involve b; the kernel writes that gradient.
+  bool bias_to_batchnorm = false;
+  bool takes_bias = false;
 };
 
 class LayerKernel {

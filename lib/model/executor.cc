@@ -99,6 +99,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     p->dtype.push_back(DType::f32);  // the host's batch
     p->input_edge.assign(layers.size(), {});
     p->fused_relu.assign(layers.size(), false);
+    p->takes_bias_of.assign(layers.size(), -1);
     // Storage roots (views share their input's memory): the model's input (root 0) has no gradient.
     std::vector<size_t> root(layers.size() + 1, 0);
     // A conversion of tensor t to dtype `to` (with a gradient unless t is the model's input).
@@ -170,6 +171,11 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         p->fused_relu[size_t(relu)] = true;
         next = model_.consumers(relu);
       }
+      if (const int taker = relu < 0 ? bias_taker(i, dt) : -1; taker >= 0) {
+        ctx.bias_to_batchnorm = true;
+        p->takes_bias_of[size_t(taker)] = int(i);
+      }
+      ctx.takes_bias = p->takes_bias_of[i] >= 0;
       ctx.output_layout_free =
           !o_.plain_layouts && next.size() == 1 && layer_dtype(size_t(next[0]), {dt}) == dt &&
           !layers[size_t(next[0])]->aliases_input() && model_.layer_inputs(size_t(next[0])).size() == 1 &&
@@ -317,6 +323,11 @@ bool Executor::loss_on_logits() const {
   return !plans_.empty();
 }
 
+int Executor::folded_biases() const {
+  const Plan& p = *plans_.begin()->second;
+  return int(std::count_if(p.takes_bias_of.begin(), p.takes_bias_of.end(), [](int v) { return v >= 0; }));
+}
+
 int Executor::fused_relus() const {
   const Plan& p = *plans_.begin()->second;
   return int(std::count(p.fused_relu.begin(), p.fused_relu.end(), true));
@@ -424,7 +435,38 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
   b.workspace = p.shared_workspace[i] ? shared_workspace_ : arena(p) + p.workspace[i];
   b.workspace_bytes = p.kernels[i]->workspace_bytes();
   if (p.kernels[i]->kept_workspace_bytes()) b.kept_workspace = arena(p) + p.kept[i];
+  if (p.takes_bias_of[i] >= 0) {
+    const TensorSlot& t = model_.params()[size_t(bias_slot(p.takes_bias_of[i]))];
+    b.taken_bias = view(params_ + t.offset, t.shape);
+    b.taken_bias_grad = view(grads_ + t.offset, t.shape);
+  }
   return b;
+}
+
+// The index in model_.params() of layer i's bias, -1: none.
+int Executor::bias_slot(int layer) const {
+  const std::vector<TensorSlot>& slots = model_.params();
+  for (size_t k = 0; k < slots.size(); ++k)
+    if (slots[k].layer == layer && slots[k].spec.name == "bias") return int(k);
+  return -1;
+}
+
+// The batchnorm that takes layer i's bias (activations in dtype dt), -1: none. Needs
+// ExecutorOptions::fold_bias, a kernel registered with kBiasToBatchnorm that has a bias, a
+// batchnorm of one input with kTakesBias that is the only consumer of the layer's output (nobody
+// else reads it without the bias), and no dtype conversion between them.
+int Executor::bias_taker(size_t i, DType dt) const {
+  const auto& layers = model_.layers();
+  const Registry& reg = Registry::global();
+  if (!o_.fold_bias || !(reg.kernel_caps(layers[i]->type(), be_.name()) & kBiasToBatchnorm)) return -1;
+  if (bias_slot(int(i)) < 0) return -1;
+  const std::vector<int> next = model_.consumers(int(i));
+  if (next.size() != 1) return -1;
+  const size_t j = size_t(next[0]);
+  if (layers[j]->type() != "batchnorm" || !(reg.kernel_caps("batchnorm", be_.name()) & kTakesBias) ||
+      model_.layer_inputs(j).size() != 1 || layer_dtype(j, {dt}) != dt)
+    return -1;
+  return int(j);
 }
 
 // The relu layer that layer i's kernel (activations in dtype dt) runs itself, -1: none. Fusing

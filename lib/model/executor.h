@@ -46,6 +46,9 @@ struct ExecutorOptions {
   bool use_graphs = true;
   // Every tensor between layers in plain layout (no backend-preferred layouts): for tests.
   bool plain_layouts = false;
+  // A convolution's or dense layer's bias whose output goes to a batchnorm alone is taken by the
+  // batchnorm (backends that register it: KernelContext::takes_bias); false: for tests.
+  bool fold_bias = true;
   // > 0: scale the gradients to this global L2 norm before each update, on the device.
   float clip_grad_norm = 0.f;
   // Random crop / flip of training batches (data.augment), on the device at the start of each
@@ -144,6 +147,8 @@ class Executor : public StepRunner {
   // The relu layers that run inside the kernel of the batchnorm before them (KernelContext::
   // fused_relu), in the plan of the first batch size.
   int fused_relus() const;
+  // Biases taken by the batchnorm after them (KernelContext::takes_bias), in the same plan.
+  int folded_biases() const;
   // Called in train_step between the backward pass and the optimizer update with the gradient
   // arena (backend memory, param_arena_floats() floats, the Model's param offsets), for tests that
   // inspect gradients; it turns step capture off. Empty: not called.
@@ -253,6 +258,8 @@ class Executor : public StepRunner {
   size_t plan_gradients(Plan& p) const;
   // The relu layer that layer i's kernel, in activation dtype dt, runs itself (-1: none).
   int fusable_relu(size_t i, DType dt) const;
+  int bias_taker(size_t i, DType dt) const;
+  int bias_slot(int layer) const;
   // Sets p.loss_on_logits and its tensors where the model ends in a softmax the loss can fold in.
   void choose_loss_on_logits(Plan& p);
   // Views of layer i's tensors in plan p, for LayerKernel::bind.

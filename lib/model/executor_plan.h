@@ -49,6 +49,8 @@ struct Executor::Plan {
   // Per layer: a relu that runs inside the kernel of the layer before it (KernelContext::
   // fused_relu): like a view, no kernel, and its output and gradient are that layer's.
   std::vector<bool> fused_relu;
+  // Per layer: the layer whose bias this batchnorm takes (KernelContext::takes_bias), -1: none.
+  std::vector<int> takes_bias_of;
   // Byte offsets into the activation arena. Index 0 is the input; index i+1 is layer i's output.
   std::vector<size_t> act, grad;
   std::vector<std::shared_ptr<const Layout>> layout;  // of act[i] and grad[i]; null: plain

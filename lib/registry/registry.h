@@ -44,6 +44,10 @@ enum KernelCaps : unsigned {
   // Can apply a relu to its output itself (KernelContext::fused_relu): the executor then runs a
   // relu layer that is the only consumer of this layer's output inside this kernel (batchnorm).
   kFusesRelu = 16u,
+  // Can leave its bias out for a batchnorm after it to take (KernelContext::bias_to_batchnorm).
+  kBiasToBatchnorm = 32u,
+  // A batchnorm that can take the bias of the layer before it (KernelContext::takes_bias).
+  kTakesBias = 64u,
 };
 
 // What a layer type is besides its keys.

@@ -15,13 +15,16 @@ namespace trainer::gpu_test {
 struct FusionRun {
   std::vector<float> params, buffers, out;
   MetricSums train, eval;
-  int fused = 0;  // relus run inside the kernel before them
+  int fused = 0;   // relus run inside the kernel before them
+  int folded = 0;  // biases taken by the batchnorm after them
 };
 
 // collective: synchronized batchnorm through it (one replica: the synchronized kernels).
 // deterministic false: the kernels the backend times fastest (our convolutions among them).
+// fold_bias: ExecutorOptions::fold_bias.
 inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool plain_layouts,
-                            DeviceCollective* collective = nullptr, bool deterministic = true) {
+                            DeviceCollective* collective = nullptr, bool deterministic = true,
+                            bool fold_bias = true) {
   const Optimizer opt(make_optimizer("{type: sgd, lr: 0.05, momentum: 0.9}"));
   ExecutorOptions o;
   o.batch_sizes = {16};
@@ -30,6 +33,7 @@ inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool
   o.math = math;
   o.seed = 5;
   o.plain_layouts = plain_layouts;
+  o.fold_bias = fold_bias;
   o.deterministic = deterministic;
   o.loss_scaling = math == MathMode::fp16;
   o.loss_scale_init = 1024.f;
@@ -38,6 +42,7 @@ inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool
   Executor ex(model, be, opt, o);
   FusionRun r;
   r.fused = ex.fused_relus();
+  r.folded = ex.folded_biases();
   r.params.resize(size_t(model.param_arena_floats()));
   r.buffers.resize(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1)));
   model.initialize(r.params.data(), r.buffers.data(), 3);

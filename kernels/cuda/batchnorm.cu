@@ -94,6 +94,22 @@ void launch_partial(const BatchNormGeometry& g, Term term, PackTerm pack_term,
   }
 }
 
+// The normalized value as the forward stores it: (x - mean) scale + shift (scale = gamma inv,
+// shift = beta), one rounding of the fused multiply-add, then to T. Written out as one intrinsic so
+// that every kernel computing it (both forwards, and the backward passes that recompute a fused
+// relu's mask from x) gets the same bits.
+template <class T>
+__device__ __forceinline__ T bn_value(float x, float mean, float scale, float shift) {
+  return from_f32<T>(__fmaf_rn(x - mean, scale, shift));
+}
+
+// A fused relu's mask in the backward pack kernels: z = relu(y) > 0 exactly where y > 0, and y is
+// bn_value(x) with this step's mean, inv, gamma and beta (the optimizer has not run yet), so the
+// mask is recomputed from x instead of reading z: one tensor fewer in each of the two passes.
+struct ReluFromX {
+  const float *gamma = nullptr, *beta = nullptr, *inv = nullptr;  // null: no fused relu
+};
+
 template <class T>
 struct StatsTerm {  // x, x^2
   const T* x;
@@ -149,29 +165,37 @@ struct GradPack {  // 16-bit values: summed in float a thread (centred terms, te
   static constexpr int kSums = 2, N = kPack<T>, kAhead = 2;
   using Acc = std::conditional_t<sizeof(T) == 2, float, double>;
   struct Loaded {
-    Pack<T> x, dy, z;
+    Pack<T> x, dy;
   };
-  const T *x, *dy, *z;
+  const T *x, *dy;
   const float* mean;
-  float m[N] = {};
+  ReluFromX relu;  // a fused relu: its mask from x
+  float m[N] = {}, scale[N] = {}, shift[N] = {};
   __device__ void channel(int64_t c0) {
 #pragma unroll
-    for (int k = 0; k < N; ++k) m[k] = mean[c0 + k];
+    for (int k = 0; k < N; ++k) {
+      m[k] = mean[c0 + k];
+      if (relu.gamma) {
+        scale[k] = relu.gamma[c0 + k] * relu.inv[c0 + k];
+        shift[k] = relu.beta[c0 + k];
+      }
+    }
   }
   __device__ Loaded load(int64_t e) const {
     Loaded l;
     l.x = load_pack(x + e);
     l.dy = load_pack(dy + e);
-    if (z) l.z = load_pack(z + e);
     return l;
   }
   __device__ void add(const Loaded& l, Acc (&acc)[kSums][N]) const {
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      float g = to_f32(l.dy.v[k]);  // relu_input_grad's rule, value by value
-      if (z) g = to_f32(from_f32<T>(relu_grad_from_output(to_f32(l.z.v[k]), g)));
+      const float xv = to_f32(l.x.v[k]);
+      float g = to_f32(l.dy.v[k]);  // relu_input_grad's rule, value by value, y for z
+      if (relu.gamma)
+        g = to_f32(from_f32<T>(relu_grad_from_output(to_f32(bn_value<T>(xv, m[k], scale[k], shift[k])), g)));
       acc[0][k] += Acc(g);
-      acc[1][k] += Acc(g) * (Acc(to_f32(l.x.v[k])) - Acc(m[k]));
+      acc[1][k] += Acc(g) * (Acc(xv) - Acc(m[k]));
     }
   }
 };
@@ -234,7 +258,7 @@ __global__ void batchnorm_normalize_kernel(BatchNormGeometry g, const T* x, cons
   ChannelWalk<I> ch(first, stride, I(g.channels), I(g.spatial), g.channels_last);
   for (I i = first; i < n; i += stride, ch.next()) {
     const I c = ch.at(i);
-    const T v = from_f32<T>((to_f32(x[i]) - mean[c]) * (gamma[c] * inv[c]) + beta[c]);
+    const T v = bn_value<T>(to_f32(x[i]), mean[c], gamma[c] * inv[c], beta[c]);
     if (!relu) {
       y[i] = v;
       continue;
@@ -305,7 +329,7 @@ __global__ void batchnorm_normalize_pack_kernel(PackRows r, const T* __restrict_
     Pack<T> out;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      const T v = from_f32<T>((to_f32(in.v[k]) - m[k]) * scale[k] + shift[k]);
+      const T v = bn_value<T>(to_f32(in.v[k]), m[k], scale[k], shift[k]);
       out.v[k] = relu ? from_f32<T>(relu_forward(to_f32(v))) : v;
     }
     store_pack(y + e, out);
@@ -314,13 +338,13 @@ __global__ void batchnorm_normalize_pack_kernel(PackRows r, const T* __restrict_
 
 template <class T>
 __global__ void batchnorm_dx_pack_kernel(PackRows r, const T* __restrict__ x, const T* __restrict__ dy,
-                                         const T* __restrict__ z, const float* mean, const float* coef,
+                                         ReluFromX relu, const float* mean, const float* coef,
                                          T* __restrict__ dx) {
   constexpr int N = kPack<T>;
   const PackCursor p = pack_cursor(r, N);
   if (p.row >= p.end) return;
   const int64_t C = r.channels;
-  float m[N], k0[N], k1[N], k2[N];
+  float m[N], k0[N], k1[N], k2[N], scale[N] = {}, shift[N] = {};
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const int64_t c = p.c0 + k;
@@ -328,17 +352,22 @@ __global__ void batchnorm_dx_pack_kernel(PackRows r, const T* __restrict__ x, co
     k0[k] = coef[c];
     k1[k] = coef[C + c];
     k2[k] = coef[2 * C + c];
+    if (relu.gamma) {
+      scale[k] = relu.gamma[c] * relu.inv[c];
+      shift[k] = relu.beta[c];
+    }
   }
   for (int64_t row = p.row; row < p.end; row += p.step) {
     const int64_t e = row * C + p.c0;
     const Pack<T> xv = load_pack(x + e), dv = load_pack(dy + e);
-    Pack<T> zv, out;
-    if (z) zv = load_pack(z + e);
+    Pack<T> out;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      float d = to_f32(dv.v[k]);  // relu_input_grad's rule, value by value
-      if (z) d = to_f32(from_f32<T>(relu_grad_from_output(to_f32(zv.v[k]), d)));
-      out.v[k] = from_f32<T>(k0[k] * (d - k1[k] - (to_f32(xv.v[k]) - m[k]) * k2[k]));
+      const float xf = to_f32(xv.v[k]);
+      float d = to_f32(dv.v[k]);  // relu_input_grad's rule, value by value, y for z
+      if (relu.gamma)
+        d = to_f32(from_f32<T>(relu_grad_from_output(to_f32(bn_value<T>(xf, m[k], scale[k], shift[k])), d)));
+      out.v[k] = from_f32<T>(k0[k] * (d - k1[k] - (xf - m[k]) * k2[k]));
     }
     store_pack(dx + e, out);
   }
@@ -400,13 +429,15 @@ __global__ void batchnorm_dx_coef_kernel(int64_t channels, const double* sums, c
 }
 
 // dx of the whole tensor (batchnorm_dx_kernel), 32-bit indices where they fit.
+// relu: gamma, beta and inv for a fused relu's mask from x (with z non-null) in the pack kernel.
 template <class T>
 void launch_dx(const BatchNormGeometry& g, const T* x, const T* dy, const T* z, const float* mean,
-               const float* coef, T* dx, cudaStream_t stream) {
+               const float* coef, T* dx, ReluFromX relu, cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.spatial;
-  if (g.channels_last && packs_fit<T>(g.channels, {x, dy, z, dx})) {
+  if (g.channels_last && packs_fit<T>(g.channels, {x, dy, dx})) {
     const PackLaunch l = pack_launch<T>(g.count(), g.channels, 8);
-    batchnorm_dx_pack_kernel<T><<<l.grid, 256, 0, stream>>>(l.rows, x, dy, z, mean, coef, dx);
+    batchnorm_dx_pack_kernel<T>
+        <<<l.grid, 256, 0, stream>>>(l.rows, x, dy, z ? relu : ReluFromX{}, mean, coef, dx);
     return;
   }
   with_index_type({n}, [&](auto index) {
@@ -493,14 +524,15 @@ void launch_batchnorm_normalize(const BatchNormGeometry& g, DType t, const void*
 
 void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
                                const void* z, const float* mean, const float* inv, const float* gamma,
-                               bool batch_stats, double* partial, float* coef, float* dgamma, float* dbeta,
-                               void* dx, cudaStream_t stream, float* dbias) {
+                               const float* beta, bool batch_stats, double* partial, float* coef,
+                               float* dgamma, float* dbeta, void* dx, cudaStream_t stream, float* dbias) {
+  const ReluFromX relu{gamma, beta, inv};
   if (g.channels <= 0 || g.count() <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     const T *xt = static_cast<const T*>(x), *dyt = static_cast<const T*>(dy), *zt = static_cast<const T*>(z);
-    launch_partial<T>(g, GradTerm<T>{xt, dyt, zt, mean}, GradPack<T>{xt, dyt, zt, mean}, {x, dy, z}, partial,
-                      stream);
+    launch_partial<T>(g, GradTerm<T>{xt, dyt, zt, mean}, GradPack<T>{xt, dyt, mean, z ? relu : ReluFromX{}},
+                      {x, dy}, partial, stream);
   });
   CUDA_CHECK_LAUNCH();
   batchnorm_grad_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(
@@ -510,7 +542,7 @@ void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* 
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     launch_dx(g, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(z), mean, coef,
-              static_cast<T*>(dx), stream);
+              static_cast<T*>(dx), relu, stream);
   });
   CUDA_CHECK_LAUNCH();
 }
@@ -542,15 +574,16 @@ void launch_batchnorm_stats_from_sums(int64_t channels, const double* sums, floa
 }
 
 void launch_batchnorm_grad_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
-                                const void* z, const float* mean, const float* inv, const float* weight,
-                                double* partial, double* sums, float* dgamma, float* dbeta,
-                                cudaStream_t stream, float* dbias) {
+                                const void* z, const float* mean, const float* inv, const float* gamma,
+                                const float* beta, const float* weight, double* partial, double* sums,
+                                float* dgamma, float* dbeta, cudaStream_t stream, float* dbias) {
   if (g.channels <= 0 || g.count() <= 0) return;
+  const ReluFromX relu{gamma, beta, inv};
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     const T *xt = static_cast<const T*>(x), *dyt = static_cast<const T*>(dy), *zt = static_cast<const T*>(z);
-    launch_partial<T>(g, GradTerm<T>{xt, dyt, zt, mean}, GradPack<T>{xt, dyt, zt, mean}, {x, dy, z}, partial,
-                      stream);
+    launch_partial<T>(g, GradTerm<T>{xt, dyt, zt, mean}, GradPack<T>{xt, dyt, mean, z ? relu : ReluFromX{}},
+                      {x, dy}, partial, stream);
   });
   CUDA_CHECK_LAUNCH();
   batchnorm_grad_totals_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(
@@ -560,7 +593,9 @@ void launch_batchnorm_grad_sums(const BatchNormGeometry& g, DType t, const void*
 
 void launch_batchnorm_dx_from_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
                                    const void* z, const float* mean, const float* inv, const float* gamma,
-                                   const double* sums, float* coef, void* dx, cudaStream_t stream) {
+                                   const float* beta, const double* sums, float* coef, void* dx,
+                                   cudaStream_t stream) {
+  const ReluFromX relu{gamma, beta, inv};
   const int64_t n = g.batch * g.channels * g.spatial;
   if (n <= 0 || !dx) return;
   batchnorm_dx_coef_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(g.channels, sums, inv, gamma,
@@ -569,7 +604,7 @@ void launch_batchnorm_dx_from_sums(const BatchNormGeometry& g, DType t, const vo
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     launch_dx(g, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(z), mean, coef,
-              static_cast<T*>(dx), stream);
+              static_cast<T*>(dx), relu, stream);
   });
   CUDA_CHECK_LAUNCH();
 }

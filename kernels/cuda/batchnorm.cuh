@@ -69,10 +69,13 @@ void launch_batchnorm_normalize(const BatchNormGeometry& g, DType t, const void*
 // came from this batch (training forward), so dx includes their gradient. coef: 3 * channels
 // floats of scratch. z: a fused relu's output (the forward's y), dy then being the relu's output
 // gradient: the batchnorm's is z > 0 ? dy : 0 (null: no relu). The same z in the calls below.
+// Channels-last by packs the mask comes from x instead (y > 0 where z > 0, y recomputed with the
+// forward's arithmetic from mean, inv, gamma and beta, which must be the forward's), z unread.
 void launch_batchnorm_backward(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
                                const void* z, const float* mean, const float* inv, const float* gamma,
-                               bool batch_stats, double* partial, float* coef, float* dgamma, float* dbeta,
-                               void* dx, cudaStream_t stream, float* dbias = nullptr);
+                               const float* beta, bool batch_stats, double* partial, float* coef,
+                               float* dgamma, float* dbeta, void* dx, cudaStream_t stream,
+                               float* dbias = nullptr);
 
 // Synchronized statistics (device.sync_batchnorm; lib/core/batchnorm_sync_formula.h): the same
 // partial sums, finished into one vector of sums per shard, which the replicas all-reduce between
@@ -88,12 +91,13 @@ void launch_batchnorm_stats_from_sums(int64_t channels, const double* sums, floa
                                       cudaStream_t stream, const float* bias = nullptr);
 // This shard's dgamma and dbeta (overwritten: the gradient all-reduce sums them) and its grad sums.
 void launch_batchnorm_grad_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
-                                const void* z, const float* mean, const float* inv, const float* weight,
-                                double* partial, double* sums, float* dgamma, float* dbeta,
-                                cudaStream_t stream, float* dbias = nullptr);
+                                const void* z, const float* mean, const float* inv, const float* gamma,
+                                const float* beta, const float* weight, double* partial, double* sums,
+                                float* dgamma, float* dbeta, cudaStream_t stream, float* dbias = nullptr);
 // dx (overwritten) from the replicas' grad sums; coef: 3 * channels floats of scratch.
 void launch_batchnorm_dx_from_sums(const BatchNormGeometry& g, DType t, const void* x, const void* dy,
                                    const void* z, const float* mean, const float* inv, const float* gamma,
-                                   const double* sums, float* coef, void* dx, cudaStream_t stream);
+                                   const float* beta, const double* sums, float* coef, void* dx,
+                                   cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -111,15 +111,15 @@ class BatchNormCuda : public LayerKernel {
     const void* dy = out_.core_dy(be_.stream());
     const void* z = relu_ ? out_.core_y() : nullptr;  // the fused relu's output, in the core's layout
     if (!(trained_ && collective_)) {
-      cuda::launch_batchnorm_backward(g_, dtype_, a_.x, dy, z, mean_, inv_, gamma_, trained_, partial_, coef_,
-                                      dgamma_, dbeta_, a_.dx, be_.stream(), dbias_);
+      cuda::launch_batchnorm_backward(g_, dtype_, a_.x, dy, z, mean_, inv_, gamma_, beta_, trained_, partial_,
+                                      coef_, dgamma_, dbeta_, a_.dx, be_.stream(), dbias_);
       return;
     }
-    cuda::launch_batchnorm_grad_sums(g_, dtype_, a_.x, dy, z, mean_, inv_, shard_weight_, partial_, sums_,
-                                     dgamma_, dbeta_, be_.stream(), dbias_);
+    cuda::launch_batchnorm_grad_sums(g_, dtype_, a_.x, dy, z, mean_, inv_, gamma_, beta_, shard_weight_,
+                                     partial_, sums_, dgamma_, dbeta_, be_.stream(), dbias_);
     collective_->all_reduce_sum(sums_, 2 * g_.channels);
-    cuda::launch_batchnorm_dx_from_sums(g_, dtype_, a_.x, dy, z, mean_, inv_, gamma_, sums_, coef_, a_.dx,
-                                        be_.stream());
+    cuda::launch_batchnorm_dx_from_sums(g_, dtype_, a_.x, dy, z, mean_, inv_, gamma_, beta_, sums_, coef_,
+                                        a_.dx, be_.stream());
   }
 
   void forward_no_rows() override {

@@ -4,8 +4,9 @@
 // the synchronized variant's sums), bias add and gradient, tiled max and average pooling
 // (fused relu), f32 and bf16, channel counts that fill one pack, many packs, a tile of 32 packs and
 // more, and counts that are no whole packs (both runs one value a thread). Element-wise results
-// must be the same bits; sums (statistics, dgamma, dbeta, dbias) agree within 1e-6 relative
-// (double sums in another order; 1e-3 for batchnorm's gradient sums of 16-bit values, which a
+// must be the same bits (dx from the same sums too: a fused relu's mask recomputed from x by packs
+// and read from the stored output one value a thread); sums (statistics, dgamma, dbeta, dbias) agree within
+// 1e-6 relative (double sums in another order; 1e-3 for batchnorm's gradient sums of 16-bit values, which a
 // thread adds in float) and with a host reference in double.
 #include <cmath>
 #include <cstring>
@@ -80,7 +81,8 @@ double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
 // One (B, S, C) channels-last batchnorm run: outputs of every call.
 struct BnOut {
   std::vector<float> mean, inv, running_mean, running_var, dgamma, dbeta, sync_dgamma, sync_dbeta;
-  std::vector<uint8_t> y, dx;
+  std::vector<uint8_t> y, dx, sync_dx;
+  std::vector<double> sums;
 };
 
 struct BnInputs {
@@ -89,10 +91,12 @@ struct BnInputs {
 };
 
 BnOut run_batchnorm(CudaBackend& be, DType t, int64_t B, int64_t S, int64_t C, bool relu, bool aligned,
-                    const BnInputs& in, const std::vector<float>* shared_stats) {
+                    const BnInputs& in, const std::vector<float>* shared_stats,
+                    const std::vector<double>* shared_sums) {
   const BatchNormGeometry g = batchnorm_geometry(B, C, S, true, t);
   const size_t n = size_t(B * S * C);
-  Placed x(be, t, n, aligned), dy(be, t, n, aligned), y(be, t, n, aligned), dx(be, t, n, aligned);
+  Placed x(be, t, n, aligned), dy(be, t, n, aligned), y(be, t, n, aligned), dx(be, t, n, aligned),
+      sync_dx(be, t, n, aligned);
   x.upload_bytes(in.x);
   dy.upload_bytes(in.dy);
   Buffer partial(be, batchnorm_partial_bytes(g)), sums(be, (2 * C + 1) * sizeof(double)),
@@ -132,18 +136,26 @@ BnOut run_batchnorm(CudaBackend& be, DType t, int64_t B, int64_t S, int64_t C, b
   if (shared_stats) stats.upload(*shared_stats);
   launch_batchnorm_normalize(g, t, x.get(), mean, inv, gamma, beta, relu, y.get(), be.stream());
   const void* z = relu ? y.get() : nullptr;
-  launch_batchnorm_backward(g, t, x.get(), dy.get(), z, mean, inv, gamma, true, partial.as<double>(),
+  launch_batchnorm_backward(g, t, x.get(), dy.get(), z, mean, inv, gamma, beta, true, partial.as<double>(),
                             coef.as<float>(), dgamma, dbeta, dx.get(), be.stream());
   be.synchronize();
   const std::vector<float> gr = grads.download(size_t(2 * C));
   o.dgamma.assign(gr.begin(), gr.begin() + C);
   o.dbeta.assign(gr.begin() + C, gr.end());
-  launch_batchnorm_grad_sums(g, t, x.get(), dy.get(), z, mean, inv, weight.as<float>(), partial.as<double>(),
-                             sums.as<double>(), dgamma, dbeta, be.stream());
+  launch_batchnorm_grad_sums(g, t, x.get(), dy.get(), z, mean, inv, gamma, beta, weight.as<float>(),
+                             partial.as<double>(), sums.as<double>(), dgamma, dbeta, be.stream());
   be.synchronize();
   const std::vector<float> sg = grads.download(size_t(2 * C));
   o.sync_dgamma.assign(sg.begin(), sg.begin() + C);
   o.sync_dbeta.assign(sg.begin() + C, sg.end());
+  o.sums = sums.download<double>(size_t(2 * C));
+  // dx from the same sums in both runs (the aligned run's): the same bits, the fused relu's mask
+  // recomputed from x by packs and read from z one value a thread.
+  if (shared_sums) sums.upload(*shared_sums);
+  launch_batchnorm_dx_from_sums(g, t, x.get(), dy.get(), z, mean, inv, gamma, beta, sums.as<double>(),
+                                coef.as<float>(), sync_dx.get(), be.stream());
+  be.synchronize();
+  o.sync_dx = sync_dx.bytes();
   o.y = y.bytes();
   o.dx = dx.bytes();
   return o;
@@ -169,12 +181,12 @@ TEST_CASE("gpu channels-last batchnorm by packs equals one value a thread", "[gp
           in.dy = encode(t, dyv);
           in.gamma = random_vector(size_t(C), ++seed, 0.5f, 1.5f);
           in.beta = random_vector(size_t(C), ++seed);
-          const BnOut a = run_batchnorm(be, t, B, S, C, relu, true, in, nullptr);
+          const BnOut a = run_batchnorm(be, t, B, S, C, relu, true, in, nullptr, nullptr);
           std::vector<float> stats = a.mean;
           stats.insert(stats.end(), a.inv.begin(), a.inv.end());
           stats.insert(stats.end(), a.running_mean.begin(), a.running_mean.end());
           stats.insert(stats.end(), a.running_var.begin(), a.running_var.end());
-          const BnOut b = run_batchnorm(be, t, B, S, C, relu, false, in, &stats);
+          const BnOut b = run_batchnorm(be, t, B, S, C, relu, false, in, &stats, &a.sums);
           // Statistics against each other and a host reference in double.
           std::vector<float> ref_mean(static_cast<size_t>(C)), ref_inv(static_cast<size_t>(C));
           for (int64_t c = 0; c < C; ++c) {
@@ -195,6 +207,7 @@ TEST_CASE("gpu channels-last batchnorm by packs equals one value a thread", "[gp
           CHECK(max_rel(b.running_var, a.running_var) < 1e-6);
           // Element-wise with the same statistics: the same bits.
           CHECK(b.y == a.y);
+          CHECK(b.sync_dx == a.sync_dx);
           const double grad_sums = t == DType::f32 ? 1e-6 : 1e-3;
           CHECK(max_rel(b.dgamma, a.dgamma) < grad_sums);
           CHECK(max_rel(b.dbeta, a.dbeta) < grad_sums);

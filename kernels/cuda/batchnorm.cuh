@@ -9,6 +9,8 @@
 //   backward after eval: the statistics held constant, dx = gamma inv dy.
 // Reductions: each channel's n values are split into `parts` contiguous pieces, one block each,
 // summed in double (per thread, then a fixed tree); a per-channel pass adds the pieces in order.
+// Channels-last by packs (channel_packs.cuh) the gradient's sums of 16-bit values are added in
+// float a thread (tens of centred terms), then in double.
 // No atomics: results repeat bit for bit. Variance = E[x^2] - mean^2 in double.
 // x, y, dy, dx are of dtype t (f32, bf16, fp16; read and computed in f32); parameters,
 // statistics and their gradients are f32.

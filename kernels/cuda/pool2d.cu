@@ -198,28 +198,34 @@ __global__ void pool_forward_tiled_kernel(PoolGeometry g, const T* x, T* y, int3
   }
 }
 
+// The inputs output (oh, ow) writes in the tiling case's backward: its window, and for the last
+// row and column of outputs also the rows and columns past the last window (floor mode), each
+// input once: f(idx = h W + w, inside its window).
+template <class F>
+__device__ __forceinline__ void for_tiled_window(const PoolGeometry& g, uint32_t oh, uint32_t ow, F&& f) {
+  const uint32_t kh = uint32_t(g.kh), kw = uint32_t(g.kw), w = uint32_t(g.w);
+  const uint32_t r0 = oh * kh, c0 = ow * kw;
+  const uint32_t r1 = oh + 1 == uint32_t(g.oh) ? uint32_t(g.h) : r0 + kh;
+  const uint32_t c1 = ow + 1 == uint32_t(g.ow) ? w : c0 + kw;
+  for (uint32_t r = r0; r < r1; ++r)
+    for (uint32_t c = c0; c < c1; ++c) f(r * w + c, r < r0 + kh && c < c0 + kw);
+}
+
 // Backward in the tiling case: each output writes its window (the last row and column of
 // outputs also the zeros past the last window), each input written once.
 template <class T>
 __global__ void pool_backward_tiled_kernel(PoolGeometry g, const T* dy, const T* z, const int32_t* argmax,
                                            T* dx, uint32_t n_out) {
-  const uint32_t ow_n = uint32_t(g.ow), oh_n = uint32_t(g.oh), h = uint32_t(g.h), w = uint32_t(g.w);
-  const uint32_t kh = uint32_t(g.kh), kw = uint32_t(g.kw);
-  const float count = float(kh * kw);
+  const float count = float(g.kh * g.kw);
   for (uint32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < n_out; o += gridDim.x * blockDim.x) {
     const TiledOut t = tiled_out(g, o);
     T* dxp = dx + t.plane;
     const float d = through_relu(g, z, o, to_f32(dy[o]));
     const int32_t at = g.max ? argmax[o] : -1;
     const float share = g.max ? 0.f : d / count;
-    const uint32_t r0 = t.oh * kh, c0 = t.ow * kw;
-    const uint32_t r1 = t.oh + 1 == oh_n ? h : r0 + kh, c1 = t.ow + 1 == ow_n ? w : c0 + kw;
-    for (uint32_t r = r0; r < r1; ++r)
-      for (uint32_t c = c0; c < c1; ++c) {
-        const uint32_t idx = r * w + c;
-        const bool inside = r < r0 + kh && c < c0 + kw;
-        dxp[size_t(idx) * t.cs] = from_f32<T>(!inside ? 0.f : g.max ? (int32_t(idx) == at ? d : 0.f) : share);
-      }
+    for_tiled_window(g, t.oh, t.ow, [&](uint32_t idx, bool inside) {
+      dxp[size_t(idx) * t.cs] = from_f32<T>(!inside ? 0.f : g.max ? (int32_t(idx) == at ? d : 0.f) : share);
+    });
   }
 }
 
@@ -291,9 +297,8 @@ template <class T>
 __global__ void pool_backward_tiled_pack_kernel(PoolGeometry g, const T* dy, const T* z,
                                                 const int32_t* argmax, T* dx, uint32_t packs) {
   constexpr int N = kPack<T>;
-  const uint32_t ow_n = uint32_t(g.ow), oh_n = uint32_t(g.oh), h = uint32_t(g.h), w = uint32_t(g.w);
-  const uint32_t kh = uint32_t(g.kh), kw = uint32_t(g.kw), C = uint32_t(g.channels), row_packs = C / N;
-  const float count = float(kh * kw);
+  const uint32_t C = uint32_t(g.channels), row_packs = C / N;
+  const float count = float(g.kh * g.kw);
   for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < packs; q += gridDim.x * blockDim.x) {
     const TiledPack t = tiled_pack(g, q, row_packs, N);
     T* dxp = dx + t.plane;
@@ -318,18 +323,13 @@ __global__ void pool_backward_tiled_pack_kernel(PoolGeometry g, const T* dy, con
         at[k + 2] = a.z;
         at[k + 3] = a.w;
       }
-    const uint32_t r0 = t.oh * kh, c0 = t.ow * kw;
-    const uint32_t r1 = t.oh + 1 == oh_n ? h : r0 + kh, c1 = t.ow + 1 == ow_n ? w : c0 + kw;
-    for (uint32_t r = r0; r < r1; ++r)
-      for (uint32_t c = c0; c < c1; ++c) {
-        const uint32_t idx = r * w + c;
-        const bool inside = r < r0 + kh && c < c0 + kw;
-        Pack<T> out;
+    for_tiled_window(g, t.oh, t.ow, [&](uint32_t idx, bool inside) {
+      Pack<T> out;
 #pragma unroll
-        for (int k = 0; k < N; ++k)
-          out.v[k] = from_f32<T>(!inside ? 0.f : g.max ? (int32_t(idx) == at[k] ? d[k] : 0.f) : d[k]);
-        store_pack(dxp + size_t(idx) * C, out);
-      }
+      for (int k = 0; k < N; ++k)
+        out.v[k] = from_f32<T>(!inside ? 0.f : g.max ? (int32_t(idx) == at[k] ? d[k] : 0.f) : d[k]);
+      store_pack(dxp + size_t(idx) * C, out);
+    });
   }
 }
 

@@ -38,6 +38,23 @@ const char* kNet = R"(model:
 data: {train: {format: random}, num_classes: 6}
 )";
 
+// No fold: c0's output is read by its batchnorm and by the add; c1 has no bias; c2 feeds pooling.
+const char* kKept = R"(model:
+  input_shape: [3, 8, 8]
+  layers:
+    - {type: conv2d, name: c0, filters: 8, kernel_size: 3, padding: same}
+    - {type: batchnorm, name: bn0}
+    - {type: add, name: sum, inputs: [bn0, c0]}
+    - {type: conv2d, name: c1, filters: 8, kernel_size: 3, padding: same, use_bias: false}
+    - {type: batchnorm, name: bn1}
+    - {type: conv2d, name: c2, filters: 8, kernel_size: 3, padding: same}
+    - {type: maxpool2d, name: p2}
+    - {type: batchnorm, name: bn2}
+    - {type: flatten, name: flat}
+    - {type: dense, name: out, units: 6}
+data: {train: {format: random}, num_classes: 6}
+)";
+
 bool folded_bias(const TensorSlot& t) {
   const std::string layer = t.name.substr(0, t.name.find('.'));
   return t.spec.name == "bias" && (layer == "c0" || layer == "c1" || layer == "d0");
@@ -143,5 +160,19 @@ TEST_CASE("gpu synchronized batchnorm takes the bias of the layer before it",
       compare(model, a, b);
     else
       compare_16(model, a, b, f32);
+  }
+}
+
+TEST_CASE("gpu batchnorm leaves a bias that another layer also reads", "[gpu][fusion][fold]") {
+  Config c = parse_config(kKept, "kept.yaml", {});
+  Model model(c.input_shape, c.layers, c.init, c.file);
+  for (MathMode math : {MathMode::strict_fp32, MathMode::bf16}) {
+    if (math != MathMode::strict_fp32 && !gpu_has_math(math)) continue;
+    INFO(math_name(math));
+    const FusionRun a = run_fusion(cuda_backend(), model, math, false, nullptr, true, true);
+    const FusionRun b = run_fusion(cuda_backend(), model, math, false, nullptr, true, false);
+    CHECK(a.folded == 0);
+    CHECK(a.params == b.params);  // nothing folded: the same run
+    CHECK(a.out == b.out);
   }
 }

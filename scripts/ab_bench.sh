@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Two trainer builds timed against each other on one device: `trainer bench` of each workload, the
+# builds alternating ROUNDS times (so drifting clocks or a neighbour's load hit both alike), then
+# each build's runs and median in steps/s and the ratio of the medians.
+#   scripts/ab_bench.sh OLD NEW [--device gpu:0] [--rounds 2] [--steps 200] WORKLOAD...
+#   WORKLOAD: CONFIG:MATH:BATCH, CONFIG a name under configs/ (vgg11_bn_cifar) or a path
+# e.g. scripts/ab_bench.sh /tmp/trainer_old build/trainer vgg11_bn_cifar:bf16:256 mnist_cnn:fp32:200
+# prints: vgg11_bn_cifar bf16 256: old 544.6 545.2 (544.9) | new 693.4 692.8 (693.1) | 1.27x
+# Exit 0 when every run gave a number, 1 otherwise (2: bad arguments).
+set -uo pipefail
+usage() { sed -n 2,9p "$0"; exit 2; }
+[ $# -ge 2 ] || usage
+old=$1 new=$2
+shift 2
+device=gpu:0 rounds=2 steps=200 works=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --device) device=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    -h | --help) usage ;;
+    *) works+=("$1"); shift ;;
+  esac
+done
+[ ${#works[@]} -gt 0 ] || usage
+[[ $rounds =~ ^[1-9][0-9]*$ && $steps =~ ^[1-9][0-9]*$ ]] || usage
+cd "$(dirname "$0")/.."
+failed=0
+rate() {  # TRAINER CONFIG MATH BATCH: steps/s of one bench run, or "failed"
+  local r
+  r=$(timeout -k 3 600 "$1" bench "$2" --device "$device" --math "$3" --batch-size "$4" --steps "$steps" \
+    --json 2>/dev/null | tail -1 | python3 -c "import json, sys; print('%.1f' % json.load(sys.stdin)['steps_per_s'])" \
+    2>/dev/null)
+  echo "${r:-failed}"
+}
+median() { python3 -c "import statistics, sys; v = [float(x) for x in sys.argv[1:] if x != 'failed']; print('%.1f' % statistics.median(v) if v else 'failed')" "$@"; }
+for w in "${works[@]}"; do
+  IFS=: read -r config math batch <<<"$w"
+  if [ -z "${config:-}" ] || [ -z "${math:-}" ] || [ -z "${batch:-}" ]; then
+    echo "$w: not CONFIG:MATH:BATCH" >&2
+    exit 2
+  fi
+  path=$config
+  [ -f "$path" ] || path=configs/$config.yaml
+  if [ ! -f "$path" ]; then
+    echo "$w: no config $config (nor configs/$config.yaml)" >&2
+    exit 2
+  fi
+  a=() b=()
+  for ((r = 0; r < rounds; ++r)); do
+    a+=("$(rate "$old" "$path" "$math" "$batch")")
+    b+=("$(rate "$new" "$path" "$math" "$batch")")
+  done
+  ma=$(median "${a[@]}") mb=$(median "${b[@]}")
+  for v in "${a[@]}" "${b[@]}"; do [[ $v =~ ^[0-9.]+$ ]] || failed=1; done
+  ratio=$(python3 -c "import sys; a, b = sys.argv[1:]; print('%.2fx' % (float(b) / float(a)) if 'failed' not in (a, b) else '-')" "$ma" "$mb")
+  echo "$(basename "$config" .yaml) $math $batch: old ${a[*]} ($ma) | new ${b[*]} ($mb) | $ratio"
+done
+exit $failed

@@ -140,19 +140,21 @@ __global__ void pool_backward_kernel(PoolGeometry g, const T* dy, const T* z, co
 // The tiling case (stride = window, no padding): output o's window is rows [oh kh, oh kh + kh),
 // columns [ow kw, ow kw + kw); rows and columns past the last window (floor mode: a 13-wide input
 // pooled by 2) belong to no window. 32-bit index arithmetic.
+// Channels-last, outputs may come n channels at a time (a pack: pool_*_tiled_pack_kernel): o is
+// then the index of n channels of one output position, and plane the first one's.
 struct TiledOut {
   uint32_t oh, ow;
   size_t plane;  // offset of the input plane (sample, channel): element (h, w) at plane + (h W + w) cs
   uint32_t cs;   // channel stride: 1 (NCHW) or C (NHWC)
 };
-__device__ __forceinline__ TiledOut tiled_out(const PoolGeometry& g, uint32_t o) {
+__device__ __forceinline__ TiledOut tiled_out(const PoolGeometry& g, uint32_t o, uint32_t n = 1) {
   const uint32_t ow_n = uint32_t(g.ow), oh_n = uint32_t(g.oh), hw = uint32_t(g.h) * uint32_t(g.w);
   TiledOut t;
-  if (g.channels_last) {  // o = ((sample oh_n + oh) ow_n + ow) C + c
-    const uint32_t ch = uint32_t(g.channels), c = o % ch, rest = o / ch;
+  if (g.channels_last) {  // o = ((sample oh_n + oh) ow_n + ow) C / n + c / n
+    const uint32_t ch = uint32_t(g.channels), units = ch / n, c = o % units, rest = o / units;
     t.ow = rest % ow_n;
     t.oh = (rest / ow_n) % oh_n;
-    t.plane = size_t(rest / (ow_n * oh_n)) * hw * ch + c;
+    t.plane = size_t(rest / (ow_n * oh_n)) * hw * ch + c * n;
     t.cs = ch;
   } else {
     t.ow = o % ow_n;
@@ -230,32 +232,15 @@ __global__ void pool_backward_tiled_kernel(PoolGeometry g, const T* dy, const T*
 }
 
 // The tiling case channels-last by packs (channel_packs.cuh): one thread per output position and
-// pack of channels, the same comparisons, sums and writes as the two kernels above, value by value.
-// Output pack q covers channels [(q % P) n, + n) of position q / P (P packs a row).
-struct TiledPack {
-  uint32_t oh, ow;
-  size_t plane;  // element (h, w, the pack's first channel) of the sample at plane + (h W + w) C
-};
-__device__ __forceinline__ TiledPack tiled_pack(const PoolGeometry& g, uint32_t q, uint32_t row_packs,
-                                                int n) {
-  const uint32_t ow_n = uint32_t(g.ow), oh_n = uint32_t(g.oh);
-  const uint32_t cp = q % row_packs, rest = q / row_packs;
-  TiledPack t;
-  t.ow = rest % ow_n;
-  t.oh = (rest / ow_n) % oh_n;
-  t.plane =
-      size_t(rest / (ow_n * oh_n)) * uint32_t(g.h) * uint32_t(g.w) * uint32_t(g.channels) + cp * uint32_t(n);
-  return t;
-}
-
+// pack of channels (tiled_out with n = kPack<T>), the same comparisons, sums and writes as the two
+// kernels above, value by value.
 template <class T>
 __global__ void pool_forward_tiled_pack_kernel(PoolGeometry g, const T* x, T* y, int32_t* argmax,
                                                uint32_t packs) {
   constexpr int N = kPack<T>;
   const uint32_t w = uint32_t(g.w), kh = uint32_t(g.kh), kw = uint32_t(g.kw), C = uint32_t(g.channels);
-  const uint32_t row_packs = C / N;
   for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < packs; q += gridDim.x * blockDim.x) {
-    const TiledPack t = tiled_pack(g, q, row_packs, N);
+    const TiledOut t = tiled_out(g, q, N);
     const T* xp = x + t.plane;
     float v[N];
     int32_t at[N];
@@ -297,10 +282,10 @@ template <class T>
 __global__ void pool_backward_tiled_pack_kernel(PoolGeometry g, const T* dy, const T* z,
                                                 const int32_t* argmax, T* dx, uint32_t packs) {
   constexpr int N = kPack<T>;
-  const uint32_t C = uint32_t(g.channels), row_packs = C / N;
+  const uint32_t C = uint32_t(g.channels);
   const float count = float(g.kh * g.kw);
   for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < packs; q += gridDim.x * blockDim.x) {
-    const TiledPack t = tiled_pack(g, q, row_packs, N);
+    const TiledOut t = tiled_out(g, q, N);
     T* dxp = dx + t.plane;
     const Pack<T> dv = load_pack(dy + size_t(q) * N);
     Pack<T> zv;

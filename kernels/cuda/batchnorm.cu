@@ -81,9 +81,10 @@ struct PartialSink {
 template <class T, class Term, class PackTerm>
 void launch_partial(const BatchNormGeometry& g, Term term, PackTerm pack_term,
                     std::initializer_list<const void*> pointers, double* partial, cudaStream_t stream) {
-  if (g.channels_last && g.pack_width > 0 && packs_fit<T>(g.channels, pointers)) {
-    launch_pack_reduce<T>(PackTiles{g.pack_width, g.pack_tiles}, g.count(), g.channels,
-                          RowSplit{g.parts, g.part_len}, pack_term, PartialSink{partial, g.parts}, stream);
+  const PackTiles tiles = pack_tiles(kPack<T>, g.channels);
+  if (g.channels_last && tiles.width > 0 && packs_fit<T>(g.channels, pointers)) {
+    launch_pack_reduce<T>(tiles, g.count(), g.channels, RowSplit{g.parts, g.part_len}, pack_term,
+                          PartialSink{partial, g.parts}, stream);
     return;
   }
   if (g.channels_last) {
@@ -457,9 +458,7 @@ BatchNormGeometry batchnorm_geometry(int64_t batch, int64_t channels, int64_t sp
   g.channels_last = channels_last;
   const int64_t n = g.count();
   if (channels_last) {  // at least 16 rows a thread one value a thread, about 32 by packs
-    const PackTiles tiles = pack_tiles(t, channels);
-    g.pack_width = tiles.width;
-    g.pack_tiles = tiles.tiles;
+    const PackTiles tiles = pack_tiles(pack_values(t), channels);
     const RowSplit s = pack_row_split(n, channels, tiles, 32);
     g.parts = s.parts;
     g.part_len = s.part_len;

@@ -30,12 +30,9 @@ struct BatchNormGeometry {
   int64_t parts = 1;     // blocks per channel in the reductions
   int64_t part_len = 0;  // values per block (the last may have fewer)
   // x, y and their gradients stored channels-last (B, S, C): the reductions then run over blocks
-  // of 32 channels x 8 rows (coalesced along the channels), `parts` pieces of the B * S rows.
+  // of 32 channels x 8 rows (coalesced along the channels), `parts` pieces of the B * S rows; with
+  // whole 16-byte packs a row, over pack_tiles(kPack, channels) tiles (channel_packs.cuh).
   bool channels_last = false;
-  // Channels-last with whole 16-byte packs a row (channel_packs.cuh): the reductions' tiles of
-  // pack_width packs, pack_tiles across a row; 0 without packs.
-  int pack_width = 0;
-  int64_t pack_tiles = 0;
   // constexpr: device code calls it too (--expt-relaxed-constexpr).
   constexpr int64_t count() const { return batch * spatial; }
 };

@@ -198,9 +198,7 @@ BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial, 
   const int64_t n = batch * spatial;
   if (nhwc) {  // at least 16 rows a thread (64 left vgg11_bn_cifar's 2x2 layers 32 blocks at batch 256), 32
                // by packs
-    const PackTiles tiles = pack_tiles(t, channels);
-    s.pack_width = tiles.width;
-    s.pack_tiles = tiles.tiles;
+    const PackTiles tiles = pack_tiles(pack_values(t), channels);
     const RowSplit r = pack_row_split(n, channels, tiles, 32);
     s.parts = r.parts;
     s.part_len = r.part_len;
@@ -232,10 +230,10 @@ void launch_bias_grad(const BiasGradSplit& s, DType t, const void* dy, float* db
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       const T* d = static_cast<const T*>(dy);
-      if (s.pack_width > 0 && packs_fit<T>(s.channels, {dy}))
-        launch_pack_reduce<T>(PackTiles{s.pack_width, s.pack_tiles}, s.batch * s.spatial, s.channels,
-                              RowSplit{s.parts, s.part_len}, BiasGradPack<T>{d},
-                              BiasGradSink{dbias, scratch, s.parts}, stream);
+      const PackTiles tiles = pack_tiles(kPack<T>, s.channels);
+      if (tiles.width > 0 && packs_fit<T>(s.channels, {dy}))
+        launch_pack_reduce<T>(tiles, s.batch * s.spatial, s.channels, RowSplit{s.parts, s.part_len},
+                              BiasGradPack<T>{d}, BiasGradSink{dbias, scratch, s.parts}, stream);
       else
         bias_grad_nhwc_kernel<T><<<grid, 256, 0, stream>>>(s, d, dbias, scratch);
     });

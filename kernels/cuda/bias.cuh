@@ -26,10 +26,7 @@ void launch_bias_add(DType t, void* y, const float* bias, int64_t batch, int64_t
 struct BiasGradSplit {
   int64_t batch = 0, channels = 0, spatial = 0;
   int64_t parts = 1, part_len = 0;
-  bool nhwc = false;
-  // Channels-last with whole 16-byte packs a row: tiles of pack_width packs (channel_packs.cuh).
-  int pack_width = 0;
-  int64_t pack_tiles = 0;
+  bool nhwc = false;  // channels-last dy; by packs where its rows fill them (pack_tiles, channel_packs.cuh)
 };
 BiasGradSplit bias_grad_split(int64_t batch, int64_t channels, int64_t spatial, bool nhwc = false,
                               DType t = DType::f32);

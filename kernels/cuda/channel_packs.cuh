@@ -37,6 +37,7 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) {
   *reinterpret_cast<Pack<T>*>(p) = v;
 }
 
+// kPack of a runtime dtype.
 inline int pack_values(DType t) { return t == DType::f32 ? 4 : 8; }
 
 // Whether a channels-last kernel of element type T over `channels` channels may move packs: whole
@@ -49,15 +50,15 @@ bool packs_fit(int64_t channels, std::initializer_list<const void*> pointers) {
   return true;
 }
 
-// The tiles of a pack reduction: `width` packs of a row per block (the largest power of two up
-// to 32 that the row's packs fill), `tiles` blocks across a row.
+// The tiles of a pass over packs of n values: `width` packs of a row per block (the largest power
+// of two up to 32 that the row's packs fill), `tiles` blocks across a row. From the shape alone,
+// so the split a geometry chose at plan time and its launches agree.
 struct PackTiles {
   int width = 0;  // 0: the rows do not split into packs
   int64_t tiles = 0;
 };
-inline PackTiles pack_tiles(DType t, int64_t channels) {
+inline PackTiles pack_tiles(int n, int64_t channels) {
   PackTiles p;
-  const int n = pack_values(t);
   if (channels <= 0 || channels % n != 0) return p;
   const int64_t packs = channels / n;
   p.width = 1;
@@ -93,12 +94,12 @@ struct PackLaunch {
   PackRows rows;
   dim3 grid;
 };
-// The launch of a pass over packs of T (rows_per_thread: about 8 element-wise, 16 for sums);
+// The launch of an element-wise pass over packs of T (about rows_per_thread rows a thread);
 // rows.width = 0 where channels are no whole packs.
 template <class T>
 PackLaunch pack_launch(int64_t rows, int64_t channels, int64_t rows_per_thread) {
   PackLaunch l;
-  const PackTiles tiles = pack_tiles(sizeof(T) == 4 ? DType::f32 : DType::bf16, channels);
+  const PackTiles tiles = pack_tiles(kPack<T>, channels);
   if (tiles.width == 0) return l;
   const RowSplit split = pack_row_split(rows, channels, tiles, rows_per_thread);
   l.rows = PackRows{rows, channels, split.part_len, tiles.width};

@@ -6,7 +6,9 @@
 # PARTs (default: all, in this order; each fits one 10-minute device call on its own):
 #   tests     trainer_gpu_tests "[nccl]" and "[pipeline]", ctest gpu_data_parallel's script
 #   curves    fashion_mnist_cnn, 5 epochs: gpu:0, gpu:0,1 and mpirun -np 2, loss and accuracy by epoch
-#   scaling   scripts/dp_table.py: 1 vs 2 GPUs (and mpirun) beside PyTorch DDP, global batch 512 and 1024
+#   scaling   scripts/dp_table.py: 1 vs 2 GPUs and mpirun -np 2 beside PyTorch DDP, global batch 512 and
+#             1024, vgg11_bn_cifar bf16 then cifar_cnn fp32 (scaling-vgg, scaling-cifar: one of them, each
+#             under 5 minutes)
 #   pipeline  resnet18_cifar split over gpu:0,1 (model.stages) with 1, 4, 8 micro-batches vs gpu:0
 #   sweep     scripts/sweep.sh: 4 learning rates over gpu:0,gpu:1
 # Every command runs under `timeout -k 3`: a hang costs its own limit, not the device call.
@@ -77,12 +79,16 @@ for e in range(max(len(v) for v in rec.values()) if rec else 0):
     print("| %d | %s |" % (e + 1, " | ".join(cells)))
 PY
       ;;
-    scaling)
-      echo "== data-parallel scaling beside PyTorch DDP"
-      T 280 python3 scripts/dp_table.py --trainer /tmp/trainer --peer .bundle/peer_torch.py --gpus 2 \
-        --workloads vgg11_bn_cifar --maths bf16 --batch 512,1024 --mpirun --epochs 3 --samples 51200 --torch-steps 100 2>&1 | tail -5
-      T 200 python3 scripts/dp_table.py --trainer /tmp/trainer --peer .bundle/peer_torch.py --gpus 2 \
-        --workloads cifar_cnn --maths fp32 --batch 512,1024 --epochs 3 --samples 102400 --torch-steps 200 2>&1 | tail -4
+    scaling | scaling-vgg | scaling-cifar)
+      echo "== data-parallel scaling beside PyTorch DDP (trainer also under mpirun -np 2)"
+      if [ "$part" != scaling-cifar ]; then
+        T 290 python3 scripts/dp_table.py --trainer /tmp/trainer --peer .bundle/peer_torch.py --gpus 2 \
+          --workloads vgg11_bn_cifar --maths bf16 --batch 512,1024 --mpirun --epochs 3 --samples 51200 --torch-steps 100 2>&1 | tail -5
+      fi
+      if [ "$part" != scaling-vgg ]; then
+        T 290 python3 scripts/dp_table.py --trainer /tmp/trainer --peer .bundle/peer_torch.py --gpus 2 \
+          --workloads cifar_cnn --maths fp32 --batch 512,1024 --mpirun --epochs 3 --samples 102400 --torch-steps 200 2>&1 | tail -5
+      fi
       ;;
     pipeline)
       c=(configs/resnet18_cifar.yaml --set "data.train={format: random, samples: 12800, seed: 1}" --set data.validation=null
@@ -102,6 +108,6 @@ PY
       T 240 bash scripts/sweep.sh configs/fashion_mnist_cnn.yaml optimizer.lr=0.003,0.001,0.0003,0.0001 \
         --devices gpu:0,gpu:1 --out "$out/sweep" -- --epochs 2 "${fm[@]}" 2>&1 | tail -9
       ;;
-    *) echo "unknown part '$part': tests curves scaling pipeline sweep" >&2; exit 2 ;;
+    *) echo "unknown part '$part': tests curves scaling (scaling-vgg, scaling-cifar) pipeline sweep" >&2; exit 2 ;;
   esac
 done

@@ -13,6 +13,7 @@
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
 #include "lib/dist/thread_world.h"
+#include "lib/memory/allocator.h"
 #include "lib/train/checkpointing.h"
 #include "lib/train/fit.h"
 #include "lib/train/session.h"
@@ -311,4 +312,31 @@ TEST_CASE("each stage reserves its own layers' parameter memory, which falls as 
   REQUIRE(max2 < one);
   REQUIRE(max3 < one);
   REQUIRE(max3 <= max2);
+}
+
+TEST_CASE("micro-batches sum their gradients in the arena through a scratch of the largest layer's size",
+          "[pipeline]") {
+  auto bytes = [](const std::vector<std::string>& sets) {
+    Config cfg = parse_config(kCnn, "pipe.yaml", sets);
+    auto s = open_session(cfg, DeviceRequest{}, {10}, nullptr, nullptr, true);
+    std::vector<size_t> b;
+    if (!s->pipeline)
+      return std::vector<size_t>{s->executor->parameter_bytes()};  // one stage, one micro-batch
+    for (size_t k = 0; k < s->pipeline->stage_count(); ++k)
+      b.push_back(s->pipeline->executor(k).parameter_bytes());
+    return b;
+  };
+  // kCnn's largest layer is c2: 6 x 4 x 3 x 3 weights and 6 biases, each tensor aligned as in the arena.
+  const size_t scratch = align_up(216 * sizeof(float)) + align_up(6 * sizeof(float));
+  const std::vector<size_t> one = bytes({"pipeline.micro_batches=1"}),
+                            four = bytes({"pipeline.micro_batches=4"});
+  REQUIRE(one.size() == 1);
+  REQUIRE(four.size() == 1);
+  CHECK(four[0] == one[0] + scratch);
+  // Two stages: each adds the scratch of its own largest layer (c1's 72 + 4 floats; c2).
+  const std::vector<size_t> split1 = bytes({"model.stages=[c2]", "pipeline.micro_batches=1"}),
+                            split4 = bytes({"model.stages=[c2]", "pipeline.micro_batches=4"});
+  REQUIRE(split4.size() == 2);
+  CHECK(split4[0] == split1[0] + align_up(72 * sizeof(float)) + align_up(4 * sizeof(float)));
+  CHECK(split4[1] == split1[1] + scratch);
 }

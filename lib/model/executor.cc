@@ -223,6 +223,12 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     plans_[{slot, b}] = std::move(p);
   }
 
+  // Several activation slots: each layer's parameter gradients go through one scratch (the
+  // largest layer's size) into the arena, where the micro-batches add up.
+  int64_t scratch_floats = 0;
+  if (o_.activation_slots > 1)
+    for (auto& kv : plans_) scratch_floats = std::max(scratch_floats, plan_gradient_pieces(*kv.second));
+
   // 3. Allocate: parameter arena, buffers, activations. Each allocation names what it is for.
   // Gradients and each optimizer state slot are arenas laid out like the parameters (the Model's
   // offsets), back to back; the arena's size is a multiple of the alignment, so every tensor of
@@ -262,9 +268,10 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     }
     parameter_bytes_ = floats_bytes(n_param_floats_) * slots;
     if (o_.activation_slots > 1) {
-      grad_sum_ = static_cast<float*>(
-          allocate(std::max<size_t>(floats_bytes(n_param_floats_), 1), "micro-batch gradient sum"));
-      parameter_bytes_ += floats_bytes(n_param_floats_);
+      grad_scratch_ =
+          static_cast<float*>(allocate(std::max<size_t>(floats_bytes(scratch_floats), 1),
+                                       "micro-batch gradient scratch (the largest layer's gradients)"));
+      parameter_bytes_ += floats_bytes(scratch_floats);
       micro_weights_ = static_cast<LossScaleState*>(
           allocate(n_slots * sizeof(LossScaleState), "micro-batch loss weights"));
       micro_weights_host_.resize(n_slots);
@@ -299,6 +306,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   // Gradients and state start at zero, padding between tensors included: the optimizer updates
   // the arena as one flat vector, so padding must hold zeros, not leftover memory.
   be_.zero(grads_, floats_bytes(n_param_floats_) * size_t(1 + optimizer.state_slots()));
+  if (grad_scratch_) be_.zero(grad_scratch_, floats_bytes(scratch_floats));
 
   // 4. Bind every kernel to views of its tensors (the only place their addresses are taken).
   for (auto& kv : plans_) {
@@ -399,12 +407,20 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
     v.layout = std::move(layout);
     return v;
   };
+  // Parameter k's gradient: in the arena, or with several activation slots where this plan's
+  // layer writes it in the scratch.
+  const std::vector<TensorSlot>& slots = model_.params();
+  auto grad_of = [&](size_t k) {
+    const int64_t at = p.grad_at.empty() ? -1 : p.grad_at[k];
+    return view(at >= 0 ? grad_scratch_ + at : grads_ + slots[k].offset, slots[k].shape);
+  };
   KernelBinding b;
   b.optimizer_state.resize(state_.size());
-  for (const TensorSlot& t : model_.params()) {
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const TensorSlot& t = slots[k];
     if (t.layer != int(i)) continue;
     b.params.push_back(view(params_ + t.offset, t.shape));
-    b.grads.push_back(view(grads_ + t.offset, t.shape));
+    b.grads.push_back(grad_of(k));
     for (size_t k = 0; k < state_.size(); ++k)
       b.optimizer_state[k].push_back(view(state_[k] + t.offset, t.shape));
   }
@@ -436,11 +452,53 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
   b.workspace_bytes = p.kernels[i]->workspace_bytes();
   if (p.kernels[i]->kept_workspace_bytes()) b.kept_workspace = arena(p) + p.kept[i];
   if (p.takes_bias_of[i] >= 0) {
-    const TensorSlot& t = model_.params()[size_t(bias_slot(p.takes_bias_of[i]))];
-    b.taken_bias = view(params_ + t.offset, t.shape);
-    b.taken_bias_grad = view(grads_ + t.offset, t.shape);
+    const size_t k = size_t(bias_slot(p.takes_bias_of[i]));
+    b.taken_bias = view(params_ + slots[k].offset, slots[k].shape);
+    b.taken_bias_grad = grad_of(k);
   }
   return b;
+}
+
+// Each layer's parameter gradients that its backward writes (its own, but a bias that a
+// batchnorm takes; and the bias it takes, if it is that batchnorm) laid out in the scratch from 0,
+// one piece per run contiguous in the arena, each piece aligned as the arena's tensors are.
+int64_t Executor::plan_gradient_pieces(Plan& p) const {
+  const std::vector<TensorSlot>& slots = model_.params();
+  const int64_t align = int64_t(kArenaAlign / sizeof(float));
+  std::vector<bool> taken(slots.size(), false);
+  for (int owner : p.takes_bias_of)
+    if (owner >= 0) taken[size_t(bias_slot(owner))] = true;
+  p.grad_pieces.assign(p.kernels.size(), {});
+  p.grad_at.assign(slots.size(), -1);
+  int64_t most = 0;
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    if (!p.kernels[i]) continue;
+    std::vector<size_t> written;
+    for (size_t k = 0; k < slots.size(); ++k)
+      if (slots[k].layer == int(i) && !taken[k]) written.push_back(k);
+    if (p.takes_bias_of[i] >= 0) written.push_back(size_t(bias_slot(p.takes_bias_of[i])));
+    std::vector<GradPiece>& pieces = p.grad_pieces[i];
+    int64_t end = 0;
+    for (size_t k : written) {
+      const int64_t at = slots[k].offset, n = slots[k].shape.numel();
+      if (!pieces.empty() && pieces.back().arena + pieces.back().n == at) {
+        p.grad_at[k] = pieces.back().scratch + pieces.back().n;  // the same run
+        pieces.back().n += n;
+      } else {
+        p.grad_at[k] = (end + align - 1) / align * align;
+        pieces.push_back({at, p.grad_at[k], n});
+      }
+      end = p.grad_at[k] + n;
+    }
+    most = std::max(most, end);
+  }
+  return most;
+}
+
+void Executor::gather_gradients(const Plan& p, size_t i, bool first) {
+  if (p.grad_pieces.empty()) return;
+  for (const GradPiece& g : p.grad_pieces[i])
+    be_.convert(grads_ + g.arena, DType::f32, grad_scratch_ + g.scratch, DType::f32, g.n, !first);
 }
 
 // The index in model_.params() of layer i's bias, -1: none.

@@ -87,8 +87,10 @@ struct ExecutorOptions {
   //   output_gradient_given: no loss; the gradient of the output comes from the next stage;
   //   first_layer: the stage's first layer in the whole model (dropout streams stay the same);
   //   activation_slots: copies of the activation arena, one per micro-batch in flight, each with
-  //     its own kernels for every batch size; with several, a gradient-sum arena accumulates the
-  //     micro-batches' parameter gradients.
+  //     its own kernels for every batch size; with several, each layer's backward writes its
+  //     parameter gradients into a scratch the size of the largest layer's, added into the
+  //     gradient arena right after (the step's first micro-batch copies), so the micro-batches
+  //     sum there without a second gradient arena.
   bool input_gradient = false;
   bool output_gradient_given = false;
   int first_layer = 0;
@@ -216,7 +218,9 @@ class Executor : public StepRunner {
   void upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training = false,
               bool scalars = false);
   void enqueue_forward(Plan& p, bool training, bool with_loss);
-  void enqueue_backward_and_update(Plan& p, bool update = true);
+  // first_micro_batch: with several activation slots, the step's first micro-batch (its parameter
+  // gradients are copied into the arena; later ones add theirs).
+  void enqueue_backward_and_update(Plan& p, bool update = true, bool first_micro_batch = true);
   // The step of an empty shard with synchronized batchnorm: every kernel's collectives with zero
   // contributions and the gradient buckets, in a step's order, then the update.
   void enqueue_no_rows_step();
@@ -247,8 +251,9 @@ class Executor : public StepRunner {
   void run_captured(int& graph, int& eager_runs, const std::function<void()>& enqueue);
   // The pieces of a pipeline stage's step, each recorded per plan like a whole step: the forward
   // by 2 * training + with_loss (0-3), the backward by 4 + whether it scales the loss gradient by
-  // the micro-batch's weight (4, 5).
-  static constexpr int kStagePieces = 6;
+  // the micro-batch's weight + 2 * whether it is the step's first (which copies its parameter
+  // gradients into the arena instead of adding them) (4-7).
+  static constexpr int kStagePieces = 8;
   void run_stage_captured(Plan& p, int piece, const std::function<void()>& enqueue);
   void* allocate(size_t bytes, const std::string& what);
   // The dtype of layer i's activations (KernelContext::act_dtype), its inputs arriving in these
@@ -256,6 +261,11 @@ class Executor : public StepRunner {
   DType layer_dtype(size_t i, const std::vector<DType>& inputs) const;
   bool too_small_for_low_precision(const Layer& l) const;
   size_t plan_gradients(Plan& p) const;
+  // Several activation slots: p.grad_pieces and p.grad_at; returns the scratch floats they need.
+  int64_t plan_gradient_pieces(Plan& p) const;
+  // Several activation slots: layer i's gradient pieces from the scratch into the arena, added, or
+  // copied when `first` (the step's first micro-batch).
+  void gather_gradients(const Plan& p, size_t i, bool first);
   // The relu layer that layer i's kernel, in activation dtype dt, runs itself (-1: none).
   int fusable_relu(size_t i, DType dt) const;
   int bias_taker(size_t i, DType dt) const;
@@ -279,7 +289,9 @@ class Executor : public StepRunner {
   float* buffers_ = nullptr;
   std::vector<char*> slot_arenas_;    // per activation slot: its arena (one allocation, slot after slot)
   void* shared_workspace_ = nullptr;  // several slots: the transient kernel workspaces of all
-  float* grad_sum_ = nullptr;         // activation_slots > 1: the micro-batches' gradient sum
+  // activation_slots > 1: where a layer's backward writes its parameter gradients (the largest
+  // layer's), before they are added into the arena (Plan::grad_pieces).
+  float* grad_scratch_ = nullptr;
   LossScaleState* micro_weights_ = nullptr;         // activation_slots > 1: per slot, scale = its weight
   std::vector<LossScaleState> micro_weights_host_;  // their host copy, written each step
   size_t parameter_bytes_ = 0, activation_bytes_ = 0;

@@ -41,6 +41,15 @@ struct Edge {
   int64_t n = 0;    // elements
 };
 
+// Several activation slots (micro-batches): a run of parameter gradients that one layer's backward
+// writes into the executor's gradient scratch, then copied (the step's first micro-batch) or added
+// (the others) into the gradient arena right after that backward. In floats.
+struct GradPiece {
+  int64_t arena = 0;    // offset in the gradient arena
+  int64_t scratch = 0;  // offset in the scratch
+  int64_t n = 0;
+};
+
 // The layout of one batch size inside the activation arena, and its kernels.
 struct Executor::Plan {
   int64_t batch = 0;
@@ -67,6 +76,11 @@ struct Executor::Plan {
   // Per layer and input: where backward writes that input's gradient (see plan_gradients()).
   std::vector<std::vector<InputGrad>> input_grads;
   size_t scratch = 0;  // one gradient buffer for consumers that cannot add into a shared gradient
+  // Several activation slots: per layer, the runs its backward writes into the gradient scratch
+  // (plan_gradient_pieces()); per parameter (index into Model::params()), where its gradient is in
+  // the scratch, -1: not written there (a bias another layer takes writes in the taker's pieces).
+  std::vector<std::vector<GradPiece>> grad_pieces;
+  std::vector<int64_t> grad_at;
   size_t labels = 0, bytes = 0;
   size_t raw_input = 0;  // training batches land here when augmenting; the augmented copy is act[0]
   // The loss on the last layer's input, that layer skipped in training and evaluation steps: a
@@ -78,7 +92,7 @@ struct Executor::Plan {
   int train_graph = -1, eval_graph = -1;          // recorded steps (backends with capture)
   int train_eager_runs = 0, eval_eager_runs = 0;  // steps run before recording
   // A pipeline stage's recorded pieces (executor_stage.cc, run_stage_captured).
-  int stage_graph[kStagePieces] = {-1, -1, -1, -1, -1, -1}, stage_eager_runs[kStagePieces] = {};
+  int stage_graph[kStagePieces] = {-1, -1, -1, -1, -1, -1, -1, -1}, stage_eager_runs[kStagePieces] = {};
 };
 
 }  // namespace trainer

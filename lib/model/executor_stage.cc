@@ -49,24 +49,19 @@ void Executor::stage_forward(int64_t batch, int slot, bool training, bool with_l
 // The gradient of the batch's mean loss is the sum over micro-batches of (rows_m / rows) times
 // the gradient of micro-batch m's mean loss: the loss stage scales each micro-batch's loss
 // gradient by its weight before the backward pass (the stages before it receive gradients so
-// scaled), and every stage sums the parameter gradients in the order the micro-batches run:
-// sum = g_0, sum += g_k, and the last one adds the sum into the gradient arena the update reads.
+// scaled), and every stage sums the parameter gradients in the arena in the order the
+// micro-batches run: each layer's backward writes its gradients into the scratch, which the
+// step's first micro-batch copies into the arena and each later one adds (gather_gradients).
 void Executor::stage_backward(int64_t batch, int slot, int index, int count) {
   Plan& p = plan_for(batch, slot);
-  if (count > 1 && !grad_sum_)
-    throw InternalError("micro-batches without a gradient sum (activation_slots is 1)");
+  if (count > 1 && !grad_scratch_)
+    throw InternalError("micro-batches without a gradient scratch (activation_slots is 1)");
   const bool scaled = count > 1 && !o_.output_gradient_given;
-  run_stage_captured(p, 4 + int(scaled), [&] {
+  const bool first = index == 0;
+  run_stage_captured(p, 4 + int(scaled) + 2 * int(first), [&] {
     if (scaled) be_.scale_loss_gradient(loss_gradient(p), batch * o_.num_classes, micro_weights_ + slot);
-    enqueue_backward_and_update(p, /*update=*/false);
+    enqueue_backward_and_update(p, /*update=*/false, first);
   });
-  if (count == 1) return;
-  if (index == 0)
-    be_.convert(grad_sum_, DType::f32, grads_, DType::f32, n_param_floats_, false);
-  else if (index + 1 < count)
-    be_.convert(grad_sum_, DType::f32, grads_, DType::f32, n_param_floats_, true);
-  else
-    be_.convert(grads_, DType::f32, grad_sum_, DType::f32, n_param_floats_, true);
 }
 
 void Executor::stage_clip_partials(int stage) {

@@ -54,7 +54,7 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   if (training) reduce_loss_flags();
 }
 
-void Executor::enqueue_backward_and_update(Plan& p, bool update) {
+void Executor::enqueue_backward_and_update(Plan& p, bool update, bool first_micro_batch) {
   const auto& layers = model_.layers();
   const bool on_logits = p.loss_on_logits;
   if (scaler_) be_.scale_loss_gradient(loss_gradient(p), p.batch * o_.num_classes, scaler_);
@@ -68,7 +68,10 @@ void Executor::enqueue_backward_and_update(Plan& p, bool update) {
     // kernels write them into the arena themselves); the conversions below touch activations only.
     if (overlapped() && i + 1 < layers.size()) launch_ready_buckets(i + 1, &buckets_launched);
     if (!p.kernels[i]) continue;
-    if (!(on_logits && i + 1 == layers.size())) p.kernels[i]->backward();
+    if (!(on_logits && i + 1 == layers.size())) {
+      p.kernels[i]->backward();
+      gather_gradients(p, i, first_micro_batch);
+    }
     for (size_t k = 0; k < p.input_grads[i].size(); ++k) {
       const InputGrad& g = p.input_grads[i][k];
       if (!g.wanted) continue;

@@ -208,9 +208,9 @@ TEST_CASE("several GPUs: gpu:N,M,... and gpu:all parse; a repeated or absent GPU
   // The config: a string or device.gpus, resolved to the mapping.
   Config c = parse(std::string(kBase) + "device: gpu:0,1\n");
   REQUIRE(c.device == "gpu:0,1");
-  REQUIRE(
-      YAML::Dump(c.resolved["device"]) ==
-      "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25\nsync_batchnorm: false");
+  REQUIRE(YAML::Dump(c.resolved["device"]) ==
+          "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25\ngradient_compression: "
+          "none\nsync_batchnorm: false");
   REQUIRE(parse(std::string(kBase) + "device: {type: gpu, gpus: all}\n").device == "gpu:all");
   REQUIRE_THROWS_WITH(
       parse(std::string(kBase) + "device: {type: gpu, gpus: '0,x'}\n"),
@@ -227,7 +227,8 @@ TEST_CASE("device: takes a string or a mapping and both resolve to the mapping",
   REQUIRE(s.memory_limit_mib == 0);
   REQUIRE_FALSE(s.memory_growth);
   REQUIRE(YAML::Dump(s.resolved["device"]) ==
-          "type: gpu\nid: 1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25\nsync_batchnorm: false");
+          "type: gpu\nid: 1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25\ngradient_compression: "
+          "none\nsync_batchnorm: false");
   Config m =
       parse(std::string(kBase) + "device: {type: gpu, id: 0, memory_limit: 4096, memory_growth: true}\n");
   REQUIRE(m.device == "gpu:0");
@@ -235,7 +236,8 @@ TEST_CASE("device: takes a string or a mapping and both resolve to the mapping",
   REQUIRE(m.memory_growth);
   REQUIRE(parse(std::string(kBase) + "device: {type: auto, memory_limit: 64}\n").device == "auto");
   REQUIRE(YAML::Dump(parse(kBase).resolved["device"]) ==
-          "type: cpu\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25\nsync_batchnorm: false");
+          "type: cpu\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25\ngradient_compression: "
+          "none\nsync_batchnorm: false");
   // --set reaches the keys of either form.
   Config set = parse(std::string(kBase) + "device: gpu:1\n", {"device.memory_limit=512"});
   REQUIRE(set.device == "gpu:1");
@@ -263,7 +265,8 @@ TEST_CASE("device.bucket_mb caps the gradient buckets of several GPUs; 0 leaves 
   Config c = parse(std::string(kBase) + "device: {type: gpu, gpus: '0,1', bucket_mb: 4}\n");
   REQUIRE(c.bucket_mb == 4);
   REQUIRE(YAML::Dump(c.resolved["device"]) ==
-          "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 4\nsync_batchnorm: false");
+          "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 4\ngradient_compression: "
+          "none\nsync_batchnorm: false");
   // --set reaches it in either form; fractions of a MiB and 0 are allowed.
   REQUIRE(parse(std::string(kBase) + "device: gpu:0,1\n", {"device.bucket_mb=0.5"}).bucket_mb == 0.5);
   REQUIRE(parse(kBase, {"device.bucket_mb=0"}).bucket_mb == 0);
@@ -273,13 +276,28 @@ TEST_CASE("device.bucket_mb caps the gradient buckets of several GPUs; 0 leaves 
                       Contains("test.yaml:12:32: device.bucket_mb: expected a number, got 'big'"));
 }
 
+TEST_CASE("device.gradient_compression is none, bf16 or fp16, none by default, and is written back",
+          "[config][device]") {
+  REQUIRE(parse(kBase).gradient_compression == "none");
+  Config c = parse(std::string(kBase) + "device: {type: gpu, gpus: '0,1', gradient_compression: bf16}\n");
+  REQUIRE(c.gradient_compression == "bf16");
+  REQUIRE(c.resolved["device"]["gradient_compression"].Scalar() == "bf16");
+  REQUIRE(parse(std::string(kBase) + "device: gpu:0,1\n", {"device.gradient_compression=fp16"})
+              .gradient_compression == "fp16");
+  REQUIRE_THROWS_WITH(
+      parse(std::string(kBase) + "device: {type: gpu, gradient_compression: int8}\n"),
+      Contains("test.yaml:12:43: device.gradient_compression: 'int8' is not allowed; allowed: none, "
+               "bf16, fp16"));
+}
+
 TEST_CASE("device.sync_batchnorm is true or false, false by default, and is written back",
           "[config][device][sync_batchnorm]") {
   REQUIRE_FALSE(parse(kBase).sync_batchnorm);
   Config c = parse(std::string(kBase) + "device: {type: gpu, gpus: '0,1', sync_batchnorm: true}\n");
   REQUIRE(c.sync_batchnorm);
   REQUIRE(YAML::Dump(c.resolved["device"]) ==
-          "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25\nsync_batchnorm: true");
+          "type: gpu\ngpus: 0,1\nmemory_limit: 0\nmemory_growth: false\nbucket_mb: 25\ngradient_compression: "
+          "none\nsync_batchnorm: true");
   // --set reaches it in either form (a device string becomes the mapping).
   REQUIRE(parse(std::string(kBase) + "device: gpu:0,1\n", {"device.sync_batchnorm=true"}).sync_batchnorm);
   REQUIRE(parse(kBase, {"device.sync_batchnorm=true"}).sync_batchnorm);

@@ -15,7 +15,23 @@ __global__ void convert_kernel(D* dst, const S* src, int64_t n, bool accumulate)
   }
 }
 
+template <class D>
+__global__ void convert_scaled_kernel(D* dst, const float* src, const float* scale, int64_t n) {
+  const float k = scale ? *scale : 1.f;
+  for (int64_t i = global_index(); i < n; i += grid_stride()) dst[i] = from_f32<D>(src[i] * k);
+}
+
 }  // namespace
+
+void launch_convert_scaled(void* dst, DType dst_type, const float* src, const float* scale, int64_t n,
+                           cudaStream_t stream) {
+  if (n <= 0) return;
+  with_dtype(dst_type, [&](auto d) {
+    using D = decltype(d);
+    convert_scaled_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(static_cast<D*>(dst), src, scale, n);
+  });
+  CUDA_CHECK_LAUNCH();
+}
 
 void launch_convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n, bool accumulate,
                     cudaStream_t stream) {

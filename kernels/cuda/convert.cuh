@@ -13,5 +13,9 @@ namespace trainer::cuda {
 
 void launch_convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n, bool accumulate,
                     cudaStream_t stream);
+// dst = src * (*scale) rounded to dst_type (scale: one float of device memory, read when the kernel
+// runs; null: 1), i < n: a replica's weighted gradients narrowed for a compressed all-reduce.
+void launch_convert_scaled(void* dst, DType dst_type, const float* src, const float* scale, int64_t n,
+                           cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -4,10 +4,12 @@
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
+#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/flag_bits.cuh"
@@ -96,6 +98,7 @@ class NcclCollective final : public DeviceCollective {
     }
     destroy_side_stream();
     be_.allocator().deallocate(flag_bytes_);
+    if (staging_) be_.allocator().deallocate(staging_);
   }
 
   int rank() const override { return rank_; }
@@ -114,7 +117,18 @@ class NcclCollective final : public DeviceCollective {
     NCCL_CHECK(comm, ncclRedOpCreatePreMulSum(&weighted_, const_cast<float*>(weight), ncclFloat32,
                                               ncclScalarDevice, comm));
     has_weighted_ = true;
+    weight_ = weight;
   }
+
+  void compress_sums(DType t, int64_t max_floats) override {
+    if (staging_) throw InternalError("compress_sums called twice");
+    if (t == DType::f32) return;
+    staging_ = be_.allocator().allocate(size_t(std::max<int64_t>(max_floats, 1)) * dtype_bytes(t),
+                                        std::string("gradient all-reduce staging in ") + dtype_name(t));
+    compressed_ = t;
+    staging_floats_ = max_floats;
+  }
+  DType sums_dtype() const override { return compressed_; }
 
   void all_reduce_sum(float* x, int64_t n, bool weighted) override {
     if (n <= 0) return;
@@ -122,8 +136,7 @@ class NcclCollective final : public DeviceCollective {
     ncclComm_t comm = live_comm();
     if (weighted && !has_weighted_) throw InternalError("a weighted all-reduce before set_weight()");
     require_joined("all_reduce_sum");
-    NCCL_CHECK(comm, ncclAllReduce(x, x, size_t(n), ncclFloat32, weighted ? weighted_ : ncclSum, comm,
-                                   be_.stream()));
+    sum_floats(comm, x, n, weighted, be_.stream());
   }
 
   // After the join: the side stream's buckets first, then this sum, on the backend's stream.
@@ -143,8 +156,7 @@ class NcclCollective final : public DeviceCollective {
     if (weighted && !has_weighted_) throw InternalError("a weighted all-reduce before set_weight()");
     CUDA_CHECK(cudaEventRecord(fork_, be_.stream()));
     CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
-    NCCL_CHECK(comm,
-               ncclAllReduce(x, x, size_t(n), ncclFloat32, weighted ? weighted_ : ncclSum, comm, side_));
+    sum_floats(comm, x, n, weighted, side_);
     pending_ = true;
   }
 
@@ -220,6 +232,23 @@ class NcclCollective final : public DeviceCollective {
   }
 
  private:
+  // The sum of all_reduce_sum(_async), on `stream`, with the mutex held: in place in f32 (NCCL's
+  // pre-multiplying sum reads the weight), or through the staging in the compressed dtype (the
+  // weight applied while rounding, then a plain sum, then widened back into x).
+  void sum_floats(ncclComm_t comm, float* x, int64_t n, bool weighted, cudaStream_t stream) {
+    if (compressed_ == DType::f32) {
+      NCCL_CHECK(comm,
+                 ncclAllReduce(x, x, size_t(n), ncclFloat32, weighted ? weighted_ : ncclSum, comm, stream));
+      return;
+    }
+    if (n > staging_floats_)
+      throw InternalError("a compressed all-reduce of " + std::to_string(n) + " floats, staging for " +
+                          std::to_string(staging_floats_));
+    cuda::launch_convert_scaled(staging_, compressed_, x, weighted ? weight_ : nullptr, n, stream);
+    const ncclDataType_t type = compressed_ == DType::bf16 ? ncclBfloat16 : ncclFloat16;
+    NCCL_CHECK(comm, ncclAllReduce(staging_, staging_, size_t(n), type, ncclSum, comm, stream));
+    cuda::launch_convert(x, DType::f32, staging_, compressed_, n, false, stream);
+  }
   // Called with the mutex held.
   ncclComm_t live_comm() const {
     if (state_->aborted || !state_->comm) throw_aborted();
@@ -249,6 +278,11 @@ class NcclCollective final : public DeviceCollective {
   uint8_t* flag_bytes_ = nullptr;  // kFlagBits bytes of device memory
   ncclRedOp_t weighted_ = ncclSum;
   bool has_weighted_ = false;
+  const float* weight_ = nullptr;  // set_weight's float (backend memory)
+  // compress_sums: the dtype float sums travel in (f32: none) and its staging.
+  DType compressed_ = DType::f32;
+  void* staging_ = nullptr;
+  int64_t staging_floats_ = 0;
   // all_reduce_sum_async: its stream, the event it waits for and the event the join waits for
   // (each recorded and waited on at once, so one of each serves every bucket).
   cudaStream_t side_ = nullptr;

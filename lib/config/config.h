@@ -117,6 +117,8 @@ struct Config {
   int64_t memory_limit_mib = 0;  // device.memory_limit: 0 = no cap
   bool memory_growth = false;    // device.memory_growth
   double bucket_mb = 25;         // device.bucket_mb: MiB per gradient all-reduce bucket (0: one)
+  // device.gradient_compression: none | bf16 | fp16, the dtype GPU replicas all-reduce gradients in.
+  std::string gradient_compression = "none";
   // device.sync_batchnorm: with several replicas, batchnorm normalizes by the global batch's
   // statistics (lib/core/batchnorm_sync_formula.h); one replica: nothing changes.
   bool sync_batchnorm = false;

@@ -17,6 +17,10 @@ const KeySpecs& device_keys() {
       number_key("bucket_mb", 25, 0, 1e6,
                  "several GPUs: MiB of gradients per all-reduce bucket, each launched during the backward "
                  "pass (0: one bucket, after it)"),
+      choice_key("gradient_compression", "none", {"none", "bf16", "fp16"},
+                 "several GPUs: the dtype the gradients travel in through the all-reduce: bf16 or fp16 (half "
+                 "the bytes; each replica's weighted gradients rounded before the sum, as PyTorch DDP's "
+                 "compress hooks) or none (fp32)"),
       bool_key(
           "sync_batchnorm", false,
           "several replicas (GPUs or mpirun ranks): batchnorm in training normalizes by the statistics of "
@@ -78,11 +82,13 @@ void read_device(Config& c, NodeReader& r) {
   c.memory_limit_mib = v.integer("memory_limit");
   c.memory_growth = v.boolean("memory_growth");
   c.bucket_mb = v.number("bucket_mb");
+  c.gradient_compression = v.string("gradient_compression");
   c.sync_batchnorm = v.boolean("sync_batchnorm");
   YAML::Node out = mapping_of(d);
   out["memory_limit"] = c.memory_limit_mib;
   out["memory_growth"] = c.memory_growth;
   out["bucket_mb"] = c.bucket_mb;
+  out["gradient_compression"] = c.gradient_compression;
   out["sync_batchnorm"] = c.sync_batchnorm;
   c.resolved["device"] = out;
 }

@@ -18,6 +18,8 @@
 #include <functional>
 #include <string>
 
+#include "lib/backend/layer_kernel.h"
+
 namespace trainer {
 
 class DeviceCollective {
@@ -31,6 +33,14 @@ class DeviceCollective {
   // The weight of weighted sums: one float of backend memory, read on the device each time a
   // weighted sum runs (so a replayed step uses that step's value). Set once, before the first step.
   virtual void set_weight(const float* weight) = 0;
+  // The float sums below travel as `t` from now on (device.gradient_compression; f32: as they are):
+  // each replica's values, times its weight for a weighted sum, are rounded to t, NCCL sums them
+  // in t, and the sum is widened back into x: half the bytes on the wire, at t's precision.
+  // Allocates the staging of up to max_floats values of t here, before the first step; a sum of
+  // more is an internal error. Set once.
+  virtual void compress_sums(DType t, int64_t max_floats) = 0;
+  // The dtype float sums travel in (f32 until compress_sums).
+  virtual DType sums_dtype() const = 0;
   // In place over every replica: x[i] = sum over replicas r of x_r[i], or with `weighted` of
   // w_r * x_r[i] (w_r: each replica's own weight, set_weight()). x: n floats of backend memory.
   virtual void all_reduce_sum(float* x, int64_t n, bool weighted) = 0;

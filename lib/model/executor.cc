@@ -59,6 +59,11 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   if (o_.collective) {
     o_.collective->set_weight(&scalars_->shard_weight);
     buckets_ = plan_gradient_buckets(layer_gradients(model_), o_.bucket_bytes);
+    if (o_.gradient_compression != DType::f32) {  // staging for the largest sum: a bucket, or the arena
+      int64_t most = overlapped() ? 0 : model_.param_arena_floats();
+      for (const GradientBucket& b : buckets_) most = std::max(most, b.floats());
+      o_.collective->compress_sums(o_.gradient_compression, most);
+    }
     spdlog::debug("gradient all-reduce: {} of at most {}{}", describe_buckets(buckets_),
                   o_.bucket_bytes ? format_bytes(o_.bucket_bytes) : std::string("(no cap)"),
                   overlapped() ? ", launched during the backward pass" : ", after the backward pass");

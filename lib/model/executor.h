@@ -71,6 +71,9 @@ struct ExecutorOptions {
   // has written its gradients, beside the rest of the backward pass. 0, or a plan of one bucket:
   // one all-reduce of the whole arena after the backward pass.
   size_t bucket_bytes = 0;
+  // With `collective`: the dtype the gradients are summed in (DeviceCollective::compress_sums;
+  // device.gradient_compression); f32: as they are.
+  DType gradient_compression = DType::f32;
   // Synchronized batchnorm (device.sync_batchnorm): in training, batchnorm kernels normalize by the
   // statistics of every rank's rows, summed through `collective` (on the device) or, without one,
   // `comm` (host memory); see lib/core/batchnorm_sync_formula.h. Needs one of them (with one rank

@@ -54,12 +54,15 @@ void broadcast_buffers(Communicator& comm, StepRunner& ex, const Model& model) {
 std::string gradient_reduction(const DeviceCollective* collective,
                                const std::vector<GradientBucket>& buckets) {
   if (!collective) return "";
-  if (buckets.size() <= 1) return " on the devices (" + collective->description() + ")";
+  const std::string how =
+      collective->description() + (collective->sums_dtype() == DType::f32
+                                       ? ""
+                                       : std::string("; sent as ") + dtype_name(collective->sums_dtype()));
+  if (buckets.size() <= 1) return " on the devices (" + how + ")";
   int64_t largest = 0;
   for (const GradientBucket& b : buckets) largest = std::max(largest, b.floats());
   return " on the devices in " + std::to_string(buckets.size()) + " buckets of at most " +
-         format_bytes(size_t(largest) * sizeof(float)) + ", overlapped with the backward pass (" +
-         collective->description() + ")";
+         format_bytes(size_t(largest) * sizeof(float)) + ", overlapped with the backward pass (" + how + ")";
 }
 
 std::unique_ptr<DeviceCollective> join_device_collective(Communicator& comm, Backend& be) {

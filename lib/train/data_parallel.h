@@ -35,7 +35,8 @@ void broadcast_buffers(Communicator& comm, StepRunner& ex, const Model& model);
 // collectives (a build without NCCL), naming the world.
 std::unique_ptr<DeviceCollective> join_device_collective(Communicator& comm, Backend& be);
 // "" (on the host), " on the devices (NCCL ...)" (one bucket) or " on the devices in 4 buckets of
-// at most 25.00 MiB, overlapped with the backward pass (NCCL ...)". `collective`: null on the host.
+// at most 25.00 MiB, overlapped with the backward pass (NCCL ...; sent as bf16)". `collective`:
+// null on the host.
 std::string gradient_reduction(const DeviceCollective* collective,
                                const std::vector<GradientBucket>& buckets);
 

@@ -246,6 +246,14 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
     eo.collective = s->collective.get();
     // Any positive size caps the buckets (the smallest: one layer each); 0 leaves one bucket.
     eo.bucket_bytes = cfg.bucket_mb > 0 ? std::max<size_t>(1, size_t(cfg.bucket_mb * 1024 * 1024)) : 0;
+    eo.gradient_compression = cfg.gradient_compression == "bf16"   ? DType::bf16
+                              : cfg.gradient_compression == "fp16" ? DType::f16
+                                                                   : DType::f32;
+  } else if (comm && comm->size() > 1 && cfg.gradient_compression != "none" && comm->rank() == 0) {
+    spdlog::warn(
+        "device.gradient_compression: {} applies to GPU replicas (NCCL); CPU ranks all-reduce their "
+        "gradients in fp32 (MPI)",
+        cfg.gradient_compression);
   }
   // Rank r's shard would draw the same dropout masks and crops as rank 0's, row for row: mix the
   // rank in (rank 0 keeps the seed, so one rank is exactly the single-process run).

@@ -412,20 +412,20 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
     v.layout = std::move(layout);
     return v;
   };
-  // Parameter k's gradient: in the arena, or with several activation slots where this plan's
-  // layer writes it in the scratch.
+  // Parameter k's gradient: with several activation slots, where layer i writes it in the scratch;
+  // else (or where another layer writes it: a bias a batchnorm takes) in the arena.
   const std::vector<TensorSlot>& slots = model_.params();
   auto grad_of = [&](size_t k) {
-    const int64_t at = p.grad_at.empty() ? -1 : p.grad_at[k];
-    return view(at >= 0 ? grad_scratch_ + at : grads_ + slots[k].offset, slots[k].shape);
+    const bool here = !p.grad_writer.empty() && p.grad_writer[k] == int(i);
+    return view(here ? grad_scratch_ + p.grad_at[k] : grads_ + slots[k].offset, slots[k].shape);
   };
   KernelBinding b;
   b.optimizer_state.resize(state_.size());
-  for (size_t k = 0; k < slots.size(); ++k) {
-    const TensorSlot& t = slots[k];
+  for (size_t j = 0; j < slots.size(); ++j) {
+    const TensorSlot& t = slots[j];
     if (t.layer != int(i)) continue;
     b.params.push_back(view(params_ + t.offset, t.shape));
-    b.grads.push_back(grad_of(k));
+    b.grads.push_back(grad_of(j));
     for (size_t k = 0; k < state_.size(); ++k)
       b.optimizer_state[k].push_back(view(state_[k] + t.offset, t.shape));
   }
@@ -475,6 +475,7 @@ int64_t Executor::plan_gradient_pieces(Plan& p) const {
     if (owner >= 0) taken[size_t(bias_slot(owner))] = true;
   p.grad_pieces.assign(p.kernels.size(), {});
   p.grad_at.assign(slots.size(), -1);
+  p.grad_writer.assign(slots.size(), -1);
   int64_t most = 0;
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     if (!p.kernels[i]) continue;
@@ -485,6 +486,7 @@ int64_t Executor::plan_gradient_pieces(Plan& p) const {
     std::vector<GradPiece>& pieces = p.grad_pieces[i];
     int64_t end = 0;
     for (size_t k : written) {
+      p.grad_writer[k] = int(i);
       const int64_t at = slots[k].offset, n = slots[k].shape.numel();
       if (!pieces.empty() && pieces.back().arena + pieces.back().n == at) {
         p.grad_at[k] = pieces.back().scratch + pieces.back().n;  // the same run

@@ -77,9 +77,10 @@ struct Executor::Plan {
   std::vector<std::vector<InputGrad>> input_grads;
   size_t scratch = 0;  // one gradient buffer for consumers that cannot add into a shared gradient
   // Several activation slots: per layer, the runs its backward writes into the gradient scratch
-  // (plan_gradient_pieces()); per parameter (index into Model::params()), where its gradient is in
-  // the scratch, -1: not written there (a bias another layer takes writes in the taker's pieces).
+  // (plan_gradient_pieces()); per parameter (index into Model::params()), the layer whose backward
+  // writes its gradient (a bias a batchnorm takes: the batchnorm) and where in the scratch.
   std::vector<std::vector<GradPiece>> grad_pieces;
+  std::vector<int> grad_writer;
   std::vector<int64_t> grad_at;
   size_t labels = 0, bytes = 0;
   size_t raw_input = 0;  // training batches land here when augmenting; the augmented copy is act[0]

@@ -65,7 +65,8 @@ void Executor::enqueue_backward_and_update(Plan& p, bool update, bool first_micr
   size_t buckets_launched = 0;
   for (size_t i = layers.size(); i-- > 0;) {
     // Layer i's parameter gradients are complete once its backward ran (f32 in every math mode:
-    // kernels write them into the arena themselves); the conversions below touch activations only.
+    // kernels write them into the arena themselves, or with micro-batches into the scratch that
+    // gather_gradients copies or adds there); the conversions below touch activations only.
     if (overlapped() && i + 1 < layers.size()) launch_ready_buckets(i + 1, &buckets_launched);
     if (!p.kernels[i]) continue;
     if (!(on_logits && i + 1 == layers.size())) {

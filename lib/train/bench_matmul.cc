@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "lib/core/counter_rng.h"
@@ -86,13 +87,19 @@ MatmulTiming time_matmul(const MatmulShape& shape, const DeviceRequest& device, 
   for (float& v : host_b) v = float(2 * rng.uniform() - 1);
   be->copy_to_device(a.p, host_a.data(), a_n * sizeof(float));
   be->copy_to_device(b.p, host_b.data(), b_n * sizeof(float));
+  auto plain = [](void* data, Shape s) {  // f32, row-major
+    TensorView v;
+    v.data = data;
+    v.shape = std::move(s);
+    return v;
+  };
   KernelBinding binding;  // forward only: no gradients
-  binding.params = {TensorView{b.p, Shape{shape.n, shape.k}}};
-  binding.grads = {TensorView{nullptr, Shape{shape.n, shape.k}}};
-  binding.inputs = {TensorView{a.p, Shape{shape.m, shape.k}}};
-  binding.input_grads = {TensorView{nullptr, Shape{shape.m, shape.k}}};
-  binding.output = TensorView{c.p, Shape{shape.m, shape.n}};
-  binding.output_grad = TensorView{nullptr, Shape{shape.m, shape.n}};
+  binding.params = {plain(b.p, Shape{shape.n, shape.k})};
+  binding.grads = {plain(nullptr, Shape{shape.n, shape.k})};
+  binding.inputs = {plain(a.p, Shape{shape.m, shape.k})};
+  binding.input_grads = {plain(nullptr, Shape{shape.m, shape.k})};
+  binding.output = plain(c.p, Shape{shape.m, shape.n});
+  binding.output_grad = plain(nullptr, Shape{shape.m, shape.n});
   binding.workspace = ws ? ws->p : nullptr;
   binding.workspace_bytes = ws_bytes;
   kernel->bind(binding);

@@ -58,9 +58,10 @@ class DenseCuda : public LayerKernel {
     // The bound tensors serve as the measurement's: nothing has run yet, the step overwrites
     // what the trials write (y, dW, dx, the bias gradient, the 16-bit copy of W).
     const void* w = dtype_ == DType::f32 ? static_cast<const void*>(w_) : w_typed_;
+    // A forward-only binding (`trainer bench`'s matmul) has no gradients to time the others on.
     if (fwd_.ok()) fwd_.tune(w, a_.x, a_.y);
-    if (dw_plan_.ok()) dw_plan_.tune(a_.x, a_.dy, dw_);
-    if (dx_plan_.ok() && a_.dx) dx_plan_.tune(w, a_.dy, a_.dx);
+    if (dw_plan_.ok() && a_.dy && dw_) dw_plan_.tune(a_.x, a_.dy, dw_);
+    if (dx_plan_.ok() && a_.dy && a_.dx) dx_plan_.tune(w, a_.dy, a_.dx);
   }
 
   void forward(bool) override {

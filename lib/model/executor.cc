@@ -521,15 +521,20 @@ int Executor::bias_slot(int layer) const {
 // batchnorm of one input with kTakesBias that is the only consumer of the layer's output (nobody
 // else reads it without the bias), and no dtype conversion between them.
 int Executor::bias_taker(size_t i, DType dt) const {
-  const auto& layers = model_.layers();
   const Registry& reg = Registry::global();
-  if (!o_.fold_bias || !(reg.kernel_caps(layers[i]->type(), be_.name()) & kBiasToBatchnorm)) return -1;
-  if (bias_slot(int(i)) < 0) return -1;
+  if (!o_.fold_bias || !(reg.kernel_caps(model_.layers()[i]->type(), be_.name()) & kBiasToBatchnorm))
+    return -1;
+  if (bias_slot(int(i)) < 0 || !(reg.kernel_caps("batchnorm", be_.name()) & kTakesBias)) return -1;
+  return sole_consumer(i, "batchnorm", dt);
+}
+
+// The layer that alone reads layer i's output (activations in dtype dt), if it is of `type`, has
+// that one input and computes in dt (no dtype conversion between them); -1: none.
+int Executor::sole_consumer(size_t i, const char* type, DType dt) const {
   const std::vector<int> next = model_.consumers(int(i));
   if (next.size() != 1) return -1;
   const size_t j = size_t(next[0]);
-  if (layers[j]->type() != "batchnorm" || !(reg.kernel_caps("batchnorm", be_.name()) & kTakesBias) ||
-      model_.layer_inputs(j).size() != 1 || layer_dtype(j, {dt}) != dt)
+  if (model_.layers()[j]->type() != type || model_.layer_inputs(j).size() != 1 || layer_dtype(j, {dt}) != dt)
     return -1;
   return int(j);
 }
@@ -539,14 +544,8 @@ int Executor::bias_taker(size_t i, DType dt) const {
 // output (nobody else reads the pre-relu values or adds to their gradient), and no dtype
 // conversion between them. The relu's output may have any number of consumers.
 int Executor::fusable_relu(size_t i, DType dt) const {
-  const auto& layers = model_.layers();
-  if (!(Registry::global().kernel_caps(layers[i]->type(), be_.name()) & kFusesRelu)) return -1;
-  const std::vector<int> next = model_.consumers(int(i));
-  if (next.size() != 1) return -1;
-  const size_t r = size_t(next[0]);
-  if (layers[r]->type() != "relu" || model_.layer_inputs(r).size() != 1 || layer_dtype(r, {dt}) != dt)
-    return -1;
-  return int(r);
+  if (!(Registry::global().kernel_caps(model_.layers()[i]->type(), be_.name()) & kFusesRelu)) return -1;
+  return sole_consumer(i, "relu", dt);
 }
 
 // Under a 16-bit math, a layer that computes in 16 bits by itself (not a follower) but whose

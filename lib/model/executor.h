@@ -272,6 +272,7 @@ class Executor : public StepRunner {
   // The relu layer that layer i's kernel, in activation dtype dt, runs itself (-1: none).
   int fusable_relu(size_t i, DType dt) const;
   int bias_taker(size_t i, DType dt) const;
+  int sole_consumer(size_t i, const char* type, DType dt) const;
   int bias_slot(int layer) const;
   // Sets p.loss_on_logits and its tensors where the model ends in a softmax the loss can fold in.
   void choose_loss_on_logits(Plan& p);

@@ -114,7 +114,7 @@ BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, 
   const int64_t max_rows = max_shard_rows(std::min(batch_size, n), ranks);
   for (int s = 0; s < 2; ++s) {
     x_buf_[s].resize(max_rows * numel_);
-    y_buf_[s].resize(max_rows);
+    y_buf_[s].resize(size_t(max_rows) * size_t(std::max<int64_t>(data_.target_width, 1)));
   }
   worker_ = std::thread(&BatchLoader::worker_loop, this);
 }
@@ -148,7 +148,7 @@ void BatchLoader::start_epoch(int64_t epoch) {
   cv_.notify_all();
 }
 
-bool BatchLoader::next(const float** x, const int32_t** y, int64_t* batch_rows, int64_t* global_rows) {
+bool BatchLoader::next(const float** x, const void** y, int64_t* batch_rows, int64_t* global_rows) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!active_) throw InternalError("BatchLoader::next() called before start_epoch()");
   held_ = -1;  // the caller is done with the previous batch
@@ -201,7 +201,8 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
   const int64_t first = batch * batch_size_ + shard.begin;
   const int64_t rows = shard.rows;
   float* out = x_buf_[slot].data();
-  int32_t* labels = y_buf_[slot].data();
+  uint32_t* targets = y_buf_[slot].data();
+  const int64_t width = data_.target_width;  // 0: class indices
   const bool is_u8 = data_.dtype == SampleDtype::u8;
   // Rows are independent: threads_ threads share them (a batch of cifar-sized rows is memory-bound
   // on one core: 1.4 ms per 512 rows, more than a GPU step). A non-finite value only marks its
@@ -210,7 +211,10 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
   const auto fill_rows = [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int64_t idx = perm_[first + r];
-      labels[r] = data_.labels[idx];
+      if (width == 0)
+        std::memcpy(targets + r, &data_.labels[size_t(idx)], sizeof(int32_t));
+      else
+        std::memcpy(targets + r * width, data_.targets.data() + idx * width, size_t(width) * sizeof(float));
       float* o = out + r * numel_;
       for (int64_t c = 0; c < channels_; ++c) {
         const float m = mul_[c], a = add_[c];

@@ -7,7 +7,8 @@
 // sleeps or polling. An exception thrown while preparing a batch is stored and rethrown by the
 // next() call that would have returned that batch; start_epoch() clears it.
 //
-// Batch layout: x is (rows, *sample_shape) row-major floats, y is (rows) int32 labels.
+// Batch layout: x is (rows, *sample_shape) row-major floats; y is the rows' targets as the dataset
+// holds them (datasets/dataset.h): (rows) int32 class indices, or (rows, target_width) floats.
 //
 // Large batches are filled by several threads (RowWorkers, rows split evenly; helpers that sleep
 // between batches): one core gathering shuffled rows is memory-bound, 1.4 ms per 512 CIFAR-sized
@@ -78,7 +79,14 @@ class BatchLoader {
   // returning false until start_epoch). The pointers stay valid until the following next() call
   // (start_epoch does not invalidate them). Rethrows an error raised while preparing the batch.
   // batch_rows: this shard's rows (0 .. batch size); global_rows: the whole batch's rows.
-  bool next(const float** x, const int32_t** y, int64_t* batch_rows, int64_t* global_rows = nullptr);
+  bool next(const float** x, const void** y, int64_t* batch_rows, int64_t* global_rows = nullptr);
+  // The same for a dataset of class indices (target_width 0), with y typed as its labels.
+  bool next(const float** x, const int32_t** labels, int64_t* batch_rows, int64_t* global_rows = nullptr) {
+    const void* y = nullptr;
+    const bool more = next(x, &y, batch_rows, global_rows);
+    *labels = static_cast<const int32_t*>(y);
+    return more;
+  }
 
  private:
   void worker_loop();
@@ -95,7 +103,7 @@ class BatchLoader {
   std::vector<float> mul_, add_;                  // per channel: y = x * mul_[c] + add_[c]
   std::vector<int64_t> perm_;                     // sample order of the current epoch
   std::vector<float> x_buf_[2];
-  std::vector<int32_t> y_buf_[2];
+  std::vector<uint32_t> y_buf_[2];   // the targets' 4-byte words (int32 or float), as the dataset's
   int64_t rows_[2] = {0, 0};         // this shard's rows of the batch in each buffer
   int64_t global_rows_[2] = {0, 0};  // the whole batch's
 

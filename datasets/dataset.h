@@ -25,10 +25,13 @@ enum class TargetKind {
 
 struct TargetLayout {
   TargetKind kind = TargetKind::class_index;
-  int64_t width = 1;  // values per sample; 1 for class indices
+  int64_t width = 1;    // values per sample; 1 for class indices
+  bool binary = false;  // values: every target is 0 or 1 (binary and multi-label losses)
   // Bytes of one sample's target in a batch (int32 and float are both 4 bytes).
   size_t row_bytes() const { return size_t(width) * 4; }
-  bool operator==(const TargetLayout& o) const { return kind == o.kind && width == o.width; }
+  bool operator==(const TargetLayout& o) const {
+    return kind == o.kind && width == o.width && binary == o.binary;
+  }
 };
 
 struct Dataset {

@@ -15,4 +15,9 @@ namespace trainer {
 // the n labels (uniform in [0, num_classes), unbiased).
 Dataset make_random(int64_t n, const Shape& sample_shape, int num_classes, uint64_t seed);
 
+// The same normal features with `width` float targets a sample that a model can learn: a fixed
+// random linear map of the features (weights drawn from the seed, scaled by 1/sqrt(features)),
+// plus normal noise of 0.1; binary: 1 where that value is positive, else 0.
+Dataset make_random_values(int64_t n, const Shape& sample_shape, int64_t width, bool binary, uint64_t seed);
+
 }  // namespace trainer

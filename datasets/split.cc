@@ -20,7 +20,12 @@ Dataset slice(const Dataset& d, int64_t begin, int64_t end, const std::string& s
     out.u8.assign(d.u8.begin() + begin * k, d.u8.begin() + end * k);
   else
     out.f32.assign(d.f32.begin() + begin * k, d.f32.begin() + end * k);
-  out.labels.assign(d.labels.begin() + begin, d.labels.begin() + end);
+  out.class_names = d.class_names;
+  out.target_width = d.target_width;
+  if (d.target_width > 0)
+    out.targets.assign(d.targets.begin() + begin * d.target_width, d.targets.begin() + end * d.target_width);
+  else
+    out.labels.assign(d.labels.begin() + begin, d.labels.begin() + end);
   return out;
 }
 

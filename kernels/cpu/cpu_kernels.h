@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "lib/backend/layer_kernel.h"
+#include "lib/backend/loss_kernel.h"
 
 namespace trainer {
 
@@ -28,5 +29,7 @@ std::unique_ptr<LayerKernel> make_batchnorm_cpu(const Layer& l, const KernelCont
 std::unique_ptr<LayerKernel> make_global_max_pool_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_add_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_concat_cpu(const Layer& l, const KernelContext& ctx);
+// The losses on float targets (lib/losses), registered in the loss registry.
+std::unique_ptr<LossKernel> make_value_loss_cpu(const ValueLossSpec& s);
 
 }  // namespace trainer

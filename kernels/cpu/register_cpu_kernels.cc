@@ -1,6 +1,7 @@
 // Which CPU kernel runs each layer type.
 #include "kernels/cpu/cpu_kernels.h"
 #include "lib/layers/activation.h"
+#include "lib/losses/losses.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
@@ -30,6 +31,7 @@ void register_cpu_kernels(Registry& r) {
     r.add_kernel(t, "cpu", make_eltwise_cpu, any_layout);
   r.add_kernel("softmax", "cpu", make_softmax_cpu);
   r.add_kernel("log_softmax", "cpu", make_softmax_cpu);
+  LossRegistry::global().add_kernel("cpu", make_value_loss_cpu);
 }
 
 }  // namespace trainer

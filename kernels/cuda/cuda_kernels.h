@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "lib/backend/layer_kernel.h"
+#include "lib/backend/loss_kernel.h"
 
 namespace trainer {
 
@@ -27,5 +28,8 @@ std::unique_ptr<LayerKernel> make_global_max_pool_cuda(const Layer& l, const Ker
 std::unique_ptr<LayerKernel> make_add_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_concat_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_batchnorm_cuda(const Layer& l, const KernelContext& ctx);
+
+// The losses on float targets (lib/losses), registered in the loss registry.
+std::unique_ptr<LossKernel> make_value_loss_cuda(const ValueLossSpec& s);
 
 }  // namespace trainer

@@ -6,6 +6,7 @@
 // bf16 convolutions produce, are registered with kAnyInputLayout. A convolution's or dense layer's bias
 // before a batchnorm goes into the batchnorm (kBiasToBatchnorm, kTakesBias).
 #include "kernels/cuda/cuda_kernels.h"
+#include "lib/losses/losses.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
@@ -33,6 +34,7 @@ void register_cuda_kernels(Registry& r) {
     r.add_kernel(t, "cuda", make_eltwise_cuda, follow_any);
   r.add_kernel("softmax", "cuda", make_softmax_cuda);
   r.add_kernel("log_softmax", "cuda", make_softmax_cuda);
+  LossRegistry::global().add_kernel("cuda", make_value_loss_cuda);
 }
 
 }  // namespace trainer

@@ -133,28 +133,24 @@ static void read_loss(Config& c, NodeReader& r) {
     section.reset(m);
   }
   NodeReader lr(section, "loss", c.file);
-  std::string type = lr.choice("type", "sparse_categorical_crossentropy",
-                               {"nll", "sparse_categorical_crossentropy", "cross_entropy"});
-  if (type == "nll") {
-    c.loss = LossKind::nll;
-  } else {
-    // "cross_entropy" is PyTorch's name: it always takes logits.
-    bool from_logits = lr.boolean("from_logits", type == "cross_entropy");
-    c.loss = from_logits ? LossKind::cross_entropy_logits : LossKind::cross_entropy_probs;
-  }
-  // PyTorch's: the target is (1 - s) one_hot(label) + s / num_classes.
-  c.label_smoothing = float(lr.number("label_smoothing", 0.0, 0.0, 1.0));
+  c.loss_config = read_loss_config(lr);
+  c.loss = c.loss_config.kind;
+  c.label_smoothing = c.loss_config.label_smoothing;
   lr.finish();
   c.resolved["loss"] = lr.resolved();
 }
 
 static void read_metrics(Config& c, NodeReader& r) {
   YAML::Node n = r.child("metrics");
-  const std::vector<std::string> allowed{"accuracy", "top_k_accuracy", "precision", "recall", "f1"};
+  // The metrics that fit the loss's task (binary and multi-label share theirs).
+  const Task task = c.loss_config.task(1);
+  const std::vector<std::string>& allowed = task_metrics(task);
   YAML::Node out(YAML::NodeType::Sequence);
   if (!present(n)) {
-    c.metrics = {{"accuracy", 1}};
-    out.push_back("accuracy");
+    for (const std::string& m : default_task_metrics(task)) {
+      c.metrics.push_back({m, 1});
+      out.push_back(m);
+    }
   } else {
     if (!n.IsSequence())
       r.fail("metrics", "expected a list, e.g. metrics: [accuracy, {type: top_k_accuracy, k: 5}]");
@@ -188,9 +184,13 @@ static void read_data(Config& c, NodeReader& r) {
     dr.fail("train",
             "is required: the training data source, e.g. train: {format: idx, images: ..., labels: ...}");
   dc.validation = dr.child("validation");
-  dc.num_classes = dr.integer("num_classes", 0, 2, 1 << 20);
-  if (dc.num_classes == 0) dr.fail("num_classes", "is required: the number of classes, e.g. num_classes: 10");
-  dc.class_names = read_class_names(dr, dc.num_classes);
+  // Losses on float targets have no classes: num_classes (and class_names) name a multi-label
+  // model's labels when given; the model's outputs say how many targets a sample has.
+  const bool values = c.loss_config.on_values();
+  dc.num_classes = dr.integer("num_classes", 0, values ? 1 : 2, 1 << 20);
+  if (dc.num_classes == 0 && !values)
+    dr.fail("num_classes", "is required: the number of classes, e.g. num_classes: 10");
+  if (dc.num_classes > 0 || !values) dc.class_names = read_class_names(dr, dc.num_classes);
   dc.batch_size = dr.integer("batch_size", 32, 1, 1 << 20);
   dc.shuffle = dr.boolean("shuffle", true);
   dc.drop_last = dr.boolean("drop_last", false);

@@ -1,6 +1,7 @@
 #include "lib/metrics/metrics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "lib/config/class_names.h"
@@ -44,11 +45,139 @@ std::vector<int64_t> topk_needed(const std::vector<MetricSpec>& specs) {
   return ks;
 }
 
+double histogram_auc(const float* pos, const float* neg) {
+  double P = 0, N = 0;
+  for (int b = 0; b < kAucBins; ++b) P += pos[b], N += neg[b];
+  if (P <= 0 || N <= 0) return std::nan("");
+  double above = 0, area = 0;  // positives in higher bins than b
+  for (int b = kAucBins - 1; b >= 0; --b) {
+    area += double(neg[b]) * (above + 0.5 * double(pos[b]));
+    above += pos[b];
+  }
+  return area / (P * N);
+}
+
+RegressionRow regression_row(const MetricSums& s, int64_t k) {
+  const double* c = s.confusion.data() + k * kRegressionSums;
+  const double n = std::max<double>(double(s.samples), 1.0);
+  RegressionRow r;
+  r.mae = c[0] / n;
+  r.rmse = std::sqrt(c[1] / n);
+  const double sst = c[3] - c[2] * c[2] / n;
+  r.r2 = sst > 0 ? 1.0 - c[1] / sst : 0.0;
+  return r;
+}
+
+namespace {
+
+struct BinaryTotals {
+  double tp = 0, fp = 0, fn = 0, tn = 0;
+};
+BinaryTotals binary_counts(const MetricSums& s, int64_t k) {
+  const double* c = s.confusion.data() + k * kBinarySums;
+  return {c[0], c[1], c[2], c[3]};
+}
+double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+double f1_of(double p, double r) { return p + r > 0 ? 2 * p * r / (p + r) : 0; }
+double label_auc(const MetricSums& s, int64_t k) {
+  std::vector<float> h(size_t(2 * kAucBins));
+  const double* c = s.confusion.data() + k * kBinarySums + 4;
+  for (size_t i = 0; i < h.size(); ++i) h[i] = float(c[i]);
+  return histogram_auc(h.data(), h.data() + kAucBins);
+}
+
+double value_metric(const MetricSums& s, const std::string& m, int64_t K, Task task) {
+  const double n = std::max<double>(double(s.samples), 1.0);
+  if (task == Task::regression) {
+    double abs = 0, sq = 0, r2 = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      abs += s.confusion[size_t(k * kRegressionSums)];
+      sq += s.confusion[size_t(k * kRegressionSums + 1)];
+      r2 += regression_row(s, k).r2;
+    }
+    if (m == "mae") return abs / (n * double(K));
+    if (m == "mse") return sq / (n * double(K));
+    if (m == "rmse") return std::sqrt(sq / (n * double(K)));
+    return r2 / double(K);  // r2: the mean over the outputs (scikit-learn's uniform_average)
+  }
+  BinaryTotals t;
+  double macro_f1 = 0, auc = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    const BinaryTotals b = binary_counts(s, k);
+    t.tp += b.tp, t.fp += b.fp, t.fn += b.fn, t.tn += b.tn;
+    macro_f1 += f1_of(ratio(b.tp, b.tp + b.fp), ratio(b.tp, b.tp + b.fn));
+    auc += label_auc(s, k);
+  }
+  const double p = ratio(t.tp, t.tp + t.fp), r = ratio(t.tp, t.tp + t.fn);
+  if (m == "accuracy") return ratio(t.tp + t.tn, t.tp + t.fp + t.fn + t.tn);
+  if (m == "precision") return p;
+  if (m == "recall") return r;
+  if (m == "f1") return f1_of(p, r);
+  if (m == "macro_f1") return macro_f1 / double(K);
+  return auc / double(K);  // auc: the mean over the labels (macro)
+}
+
+std::string value_report(const MetricSums& s, int64_t K, const std::vector<std::string>& names, Task task) {
+  const auto cut = [](const std::string& n) { return n.size() <= 24 ? n : n.substr(0, 23) + "~"; };
+  const auto name_of = [&](int64_t k) {
+    return k < int64_t(names.size()) ? cut(names[size_t(k)]) : std::string("output ") + std::to_string(k);
+  };
+  int width = 8;
+  for (int64_t k = 0; k < K; ++k) width = std::max(width, int(name_of(k).size()));
+  std::string out;
+  char line[320];
+  if (task == Task::regression) {
+    std::snprintf(line, sizeof line, "%*s %12s %12s %10s\n", width, "output", "mae", "rmse", "r2");
+    out += line;
+    for (int64_t k = 0; k < K; ++k) {
+      const RegressionRow r = regression_row(s, k);
+      std::snprintf(line, sizeof line, "%*s %12.6g %12.6g %10.4f\n", width, name_of(k).c_str(), r.mae, r.rmse,
+                    r.r2);
+      out += line;
+    }
+    return out;
+  }
+  std::snprintf(line, sizeof line, "%*s %10s %10s %10s %10s %10s\n", width, "label", "precision", "recall",
+                "f1", "support", "auc");
+  out += line;
+  for (int64_t k = 0; k < K; ++k) {
+    const BinaryTotals b = binary_counts(s, k);
+    const double p = ratio(b.tp, b.tp + b.fp), r = ratio(b.tp, b.tp + b.fn);
+    std::snprintf(line, sizeof line, "%*s %10.4f %10.4f %10.4f %10lld %10.4f\n", width, name_of(k).c_str(), p,
+                  r, f1_of(p, r), (long long)(b.tp + b.fn), label_auc(s, k));
+    out += line;
+  }
+  if (K > 1) {
+    for (const char* avg : {"micro", "macro"}) {
+      const bool micro = avg[1] == 'i';
+      const double p = micro ? value_metric(s, "precision", K, task) : 0,
+                   r = micro ? value_metric(s, "recall", K, task) : 0;
+      if (micro)
+        std::snprintf(line, sizeof line, "%*s %10.4f %10.4f %10.4f %10s %10s\n", width, avg, p, r,
+                      f1_of(p, r), "", "");
+      else
+        std::snprintf(line, sizeof line, "%*s %10s %10s %10.4f %10s %10.4f\n", width, avg, "", "",
+                      value_metric(s, "macro_f1", K, task), "", value_metric(s, "auc", K, task));
+      out += line;
+    }
+  }
+  std::snprintf(line, sizeof line, "decisions: a logit above 0 (probability above 0.5) is positive\n");
+  out += line;
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, double>> compute_metrics(const MetricSums& s,
-                                                            const std::vector<MetricSpec>& specs, int64_t C) {
+                                                            const std::vector<MetricSpec>& specs, int64_t C,
+                                                            Task task) {
   std::vector<std::pair<std::string, double>> out;
   const double n = std::max<double>(double(s.samples), 1.0);
   out.emplace_back("loss", s.loss_sum / n);
+  if (task != Task::classification) {
+    for (const auto& m : specs) out.emplace_back(m.label(), value_metric(s, m.type, C, task));
+    return out;
+  }
   const std::vector<int64_t> ks = topk_needed(specs);
   ClassStats st = class_stats(s, C);
   for (const auto& m : specs) {
@@ -80,7 +209,9 @@ std::vector<ClassRow> class_report(const MetricSums& s, int64_t C, const std::ve
   return rows;
 }
 
-std::string format_class_report(const MetricSums& s, int64_t C, const std::vector<std::string>& names) {
+std::string format_class_report(const MetricSums& s, int64_t C, const std::vector<std::string>& names,
+                                Task task) {
+  if (task != Task::classification) return value_report(s, C, names, task);
   const std::vector<ClassRow> rows = class_report(s, C, names);
   // Names are cut to 24 bytes so one long name cannot push the numbers off the screen.
   const auto cut = [](const std::string& n) { return n.size() <= 24 ? n : n.substr(0, 23) + "~"; };

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "lib/core/error.h"
+#include "lib/losses/losses.h"
 #include "lib/model/arena_layout.h"
 #include "lib/model/executor_plan.h"
 #include "lib/registry/registry.h"
@@ -43,7 +44,14 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   const Registry& reg = Registry::global();
 
   // 1. Small control block first: step scalars and metric accumulators.
-  const size_t n_metrics = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
+  if (o_.value_loss) {  // the loss on float targets: its kernel for this backend, and its scratch
+    o_.value_spec.backend = &be_;
+    o_.value_spec.width = o_.num_classes;
+    o_.value_spec.max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
+    value_loss_ = LossRegistry::global().make_kernel(be_.name(), o_.value_spec);
+    if (size_t bytes = value_loss_->scratch_bytes()) value_loss_->bind(allocate(bytes, "loss partial sums"));
+  }
+  const size_t n_metrics = metric_floats();
   scalars_ = static_cast<StepScalars*>(allocate(sizeof(StepScalars), "step scalars"));
   metrics_ = static_cast<float*>(allocate(n_metrics * sizeof(float), "metric accumulators"));
   nonfinite_ = static_cast<NonfiniteRecord*>(allocate(sizeof(NonfiniteRecord), "non-finite step record"));
@@ -222,7 +230,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       for (size_t i : transient_users) p->workspace[i] = shared;
     }
     if (size_t scratch = plan_gradients(*p)) p->scratch = take(scratch);
-    p->labels = take(size_t(b) * sizeof(int32_t));
+    p->labels = take(size_t(b) * target_row_bytes());
     p->bytes = arena.bytes();
     act_bytes = std::max(act_bytes, p->bytes);
     plans_[{slot, b}] = std::move(p);
@@ -261,7 +269,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       const Backend::UploadPiece most[3] = {
           {nullptr, nullptr, sizeof(StepScalars)},
           {nullptr, nullptr, size_t(max_batch * model_.input_shape().numel()) * sizeof(float)},
-          {nullptr, nullptr, size_t(max_batch) * sizeof(int32_t)}};
+          {nullptr, nullptr, size_t(max_batch) * target_row_bytes()}};
       const size_t bytes = Backend::landing_bytes(most, 3);
       landing_ = allocate(bytes, "the landing zone of the next batch (uploaded during the step before)");
       activation_bytes_ += align_up(bytes);
@@ -348,6 +356,7 @@ int Executor::fused_relus() const {
 
 void Executor::choose_loss_on_logits(Plan& p) {
   p.loss_on_logits = false;
+  if (o_.value_loss) return;  // the losses on values take the model's outputs as they are
   const auto& layers = model_.layers();
   const size_t last = layers.size() - 1;
   const std::string& type = layers[last]->type();

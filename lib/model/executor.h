@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "lib/backend/backend.h"
+#include "lib/backend/loss_kernel.h"
 #include "lib/dist/communicator.h"
 #include "lib/model/gradient_buckets.h"
 #include "lib/model/model.h"
@@ -32,7 +33,12 @@ struct ExecutorOptions {
   int64_t num_classes = 0;
   LossKind loss = LossKind::nll;
   float label_smoothing = 0.f;  // Backend::loss
-  std::vector<int64_t> top_k;   // top-k accuracies to accumulate (besides the confusion matrix)
+  // A loss on float targets (lib/losses): the step runs the backend's LossKernel for it instead
+  // of the classification kernels, on num_classes (= the model's outputs) targets a sample, and
+  // its metric sums take the confusion matrix's place (MetricSums::confusion).
+  bool value_loss = false;
+  ValueLossSpec value_spec;    // backend and max_batch are the executor's; width is num_classes
+  std::vector<int64_t> top_k;  // top-k accuracies to accumulate (besides the confusion matrix)
   MathMode math = MathMode::strict_fp32;
   // Under a 16-bit math: a layer that computes in 16 bits by itself (convolution, dense; not the
   // followers) does so only when its forward at the largest batch size is at least this many
@@ -131,10 +137,10 @@ class Executor : public StepRunner {
   // x: (batch, input...) host floats, y: (batch) labels. lr and the update counter t (1-based)
   // feed the optimizer's per-step scalars. Data parallel: `batch` is this rank's shard (0 for an
   // empty one: the rank adds zero gradients and still updates) of a batch of `global_batch` rows.
-  void train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr,
+  void train_step(int64_t batch, const float* x, const void* y, int64_t t, float lr,
                   int64_t global_batch = 0) override;
   // batch 0 (an empty shard) accumulates nothing.
-  void eval_step(int64_t batch, const float* x, const int32_t* y) override;
+  void eval_step(int64_t batch, const float* x, const void* y) override;
   // Forward only, copies the model output (batch, out...) to host memory.
   void predict(int64_t batch, const float* x, float* out) override;
 
@@ -145,6 +151,8 @@ class Executor : public StepRunner {
   void restore_metrics(const MetricSums& m) override;
 
   const std::vector<MemoryItem>& memory_plan() const { return memory_plan_; }
+  // Bytes of one sample's target in a batch: a class index, or num_classes float values.
+  size_t target_row_bytes() const { return size_t(o_.value_loss ? o_.num_classes : 1) * 4; }
   size_t planned_bytes() const override;
   // Whether training and evaluation steps fold the model's final softmax / log_softmax into the
   // loss (see Executor::choose_loss_on_logits), for every planned batch size.
@@ -185,7 +193,7 @@ class Executor : public StepRunner {
   // micro-batch's loss (its rows / the batch's rows; a loss stage only) to the device.
   void stage_begin_step(int64_t t, float lr, const std::vector<float>& micro_weights);
   // Host rows into slot's input (x: the first stage) and labels (y: a loss stage); either may be null.
-  void stage_upload(int64_t batch, int slot, const float* x, const int32_t* y, bool training);
+  void stage_upload(int64_t batch, int slot, const float* x, const void* y, bool training);
   // Forward of slot's micro-batch; a loss stage adds its loss and metrics (with_loss: false for
   // prediction).
   void stage_forward(int64_t batch, int slot, bool training, bool with_loss = true);
@@ -218,7 +226,7 @@ class Executor : public StepRunner {
   // Layer i's kernel in plan p (null for views).
   LayerKernel* kernel(const Plan& p, size_t i) const;
   // The batch (and with `scalars` the step's scalars) to the device (Backend::upload_inputs).
-  void upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training = false,
+  void upload(Plan& p, int64_t batch, const float* x, const void* y, bool training = false,
               bool scalars = false);
   void enqueue_forward(Plan& p, bool training, bool with_loss);
   // first_micro_batch: with several activation slots, the step's first micro-batch (its parameter
@@ -299,8 +307,12 @@ class Executor : public StepRunner {
   LossScaleState* micro_weights_ = nullptr;         // activation_slots > 1: per slot, scale = its weight
   std::vector<LossScaleState> micro_weights_host_;  // their host copy, written each step
   size_t parameter_bytes_ = 0, activation_bytes_ = 0;
-  StepScalars* scalars_ = nullptr;        // backend memory
-  void* landing_ = nullptr;               // Backend::upload_inputs' landing zone, if it stages
+  StepScalars* scalars_ = nullptr;          // backend memory
+  void* landing_ = nullptr;                 // Backend::upload_inputs' landing zone, if it stages
+  std::unique_ptr<LossKernel> value_loss_;  // with o_.value_loss
+  // Floats of the metric block: the loss sum, the top-k counts, then the confusion matrix (C, C) or
+  // a value loss's sums.
+  size_t metric_floats() const;
   float* metrics_ = nullptr;              // backend memory: loss_sum, samples, topk..., confusion
   NonfiniteRecord* nonfinite_ = nullptr;  // backend memory, zeroed with the metrics
   LossScaleState* scaler_ = nullptr;      // backend memory, with loss scaling only

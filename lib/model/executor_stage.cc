@@ -32,7 +32,7 @@ void Executor::stage_begin_step(int64_t t, float lr, const std::vector<float>& m
   be_.copy_to_device(micro_weights_, w.data(), w.size() * sizeof(LossScaleState));
 }
 
-void Executor::stage_upload(int64_t batch, int slot, const float* x, const int32_t* y, bool training) {
+void Executor::stage_upload(int64_t batch, int slot, const float* x, const void* y, bool training) {
   upload(plan_for(batch, slot), batch, x, y, training);
 }
 

@@ -48,15 +48,21 @@ void Executor::download_optimizer_state(float* state) {
     be_.copy_to_host(state + k * size_t(n_param_floats_), state_[k], size_t(n_param_floats_) * sizeof(float));
 }
 
+size_t Executor::metric_floats() const {
+  const size_t task =
+      o_.value_loss ? size_t(o_.value_spec.metric_floats()) : size_t(o_.num_classes * o_.num_classes);
+  return 1 + o_.top_k.size() + task;
+}
+
 void Executor::reset_metrics() {
-  const size_t n = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
+  const size_t n = metric_floats();
   be_.zero(metrics_, n * sizeof(float));
   be_.zero(nonfinite_, sizeof(NonfiniteRecord));
   samples_ = 0;
 }
 
 void Executor::restore_metrics(const MetricSums& m) {
-  const size_t n = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
+  const size_t n = metric_floats();
   std::vector<float> host(n, 0.f);
   host[0] = float(m.loss_sum);  // the sums were read from these floats: exact
   for (size_t k = 0; k < o_.top_k.size() && k < m.topk.size(); ++k) host[1 + k] = float(m.topk[k]);
@@ -84,7 +90,7 @@ ClipRecord Executor::read_clip_record() {
 }
 
 MetricSums Executor::read_metrics() {
-  const size_t n = 1 + o_.top_k.size() + size_t(o_.num_classes * o_.num_classes);
+  const size_t n = metric_floats();
   std::vector<float> host(n);
   be_.copy_to_host(host.data(), metrics_, n * sizeof(float));
   MetricSums m;

@@ -9,7 +9,7 @@
 
 namespace trainer {
 
-void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y, bool training, bool scalars) {
+void Executor::upload(Plan& p, int64_t batch, const float* x, const void* y, bool training, bool scalars) {
   const bool raw = training && o_.augment.active();
   Backend::UploadPiece pieces[3];
   int n = 0;
@@ -17,7 +17,7 @@ void Executor::upload(Plan& p, int64_t batch, const float* x, const int32_t* y, 
   if (x)
     pieces[n++] = {arena(p) + (raw ? p.raw_input : p.act[0]), x,
                    size_t(batch * model_.input_shape().numel()) * sizeof(float)};
-  if (y) pieces[n++] = {arena(p) + p.labels, y, size_t(batch) * sizeof(int32_t)};
+  if (y) pieces[n++] = {arena(p) + p.labels, y, size_t(batch) * target_row_bytes()};
   be_.upload_inputs(pieces, n, landing_);
 }
 
@@ -46,6 +46,12 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   // Training: the batch's loss goes to the step's scalars first; commit_step adds it to the
   // epoch's sum unless the step found a non-finite value.
   float* loss = training ? &scalars_->batch_loss : metrics_;
+  if (value_loss_) {
+    value_loss_->run(out, reinterpret_cast<const float*>(labels), batch, dout, loss,
+                     training ? scalars_ : nullptr, kNonfiniteLoss, metrics_ + 1 + o_.top_k.size());
+    if (training) reduce_loss_flags();
+    return;
+  }
   be_.loss_and_metrics(on_logits ? LossKind::cross_entropy_logits : o_.loss, out, labels, batch,
                        o_.num_classes, dout, loss, o_.label_smoothing, training ? scalars_ : nullptr,
                        kNonfiniteLoss, metrics_ + 1 + o_.top_k.size());
@@ -124,7 +130,7 @@ void Executor::run_stage_captured(Plan& p, int piece, const std::function<void()
   run_captured(p.stage_graph[piece], p.stage_eager_runs[piece], enqueue);
 }
 
-void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr,
+void Executor::train_step(int64_t batch, const float* x, const void* y, int64_t t, float lr,
                           int64_t global_batch) {
   const ProfileRange range(be_, "train_step");
   opt_.prepare(host_scalars_, t, lr);
@@ -149,7 +155,7 @@ void Executor::train_step(int64_t batch, const float* x, const int32_t* y, int64
   samples_ += batch;
 }
 
-void Executor::eval_step(int64_t batch, const float* x, const int32_t* y) {
+void Executor::eval_step(int64_t batch, const float* x, const void* y) {
   if (batch == 0) return;
   Plan& p = plan_for(batch);
   const ProfileRange range(be_, "eval_step");

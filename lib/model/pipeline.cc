@@ -251,7 +251,12 @@ void Pipeline::hand_backward(size_t k, int64_t rows, int slot) {
   to.copy_from(from, dst, src, size_t(rows * stages_[k].model->output_shape().numel()) * sizeof(float));
 }
 
-void Pipeline::train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr, int64_t) {
+// The targets of rows [first, ...) of a batch's targets y, as the loss stage takes them.
+const void* Pipeline::target_rows(const void* y, int64_t first) const {
+  return static_cast<const char*>(y) + size_t(first) * executors_.back()->target_row_bytes();
+}
+
+void Pipeline::train_step(int64_t batch, const float* x, const void* y, int64_t t, float lr, int64_t) {
   const size_t S = stages_.size(), last = S - 1;
   const Split& sp = split_of(batch);
   const auto& mbs = sp.parts;
@@ -273,8 +278,8 @@ void Pipeline::train_step(int64_t batch, const float* x, const int32_t* y, int64
     for (size_t k = 0; k < S; ++k) {
       if (k > 0) hand_forward(k, rows, m);
       stages_[k].backend->make_current();
-      executors_[k]->stage_upload(rows, m, k == 0 ? x + first * in : nullptr, k == last ? y + first : nullptr,
-                                  true);
+      executors_[k]->stage_upload(rows, m, k == 0 ? x + first * in : nullptr,
+                                  k == last ? target_rows(y, first) : nullptr, true);
       executors_[k]->stage_forward(rows, m, true);
     }
   }
@@ -325,7 +330,7 @@ void Pipeline::clip_over_stages() {
   }
 }
 
-void Pipeline::forward_all(int64_t batch, const float* x, const int32_t* y, bool training, bool with_loss,
+void Pipeline::forward_all(int64_t batch, const float* x, const void* y, bool training, bool with_loss,
                            float* out) {
   const size_t S = stages_.size(), last = S - 1;
   const int64_t in = whole_.input_shape().numel(), outn = whole_.output_shape().numel();
@@ -336,7 +341,7 @@ void Pipeline::forward_all(int64_t batch, const float* x, const int32_t* y, bool
       if (k > 0) hand_forward(k, rows, m);
       stages_[k].backend->make_current();
       executors_[k]->stage_upload(rows, m, k == 0 ? x + first * in : nullptr,
-                                  k == last && y ? y + first : nullptr, training);
+                                  k == last && y ? target_rows(y, first) : nullptr, training);
       executors_[k]->stage_forward(rows, m, training, with_loss);
     }
   }
@@ -349,7 +354,7 @@ void Pipeline::forward_all(int64_t batch, const float* x, const int32_t* y, bool
   }
 }
 
-void Pipeline::eval_step(int64_t batch, const float* x, const int32_t* y) {
+void Pipeline::eval_step(int64_t batch, const float* x, const void* y) {
   if (batch > 0) forward_all(batch, x, y, false, true, nullptr);
 }
 

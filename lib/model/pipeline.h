@@ -62,9 +62,9 @@ class Pipeline : public StepRunner {
   void download_optimizer_state(float* state) override;
 
   // global_batch is ignored: a pipeline is one replica (data parallelism is refused).
-  void train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr,
+  void train_step(int64_t batch, const float* x, const void* y, int64_t t, float lr,
                   int64_t global_batch = 0) override;
-  void eval_step(int64_t batch, const float* x, const int32_t* y) override;
+  void eval_step(int64_t batch, const float* x, const void* y) override;
   void predict(int64_t batch, const float* x, float* out) override;
 
   void reset_metrics() override;
@@ -110,8 +110,8 @@ class Pipeline : public StepRunner {
   void hand_forward(size_t k, int64_t rows, int slot);
   void hand_backward(size_t k, int64_t rows, int slot);
   void clip_over_stages();
-  void forward_all(int64_t batch, const float* x, const int32_t* y, bool training, bool with_loss,
-                   float* out);
+  const void* target_rows(const void* y, int64_t first) const;
+  void forward_all(int64_t batch, const float* x, const void* y, bool training, bool with_loss, float* out);
 
   const Model& whole_;
   std::vector<PipelineStage> stages_;

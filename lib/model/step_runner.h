@@ -42,9 +42,9 @@ class StepRunner {
 
   // x: (batch, input...) host floats, y: (batch) labels; lr and the update counter t (1-based).
   // Data parallel (Executor only): `batch` is this rank's shard of a batch of `global_batch` rows.
-  virtual void train_step(int64_t batch, const float* x, const int32_t* y, int64_t t, float lr,
+  virtual void train_step(int64_t batch, const float* x, const void* y, int64_t t, float lr,
                           int64_t global_batch = 0) = 0;
-  virtual void eval_step(int64_t batch, const float* x, const int32_t* y) = 0;
+  virtual void eval_step(int64_t batch, const float* x, const void* y) = 0;
   // Forward only, copies the model output (batch, out...) to host memory.
   virtual void predict(int64_t batch, const float* x, float* out) = 0;
 

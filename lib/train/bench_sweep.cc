@@ -28,7 +28,7 @@ SweepCell time_run(const Config& cfg, const DeviceRequest& device, int64_t steps
   const float lr = float(cfg.optimizer.lr);
   int64_t t = 0, epoch = 0;
   const float* x;
-  const int32_t* y;
+  const void* y;
   int64_t rows;
   // Runs up to `n` steps, epoch by epoch; returns the last epoch's mean loss.
   const auto train = [&](int64_t n) {

@@ -1,5 +1,9 @@
 #include "lib/train/data_sources.h"
 
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
 #include "datasets/cifar10_reader.h"
 #include "datasets/csv_reader.h"
 #include "datasets/disc_generator.h"
@@ -76,7 +80,10 @@ Dataset first_n(Dataset d, int64_t limit) {
     d.u8.resize(size_t(n));
   else
     d.f32.resize(size_t(n));
-  d.labels.resize(size_t(limit));
+  if (d.target_width > 0)
+    d.targets.resize(size_t(limit * d.target_width));
+  else
+    d.labels.resize(size_t(limit));
   return d;
 }
 
@@ -86,36 +93,96 @@ YAML::Node describe_source(const YAML::Node& section, const std::string& path, c
   return read_section(section, path, file).resolved();
 }
 
+void to_value_targets(Dataset& d, const TargetLayout& target, const std::string& path) {
+  const int64_t K = target.width;
+  if (d.target_width == 0 && K > 1 && !target.binary)
+    spdlog::warn(
+        "{}: the data has one integer label a sample and the model has {} outputs for a regression loss: "
+        "each label becomes a "
+        "one-hot row of targets. For classification use loss cross_entropy (or "
+        "sparse_categorical_crossentropy)",
+        path, K);
+  else if (d.target_width == 0 && K > 1)
+    spdlog::warn(
+        "{}: the data has one integer label a sample for binary_cross_entropy's {} outputs (multi-label): "
+        "each "
+        "label becomes a one-hot row, one positive a sample. For one class a sample, use loss cross_entropy",
+        path, K);
+  if (d.target_width == 0) {
+    const int64_t n = d.size();
+    d.targets.assign(size_t(n * K), 0.f);
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t y = d.labels[size_t(i)];
+      if (K == 1) {
+        d.targets[size_t(i)] = float(y);
+      } else if (y < 0 || y >= K) {
+        throw DataError(path + ": sample " + std::to_string(i) + " has label " + std::to_string(y) +
+                        ", which names none of the model's " + std::to_string(K) +
+                        " outputs (a multi-label loss takes a multi-hot row, or one label in [0, " +
+                        std::to_string(K) + ") a sample)");
+      } else {
+        d.targets[size_t(i * K + y)] = 1.f;
+      }
+    }
+    d.labels.clear();
+    d.target_width = K;
+  }
+  if (d.target_width != K)
+    throw DataError(path + ": the data has " + std::to_string(d.target_width) +
+                    " target values a sample, but the model has " + std::to_string(K) +
+                    " outputs (the loss takes one output per target)");
+  for (size_t j = 0; j < d.targets.size(); ++j) {
+    const float v = d.targets[j];
+    const std::string where = path + ": sample " + std::to_string(int64_t(j) / K) +
+                              (K > 1 ? ", target " + std::to_string(int64_t(j) % K) : std::string());
+    if (!std::isfinite(v)) throw DataError(where + " is " + std::to_string(v) + ": targets must be finite");
+    if (target.binary && v != 0.f && v != 1.f)
+      throw DataError(where + " is " + std::to_string(v) +
+                      ": binary_cross_entropy takes targets of 0 or 1 (a regression target needs mse, mae or "
+                      "huber)");
+  }
+}
+
 Dataset load_source(const YAML::Node& section, const std::string& path, const std::string& file,
-                    int num_classes, const Shape& input_shape) {
+                    int num_classes, const Shape& input_shape, const TargetLayout& target) {
   const KeyValues s = read_section(section, path, file);
   const std::string format = s.string("format");
   const int64_t limit = s.has("limit") ? s.integer("limit") : 0;
+  // A loss on values takes the readers' integer labels as they are (to_value_targets below):
+  // no class range to check them against.
+  const int classes = target.kind == TargetKind::values ? (1 << 30) : num_classes;
   Dataset d;
   if (format == "idx") {
-    d = read_idx(s.string("images"), s.string("labels"), num_classes, limit);
+    d = read_idx(s.string("images"), s.string("labels"), classes, limit);
   } else if (format == "cifar10") {
     d = first_n(read_cifar10(s.strings("files")), limit);
   } else if (format == "npy") {
-    d = first_n(dataset_from_npy(s.string("x"), s.string("y"), num_classes), limit);
+    d = first_n(dataset_from_npy(s.string("x"), s.string("y"), classes), limit);
   } else if (format == "csv") {
     CsvOptions o;
     o.has_header = s.boolean("header");
     o.label_column = s.string("label_column");
     o.delimiter = s.string("delimiter")[0];
-    o.num_classes = num_classes;
+    o.num_classes = classes;
     d = first_n(read_csv(s.string("path"), o), limit);
   } else if (format == "sequences") {
     SequenceOptions o;
     o.maxlen = s.integer("maxlen");
     o.pad_pre = s.string("padding") == "pre";
     o.trunc_pre = s.string("truncating") == "pre";
-    o.num_classes = num_classes;
+    o.num_classes = classes;
     d = first_n(read_sequences(s.string("path"), o), limit);
   } else if (format == "disc") {
     d = make_disc(s.integer("samples"), uint64_t(s.integer("seed")));
   } else {
-    d = make_random(s.integer("samples"), input_shape, num_classes, uint64_t(s.integer("seed")));
+    d = target.kind == TargetKind::values
+            ? make_random_values(s.integer("samples"), input_shape, target.width, target.binary,
+                                 uint64_t(s.integer("seed")))
+            : make_random(s.integer("samples"), input_shape, num_classes, uint64_t(s.integer("seed")));
+  }
+  if (target.kind == TargetKind::values) {
+    to_value_targets(d, target, path);
+    num_classes = 0;  // no class range to check
   }
   for (int32_t y : d.labels)
     if (y < 0 || y >= num_classes)

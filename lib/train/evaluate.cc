@@ -113,13 +113,41 @@ EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostrea
                      loader_threads_for(cfg, *s));
   r.sums = evaluate_pass(*s->executor, loader);
   r.samples = r.sums.samples;
-  r.metrics = compute_metrics(r.sums, cfg.metrics, s->classes);
+  const Task task = cfg.loss_config.task(s->classes);
+  r.metrics = compute_metrics(r.sums, cfg.metrics, s->classes, task);
 
   Reporter rep(o.report, out);
   const int64_t C = s->classes;
   Json j{{"event", "eval"}, {"weights", r.weights}, {"data", source}, {"samples", r.samples}};
   for (const auto& kv : r.metrics) j[kv.first] = number_or_null(kv.second);
   if (!cfg.data.class_names.empty()) j["class_names"] = cfg.data.class_names;
+  if (task != Task::classification) {
+    j["task"] = task_name(task);
+    Json outputs = Json::array();  // per output: regression's errors, or a label's counts and AUC
+    for (int64_t k = 0; k < C; ++k) {
+      Json item{{"id", k}};
+      if (k < int64_t(cfg.data.class_names.size())) item["name"] = cfg.data.class_names[size_t(k)];
+      if (task == Task::regression) {
+        const RegressionRow row = regression_row(r.sums, k);
+        item["mae"] = number_or_null(row.mae);
+        item["rmse"] = number_or_null(row.rmse);
+        item["r2"] = number_or_null(row.r2);
+      } else {
+        const double* c = r.sums.confusion.data() + k * kBinarySums;
+        item["tp"] = int64_t(c[0]), item["fp"] = int64_t(c[1]), item["fn"] = int64_t(c[2]),
+        item["tn"] = int64_t(c[3]);
+        std::vector<float> h(c + 4, c + 4 + 2 * kAucBins);
+        item["auc"] = number_or_null(histogram_auc(h.data(), h.data() + kAucBins));
+      }
+      outputs.push_back(item);
+    }
+    j["outputs"] = outputs;
+    rep.note(format_class_report(r.sums, C, cfg.data.class_names, task));
+    rep.summary("[" + timestamp_now() + "] eval " + r.weights + " on " + source + " (" +
+                    std::to_string(r.samples) + " samples):" + format_metrics(r.metrics, ""),
+                j);
+    return r;
+  }
   // The per-class report (the last row is the macro average) and the confusion matrix as
   // integer counts: rows = true class, columns = predicted class.
   Json classes = Json::array();
@@ -165,15 +193,28 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
   BatchLoader loader(d, B, false, false, normalization_for(cfg, d), cfg.seed, 0, 1,
                      loader_threads_for(cfg, *s));
   loader.start_epoch(0);
-  std::vector<float> probs(size_t(N * C));
+  const LossConfig& loss = cfg.loss_config;
+  const int64_t K = s->classes;  // the model's outputs: C classes, or K values
+  const bool sigmoid = loss.on_values() && loss.formula == ValueLoss::bce_logits;
+  std::vector<float> probs(size_t(N * K));
   const float* x;
-  const int32_t* y;
+  const void* y;
   int64_t rows, at = 0;
   while (loader.next(&x, &y, &rows)) {
-    float* dst = probs.data() + at * C;
+    float* dst = probs.data() + at * K;
     s->executor->predict(rows, x, dst);
-    for (int64_t i = 0; i < rows; ++i) to_probabilities(cfg.loss, dst + i * C, C);
+    if (sigmoid)
+      for (int64_t i = 0; i < rows * K; ++i) dst[i] = float(1.0 / (1.0 + std::exp(-double(dst[i]))));
+    else if (!loss.on_values())
+      for (int64_t i = 0; i < rows; ++i) to_probabilities(cfg.loss, dst + i * K, K);
     at += rows;
+  }
+  if (loss.on_values()) {
+    write_value_predictions(o.output, what, probs, N, K, cfg.data.class_names, sigmoid);
+    out << "[" << timestamp_now() << "] predicted " << N << " samples of " << o.input << " with " << weights
+        << " -> " << o.output << " (" << N << " x " << K << (sigmoid ? " probabilities" : " values")
+        << (sigmoid && what != PredictWrite::probabilities ? " and decisions" : "") << ")" << std::endl;
+    return N;
   }
   write_predictions(o.output, what, probs, N, C, cfg.data.class_names);
   out << "[" << timestamp_now() << "] predicted " << N << " samples of " << o.input << " with " << weights

@@ -389,7 +389,7 @@ bool FitRun::run_epoch(int64_t epoch) {
   epoch_t0_ = t_ - skip;
   train_loader_->start_epoch(epoch - 1);
   const float* x;
-  const int32_t* y;
+  const void* y;
   int64_t rows, global_rows, done = 0;
   while (done < skip && train_loader_->next(&x, &y, &rows)) ++done;  // batches trained before the resume
   bool interrupted = false;
@@ -419,7 +419,7 @@ bool FitRun::run_epoch(int64_t epoch) {
     bool complete = true;
     last_val_ = evaluate(&complete);
     if (!complete) interrupt(epoch, N, train_sums);
-    val_m = compute_metrics(last_val_, cfg_.metrics, C);
+    val_m = compute_metrics(last_val_, cfg_.metrics, C, cfg_.loss_config.task(C));
   }
   const double seconds = seconds_since(t0);
   const double loss = train_m.front().second;
@@ -555,7 +555,7 @@ MetricList FitRun::train_metrics(const MetricSums& sums) const {
     m.loss_sum = sums.samples > skipped
                      ? sums.loss_sum * double(sums.samples) / double(sums.samples - skipped)
                      : std::numeric_limits<double>::quiet_NaN();
-  return compute_metrics(m, cfg_.metrics, s_->classes);
+  return compute_metrics(m, cfg_.metrics, s_->classes, cfg_.loss_config.task(s_->classes));
 }
 
 void FitRun::check_nonfinite(int64_t epoch, const NonfiniteRecord& r) {
@@ -603,7 +603,8 @@ FitResult FitRun::finish() {
     if (data_.has_val) last_val_ = evaluate(nullptr);
   }
   if (data_.has_val && last_val_.samples > 0)
-    rep_.note(report_title + ":\n" + format_class_report(last_val_, C, cfg_.data.class_names));
+    rep_.note(report_title + ":\n" +
+              format_class_report(last_val_, C, cfg_.data.class_names, cfg_.loss_config.task(C)));
   if (run_) {
     result_.run_dir = run_->path();
     result_.final_weights = run_->path() + "/model.safetensors";

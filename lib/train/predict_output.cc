@@ -87,4 +87,48 @@ void write_predictions(const std::string& path, PredictWrite what, const std::ve
   write_file_atomic(path, text);
 }
 
+void write_value_predictions(const std::string& path, PredictWrite what, const std::vector<float>& values,
+                             int64_t N, int64_t K, const std::vector<std::string>& names, bool binary) {
+  const bool with_values = !binary || what != PredictWrite::arg_max;
+  const bool with_decisions = binary && what != PredictWrite::probabilities;
+  std::vector<int64_t> decisions;
+  if (with_decisions)
+    for (float p : values) decisions.push_back(p > 0.5f ? 1 : 0);
+  if (!ends_with(path, ".csv")) {
+    if (with_values)
+      write_npy_f32(path, {N, K}, values.data());
+    else
+      write_npy_i64(path, {N, K}, decisions.data());
+    return;
+  }
+  const auto name = [&](const std::string& one, const std::string& prefix, int64_t k) {
+    if (k < int64_t(names.size()))
+      return csv_field(prefix.empty() ? names[size_t(k)] : prefix + names[size_t(k)]);
+    if (K == 1) return one;
+    return (prefix.empty() ? std::string(binary ? "label_" : "value_") : prefix + "label_") +
+           std::to_string(k);
+  };
+  std::vector<std::string> header;
+  if (with_values)
+    for (int64_t k = 0; k < K; ++k) header.push_back(name(binary ? "probability" : "value", "", k));
+  if (with_decisions)
+    for (int64_t k = 0; k < K; ++k) header.push_back(name("predicted", "predicted_", k));
+  std::string text;
+  for (size_t i = 0; i < header.size(); ++i) text += (i ? "," : "") + header[i];
+  text += "\n";
+  char cell[32];
+  for (int64_t i = 0; i < N; ++i) {
+    const char* sep = "";
+    if (with_values)
+      for (int64_t k = 0; k < K; ++k, sep = ",") {
+        std::snprintf(cell, sizeof cell, "%s%.9g", sep, double(values[size_t(i * K + k)]));
+        text += cell;
+      }
+    if (with_decisions)
+      for (int64_t k = 0; k < K; ++k, sep = ",") text += sep + std::to_string(decisions[size_t(i * K + k)]);
+    text += "\n";
+  }
+  write_file_atomic(path, text);
+}
+
 }  // namespace trainer

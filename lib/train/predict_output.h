@@ -25,6 +25,15 @@ void check_predict_output(const std::string& path, PredictWrite what);
 void write_predictions(const std::string& path, PredictWrite what, const std::vector<float>& probs, int64_t N,
                        int64_t C, const std::vector<std::string>& names);
 
+// The predictions of a loss on float targets, values: (N, K) row-major. Regression (binary
+// false): the model's outputs, one column per output named by names or value_<k> ("value" for one).
+// Binary and multi-label: the probabilities sigmoid(logit), one column per label (names or
+// label_<k>; "probability" for one) with --write probabilities or both, and each label's 0/1
+// decision (probability above 0.5; "predicted", or predicted_<name>) with class or both.
+// .npy: the (N, K) values or probabilities, or the (N, K) decisions as int64 with --write class.
+void write_value_predictions(const std::string& path, PredictWrite what, const std::vector<float>& values,
+                             int64_t N, int64_t K, const std::vector<std::string>& names, bool binary);
+
 // The arg-max class of each row of probs (N, C); ties go to the lowest id.
 std::vector<int64_t> arg_max_classes(const std::vector<float>& probs, int64_t N, int64_t C);
 

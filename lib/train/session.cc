@@ -17,9 +17,53 @@
 
 namespace trainer {
 
+// The model's last layer against the loss: an activation the loss already applies (a softmax
+// before a loss on logits, a sigmoid before binary_cross_entropy on logits) trains, but on a
+// squashed signal; a softmax before a regression loss cannot fit targets outside [0, 1].
+static void check_last_layer(const Model& m, const LossConfig& loss) {
+  const Layer& last = *m.layers().back();
+  const std::string layer = "the last layer '" + last.name() + "' (" + last.type() + ")";
+  if (last.type() == "softmax" && !loss.on_values() && loss.kind == LossKind::cross_entropy_logits)
+    spdlog::warn(
+        "{} is followed by loss {}, which applies a softmax itself (from_logits: true): a double softmax. "
+        "Remove the softmax layer, or set loss.from_logits: false (sparse_categorical_crossentropy)",
+        layer, loss.type);
+  if (last.type() == "sigmoid" && loss.on_values() && loss.formula == ValueLoss::bce_logits)
+    spdlog::warn(
+        "{} is followed by loss binary_cross_entropy, which takes logits and applies the sigmoid itself "
+        "(as PyTorch's BCEWithLogitsLoss): a double sigmoid. Remove the sigmoid layer",
+        layer);
+  if ((last.type() == "softmax" || last.type() == "log_softmax") && loss.on_values())
+    spdlog::warn("{} is followed by loss {}, which takes {}: end the model with the dense layer; {}", layer,
+                 loss.type, loss.formula == ValueLoss::bce_logits ? "logits" : "unbounded values",
+                 loss.formula == ValueLoss::bce_logits ? "for one class a sample, use loss cross_entropy"
+                                                       : "for class labels, use loss cross_entropy");
+}
+
 std::unique_ptr<Model> make_model(const Config& cfg) {
   auto model = std::make_unique<Model>(cfg.input_shape, cfg.layers, cfg.init, cfg.file, cfg.blocks);
   const int64_t C = cfg.data.num_classes;
+  const LossConfig& loss = cfg.loss_config;
+  check_last_layer(*model, loss);
+  if (loss.on_values()) {
+    const Shape out = model->output_shape();
+    const bool multilabel_names = loss.formula == ValueLoss::bce_logits && C > 0;
+    if (out.rank() != 1 || (multilabel_names && out[0] != C))
+      throw ConfigError("the model's output shape " + out.batched_str() + " does not fit loss " + loss.type +
+                        ", which takes one output per target value: " +
+                        (multilabel_names
+                             ? "data.num_classes = " + std::to_string(C) + " labels need a last layer of " +
+                                   std::to_string(C) + " units"
+                             : std::string("end the model with a dense layer of one unit per target")));
+    if (loss.formula == ValueLoss::bce_logits && !loss.pos_weight.empty() && loss.pos_weight.size() != 1 &&
+        int64_t(loss.pos_weight.size()) != out[0])
+      throw ConfigError("loss.pos_weight has " + std::to_string(loss.pos_weight.size()) +
+                        " values for the model's " + std::to_string(out[0]) +
+                        " outputs: give one value, or one per output");
+    model->check_batch_size(cfg.data.batch_size);
+    if (!cfg.stages.empty()) stage_starts(*model, cfg.stages);
+    return model;
+  }
   if (model->output_shape() != Shape{C})
     throw ConfigError("the model's output shape " + model->output_shape().batched_str() +
                       " does not match data.num_classes = " + std::to_string(C) +
@@ -200,7 +244,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
                                       Communicator* comm, bool stages) {
   auto s = std::make_unique<Session>();
   s->model = model ? std::move(model) : make_model(cfg);
-  s->classes = cfg.data.num_classes;
+  s->classes = cfg.loss_config.on_values() ? s->model->output_shape().numel() : cfg.data.num_classes;
   const bool split = stages && (!cfg.stages.empty() || cfg.micro_batches > 1);
   if (split && comm && comm->size() > 1)
     throw UsageError(
@@ -235,6 +279,15 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   eo.num_classes = s->classes;
   eo.loss = cfg.loss;
   eo.label_smoothing = cfg.label_smoothing;
+  if (cfg.loss_config.on_values()) {
+    const LossConfig& l = cfg.loss_config;
+    eo.value_loss = true;
+    eo.value_spec.formula = l.formula;
+    eo.value_spec.delta = l.delta;
+    eo.value_spec.scale = l.scale;
+    eo.value_spec.pos_weight = l.pos_weight;
+    eo.value_spec.binary_metrics = l.formula == ValueLoss::bce_logits;
+  }
   eo.top_k = topk_needed(cfg.metrics);
   eo.deterministic = device.deterministic;
   eo.seed = cfg.seed;
@@ -279,15 +332,23 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   return s;
 }
 
+TargetLayout target_layout(const Config& cfg) {
+  const LossConfig& l = cfg.loss_config;
+  if (!l.on_values()) return {};
+  const Model m(cfg.input_shape, cfg.layers, cfg.init, cfg.file, cfg.blocks);
+  return {TargetKind::values, m.output_shape().numel(), l.formula == ValueLoss::bce_logits};
+}
+
 RunData load_run_data(const Config& cfg, bool need_train) {
   RunData d;
   const int C = int(cfg.data.num_classes);
+  const TargetLayout target = target_layout(cfg);
   if (present(cfg.data.validation)) {
-    d.val = load_source(cfg.data.validation, "data.validation", cfg.file, C, cfg.input_shape);
+    d.val = load_source(cfg.data.validation, "data.validation", cfg.file, C, cfg.input_shape, target);
     d.has_val = true;
   }
   if (need_train || (!d.has_val && cfg.data.validation_split > 0)) {
-    d.train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape);
+    d.train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape, target);
     d.has_train = true;
     if (!d.has_val && cfg.data.validation_split > 0) {
       auto parts = split_validation(d.train, cfg.data.validation_split);
@@ -316,7 +377,7 @@ MetricSums evaluate_pass(StepRunner& ex, BatchLoader& loader, const std::functio
   ex.reset_metrics();
   loader.start_epoch(0);
   const float* x;
-  const int32_t* y;
+  const void* y;
   int64_t rows;
   if (complete) *complete = true;
   while (loader.next(&x, &y, &rows)) {

@@ -70,6 +70,8 @@ struct RunData {
   bool has_train = false, has_val = false;
 };
 RunData load_run_data(const Config& cfg, bool need_train);
+// What the config's loss takes as targets: class indices, or one float value per model output.
+TargetLayout target_layout(const Config& cfg);
 
 // The batch sizes a pass over n samples uses: full batches and the tail.
 void add_batch_sizes(std::vector<int64_t>& sizes, int64_t n, int64_t batch, bool drop_last);

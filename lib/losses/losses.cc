@@ -1,0 +1,171 @@
+#include "lib/losses/losses.h"
+
+#include "lib/core/error.h"
+
+namespace trainer {
+namespace {
+
+KeySpec number_list_key(std::string name, double lo, double hi, std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeySpec::Type::number_list;
+  k.lo = lo, k.hi = hi;
+  k.doc = std::move(doc);
+  return k;
+}
+
+KeySpec smoothing_key() {
+  return number_key("label_smoothing", 0.0, 0.0, 1.0,
+                    "PyTorch's label_smoothing: the target is (1 - s) one_hot(label) + s / num_classes");
+}
+
+void register_builtin_losses(LossRegistry& r) {
+  r.add({"sparse_categorical_crossentropy",
+         "Keras' loss on class indices; from_logits: false takes probabilities (a softmax output)",
+         {bool_key("from_logits", false, "the model outputs logits rather than probabilities"),
+          smoothing_key()},
+         TargetKind::class_index});
+  r.add({"cross_entropy",
+         "PyTorch's CrossEntropyLoss on class indices: the model outputs logits",
+         {bool_key("from_logits", true, "the model outputs logits (PyTorch's loss always takes logits)"),
+          smoothing_key()},
+         TargetKind::class_index});
+  r.add({"nll",
+         "PyTorch's NLLLoss on class indices: the model outputs log-probabilities (log_softmax)",
+         {smoothing_key()},
+         TargetKind::class_index});
+  r.add({"mse", "mean squared error on float targets (PyTorch's MSELoss)", {}, TargetKind::values});
+  r.add({"mae", "mean absolute error on float targets (PyTorch's L1Loss)", {}, TargetKind::values});
+  r.add({"l1", "the same as mae", {}, TargetKind::values});
+  r.add({"huber",
+         "PyTorch's HuberLoss: 0.5 e^2 where |e| <= delta, else delta (|e| - 0.5 delta)",
+         {number_key("delta", 1.0, 1e-12, 1e12, "where the loss turns from squared to linear")},
+         TargetKind::values});
+  r.add({"smooth_l1",
+         "PyTorch's SmoothL1Loss: huber with delta = beta, divided by beta",
+         {number_key("beta", 1.0, 1e-12, 1e12, "where the loss turns from squared to linear")},
+         TargetKind::values});
+  r.add({"binary_cross_entropy",
+         "PyTorch's BCEWithLogitsLoss on 0/1 targets: one output (binary) or K (multi-label), logits",
+         {number_list_key(
+             "pos_weight", 0.0, 1e12,
+             "weight of the positive targets, one value or one per output (PyTorch's pos_weight)")},
+         TargetKind::values,
+         true});
+}
+
+std::vector<float> floats(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+}  // namespace
+
+const char* task_name(Task t) {
+  switch (t) {
+    case Task::classification:
+      return "classification";
+    case Task::regression:
+      return "regression";
+    case Task::binary:
+      return "binary";
+    case Task::multilabel:
+    default:
+      return "multi-label";
+  }
+}
+
+Task LossConfig::task(int64_t outputs) const {
+  if (!on_values()) return Task::classification;
+  if (formula != ValueLoss::bce_logits) return Task::regression;
+  return outputs == 1 ? Task::binary : Task::multilabel;
+}
+
+LossRegistry& LossRegistry::global() {
+  static LossRegistry* r = [] {
+    auto* reg = new LossRegistry;
+    register_builtin_losses(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+void LossRegistry::add(LossEntry e) {
+  for (const LossEntry& x : entries_)
+    if (x.name == e.name) throw InternalError("loss '" + e.name + "' registered twice");
+  variants_.push_back({e.name, e.keys});
+  entries_.push_back(std::move(e));
+}
+
+void LossRegistry::add_kernel(const std::string& backend, LossKernelFactory make) {
+  kernels_[backend] = std::move(make);
+}
+
+std::unique_ptr<LossKernel> LossRegistry::make_kernel(const std::string& backend,
+                                                      const ValueLossSpec& spec) const {
+  const auto it = kernels_.find(backend);
+  if (it == kernels_.end())
+    throw ConfigError("the " + backend + " backend has no kernel for the losses on float targets");
+  return it->second(spec);
+}
+
+LossConfig read_loss_config(NodeReader& r) {
+  const LossRegistry& reg = LossRegistry::global();
+  const KeyValues v = read_variant(r, "type", "sparse_categorical_crossentropy", reg.variants());
+  LossConfig c;
+  c.type = v.string("type");
+  const LossEntry* e = nullptr;
+  for (const LossEntry& x : reg.entries())
+    if (x.name == c.type) e = &x;
+  if (!e) throw InternalError("loss '" + c.type + "' passed validation but is not registered");
+  c.target = e->target;
+  if (!c.on_values()) {
+    if (c.type == "nll")
+      c.kind = LossKind::nll;
+    else
+      c.kind = v.boolean("from_logits") ? LossKind::cross_entropy_logits : LossKind::cross_entropy_probs;
+    c.label_smoothing = float(v.number("label_smoothing"));
+    return c;
+  }
+  if (c.type == "mse") {
+    c.formula = ValueLoss::mse;
+  } else if (c.type == "mae" || c.type == "l1") {
+    c.formula = ValueLoss::mae;
+  } else if (c.type == "huber") {
+    c.formula = ValueLoss::huber;
+    c.delta = float(v.number("delta"));
+  } else if (c.type == "smooth_l1") {
+    c.formula = ValueLoss::huber;
+    c.delta = float(v.number("beta"));
+    c.scale = 1.f / c.delta;
+  } else {
+    c.formula = ValueLoss::bce_logits;
+    if (v.has("pos_weight")) c.pos_weight = floats(v.numbers("pos_weight"));
+  }
+  return c;
+}
+
+const std::vector<std::string>& task_metrics(Task t) {
+  static const std::vector<std::string> classification{"accuracy", "top_k_accuracy", "precision", "recall",
+                                                       "f1"};
+  static const std::vector<std::string> regression{"mae", "mse", "rmse", "r2"};
+  static const std::vector<std::string> binary{"accuracy", "precision", "recall", "f1", "macro_f1", "auc"};
+  switch (t) {
+    case Task::classification:
+      return classification;
+    case Task::regression:
+      return regression;
+    default:
+      return binary;
+  }
+}
+
+std::vector<std::string> default_task_metrics(Task t) {
+  switch (t) {
+    case Task::classification:
+      return {"accuracy"};
+    case Task::regression:
+      return {"mae", "rmse", "r2"};
+    default:
+      return {"accuracy", "f1", "auc"};
+  }
+}
+
+}  // namespace trainer

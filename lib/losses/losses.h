@@ -1,0 +1,87 @@
+// The loss registry: every loss's name, declared keys (lib/config/key_spec.h), the targets it
+// takes, the task it declares and the metrics that fit that task; and per backend the kernel that
+// runs the losses on float targets (registered in kernels/cpu/register_cpu_kernels.cc and
+// kernels/cuda/register_cuda_kernels.cc, as layers' kernels are).
+//
+// Tasks and targets:
+//   classification  nll, sparse_categorical_crossentropy, cross_entropy: one class index a sample
+//                   (the backend's fused classification kernels, Backend::loss_and_metrics)
+//   regression      mse, mae (l1), huber, smooth_l1: K float targets a sample, K outputs
+//   binary          binary_cross_entropy on logits with one output: a 0/1 target a sample
+//   multi-label     binary_cross_entropy with K outputs: a multi-hot row of K 0/1 targets
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "datasets/dataset.h"
+#include "lib/backend/backend.h"
+#include "lib/backend/loss_kernel.h"
+#include "lib/config/key_spec.h"
+
+namespace trainer {
+
+enum class Task { classification, regression, binary, multilabel };
+const char* task_name(Task t);  // "classification", "regression", "binary", "multi-label"
+
+// A loss section, validated: what the executor and the reports need.
+struct LossConfig {
+  std::string type = "sparse_categorical_crossentropy";  // the registry's name
+  TargetKind target = TargetKind::class_index;
+  // Classification losses: the classification kernels' kind and PyTorch's label_smoothing.
+  LossKind kind = LossKind::cross_entropy_probs;
+  float label_smoothing = 0.f;
+  // Losses on float targets.
+  ValueLoss formula = ValueLoss::mse;
+  float delta = 1.f, scale = 1.f;
+  std::vector<float> pos_weight;  // binary_cross_entropy: one value, or one per output
+
+  bool on_values() const { return target == TargetKind::values; }
+  // The task for a model with `outputs` outputs a sample: binary_cross_entropy is binary with one
+  // output, multi-label with several.
+  Task task(int64_t outputs) const;
+};
+
+struct LossEntry {
+  std::string name;
+  std::string doc;  // one line for the docs
+  KeySpecs keys;    // every key but `type`
+  TargetKind target = TargetKind::class_index;
+  bool binary = false;  // binary_cross_entropy: binary or multi-label by the outputs
+};
+
+class LossRegistry {
+ public:
+  // Every built-in loss; the value losses' kernels join through register_backends().
+  static LossRegistry& global();
+
+  void add(LossEntry e);
+  // The kernel that runs the losses on float targets on `backend` ("cpu", "cuda").
+  void add_kernel(const std::string& backend, LossKernelFactory make);
+
+  const std::vector<LossEntry>& entries() const { return entries_; }
+  // The loss section's keys per type, for read_variant.
+  const KeyVariants& variants() const { return variants_; }
+  // Throws ConfigError naming the backend when it has no kernel for the losses on values.
+  std::unique_ptr<LossKernel> make_kernel(const std::string& backend, const ValueLossSpec& spec) const;
+
+ private:
+  std::vector<LossEntry> entries_;
+  KeyVariants variants_;
+  std::map<std::string, LossKernelFactory> kernels_;
+};
+
+// Reads a loss section (a mapping, or the `loss: mse` shortcut already expanded) with the
+// registry's keys. Errors at file:line:column name the key and what is allowed.
+LossConfig read_loss_config(NodeReader& r);
+
+// The metrics that fit a task, for config checks and messages: classification accuracy,
+// top_k_accuracy, precision, recall, f1; regression mae, mse, rmse, r2; binary and multi-label
+// accuracy, precision, recall, f1 (micro-averaged over the labels), macro_f1, auc.
+const std::vector<std::string>& task_metrics(Task t);
+// The metrics a task reports when the config names none.
+std::vector<std::string> default_task_metrics(Task t);
+
+}  // namespace trainer

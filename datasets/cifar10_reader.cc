@@ -3,6 +3,7 @@
 #include "datasets/cifar10_reader.h"
 
 #include <cstdint>
+#include <filesystem>
 
 #include "datasets/file_bytes.h"
 #include "lib/core/error.h"
@@ -24,6 +25,19 @@ Dataset read_cifar10(const std::vector<std::string>& files) {
   ds.dtype = SampleDtype::u8;
   ds.num_classes = kClasses;
   std::vector<uint8_t> record(kRecord);
+  // The stored files' records, counted before any is read, so the samples are reserved once: a
+  // reserve per file copies everything read so far each time (1,000 small files took a minute).
+  uint64_t stored_records = 0;
+  for (const std::string& path : files) {
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size % kRecord == 0) stored_records += size / kRecord;
+  }
+  if (stored_records > 0) {
+    check_fits_in_memory(files.front(), stored_records * kPixels, "the images");
+    ds.u8.reserve(stored_records * kPixels);
+    ds.labels.reserve(stored_records);
+  }
   for (const std::string& path : files) {
     DataFile f(path);
     const std::string where = "CIFAR-10 file '" + path + "'";
@@ -37,12 +51,8 @@ Dataset read_cifar10(const std::vector<std::string>& files) {
     if (f.file_size() == 0) throw DataError(where + " is empty");
     // A stored file's size is checked before it is read; a gzip file's as it inflates.
     if (!f.gzipped() && f.file_size() % kRecord != 0) throw not_whole(f.file_size());
-    if (!f.gzipped()) {
-      const uint64_t records = f.file_size() / kRecord;
-      check_fits_in_memory(path, ds.u8.size() + records * kPixels, "the images");
-      ds.u8.reserve(ds.u8.size() + records * kPixels);
-      ds.labels.reserve(ds.labels.size() + records);
-    }
+    if (!f.gzipped())
+      check_fits_in_memory(path, ds.u8.size() + (f.file_size() / kRecord) * kPixels, "the images");
     const size_t first = ds.labels.size();
     for (size_t r = 0;; ++r) {
       const size_t got = f.read(record.data(), kRecord);

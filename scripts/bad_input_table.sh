@@ -271,6 +271,7 @@ train: {epochs: 1}
 EOF
 
 # Diverges: SGD at lr 1e6 overflows the weights within a few steps (tests/test_divergence.cc).
+printf '1,2,0\n3,4,1\n5,6,2\n' >three_labels.csv
 cat >sgd.yaml <<'EOF'
 model:
   input_shape: [2]
@@ -361,6 +362,12 @@ row "batch too large for one tensor (bench)" 3 "$CLI: a size product that overfl
   bench "$repo/configs/fashion_mnist_cnn.yaml" --batch-size 1048576
 row "kernel larger than its input" 3 "$TAB: bad-input table: size rows" -- fit tiny.yaml --no-out --set 'model.input_shape=[1, 4, 4]' \
   --set 'model.layers=[{type: conv2d, filters: 2, kernel_size: 9}, {type: flatten}, {type: dense, units: 2}]'
+row "avgpool2d padding above half its window" 3 "test_layer_rules.cc: pooling padding above half the window is a config error, ..." -- \
+  fit tiny.yaml --no-out --set 'model.input_shape=[1, 4, 4]' \
+  --set 'model.layers=[{type: avgpool2d, pool_size: 2, padding: 2}, {type: flatten}, {type: dense, units: 2}]'
+row "binary_cross_entropy with a label of 2 (csv)" 4 "test_value_losses.cc: binary targets outside 0 and 1 and a wrong target width are data errors" -- \
+  fit tiny.yaml --no-out --set loss=binary_cross_entropy --set 'model.layers=[{type: dense, units: 1}]' \
+  --set 'data.train={format: csv, path: three_labels.csv}' --set data.validation_split=0
 row "train.epochs: 0" 3 "$TAB: bad-input table: size rows" -- fit tiny.yaml --no-out --set train.epochs=0
 row "--epochs 0" 2 "$TAB: bad-input table: flag rows" -- fit tiny.yaml --no-out --epochs 0
 row "--batch-size 99999999999" 2 "$TAB: bad-input table: flag rows" -- fit tiny.yaml --no-out --batch-size 99999999999
@@ -482,10 +489,13 @@ row "diverges, train.on_nan: stop" 5 "test_divergence.cc: a diverging run stops 
   fit sgd.yaml --out nan_stop --set optimizer.lr=1e6
 MSG_PATTERN='^warning: epoch'
 row "diverges, train.on_nan: skip" 0 "test_divergence.cc: with train.on_nan: skip the non-finite batches are skipped, ..." -- \
-  fit sgd.yaml --out nan_skip --set optimizer.lr=1e6 --set train.on_nan=skip
-MSG_PATTERN='^(error|warning):'
-row "loss grows to 1e29 (finite)" 0 "test_divergence.cc: a loss that grows by orders of magnitude is warned about once, ..." -- \
+  fit sgd.yaml --out nan_skip --set optimizer.lr=1e6 --set train.on_nan=skip --set train.divergence=warn
+MSG_PATTERN='^error: the training diverged: the training loss'
+row "loss grows to 1e29 (finite)" 5 "test_divergence.cc: a loss that grows by orders of magnitude stops the run, or ..." -- \
   fit sgd.yaml --out nan_grow --set 'optimizer={type: adam, lr: 1.0e6}' --epochs 2
+MSG_PATTERN='^(error|warning):'
+row "loss grows to 1e29, train.divergence: warn" 0 "test_divergence.cc: a loss that grows by orders of magnitude stops the run, or ..." -- \
+  fit sgd.yaml --out nan_grow_warn --set 'optimizer={type: adam, lr: 1.0e6}' --epochs 2 --set train.divergence=warn
 
 # ---------------------------------------------------------------------------------------------
 # Signals

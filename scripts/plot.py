@@ -48,9 +48,16 @@ class PlotError(Exception):
 def read_csv(path):
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            header = reader.fieldnames or []
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise PlotError(4, f"{path}: cannot read: {e}")
+    for i, r in enumerate(rows):
+        # DictReader files extra fields under None and fills missing ones with None
+        if None in r or any(v is None for v in r.values()):
+            raise PlotError(4, f"{path}: line {i + 2} has another number of fields than the header's {len(header)}")
+    return rows
 
 
 def number(text):
@@ -67,10 +74,14 @@ def read_run(path):
     rows = read_csv(metrics)
     if not rows:
         raise PlotError(4, f"{metrics}: no epochs recorded yet")
+    if "epoch" not in rows[0] or len(rows[0]) < 2:
+        raise PlotError(4, f"{metrics}: expected an 'epoch' column and at least one metric, found {list(rows[0])}")
     name = os.path.basename(os.path.normpath(path))
     try:
         with open(os.path.join(path, "summary.json"), encoding="utf-8") as f:
-            device = json.load(f).get("device", "")
+            summary = json.load(f)
+        device = summary.get("device", "") if isinstance(summary, dict) else ""
+        device = device if isinstance(device, str) else ""
         # "CPU (oneDNN ...)" -> CPU, "GPU 0: NVIDIA H100 ..." -> GPU 0
         name += " (" + device.split(" (")[0].split(":")[0] + ")" if device else ""
     except (OSError, ValueError):
@@ -89,6 +100,8 @@ def read_bench(path):
                 j = json.load(f)
         except (OSError, ValueError) as e:
             raise PlotError(4, f"{path}: cannot read: {e}")
+        if not isinstance(j, dict):
+            raise PlotError(4, f"{path}: not the output of trainer bench --out (a JSON object is expected)")
         rows = []
         if j.get("bench") == "matmul":
             rows = [dict(bench="matmul", m=j["m"], k=j["k"], n=j["n"], **r) for r in j.get("results", [])]
@@ -293,7 +306,13 @@ def main():
 
 if __name__ == "__main__":
     try:
-        main()
+        try:
+            main()
+        except (PlotError, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as e:  # any other malformed input: a message and exit 4, never a traceback
+            raise PlotError(4, f"cannot plot {' '.join(sys.argv[1:])}: the input is malformed "
+                               f"({type(e).__name__}: {e})")
     except PlotError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(e.code)

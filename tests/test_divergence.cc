@@ -139,7 +139,9 @@ TEST_CASE(
 
 TEST_CASE("with train.on_nan: skip the non-finite batches are skipped, counted and reported",
           "[divergence]") {
-  Config cfg = parse_config(kTiny, "tiny.yaml", {"optimizer.lr=1e6", "train.on_nan=skip", "train.epochs=2"});
+  Config cfg =
+      parse_config(kTiny, "tiny.yaml",
+                   {"optimizer.lr=1e6", "train.on_nan=skip", "train.epochs=2", "train.divergence=warn"});
   std::string run = test::temp_dir("skip") + "/run";
   FitOptions fo;
   fo.out_dir = run;
@@ -158,7 +160,9 @@ TEST_CASE("with train.on_nan: skip the non-finite batches are skipped, counted a
   REQUIRE(std::isfinite(r.final_train_loss));
 }
 
-TEST_CASE("a loss that grows by orders of magnitude is warned about once, in the summary", "[divergence]") {
+TEST_CASE(
+    "a loss that grows by orders of magnitude stops the run, or with divergence: warn is warned about once",
+    "[divergence]") {
   LossGrowthWatch w;
   REQUIRE(w.on_epoch(1, 2.3).empty());
   REQUIRE(w.on_epoch(2, 200.0).empty());  // < 100x
@@ -166,8 +170,24 @@ TEST_CASE("a loss that grows by orders of magnitude is warned about once, in the
   REQUIRE(w.on_epoch(4, 1e9).empty());  // once
   LossGrowthWatch absolute;
   REQUIRE_THAT(absolute.on_epoch(1, 4e29), Contains("the training loss is 4e+29 at epoch 1"));
+  LossGrowthWatch regression(false);  // a regression's loss has its targets' units: no absolute limit
+  REQUIRE(regression.on_epoch(1, 4e9).empty());
+  REQUIRE_THAT(regression.on_epoch(2, 4e12), Contains("grew from"));
 
-  Config cfg = parse_config(kTiny, "tiny.yaml", {"optimizer={type: adam, lr: 1.0e6}", "train.epochs=2"});
+  {  // the default, train.divergence: stop: exit 5 (RuntimeError), status diverged, no epoch saved
+    Config cfg = parse_config(kTiny, "tiny.yaml", {"optimizer={type: adam, lr: 1.0e6}", "train.epochs=2"});
+    std::string run = test::temp_dir("growth_stop") + "/run";
+    FitOptions fo;
+    fo.out_dir = run;
+    std::ostringstream out;
+    REQUIRE_THROWS_AS(fit(cfg, fo, out), RuntimeError);
+    REQUIRE_THROWS_WITH(fit(cfg, FitOptions{}, out),
+                        Contains("the training diverged: the training loss") && Contains("divergence: warn"));
+    auto summary = nlohmann::json::parse(test::slurp(run + "/summary.json"));
+    REQUIRE(summary["status"] == "diverged");
+  }
+  Config cfg = parse_config(kTiny, "tiny.yaml",
+                            {"optimizer={type: adam, lr: 1.0e6}", "train.epochs=2", "train.divergence=warn"});
   std::string run = test::temp_dir("growth") + "/run";
   FitOptions fo;
   fo.out_dir = run;

@@ -408,6 +408,7 @@ static Config parse_document(YAML::Node root, const std::string& file,
     c.seed = uint64_t(t.integer("seed", 0, 0, int64_t(1) << 62));
     c.deterministic = t.boolean("deterministic", false);
     c.on_nan_skip = t.choice("on_nan", "stop", {"stop", "skip"}) == "skip";
+    c.divergence_stop = t.choice("divergence", "stop", {"stop", "warn"}) == "stop";
     read_loss_scale(c.loss_scale, t);
     t.finish();
     c.resolved["train"] = t.resolved();

@@ -131,9 +131,10 @@ struct Config {
   // does fewer MFLOP a step (at the largest batch) stay f32 (ExecutorOptions).
   double low_precision_min_mflops = 256;
   bool deterministic = false;
-  int threads = 0;             // CPU threads; 0: the cores this process may use (OMP_NUM_THREADS if set)
-  bool on_nan_skip = false;    // train.on_nan: stop (false) | skip (true)
-  LossScaleConfig loss_scale;  // train.loss_scale, train.loss_scale_init, train.loss_scale_growth_interval
+  int threads = 0;              // CPU threads; 0: the cores this process may use (OMP_NUM_THREADS if set)
+  bool on_nan_skip = false;     // train.on_nan: stop (false) | skip (true)
+  bool divergence_stop = true;  // train.divergence: stop (true) | warn (false); lib/train/divergence.h
+  LossScaleConfig loss_scale;   // train.loss_scale, train.loss_scale_init, train.loss_scale_growth_interval
   CheckpointConfig checkpoint;
   ScheduleConfig schedule;
   EarlyStoppingConfig early_stopping;

@@ -119,8 +119,11 @@ double value_metric(const MetricSums& s, const std::string& m, int64_t K, Task t
 
 std::string value_report(const MetricSums& s, int64_t K, const std::vector<std::string>& names, Task task) {
   const auto cut = [](const std::string& n) { return n.size() <= 24 ? n : n.substr(0, 23) + "~"; };
+  // A binary model's one output is the second class's (names [negative, positive]).
+  const size_t shift = task == Task::binary && names.size() == 2 ? 1 : 0;
   const auto name_of = [&](int64_t k) {
-    return k < int64_t(names.size()) ? cut(names[size_t(k)]) : std::string("output ") + std::to_string(k);
+    return size_t(k) + shift < names.size() ? cut(names[size_t(k) + shift])
+                                            : std::string("output ") + std::to_string(k);
   };
   int width = 8;
   for (int64_t k = 0; k < K; ++k) width = std::max(width, int(name_of(k).size()));

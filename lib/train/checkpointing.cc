@@ -203,7 +203,17 @@ HostWeights load_weights(const std::string& path, const Model& model, const std:
                            shape_text(it->second.shape) + " in the file");
         continue;
       }
-      std::copy(it->second.data.begin(), it->second.data.end(), arena.begin() + t.offset);
+      // Non-finite weights would evaluate and predict silently wrong (a NaN row argmaxes to class
+      // 0): the file is refused, naming the tensor and the first such element.
+      const std::vector<float>& data = it->second.data;
+      for (size_t i = 0; i < data.size(); ++i)
+        if (!std::isfinite(data[i])) {
+          throw DataError(role + " " + path + ": tensor " + it->first + " holds " +
+                          (std::isnan(data[i]) ? "NaN" : (data[i] > 0 ? "+inf" : "-inf")) + " at element " +
+                          std::to_string(i) + " of " + std::to_string(data.size()) +
+                          ": the weights are damaged or come from a diverged run; use an earlier checkpoint");
+        }
+      std::copy(data.begin(), data.end(), arena.begin() + t.offset);
     }
   };
   take(model.params(), w.params);

@@ -27,19 +27,16 @@ std::string LossGrowthWatch::on_epoch(int64_t epoch, double loss) {
   }
   if (!warnings_.empty()) return "";
   const bool grew = first_ > 0 && loss > 100.0 * first_;
-  if (!grew && !(loss > 1e6)) return "";
+  if (!grew && !(absolute_ && loss > 1e6)) return "";
   char text[320];
   if (grew)
     std::snprintf(text, sizeof text,
                   "the training loss grew from %.4g (epoch %lld) to %.4g (epoch %lld): the run has probably "
-                  "diverged; lower optimizer.lr or set clip_grad_norm",
+                  "diverged",
                   first_, (long long)first_epoch_, loss, (long long)epoch);
   else
-    std::snprintf(
-        text, sizeof text,
-        "the training loss is %.4g at epoch %lld: the run has probably diverged; lower optimizer.lr or "
-        "set clip_grad_norm",
-        loss, (long long)epoch);
+    std::snprintf(text, sizeof text, "the training loss is %.4g at epoch %lld: the run has probably diverged",
+                  loss, (long long)epoch);
   warnings_.push_back(text);
   return text;
 }

@@ -89,7 +89,8 @@ class FitRun {
         opt_(opt),
         comm_(opt.comm ? *opt.comm : single_),
         rep_(opt.report, out),
-        t_start_(Clock::now()) {}
+        t_start_(Clock::now()),
+        growth_(cfg.loss_config.task(1) != Task::regression) {}
 
   FitResult run() {
     try {
@@ -130,7 +131,8 @@ class FitRun {
   MetricList train_metrics(const MetricSums& sums) const;
   // The non-finite guard (divergence.h): ends the run when on_nan says so.
   void check_nonfinite(int64_t epoch, const NonfiniteRecord& r);
-  [[noreturn]] void diverged(int64_t epoch, const std::string& what, int64_t step);
+  // nonfinite: `what` names the non-finite values; otherwise it is the loss growth's sentence.
+  [[noreturn]] void diverged(int64_t epoch, const std::string& what, int64_t step, bool nonfinite = true);
   Json summary_record();
   FitResult finish();
 
@@ -428,7 +430,10 @@ bool FitRun::run_epoch(int64_t epoch) {
   if (!std::isfinite(loss))
     diverged(epoch, "loss (the sum of the epoch's losses overflowed, or every batch was skipped)", 0);
   const std::string growth = growth_.on_epoch(epoch, loss);
-  if (!growth.empty()) spdlog::warn("{}", growth);
+  if (!growth.empty() && cfg_.divergence_stop) diverged(epoch, growth, 0, false);
+  if (!growth.empty())
+    spdlog::warn("{}; lower optimizer.lr or set clip_grad_norm (train.divergence: warn goes on training)",
+                 growth);
   const int64_t skipped = int64_t(train_sums.nonfinite.steps);
   if (skipped > 0) {
     st_.skipped_batches += skipped;
@@ -569,7 +574,7 @@ void FitRun::check_nonfinite(int64_t epoch, const NonfiniteRecord& r) {
 
 // Ends a diverged run: the weights on the device are not saved anywhere, so the newest checkpoint
 // stays the last good one; summary.json and the end event say what happened; exit 5.
-void FitRun::diverged(int64_t epoch, const std::string& what, int64_t step) {
+void FitRun::diverged(int64_t epoch, const std::string& what, int64_t step, bool nonfinite) {
   status_ = "diverged";
   std::string where = "epoch " + std::to_string(epoch);
   if (step > 0)
@@ -587,6 +592,10 @@ void FitRun::diverged(int64_t epoch, const std::string& what, int64_t step) {
     run_->write_summary(sum);
     run_->event({{"event", "end"}, {"status", status_}});
   }
+  if (!nonfinite)
+    throw RuntimeError("the training diverged: " + what + "; " + kept + "; lower optimizer.lr" +
+                       (cfg_.clip_grad_norm > 0 ? "" : ", set clip_grad_norm") +
+                       " (train.divergence: warn only warns and goes on)");
   const bool skip_helps = !cfg_.on_nan_skip && what.find("weights") == std::string::npos;
   throw RuntimeError("the training diverged: non-finite " + what + " at " + where + "; " + kept +
                      "; lower optimizer.lr" + (cfg_.clip_grad_norm > 0 ? "" : ", set clip_grad_norm") +

@@ -47,7 +47,9 @@ std::unique_ptr<Model> make_model(const Config& cfg) {
   check_last_layer(*model, loss);
   if (loss.on_values()) {
     const Shape out = model->output_shape();
-    const bool multilabel_names = loss.formula == ValueLoss::bce_logits && C > 0;
+    // num_classes names a multi-label model's labels; a binary model (one output) may say 2.
+    const bool multilabel_names =
+        loss.formula == ValueLoss::bce_logits && C > 0 && !(out.rank() == 1 && out[0] == 1 && C <= 2);
     if (out.rank() != 1 || (multilabel_names && out[0] != C))
       throw ConfigError("the model's output shape " + out.batched_str() + " does not fit loss " + loss.type +
                         ", which takes one output per target value: " +

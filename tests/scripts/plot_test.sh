@@ -62,4 +62,27 @@ rc=$?
 set -e
 [ "$rc" -eq 2 ] || { echo "plot_test: expected exit 2 for a missing input, got $rc" >&2; exit 1; }
 grep -q "^error: nothing_here: not a run directory" err.txt || { cat err.txt >&2; exit 1; }
+# Malformed inputs: a message and exit 4, never a Python traceback (issue 30, item 18).
+bad() {  # bad NAME: run_bad holds a malformed run directory
+  local out rc=0
+  out=$(python3 "$repo/scripts/plot.py" run_bad --out bad.png 2>&1) || rc=$?
+  if [ "$rc" -ne 4 ] || echo "$out" | grep -q Traceback || ! echo "$out" | grep -q '^error: '; then
+    echo "plot_test: $1: expected exit 4 with an error line, got $rc: $out" >&2
+    exit 1
+  fi
+}
+mkdir -p run_bad
+printf 'epoch,loss\n1,0.5,7\n' > run_bad/metrics.csv; bad "a row longer than its header"
+printf 'epoch,loss\n1\n' > run_bad/metrics.csv; bad "a row shorter than its header"
+printf 'epoch\n1\n2\n' > run_bad/metrics.csv; bad "no metric column"
+printf 'loss,seconds\n0.5,0\n' > run_bad/metrics.csv; bad "no epoch column, zero seconds"
+printf 'epoch,loss\n1,0.5\n' > run_bad/metrics.csv; echo '[]' > run_bad/summary.json
+rc=0; python3 "$repo/scripts/plot.py" run_bad --out ok.png >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 0 ] || { echo "plot_test: summary.json = [] should be ignored, got exit $rc" >&2; exit 1; }
+echo '[]' > bad.json
+rc=0; out=$(python3 "$repo/scripts/plot.py" bad.json --out bad.png 2>&1) || rc=$?
+[ "$rc" -eq 4 ] && ! echo "$out" | grep -q Traceback || { echo "plot_test: bench [] gave $rc: $out" >&2; exit 1; }
+echo '{"bench": "matmul", "results": [{"device": 3}]}' > bad2.json
+rc=0; out=$(python3 "$repo/scripts/plot.py" bad2.json --out bad.png 2>&1) || rc=$?
+[ "$rc" -eq 4 ] && ! echo "$out" | grep -q Traceback || { echo "plot_test: malformed matmul gave $rc: $out" >&2; exit 1; }
 echo "plot_test: OK"

@@ -69,8 +69,34 @@ std::vector<float> normalized_zero(const Normalization& norm, const Shape& sampl
   return zero;
 }
 
+CropBox draw_crop(const RandomResizedCrop& c, int64_t h, int64_t w, uint64_t seed, int64_t epoch,
+                  int64_t position) {
+  SplitMix64 rng(mix64(mix64(seed ^ 0xC409ull) + uint64_t(epoch)) + uint64_t(position));
+  const double area = double(h) * double(w), log_lo = std::log(c.ratio_lo), log_hi = std::log(c.ratio_hi);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * (c.scale_lo + (c.scale_hi - c.scale_lo) * rng.uniform());
+    const double aspect = std::exp(log_lo + (log_hi - log_lo) * rng.uniform());
+    const int64_t cw = std::llround(std::sqrt(target * aspect)),
+                  ch = std::llround(std::sqrt(target / aspect));
+    if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
+      const int64_t top = int64_t(rng.next_below(uint64_t(h - ch + 1)));
+      const int64_t left = int64_t(rng.next_below(uint64_t(w - cw + 1)));
+      return {top, left, ch, cw};
+    }
+  }
+  // torchvision's fallback: the centre crop of the whole image at the nearest allowed ratio
+  const double in_ratio = double(w) / double(h);
+  int64_t cw = w, ch = h;
+  if (in_ratio < c.ratio_lo)
+    ch = std::max<int64_t>(1, std::llround(double(w) / c.ratio_lo));
+  else if (in_ratio > c.ratio_hi)
+    cw = std::max<int64_t>(1, std::llround(double(h) * c.ratio_hi));
+  return {(h - ch) / 2, (w - cw) / 2, ch, cw};
+}
+
 BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, bool drop_last,
-                         Normalization norm, uint64_t seed, int rank, int ranks, int threads)
+                         Normalization norm, uint64_t seed, int rank, int ranks, int threads,
+                         RandomResizedCrop crop)
     : data_(data),
       batch_size_(batch_size),
       shuffle_(shuffle),
@@ -94,6 +120,18 @@ BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, 
                         std::to_string(n) + " samples of shape " + data.sample_shape.str());
   channels_ = channels_of(data.sample_shape);
   inner_ = numel_ / channels_;
+  crop_ = crop;
+  out_numel_ = numel_;
+  if (crop_.active()) {
+    if (data.sample_shape.rank() != 3)
+      throw DataError("dataset '" + data.name +
+                      "': random_resized_crop needs images (channels, height, width); " + "its samples are " +
+                      data.sample_shape.str());
+    if (!(crop_.scale_lo > 0 && crop_.scale_lo <= crop_.scale_hi && crop_.ratio_lo > 0 &&
+          crop_.ratio_lo <= crop_.ratio_hi))
+      throw InternalError("random_resized_crop: bad scale or ratio range");
+    out_numel_ = channels_ * crop_.out_h * crop_.out_w;
+  }
 
   if (!std::isfinite(norm.scale) || norm.scale == 0.f)
     throw DataError("normalization scale must be a finite non-zero number, got " + fmt_float(norm.scale));
@@ -113,7 +151,7 @@ BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, 
   perm_.resize(n);
   const int64_t max_rows = max_shard_rows(std::min(batch_size, n), ranks);
   for (int s = 0; s < 2; ++s) {
-    x_buf_[s].resize(max_rows * numel_);
+    x_buf_[s].resize(max_rows * out_numel_);
     y_buf_[s].resize(size_t(max_rows) * size_t(std::max<int64_t>(data_.target_width, 1)));
   }
   worker_ = std::thread(&BatchLoader::worker_loop, this);
@@ -145,6 +183,7 @@ void BatchLoader::start_epoch(int64_t epoch) {
   ready_ = -1;
   error_ = nullptr;
   active_ = true;
+  epoch_ = epoch;
   cv_.notify_all();
 }
 
@@ -215,20 +254,23 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
         std::memcpy(targets + r, &data_.labels[size_t(idx)], sizeof(int32_t));
       else
         std::memcpy(targets + r * width, data_.targets.data() + idx * width, size_t(width) * sizeof(float));
-      float* o = out + r * numel_;
-      for (int64_t c = 0; c < channels_; ++c) {
-        const float m = mul_[c], a = add_[c];
-        const int64_t base = idx * numel_ + c * inner_;
-        float* oc = o + c * inner_;
-        if (is_u8) {
-          const uint8_t* src = data_.u8.data() + base;
-          for (int64_t j = 0; j < inner_; ++j) oc[j] = static_cast<float>(src[j]) * m + a;
-        } else {
-          const float* src = data_.f32.data() + base;
-          for (int64_t j = 0; j < inner_; ++j) oc[j] = src[j] * m + a;
+      float* o = out + r * out_numel_;
+      if (crop_.active()) {
+        crop_row(idx, first + r, o);
+      } else
+        for (int64_t c = 0; c < channels_; ++c) {
+          const float m = mul_[c], a = add_[c];
+          const int64_t base = idx * numel_ + c * inner_;
+          float* oc = o + c * inner_;
+          if (is_u8) {
+            const uint8_t* src = data_.u8.data() + base;
+            for (int64_t j = 0; j < inner_; ++j) oc[j] = static_cast<float>(src[j]) * m + a;
+          } else {
+            const float* src = data_.f32.data() + base;
+            for (int64_t j = 0; j < inner_; ++j) oc[j] = src[j] * m + a;
+          }
         }
-      }
-      if (!all_finite(o, numel_)) {
+      if (!all_finite(o, out_numel_)) {
         int64_t seen = bad_row.load();
         while (r < seen && !bad_row.compare_exchange_weak(seen, r)) {
         }
@@ -244,10 +286,11 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
   }
   if (bad_row.load() < rows) {
     const int64_t r = bad_row.load(), idx = perm_[first + r];
-    const float* o = out + r * numel_;
-    for (int64_t k = 0; k < numel_; ++k) {
+    const float* o = out + r * out_numel_;
+    for (int64_t k = 0; k < out_numel_; ++k) {
       if (!std::isfinite(o[k])) {
-        const double in = is_u8 ? data_.u8[idx * numel_ + k] : data_.f32[idx * numel_ + k];
+        const int64_t at = crop_.active() ? 0 : k;  // a crop's value comes from several stored ones
+        const double in = is_u8 ? data_.u8[idx * numel_ + at] : data_.f32[idx * numel_ + at];
         throw DataError("dataset '" + data_.name + "': sample " + std::to_string(idx) + ", element " +
                         std::to_string(k) + " is " + fmt_float(o[k]) + " after normalization (stored value " +
                         fmt_float(in) + ")");
@@ -256,6 +299,38 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
   }
   rows_[slot] = rows;
   global_rows_[slot] = global;
+}
+
+// One row's RandomResizedCrop: the drawn box of sample idx resized to (out_h, out_w) by bilinear
+// interpolation (align_corners false: source = (x + 0.5) * scale - 0.5, clamped to the box), then
+// normalized as every value is.
+void BatchLoader::crop_row(int64_t idx, int64_t position, float* o) const {
+  const int64_t H = data_.sample_shape[1], W = data_.sample_shape[2], OH = crop_.out_h, OW = crop_.out_w;
+  const CropBox b = draw_crop(crop_, H, W, seed_, epoch_, position);
+  const double sy = double(b.crop_h) / double(OH), sx = double(b.crop_w) / double(OW);
+  const bool is_u8 = data_.dtype == SampleDtype::u8;
+  for (int64_t c = 0; c < channels_; ++c) {
+    const int64_t base = idx * numel_ + c * inner_;
+    const auto at = [&](int64_t y, int64_t x) -> float {
+      const int64_t k = base + (b.top + y) * W + (b.left + x);
+      return is_u8 ? float(data_.u8[size_t(k)]) : data_.f32[size_t(k)];
+    };
+    const float m = mul_[c], a = add_[c];
+    float* oc = o + c * OH * OW;
+    for (int64_t y = 0; y < OH; ++y) {
+      const double fy = std::min(std::max((double(y) + 0.5) * sy - 0.5, 0.0), double(b.crop_h - 1));
+      const int64_t y0 = int64_t(fy), y1 = std::min(y0 + 1, b.crop_h - 1);
+      const float wy = float(fy - double(y0));
+      for (int64_t x = 0; x < OW; ++x) {
+        const double fx = std::min(std::max((double(x) + 0.5) * sx - 0.5, 0.0), double(b.crop_w - 1));
+        const int64_t x0 = int64_t(fx), x1 = std::min(x0 + 1, b.crop_w - 1);
+        const float wx = float(fx - double(x0));
+        const float top = at(y0, x0) + (at(y0, x1) - at(y0, x0)) * wx;
+        const float bottom = at(y1, x0) + (at(y1, x1) - at(y1, x0)) * wx;
+        oc[y * OW + x] = (top + (bottom - top) * wy) * m + a;
+      }
+    }
+  }
 }
 
 }  // namespace trainer

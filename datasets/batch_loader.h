@@ -46,6 +46,28 @@ struct Normalization {
 // data.augment pads images with. Throws DataError for mean/std lists of the wrong length.
 std::vector<float> normalized_zero(const Normalization& norm, const Shape& sample_shape);
 
+// torchvision's RandomResizedCrop, on the host as each training batch is filled: for each image
+// (C, H, W) a crop of a random area fraction in [scale_lo, scale_hi] of the image and a random
+// aspect ratio in [ratio_lo, ratio_hi] (log-uniform; 10 tries, then the centre crop of the nearest
+// ratio, torchvision's rule) is resized bilinearly (align_corners false, no antialiasing: the
+// tensor path of torchvision's v1 transform) to (C, out_h, out_w). The draws are a function of
+// (seed, epoch, the row's position in the epoch), so runs repeat and resume exactly, and every
+// data-parallel rank draws what one process would. The images may be any size of at least one
+// pixel; out_h = 0: off.
+struct RandomResizedCrop {
+  int64_t out_h = 0, out_w = 0;
+  double scale_lo = 0.08, scale_hi = 1.0, ratio_lo = 3.0 / 4.0, ratio_hi = 4.0 / 3.0;
+  bool active() const { return out_h > 0; }
+};
+
+// The crop that RandomResizedCrop draws for an image of h x w at (seed, epoch, position): rows
+// [top, top + crop_h), columns [left, left + crop_w).
+struct CropBox {
+  int64_t top = 0, left = 0, crop_h = 0, crop_w = 0;
+};
+CropBox draw_crop(const RandomResizedCrop& c, int64_t h, int64_t w, uint64_t seed, int64_t epoch,
+                  int64_t position);
+
 // data.loader_threads' default when training on a GPU, given the cores this process may use (its
 // affinity mask: lib/core/usable_cores.h): half of them, 1 to 8
 // (a GPU host's cores are idle; on one H100 host, cifar10_cnn's fit at batch 256 ran 1,253 /
@@ -60,8 +82,10 @@ class BatchLoader {
   // values, or drop_last with fewer samples than one batch.
   // rank / ranks: this loader's shard of every batch (0 of 1: whole batches). threads: how many
   // threads fill a batch of at least 2^18 values (>= 1); smaller batches take the worker alone.
+  // crop: RandomResizedCrop of every row (training batches), the batch rows then of (C, out_h,
+  // out_w); the dataset's samples must be images (C, H, W).
   BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, bool drop_last, Normalization norm,
-              uint64_t seed, int rank = 0, int ranks = 1, int threads = 1);
+              uint64_t seed, int rank = 0, int ranks = 1, int threads = 1, RandomResizedCrop crop = {});
   ~BatchLoader();  // stops and joins the worker, also mid-epoch
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -91,6 +115,7 @@ class BatchLoader {
  private:
   void worker_loop();
   void fill(int slot, int64_t batch, int max_threads);  // runs on the worker, without the lock
+  void crop_row(int64_t idx, int64_t position, float* o) const;
 
   const Dataset& data_;
   const int64_t batch_size_;
@@ -100,8 +125,11 @@ class BatchLoader {
   int threads_ = 1;  // under mu_ (the worker reads it when it starts a batch)
   int64_t batches_ = 0;
   int64_t numel_ = 0, channels_ = 1, inner_ = 0;  // sample_numel = channels_ * inner_
-  std::vector<float> mul_, add_;                  // per channel: y = x * mul_[c] + add_[c]
-  std::vector<int64_t> perm_;                     // sample order of the current epoch
+  RandomResizedCrop crop_;
+  int64_t out_numel_ = 0;         // a batch row's values: numel_, or channels_ * crop_.out_h * crop_.out_w
+  int64_t epoch_ = 0;             // of start_epoch, for the crops' draws
+  std::vector<float> mul_, add_;  // per channel: y = x * mul_[c] + add_[c]
+  std::vector<int64_t> perm_;     // sample order of the current epoch
   std::vector<float> x_buf_[2];
   std::vector<uint32_t> y_buf_[2];   // the targets' 4-byte words (int32 or float), as the dataset's
   int64_t rows_[2] = {0, 0};         // this shard's rows of the batch in each buffer

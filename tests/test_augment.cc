@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "datasets/batch_loader.h"
+#include "datasets/npy_reader.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "lib/config/config.h"
 #include "lib/train/fit.h"
@@ -171,4 +172,54 @@ TEST_CASE("augment pads with what the loader makes of a 0 byte, per channel", "[
   CHECK(normalized_zero(norm, d.sample_shape) == std::vector<float>(3, -2.f));
   norm.mean = {0.1f, 0.2f};
   CHECK_THROWS_WITH(normalized_zero(norm, d.sample_shape), Contains("normalization mean has 2 values"));
+}
+
+TEST_CASE("fit trains with random_resized_crop from images larger than the input, repeatably",
+          "[augment][fit]") {
+  const std::string dir = test::temp_dir("rrc");
+  // 48 training images of 3 x 12 x 12 (cropped at random to 8 x 8), 16 validation ones of 3 x 8 x 8
+  const auto images = [&](const std::string& name, int64_t n, int64_t side, uint64_t seed) {
+    const std::vector<float> x = test::random_vector(size_t(n * 3 * side * side), seed, 0.f, 1.f);
+    std::vector<int64_t> y;
+    for (int64_t i = 0; i < n; ++i) y.push_back(i % 3);
+    write_npy_f32(dir + "/" + name + "_x.npy", {n, 3, side, side}, x.data());
+    write_npy_i64(dir + "/" + name + "_y.npy", {n}, y.data());
+  };
+  images("train", 48, 12, 1);
+  images("val", 16, 8, 2);
+  const std::string yaml =
+      "model: {input_shape: [3, 8, 8], layers: [{type: conv2d, filters: 4, kernel_size: 3}, {type: relu}, "
+      "{type: flatten}, {type: dense, units: 3}]}\nloss: cross_entropy\noptimizer: {type: adam, lr: 0.01}\n"
+      "data: {train: {format: npy, x: " +
+      dir + "/train_x.npy, y: " + dir +
+      "/train_y.npy}, "
+      "VALIDATION"
+      "num_classes: 3, batch_size: 16, augment: {random_resized_crop: {scale: [0.3, 1.0]}, flip: "
+      "horizontal}}\n"
+      "train: {epochs: 2, seed: 4}\n";
+  const auto with = [&](const std::string& validation) {
+    std::string y = yaml;
+    y.replace(y.find("VALIDATION"), 10, validation);
+    return y;
+  };
+  const std::string val = "validation: {format: npy, x: " + dir + "/val_x.npy, y: " + dir + "/val_y.npy}, ";
+  auto run = [&](const std::vector<std::string>& sets) {
+    std::ostringstream out;
+    return fit(parse_config(with(val), "rrc.yaml", sets), FitOptions{}, out);
+  };
+  const FitResult a = run({}), b = run({}), c = run({"train.seed=5"});
+  REQUIRE(a.final_train_loss == b.final_train_loss);  // the crops are a function of the seed
+  REQUIRE(a.final_train_loss != c.final_train_loss);
+  REQUIRE(std::isfinite(a.final_val_loss));
+  // without the crop the 12 x 12 training images do not fit the input
+  std::ostringstream out;
+  REQUIRE_THROWS_WITH(
+      fit(parse_config(with(val), "rrc.yaml", {"data.augment.random_resized_crop=false"}), FitOptions{}, out),
+      Catch::Contains("(3, 12, 12)"));
+  // and a validation split would validate on the wrong size
+  REQUIRE_THROWS_WITH(fit(parse_config(with("validation_split: 0.25, "), "rrc.yaml", {}), FitOptions{}, out),
+                      Catch::Contains("data.validation_split would validate on images of the wrong size"));
+  REQUIRE_THROWS_WITH(
+      parse_config(with(val), "rrc.yaml", {"data.augment.random_resized_crop={scale: [0.9, 0.1]}"}),
+      Catch::Contains("data.augment.random_resized_crop.scale"));
 }

@@ -212,6 +212,29 @@ static void read_data(Config& c, NodeReader& r) {
   NodeReader ar(aug, "data.augment", c.file);
   dc.augment.crop_padding = ar.integer("crop_padding", 0, 0, 4096);
   dc.augment.flip = ar.choice("flip", "none", {"none", "horizontal"}) == "horizontal";
+  YAML::Node rrc_resolved;
+  if (ar.has("random_resized_crop")) {
+    YAML::Node rrc = ar.child("random_resized_crop");
+    if (rrc.IsMap()) {
+      NodeReader rr(rrc, "data.augment.random_resized_crop", c.file);
+      const std::vector<double> scale = rr.number_list("scale", {0.08, 1.0}, 1e-6, 1.0);
+      const std::vector<double> ratio = rr.number_list("ratio", {3.0 / 4.0, 4.0 / 3.0}, 1e-3, 1e3);
+      if (scale.size() != 2 || scale[0] > scale[1])
+        rr.fail("scale", "expected [low, high] area fractions with low <= high, e.g. scale: [0.08, 1.0]");
+      if (ratio.size() != 2 || ratio[0] > ratio[1])
+        rr.fail("ratio", "expected [low, high] aspect ratios with low <= high, e.g. ratio: [0.75, 1.333]");
+      rr.finish();
+      dc.augment.random_resized_crop = true;
+      dc.augment.rrc_scale[0] = scale[0], dc.augment.rrc_scale[1] = scale[1];
+      dc.augment.rrc_ratio[0] = ratio[0], dc.augment.rrc_ratio[1] = ratio[1];
+      rrc_resolved = rr.resolved();
+    } else {
+      dc.augment.random_resized_crop = ar.boolean("random_resized_crop", false);
+    }
+    if (dc.augment.random_resized_crop && c.input_shape.rank() != 3)
+      ar.fail("random_resized_crop",
+              "needs image inputs (channels, height, width); model.input_shape is " + c.input_shape.str());
+  }
   if (dc.augment.active()) {
     const char* key = ar.has("crop_padding") ? "crop_padding" : "flip";
     if (c.input_shape.rank() != 3)
@@ -225,6 +248,7 @@ static void read_data(Config& c, NodeReader& r) {
   dr.finish();
   c.resolved["data"] = dr.resolved();
   if (present(aug)) c.resolved["data"]["augment"] = ar.resolved();
+  if (rrc_resolved) c.resolved["data"]["augment"]["random_resized_crop"] = rrc_resolved;
   // Each source's keys, as declared by its format (lib/train/data_sources.cc); no file is read.
   c.resolved["data"]["train"] = describe_source(dc.train, "data.train", c.file);
   if (present(dc.validation))

@@ -30,6 +30,11 @@ struct NormalizeConfig {
 
 // data.augment: {crop_padding: P, flip: none|horizontal} (lib/core/augment_formula.h)
 struct AugmentConfig {
+  // random_resized_crop: true | {scale: [lo, hi], ratio: [lo, hi]}: torchvision's RandomResizedCrop
+  // of each training image to model.input_shape's height and width, on the host as batches are
+  // filled (datasets/batch_loader.h); the training images may then be of any size.
+  bool random_resized_crop = false;
+  double rrc_scale[2] = {0.08, 1.0}, rrc_ratio[2] = {3.0 / 4.0, 4.0 / 3.0};
   int64_t crop_padding = 0;
   bool flip = false;
   bool active() const { return crop_padding > 0 || flip; }

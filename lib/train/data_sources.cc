@@ -144,7 +144,8 @@ void to_value_targets(Dataset& d, const TargetLayout& target, const std::string&
 }
 
 Dataset load_source(const YAML::Node& section, const std::string& path, const std::string& file,
-                    int num_classes, const Shape& input_shape, const TargetLayout& target) {
+                    int num_classes, const Shape& input_shape, const TargetLayout& target,
+                    bool any_image_size) {
   const KeyValues s = read_section(section, path, file);
   const std::string format = s.string("format");
   const int64_t limit = s.has("limit") ? s.integer("limit") : 0;
@@ -188,9 +189,13 @@ Dataset load_source(const YAML::Node& section, const std::string& path, const st
     if (y < 0 || y >= num_classes)
       throw DataError(path + ": label " + std::to_string(y) + " is outside [0, " +
                       std::to_string(num_classes) + ") (data.num_classes)");
-  if (d.sample_shape.numel() != input_shape.numel())
-    throw DataError(path + ": samples have shape " + d.sample_shape.str() + " but model.input_shape is " +
-                    input_shape.str());
+  const bool any_size_image = any_image_size && input_shape.rank() == 3 && d.sample_shape.rank() == 3 &&
+                              d.sample_shape[0] == input_shape[0];
+  if (d.sample_shape.numel() != input_shape.numel() && !any_size_image)
+    throw DataError(
+        path + ": samples have shape " + d.sample_shape.str() + " but model.input_shape is " +
+        input_shape.str() +
+        (any_image_size ? " (random_resized_crop takes images of any size, with the same channels)" : ""));
   if (d.size() == 0) throw DataError(path + ": the data source has no samples");
   d.name = path;
   return d;

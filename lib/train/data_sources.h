@@ -20,10 +20,13 @@ const KeyVariants& data_source_keys();
 
 // path: "data.train"; file: the config file, for messages. Validates every key of the section,
 // then reads (throws ConfigError for bad keys, DataError for bad files).
-// target: what the loss takes (datasets/dataset.h). Readers give class indices; for a loss on
-// values they become values (to_value_targets), and the targets are checked against the loss.
+// any_image_size: images (C, H, W) of the input's channels and any height and width are accepted
+// (the training data under data.augment.random_resized_crop). target: what the loss takes
+// (datasets/dataset.h). Readers give class indices; for a loss on values they become values
+// (to_value_targets), and the targets are checked against the loss.
 Dataset load_source(const YAML::Node& section, const std::string& path, const std::string& file,
-                    int num_classes, const Shape& input_shape, const TargetLayout& target = {});
+                    int num_classes, const Shape& input_shape, const TargetLayout& target = {},
+                    bool any_image_size = false);
 
 // Class indices as the values a loss on float targets takes: with width 1, the index itself
 // (0/1 labels for a binary loss, whole-number regression targets); with width K, a one-hot row

@@ -101,6 +101,10 @@ EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostrea
                       ": eval needs validation data: set data.validation (or data.validation_split), "
                       "or evaluate the training data with --split train");
   const Dataset& d = o.split == "train" ? data.train : data.val;
+  if (d.sample_shape.numel() != cfg.input_shape.numel())  // training images for random_resized_crop
+    throw ConfigError("eval --split " + o.split + ": its images are " + d.sample_shape.str() +
+                      " (cropped at random to model.input_shape " + cfg.input_shape.str() +
+                      " only in training); evaluate data.validation instead");
   const std::string source =
       o.split == "train" ? "data.train"
                          : (present(cfg.data.validation) ? "data.validation" : "data.validation_split");

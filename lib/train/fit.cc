@@ -187,8 +187,15 @@ void FitRun::setup() {
   add_batch_sizes(sizes, data_.train.size(), B, cfg_.data.drop_last);
   const int rank = comm_.rank(), ranks = comm_.size();
   // One loader thread until the device is known (loader_threads_for, below).
-  train_loader_ = std::make_unique<BatchLoader>(data_.train, B, cfg_.data.shuffle, cfg_.data.drop_last,
-                                                normalization_for(cfg_, data_.train), cfg_.seed, rank, ranks);
+  RandomResizedCrop crop;
+  if (cfg_.data.augment.random_resized_crop) {
+    const AugmentConfig& a = cfg_.data.augment;
+    crop = {cfg_.input_shape[1], cfg_.input_shape[2], a.rrc_scale[0],
+            a.rrc_scale[1],      a.rrc_ratio[0],      a.rrc_ratio[1]};
+  }
+  train_loader_ =
+      std::make_unique<BatchLoader>(data_.train, B, cfg_.data.shuffle, cfg_.data.drop_last,
+                                    normalization_for(cfg_, data_.train), cfg_.seed, rank, ranks, 1, crop);
   if (data_.has_val) {
     add_batch_sizes(sizes, data_.val.size(), B, false);
     val_loader_ = std::make_unique<BatchLoader>(data_.val, B, false, false,

@@ -350,7 +350,14 @@ RunData load_run_data(const Config& cfg, bool need_train) {
     d.has_val = true;
   }
   if (need_train || (!d.has_val && cfg.data.validation_split > 0)) {
-    d.train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape, target);
+    const bool rrc = cfg.data.augment.random_resized_crop;
+    d.train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape, target, rrc);
+    if (rrc && d.train.sample_shape != cfg.input_shape && !d.has_val && cfg.data.validation_split > 0)
+      throw DataError(
+          "data.train: its images are " + d.train.sample_shape.str() + " for random_resized_crop to " +
+          cfg.input_shape.str() +
+          ", so data.validation_split would validate on images of the wrong size: give data.validation "
+          "images of model.input_shape's size (e.g. resize: {shorter: S} and center_crop)");
     d.has_train = true;
     if (!d.has_val && cfg.data.validation_split > 0) {
       auto parts = split_validation(d.train, cfg.data.validation_split);

@@ -367,3 +367,74 @@ TEST_CASE("BatchLoader fills large batches on several threads with the same valu
   int64_t rows = 0;
   REQUIRE_THROWS_WITH(bad.next(&x, &y, &rows), Catch::Contains("sample 40, element 17 is inf"));
 }
+
+TEST_CASE("random_resized_crop draws torchvision's boxes from (seed, epoch, position)", "[loader][augment]") {
+  RandomResizedCrop c;
+  c.out_h = c.out_w = 4;
+  int fallbacks = 0;
+  for (int64_t pos = 0; pos < 500; ++pos) {
+    const CropBox b = draw_crop(c, 40, 60, 7, 3, pos);
+    const CropBox again = draw_crop(c, 40, 60, 7, 3, pos);
+    REQUIRE(
+        (b.top == again.top && b.left == again.left && b.crop_h == again.crop_h && b.crop_w == again.crop_w));
+    REQUIRE(b.crop_h >= 1);
+    REQUIRE(b.crop_w >= 1);
+    REQUIRE(b.top + b.crop_h <= 40);
+    REQUIRE(b.left + b.crop_w <= 60);
+    const double frac = double(b.crop_h * b.crop_w) / 2400.0, ratio = double(b.crop_w) / double(b.crop_h);
+    if (frac < 0.07 || frac > 1.0 || ratio < 0.7 || ratio > 1.4) ++fallbacks;  // rounding aside, in range
+  }
+  REQUIRE(fallbacks == 0);
+  // another epoch or position draws another box (almost surely)
+  const CropBox a = draw_crop(c, 40, 60, 7, 3, 0), e = draw_crop(c, 40, 60, 7, 4, 0);
+  REQUIRE_FALSE((a.top == e.top && a.left == e.left && a.crop_h == e.crop_h && a.crop_w == e.crop_w));
+  // an impossible ratio falls back to the centre crop at the nearest allowed ratio
+  RandomResizedCrop wide = c;
+  wide.scale_lo = wide.scale_hi = 1.0;
+  wide.ratio_lo = wide.ratio_hi = 4.0;
+  const CropBox f = draw_crop(wide, 40, 60, 1, 0, 0);
+  REQUIRE(f.crop_w == 60);
+  REQUIRE(f.crop_h == 15);
+  REQUIRE(f.top == 12);
+}
+
+TEST_CASE("random_resized_crop resizes the box bilinearly and normalizes it", "[loader][augment]") {
+  Dataset d;
+  d.name = "grad";
+  d.sample_shape = Shape{1, 8, 8};
+  d.dtype = SampleDtype::u8;
+  for (int i = 0; i < 2; ++i)
+    for (int y = 0; y < 8; ++y)
+      for (int x = 0; x < 8; ++x) d.u8.push_back(uint8_t(i == 0 ? 10 * x : 77));  // a ramp, then a constant
+  d.labels = {0, 1};
+  RandomResizedCrop whole;  // the whole image, resized 8 -> 4: x' = (x + 0.5) * 2 - 0.5 = 2x + 0.5
+  whole.out_h = whole.out_w = 4;
+  whole.scale_lo = whole.scale_hi = 1.0;
+  whole.ratio_lo = whole.ratio_hi = 1.0;
+  Normalization n;
+  n.scale = 0.5f;
+  BatchLoader loader(d, 2, false, false, n, 1, 0, 1, 1, whole);
+  loader.start_epoch(0);
+  const float* x;
+  const int32_t* y;
+  int64_t rows;
+  REQUIRE(loader.next(&x, &y, &rows));
+  REQUIRE(rows == 2);
+  for (int yy = 0; yy < 4; ++yy)
+    for (int xx = 0; xx < 4; ++xx) {
+      REQUIRE(x[yy * 4 + xx] == Approx(0.5 * 10 * (2 * xx + 0.5)));  // the ramp at 2x + 0.5, scaled
+      REQUIRE(x[16 + yy * 4 + xx] == Approx(0.5 * 77));              // a constant stays constant
+    }
+  // random boxes: every value stays inside the image's range
+  RandomResizedCrop any;
+  any.out_h = any.out_w = 5;
+  BatchLoader random(d, 2, true, false, Normalization{}, 3, 0, 1, 1, any);
+  for (int64_t epoch = 0; epoch < 20; ++epoch) {
+    random.start_epoch(epoch);
+    REQUIRE(random.next(&x, &y, &rows));
+    for (int i = 0; i < 50; ++i) {
+      REQUIRE(x[i] >= 0.f);
+      REQUIRE(x[i] <= 77.f);
+    }
+  }
+}

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "kernels/cpu/cpu_ops.h"
 #include "lib/config/config.h"
 #include "lib/core/error.h"
 #include "lib/losses/losses.h"
@@ -273,4 +274,67 @@ TEST_CASE("binary targets outside 0 and 1 and a wrong target width are data erro
   std::ostringstream out;
   REQUIRE_THROWS_WITH(fit(parse_config(yaml, "b.yaml", {}), FitOptions{}, out),
                       Catch::Contains("sample 2") && Catch::Contains("0 or 1"));
+}
+
+TEST_CASE("class_weights scale each sample's loss and gradient by its class's weight, as Keras",
+          "[loss][gradient]") {
+  const int64_t B = 6, C = 4;
+  const std::vector<int32_t> y{0, 3, 1, 1, 2, 3};
+  const std::vector<float> w{0.5f, 2.f, 1.f, 3.f};
+  for (LossKind kind : {LossKind::nll, LossKind::cross_entropy_logits, LossKind::cross_entropy_probs}) {
+    for (float smoothing : {0.f, 0.1f}) {
+      INFO("kind " << int(kind) << " smoothing " << smoothing);
+      std::vector<float> out = test::random_vector(size_t(B * C), 9, -2.f, 2.f);
+      if (kind == LossKind::nll)
+        for (auto& v : out) v = -std::abs(v) - 0.1f;
+      if (kind == LossKind::cross_entropy_probs)
+        for (auto& v : out) v = 0.05f + 0.9f * (v + 2.f) / 4.f;
+      std::vector<float> d(out.size()), dw(out.size());
+      float plain = 0, weighted = 0;
+      cpu::classification_loss(kind, out.data(), y.data(), B, C, d.data(), &plain, smoothing);
+      cpu::classification_loss(kind, out.data(), y.data(), B, C, dw.data(), &weighted, smoothing, w.data());
+      // row by row: the unweighted kernel on one row, times the weight
+      double expect = 0;
+      for (int64_t i = 0; i < B; ++i) {
+        std::vector<float> row(out.begin() + i * C, out.begin() + (i + 1) * C);
+        std::vector<float> dr(static_cast<size_t>(C));
+        float one = 0;
+        cpu::classification_loss(kind, row.data(), &y[size_t(i)], 1, C, dr.data(), &one, smoothing);
+        expect += double(w[size_t(y[size_t(i)])]) * one;
+        for (int64_t c = 0; c < C; ++c)  // one row's gradient is B times a batch row's
+          REQUIRE(dw[size_t(i * C + c)] == Approx(w[size_t(y[size_t(i)])] * dr[size_t(c)] / B).margin(1e-7));
+      }
+      REQUIRE(weighted == Approx(expect).epsilon(1e-6));
+      // all weights 1 gives the unweighted bits exactly
+      const std::vector<float> ones(size_t(C), 1.f);
+      std::vector<float> d1(out.size());
+      float one_sum = 0;
+      cpu::classification_loss(kind, out.data(), y.data(), B, C, d1.data(), &one_sum, smoothing, ones.data());
+      REQUIRE(one_sum == plain);
+      REQUIRE(d1 == d);
+    }
+  }
+}
+
+TEST_CASE("loss.class_weights trains weighted and validates unweighted", "[loss][fit]") {
+  const std::string yaml =
+      "model: {input_shape: [2], layers: [{type: dense, units: 8}, {type: relu}, {type: dense, units: 2}]}\n"
+      "loss: {type: cross_entropy, class_weights: [1.0, 5.0]}\noptimizer: {type: sgd, lr: 0.1}\n"
+      "data: {train: {format: disc, samples: 400, seed: 1}, validation: {format: disc, samples: 200, seed: "
+      "1}, "
+      "num_classes: 2, batch_size: 50}\ntrain: {epochs: 2, seed: 3}\n";
+  std::ostringstream out;
+  const FitResult weighted = fit(parse_config(yaml, "cw.yaml", {}), FitOptions{}, out);
+  const FitResult plain =
+      fit(parse_config(yaml, "cw.yaml", {"loss.class_weights=[1.0, 1.0]"}), FitOptions{}, out);
+  const FitResult none =
+      fit(parse_config(yaml, "cw.yaml", {"loss={type: cross_entropy}"}), FitOptions{}, out);
+  REQUIRE(plain.final_train_loss == none.final_train_loss);  // weights of 1 change nothing
+  REQUIRE(weighted.final_train_loss != none.final_train_loss);
+  // the same data as training, unweighted in validation: the training loss carries the weights
+  REQUIRE_THROWS_WITH(
+      fit(parse_config(yaml, "cw.yaml", {"loss.class_weights=[1.0, 2.0, 3.0]"}), FitOptions{}, out),
+      Catch::Contains("3 values for 2 classes"));
+  REQUIRE_THROWS_WITH(parse_config(yaml, "cw.yaml", {"loss.class_weights=[1.0, -2.0]"}),
+                      Catch::Contains("loss.class_weights"));
 }

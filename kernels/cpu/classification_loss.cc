@@ -14,13 +14,15 @@ namespace trainer::cpu {
 namespace {
 
 void smoothed_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                   float* dout, float* loss_sum, float s) {
-  const double inv_b = 1.0 / double(batch), off = double(s) / double(classes), on = 1.0 - double(s) + off;
+                   float* dout, float* loss_sum, float s, const float* weights) {
+  const double off = double(s) / double(classes), on = 1.0 - double(s) + off;
   double total = 0;
   for (int64_t i = 0; i < batch; ++i) {
     const float* o = out + i * classes;
     float* d = dout + i * classes;
     const int32_t y = labels[i];
+    const double w = weights ? double(weights[y]) : 1.0, inv_b = w / double(batch);
+    const double before = total;
     auto q = [&](int64_t c) { return c == y ? on : off; };
     switch (kind) {
       case LossKind::nll:
@@ -50,6 +52,7 @@ void smoothed_loss(LossKind kind, const float* out, const int32_t* labels, int64
         break;
       }
     }
+    if (weights) total = before + w * (total - before);  // the row's loss times its weight
   }
   *loss_sum += float(total);
 }
@@ -57,19 +60,22 @@ void smoothed_loss(LossKind kind, const float* out, const int32_t* labels, int64
 }  // namespace
 
 void classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
-                         int64_t classes, float* dout, float* loss_sum, float smoothing) {
-  if (smoothing != 0.f) return smoothed_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing);
-  const float inv_b = 1.f / float(batch);
+                         int64_t classes, float* dout, float* loss_sum, float smoothing,
+                         const float* weights) {
+  if (smoothing != 0.f)
+    return smoothed_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing, weights);
   double total = 0;
   for (int64_t i = 0; i < batch; ++i) {
     const float* o = out + i * classes;
     float* d = dout + i * classes;
     const int32_t y = labels[i];
+    // A class weight (Keras' class_weight): the row's loss and gradient times it; 1 without.
+    const float w = weights ? weights[y] : 1.f, inv_b = (1.f / float(batch)) * w;
     switch (kind) {
       case LossKind::nll:
         std::fill(d, d + classes, 0.f);
         d[y] = -inv_b;
-        total -= o[y];
+        total -= double(w) * double(o[y]);
         break;
       case LossKind::cross_entropy_logits: {
         float mx = *std::max_element(o, o + classes);
@@ -78,7 +84,7 @@ void classification_loss(LossKind kind, const float* out, const int32_t* labels,
         double log_z = mx + std::log(sum);
         for (int64_t c = 0; c < classes; ++c) d[c] = float(std::exp(double(o[c]) - log_z)) * inv_b;
         d[y] -= inv_b;
-        total += log_z - o[y];
+        total += double(w) * (log_z - o[y]);
         break;
       }
       case LossKind::cross_entropy_probs: {
@@ -88,7 +94,7 @@ void classification_loss(LossKind kind, const float* out, const int32_t* labels,
         float p = o[y];
         float pc = std::min(std::max(p, eps), 1.f - eps);
         d[y] = (p == pc) ? -inv_b / pc : 0.f;
-        total -= std::log(double(pc));
+        total -= double(w) * std::log(double(pc));
         break;
       }
     }

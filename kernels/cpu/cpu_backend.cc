@@ -119,8 +119,8 @@ void CpuBackend::convert(void* dst, DType dst_type, const void* src, DType src_t
 }
 
 void CpuBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                      float* dout, float* loss_sum, float smoothing) {
-  cpu::classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing);
+                      float* dout, float* loss_sum, float smoothing, const float* weights) {
+  cpu::classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing, weights);
 }
 void CpuBackend::confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                            float* m) {

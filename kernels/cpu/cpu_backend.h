@@ -34,7 +34,7 @@ class CpuBackend : public Backend {
   void synchronize() override { dnnl_.stream.wait(); }
 
   void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-            float* dout, float* loss_sum, float smoothing = 0.f) override;
+            float* dout, float* loss_sum, float smoothing = 0.f, const float* weights = nullptr) override;
   void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                  float* confusion) override;
   void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,

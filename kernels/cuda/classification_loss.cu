@@ -98,14 +98,14 @@ __device__ double smoothed_row(LossKind kind, const float* o, float* d, int32_t 
 __global__ void __launch_bounds__(kWarps * 32)
     classification_loss_kernel(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                                int64_t classes, float* dout, float* loss_sum, float smoothing,
-                               StepScalars* guard, uint32_t guard_bit, float* confusion,
-                               LossScratch* scratch) {
+                               StepScalars* guard, uint32_t guard_bit, float* confusion, LossScratch* scratch,
+                               const float* weights) {
   __shared__ double warp_totals[kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t first = int64_t(blockIdx.x) * kWarps + warp, stride = int64_t(gridDim.x) * kWarps;
   const float inv_b = 1.f / float(batch);
   double total = 0;  // meaningful in lane 0
-  if (classes <= 32 && smoothing == 0.f) {
+  if (classes <= 32 && smoothing == 0.f && !weights) {
     // A row fits a warp, a class a lane: each value is loaded once, and a warp with more than
     // one row loads the next row's values before this row's reductions. The arithmetic is the
     // loop's below, term for term: the same bits.
@@ -164,6 +164,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       const float* o = out + i * classes;
       float* d = dout + i * classes;
       const int32_t y = labels[i];
+      // A class weight (Keras' class_weight: the sample's loss and gradient times it); 1 without.
+      const float w = weights ? weights[y] : 1.f;
+      const float inv_bw = __fmul_rn(inv_b, w);
       if (confusion) {
         ArgMax a;  // this lane's classes in order, as the sequential rule
         for (int64_t c = lane; c < classes; c += 32) {
@@ -178,14 +181,14 @@ __global__ void __launch_bounds__(kWarps * 32)
         if (lane == 0) atomicAdd(confusion + int64_t(y) * classes + best, 1.f);
       }
       if (smoothing != 0.f) {
-        const double row = smoothed_row(kind, o, d, y, classes, 1.0 / double(batch), smoothing, lane);
-        if (lane == 0) total += row;
+        const double row = smoothed_row(kind, o, d, y, classes, double(w) / double(batch), smoothing, lane);
+        if (lane == 0) total += double(w) * row;
         continue;
       }
       switch (kind) {
         case LossKind::nll:
-          for (int64_t c = lane; c < classes; c += 32) d[c] = c == y ? -inv_b : 0.f;
-          if (lane == 0) total -= o[y];
+          for (int64_t c = lane; c < classes; c += 32) d[c] = c == y ? -inv_bw : 0.f;
+          if (lane == 0) total -= double(w) * double(o[y]);
           break;
         case LossKind::cross_entropy_logits: {
           float mx = -INFINITY;
@@ -196,10 +199,10 @@ __global__ void __launch_bounds__(kWarps * 32)
           sum = warp_sum(sum);
           const double log_z = double(mx) + log(sum);
           for (int64_t c = lane; c < classes; c += 32) {
-            float v = __fmul_rn(float(exp(double(o[c]) - log_z)), inv_b);
-            d[c] = c == y ? __fsub_rn(v, inv_b) : v;
+            float v = __fmul_rn(float(exp(double(o[c]) - log_z)), inv_bw);
+            d[c] = c == y ? __fsub_rn(v, inv_bw) : v;
           }
-          if (lane == 0) total += log_z - o[y];
+          if (lane == 0) total += double(w) * (log_z - o[y]);
           break;
         }
         case LossKind::cross_entropy_probs: {
@@ -207,8 +210,8 @@ __global__ void __launch_bounds__(kWarps * 32)
           const float eps = 1e-7f;
           const float p = o[y];
           const float pc = fminf(fmaxf(p, eps), 1.f - eps);
-          for (int64_t c = lane; c < classes; c += 32) d[c] = c == y ? ((p == pc) ? -inv_b / pc : 0.f) : 0.f;
-          if (lane == 0) total -= log(double(pc));
+          for (int64_t c = lane; c < classes; c += 32) d[c] = c == y ? ((p == pc) ? -inv_bw / pc : 0.f) : 0.f;
+          if (lane == 0) total -= double(w) * log(double(pc));
           break;
         }
       }
@@ -237,15 +240,16 @@ __global__ void __launch_bounds__(kWarps * 32)
 void launch_classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                                 int64_t classes, float* dout, float* loss_sum, float smoothing,
                                 LossScratch* scratch, cudaStream_t stream, StepScalars* guard,
-                                uint32_t guard_bit, float* confusion) {
+                                uint32_t guard_bit, float* confusion, const float* weights) {
   if (batch <= 0) {  // nothing to add; the guard still checks the sum, as check_finite would
     if (guard) launch_check_finite(loss_sum, 1, guard_bit, guard, stream);
     return;
   }
   // One row a warp, up to kLossMaxBlocks blocks (2,048 rows).
   const int blocks = int(std::min<int64_t>((batch + kWarps - 1) / kWarps, kLossMaxBlocks));
-  classification_loss_kernel<<<blocks, kWarps * 32, 0, stream>>>(
-      kind, out, labels, batch, classes, dout, loss_sum, smoothing, guard, guard_bit, confusion, scratch);
+  classification_loss_kernel<<<blocks, kWarps * 32, 0, stream>>>(kind, out, labels, batch, classes, dout,
+                                                                 loss_sum, smoothing, guard, guard_bit,
+                                                                 confusion, scratch, weights);
   CUDA_CHECK_LAUNCH();
 }
 

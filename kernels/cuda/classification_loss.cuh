@@ -21,9 +21,12 @@ struct LossScratch {
 // smoothing: label smoothing (Backend::loss). In the same pass (Backend::loss_and_metrics):
 // guard not null: guard_bit ORed into guard->nonfinite when the loss sum is not finite;
 // confusion not null: one added at (label, argmax of the row) per row (as confusion_accumulate.cu).
+// weights not null: C class weights in device memory, each row's loss and gradient times its
+// label's (Backend::loss).
 void launch_classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                                 int64_t classes, float* dout, float* loss_sum, float smoothing,
                                 LossScratch* scratch, cudaStream_t stream, StepScalars* guard = nullptr,
-                                uint32_t guard_bit = 0, float* confusion = nullptr);
+                                uint32_t guard_bit = 0, float* confusion = nullptr,
+                                const float* weights = nullptr);
 
 }  // namespace trainer::cuda

@@ -283,15 +283,15 @@ void CudaBackend::replay(int graph) {
 }
 
 void CudaBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                       float* dout, float* loss_sum, float smoothing) {
+                       float* dout, float* loss_sum, float smoothing, const float* weights) {
   cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing,
-                                   loss_scratch_, stream_);
+                                   loss_scratch_, stream_, nullptr, 0, nullptr, weights);
 }
 void CudaBackend::loss_and_metrics(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                                    int64_t classes, float* dout, float* loss_sum, float smoothing,
-                                   StepScalars* guard, uint32_t guard_bit, float* m) {
+                                   StepScalars* guard, uint32_t guard_bit, float* m, const float* weights) {
   cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing,
-                                   loss_scratch_, stream_, guard, guard_bit, m);
+                                   loss_scratch_, stream_, guard, guard_bit, m, weights);
 }
 void CudaBackend::confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                             float* m) {

@@ -63,10 +63,10 @@ class CudaBackend : public Backend {
   void synchronize() override;
 
   void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-            float* dout, float* loss_sum, float smoothing = 0.f) override;
+            float* dout, float* loss_sum, float smoothing = 0.f, const float* weights = nullptr) override;
   void loss_and_metrics(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                         int64_t classes, float* dout, float* loss_sum, float smoothing, StepScalars* guard,
-                        uint32_t guard_bit, float* m) override;
+                        uint32_t guard_bit, float* m, const float* weights = nullptr) override;
   bool optimizer_checks_weights() const override { return true; }
   void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                  float* confusion) override;

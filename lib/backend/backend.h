@@ -137,8 +137,10 @@ class Backend {
 
   // out: (B, C). Writes dout = d(mean loss)/d(out) and adds the batch's summed loss to *loss_sum.
   // smoothing: PyTorch's label_smoothing, the target is (1 - s) one_hot(label) + s / C.
+  // weights: null, or C class weights in backend memory (Keras' class_weight): each sample's loss
+  // and gradient times its label's weight, the mean still over the batch.
   virtual void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                    float* dout, float* loss_sum, float smoothing = 0.f) = 0;
+                    float* dout, float* loss_sum, float smoothing = 0.f, const float* weights = nullptr) = 0;
   // confusion: (C, C) row = true label, column = argmax(out); adds one per sample.
   virtual void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                          float* confusion) = 0;
@@ -147,8 +149,9 @@ class Backend {
   // GPU: one kernel instead of three, each a few microseconds of a small network's step).
   virtual void loss_and_metrics(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                                 int64_t classes, float* dout, float* loss_sum, float smoothing,
-                                StepScalars* guard, uint32_t guard_bit, float* m) {
-    loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing);
+                                StepScalars* guard, uint32_t guard_bit, float* m,
+                                const float* weights = nullptr) {
+    loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing, weights);
     if (guard) check_finite(loss_sum, 1, guard_bit, guard);
     if (m) confusion(out, labels, batch, classes, m);
   }

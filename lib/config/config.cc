@@ -248,7 +248,7 @@ static void read_data(Config& c, NodeReader& r) {
   dr.finish();
   c.resolved["data"] = dr.resolved();
   if (present(aug)) c.resolved["data"]["augment"] = ar.resolved();
-  if (rrc_resolved) c.resolved["data"]["augment"]["random_resized_crop"] = rrc_resolved;
+  if (rrc_resolved.IsMap()) c.resolved["data"]["augment"]["random_resized_crop"] = rrc_resolved;
   // Each source's keys, as declared by its format (lib/train/data_sources.cc); no file is read.
   c.resolved["data"]["train"] = describe_source(dc.train, "data.train", c.file);
   if (present(dc.validation))

@@ -14,6 +14,13 @@ KeySpec number_list_key(std::string name, double lo, double hi, std::string doc)
   return k;
 }
 
+KeySpec class_weights_key() {
+  return number_list_key(
+      "class_weights", 0.0, 1e12,
+      "one weight per class, Keras' class_weight: each training sample's loss and gradient "
+      "times its class's weight (validation unweighted)");
+}
+
 KeySpec smoothing_key() {
   return number_key("label_smoothing", 0.0, 0.0, 1.0,
                     "PyTorch's label_smoothing: the target is (1 - s) one_hot(label) + s / num_classes");
@@ -23,16 +30,16 @@ void register_builtin_losses(LossRegistry& r) {
   r.add({"sparse_categorical_crossentropy",
          "Keras' loss on class indices; from_logits: false takes probabilities (a softmax output)",
          {bool_key("from_logits", false, "the model outputs logits rather than probabilities"),
-          smoothing_key()},
+          smoothing_key(), class_weights_key()},
          TargetKind::class_index});
   r.add({"cross_entropy",
          "PyTorch's CrossEntropyLoss on class indices: the model outputs logits",
          {bool_key("from_logits", true, "the model outputs logits (PyTorch's loss always takes logits)"),
-          smoothing_key()},
+          smoothing_key(), class_weights_key()},
          TargetKind::class_index});
   r.add({"nll",
          "PyTorch's NLLLoss on class indices: the model outputs log-probabilities (log_softmax)",
-         {smoothing_key()},
+         {smoothing_key(), class_weights_key()},
          TargetKind::class_index});
   r.add({"mse", "mean squared error on float targets (PyTorch's MSELoss)", {}, TargetKind::values});
   r.add({"mae", "mean absolute error on float targets (PyTorch's L1Loss)", {}, TargetKind::values});
@@ -122,6 +129,7 @@ LossConfig read_loss_config(NodeReader& r) {
     else
       c.kind = v.boolean("from_logits") ? LossKind::cross_entropy_logits : LossKind::cross_entropy_probs;
     c.label_smoothing = float(v.number("label_smoothing"));
+    if (v.has("class_weights")) c.class_weights = floats(v.numbers("class_weights"));
     return c;
   }
   if (c.type == "mse") {

@@ -33,6 +33,9 @@ struct LossConfig {
   // Classification losses: the classification kernels' kind and PyTorch's label_smoothing.
   LossKind kind = LossKind::cross_entropy_probs;
   float label_smoothing = 0.f;
+  // Keras' class_weight (empty: none): each training sample's loss and gradient times its class's
+  // weight, the mean still over the batch; validation and eval are unweighted, as in Keras.
+  std::vector<float> class_weights;
   // Losses on float targets.
   ValueLoss formula = ValueLoss::mse;
   float delta = 1.f, scale = 1.f;

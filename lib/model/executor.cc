@@ -51,6 +51,14 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     value_loss_ = LossRegistry::global().make_kernel(be_.name(), o_.value_spec);
     if (size_t bytes = value_loss_->scratch_bytes()) value_loss_->bind(allocate(bytes, "loss partial sums"));
   }
+  if (!o_.class_weights.empty()) {
+    if (int64_t(o_.class_weights.size()) != o_.num_classes)
+      throw ConfigError("loss.class_weights has " + std::to_string(o_.class_weights.size()) + " values for " +
+                        std::to_string(o_.num_classes) +
+                        " classes: give one weight per class, in class id order");
+    class_weights_ = static_cast<float*>(allocate(o_.class_weights.size() * sizeof(float), "class weights"));
+    be_.copy_to_device(class_weights_, o_.class_weights.data(), o_.class_weights.size() * sizeof(float));
+  }
   const size_t n_metrics = metric_floats();
   scalars_ = static_cast<StepScalars*>(allocate(sizeof(StepScalars), "step scalars"));
   metrics_ = static_cast<float*>(allocate(n_metrics * sizeof(float), "metric accumulators"));

@@ -32,7 +32,8 @@ struct ExecutorOptions {
   std::vector<int64_t> batch_sizes;  // every batch size a step may use
   int64_t num_classes = 0;
   LossKind loss = LossKind::nll;
-  float label_smoothing = 0.f;  // Backend::loss
+  float label_smoothing = 0.f;       // Backend::loss
+  std::vector<float> class_weights;  // Backend::loss's weights in training steps (empty: none)
   // A loss on float targets (lib/losses): the step runs the backend's LossKernel for it instead
   // of the classification kernels, on num_classes (= the model's outputs) targets a sample, and
   // its metric sums take the confusion matrix's place (MetricSums::confusion).
@@ -310,6 +311,7 @@ class Executor : public StepRunner {
   StepScalars* scalars_ = nullptr;          // backend memory
   void* landing_ = nullptr;                 // Backend::upload_inputs' landing zone, if it stages
   std::unique_ptr<LossKernel> value_loss_;  // with o_.value_loss
+  float* class_weights_ = nullptr;          // backend memory: o_.class_weights, when given
   // Floats of the metric block: the loss sum, the top-k counts, then the confusion matrix (C, C) or
   // a value loss's sums.
   size_t metric_floats() const;

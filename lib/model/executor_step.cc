@@ -54,7 +54,7 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   }
   be_.loss_and_metrics(on_logits ? LossKind::cross_entropy_logits : o_.loss, out, labels, batch,
                        o_.num_classes, dout, loss, o_.label_smoothing, training ? scalars_ : nullptr,
-                       kNonfiniteLoss, metrics_ + 1 + o_.top_k.size());
+                       kNonfiniteLoss, metrics_ + 1 + o_.top_k.size(), training ? class_weights_ : nullptr);
   for (size_t k = 0; k < o_.top_k.size(); ++k)
     be_.topk_correct(out, labels, batch, o_.num_classes, o_.top_k[k], metrics_ + 1 + k);
   if (training) reduce_loss_flags();

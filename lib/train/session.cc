@@ -281,6 +281,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   eo.num_classes = s->classes;
   eo.loss = cfg.loss;
   eo.label_smoothing = cfg.label_smoothing;
+  eo.class_weights = cfg.loss_config.class_weights;
   if (cfg.loss_config.on_values()) {
     const LossConfig& l = cfg.loss_config;
     eo.value_loss = true;

@@ -116,3 +116,33 @@ TEST_CASE("gpu trains regression and multi-label models as the CPU does", "[gpu]
     REQUIRE(b.final_val_loss == Approx(a.final_val_loss).epsilon(1e-4));
   }
 }
+
+TEST_CASE("gpu class weights match the CPU's", "[gpu][loss]") {
+  const int64_t B = 300, C = 7;
+  std::vector<int32_t> y(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i) y[size_t(i)] = int32_t((i * 5 + 3) % C);
+  const std::vector<float> w{0.5f, 2.f, 1.f, 3.f, 0.25f, 1.5f, 4.f};
+  for (LossKind kind : {LossKind::nll, LossKind::cross_entropy_logits, LossKind::cross_entropy_probs}) {
+    for (float smoothing : {0.f, 0.1f}) {
+      INFO("kind " << int(kind) << " smoothing " << smoothing);
+      std::vector<float> out = random_vector(size_t(B * C), 31, -3.f, 3.f);
+      if (kind == LossKind::nll)
+        for (auto& v : out) v = -std::abs(v) - 0.1f;
+      if (kind == LossKind::cross_entropy_probs)
+        for (auto& v : out) v = 0.05f + 0.9f * (v + 3.f) / 6.f;
+      std::vector<float> d_cpu(out.size());
+      float l_cpu = 0;
+      cpu_backend().loss(kind, out.data(), y.data(), B, C, d_cpu.data(), &l_cpu, smoothing, w.data());
+      CudaBackend& be = cuda_backend();
+      Buffer ob(be, out.size() * 4), yb(be, y.size() * 4), db(be, out.size() * 4), lb(be, 4),
+          wb(be, w.size() * 4);
+      ob.upload(out);
+      yb.upload(y);
+      wb.upload(w);
+      be.zero(lb.get(), 4);
+      be.loss(kind, ob.as(), yb.as<int32_t>(), B, C, db.as(), lb.as(), smoothing, wb.as());
+      REQUIRE(rel_error(db.download(out.size()), d_cpu) < 1e-6);
+      REQUIRE(lb.download(1)[0] == Approx(l_cpu).epsilon(1e-6));
+    }
+  }
+}

@@ -140,11 +140,12 @@ int64_t NpyArray::numel() const {
   return n;
 }
 
-NpyArray read_npy(const std::string& path) {
-  DataFile f(path);
-  const std::string where = "NPY file '" + path + "'";
-  // Magic, version and header length (u16 for v1, u32 for v2/v3) first; the header next, then
-  // the data it describes, checked against the file's size before any of it is read.
+namespace {
+
+// Magic, version and header length (u16 for v1, u32 for v2/v3) first, then the header dict; `f`
+// is left at the first data byte. Returns the array's descr and shape (no data); *data_start:
+// the data's offset in the (decompressed) file; *fortran: its fortran_order.
+NpyArray read_header(DataFile& f, const std::string& where, uint64_t* data_start, bool* fortran) {
   uint8_t pre[12];
   const size_t got = f.read(pre, kMagicLen + 4);
   if (got == 0) throw DataError(where + " is empty");
@@ -174,8 +175,27 @@ NpyArray read_npy(const std::string& path) {
   if (f.read(header.data(), header_len) != header_len) throw truncated_header(f.position());
 
   NpyArray a;
+  *fortran = false;
+  HeaderParser(header, where).parse(&a.descr, fortran, &a.shape);
+  *data_start = header_start + header_len;
+  return a;
+}
+
+}  // namespace
+
+NpyArray read_npy_header(const std::string& path) {
+  DataFile f(path);
+  uint64_t data_start = 0;
   bool fortran = false;
-  HeaderParser(header, where).parse(&a.descr, &fortran, &a.shape);
+  return read_header(f, "NPY file '" + path + "'", &data_start, &fortran);
+}
+
+NpyArray read_npy(const std::string& path) {
+  DataFile f(path);
+  const std::string where = "NPY file '" + path + "'";
+  uint64_t data_start = 0;
+  bool fortran = false;
+  NpyArray a = read_header(f, where, &data_start, &fortran);
   const size_t item = item_size(a.descr, where);
   if (fortran)
     throw DataError(where +
@@ -188,7 +208,6 @@ NpyArray read_npy(const std::string& path) {
       throw DataError(where + ": shape describes more data than any file can hold");
     numel *= static_cast<uint64_t>(d);
   }
-  const uint64_t data_start = header_start + header_len;
   const uint64_t data_bytes = numel * item;
   const uint64_t expected = data_start + data_bytes;
   const std::string needs = "descr '" + a.descr + "' with " + std::to_string(numel) + " elements needs " +
@@ -239,13 +258,45 @@ NpyArray read_npy(const std::string& path) {
   return a;
 }
 
-Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, int num_classes) {
+template <typename T>
+void nhwc_to_nchw(std::vector<T>& data, std::vector<int64_t>& shape) {
+  if (shape.size() != 4) throw InternalError("nhwc_to_nchw: a 4-D shape is needed");
+  const int64_t N = shape[0], H = shape[1], W = shape[2], C = shape[3];
+  std::vector<T> out(data.size());
+  for (int64_t n = 0; n < N; ++n) {
+    const T* src = data.data() + n * H * W * C;  // (H, W, C)
+    T* dst = out.data() + n * C * H * W;         // (C, H, W)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t w = 0; w < W; ++w)
+        for (int64_t c = 0; c < C; ++c) dst[(c * H + h) * W + w] = src[(h * W + w) * C + c];
+  }
+  data.swap(out);
+  shape = {N, C, H, W};
+}
+
+template void nhwc_to_nchw<uint8_t>(std::vector<uint8_t>&, std::vector<int64_t>&);
+template void nhwc_to_nchw<float>(std::vector<float>&, std::vector<int64_t>&);
+template void nhwc_to_nchw<int64_t>(std::vector<int64_t>&, std::vector<int64_t>&);
+
+Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, int num_classes,
+                         bool channels_last) {
   if (num_classes < 1) throw DataError("num_classes must be >= 1, got " + std::to_string(num_classes));
   NpyArray x = read_npy(x_path);
   const NpyArray y = read_npy(y_path);
   const std::string xw = "NPY samples file '" + x_path + "'", yw = "NPY labels file '" + y_path + "'";
   if (x.shape.empty() || x.shape[0] == 0)
     throw DataError(xw + " holds no samples: shape must be (N, ...) with N > 0");
+  if (channels_last) {
+    if (x.shape.size() != 4)
+      throw DataError(xw + " has shape " + Shape(x.shape).str() +
+                      "; layout: nhwc takes channels-last images of shape (N, height, width, channels)");
+    if (!x.u8.empty())
+      nhwc_to_nchw(x.u8, x.shape);
+    else if (!x.f32.empty())
+      nhwc_to_nchw(x.f32, x.shape);
+    else
+      nhwc_to_nchw(x.i64, x.shape);
+  }
   const int64_t n = x.shape[0];
   const bool y_shape_ok = (y.shape.size() == 1 || (y.shape.size() == 2 && y.shape[1] == 1));
   if (!y_shape_ok || y.shape[0] != n)
@@ -337,6 +388,10 @@ void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, c
 
 void write_npy_i64(const std::string& path, const std::vector<int64_t>& shape, const int64_t* data) {
   write_npy(path, "<i8", shape, data, sizeof(int64_t));
+}
+
+void write_npy_u8(const std::string& path, const std::vector<int64_t>& shape, const uint8_t* data) {
+  write_npy(path, "|u1", shape, data, 1);
 }
 
 }  // namespace trainer

@@ -26,16 +26,27 @@ struct NpyArray {
 };
 
 NpyArray read_npy(const std::string& path);
+// The descr and shape only (no data is read): what a file holds, before reading it.
+NpyArray read_npy_header(const std::string& path);
 
 // x: (N, ...) samples; y: (N,) or (N, 1) integer labels in [0, num_classes).
 // uint8 x gives a u8 dataset; int32/int64/float32/float64 x gives an f32 dataset (integers, e.g.
 // token ids, must be exactly representable: |v| <= 2^24). sample_shape = x.shape[1:], or (1)
 // for a 1-D x. Named after x_path.
-Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, int num_classes);
+// channels_last: x is a batch of channels-last images (N, H, W, C), as Keras and PIL store them;
+// it is transposed on load to trainer's channels-first (N, C, H, W). A DataError for any other rank.
+Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, int num_classes,
+                         bool channels_last = false);
+
+// (N, H, W, C) -> (N, C, H, W), element type T; `shape` becomes the transposed shape.
+template <typename T>
+void nhwc_to_nchw(std::vector<T>& data, std::vector<int64_t>& shape);
 
 // Writes a version 1.0 '<f4' C-order array of the given shape (numel(shape) floats from data).
 void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data);
 // The same for '<i8' (int64) arrays.
 void write_npy_i64(const std::string& path, const std::vector<int64_t>& shape, const int64_t* data);
+// The same for '|u1' (uint8) arrays.
+void write_npy_u8(const std::string& path, const std::vector<int64_t>& shape, const uint8_t* data);
 
 }  // namespace trainer

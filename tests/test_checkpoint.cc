@@ -12,6 +12,7 @@
 
 #include "datasets/disc_generator.h"
 #include "datasets/npy_reader.h"
+#include "datasets/split.h"
 #include "lib/checkpoint/atomic_file.h"
 #include "lib/checkpoint/safetensors.h"
 #include "lib/config/config.h"
@@ -307,9 +308,14 @@ TEST_CASE("eval and predict read trained weights back and agree with each other"
   REQUIRE(text.exit_code == 0);
   REQUIRE_THAT(text.out, Contains("accuracy=") && Contains("confusion matrix"));
 
-  // The validation part of the disc data (validation_split: the last 20%) as .npy and .csv.
-  Dataset d = make_disc(400, 3);
-  std::vector<float> x(d.f32.begin() + 320 * 2, d.f32.end());
+  // The validation part of the disc data (validation_split: 20%, stratified, seeded by train.seed)
+  // as .npy and .csv.
+  SplitOptions split;
+  split.fraction = 0.2;
+  split.seed = 7;
+  const Dataset d = split_validation(make_disc(400, 3), split).validation;
+  REQUIRE(d.size() == 80);
+  const std::vector<float>& x = d.f32;
   write_npy_f32(dir + "/x.npy", {80, 2}, x.data());
   std::string csv = "x0,x1\n";
   char row[64];
@@ -326,7 +332,7 @@ TEST_CASE("eval and predict read trained weights back and agree with each other"
   int correct = 0;
   for (int i = 0; i < 80; ++i) {
     REQUIRE(p.f32[size_t(2 * i)] + p.f32[size_t(2 * i + 1)] == Approx(1.0).epsilon(1e-5));
-    correct += (p.f32[size_t(2 * i + 1)] > p.f32[size_t(2 * i)]) == (d.labels[size_t(320 + i)] == 1);
+    correct += (p.f32[size_t(2 * i + 1)] > p.f32[size_t(2 * i)]) == (d.labels[size_t(i)] == 1);
   }
   REQUIRE(double(correct) / 80 == Approx(accuracy));
   auto pc = test::run_trainer("predict " + cfg + " --weights " + dir + "/run/model.safetensors --input " +

@@ -38,6 +38,15 @@ TEST_CASE("data.class_names takes a list of one name per class and records it in
   REQUIRE(parse_config(disc_config(""), "c.yaml", {}).data.class_names.empty());
 }
 
+TEST_CASE("data.class_names set empty with --set means the default (class ids), as --set k= does for any key",
+          "[config][class_names]") {
+  const Config c =
+      parse_config(disc_config("  class_names: [outside, inside]\n"), "c.yaml", {"data.class_names="});
+  REQUIRE(c.data.class_names.empty());
+  REQUIRE_FALSE(c.resolved["data"]["class_names"]);
+  REQUIRE(parse_config(disc_config("  class_names:\n"), "c.yaml", {}).data.class_names.empty());
+}
+
 TEST_CASE("a wrong number of class names is a one-line config error at the key", "[config][class_names]") {
   REQUIRE_THROWS_AS(parse_config(disc_config("  class_names: [a, b, c]\n"), "c.yaml", {}), ConfigError);
   REQUIRE_THROWS_WITH(

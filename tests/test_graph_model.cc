@@ -221,12 +221,20 @@ TEST_CASE("gradients of a tensor with several consumers are summed (finite diffe
   CHECK(checked > 100);
 }
 
-TEST_CASE("trainer summary of resnet18_cifar prints PyTorch's 11,173,962 parameters", "[graph][cli]") {
+TEST_CASE("trainer summary of resnet18_cifar prints PyTorch's 11,173,962 parameters and Keras' total",
+          "[graph][cli]") {
   auto r = test::run_trainer("summary " + std::string(TRAINER_SOURCE_DIR) + "/configs/resnet18_cifar.yaml");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("Total params: 11,173,962") && Contains("layer2.0.downsample.0") &&
+  // 20 batchnorms over 4,800 channels in all (64 + 4 x 64 + 5 x 128 + 5 x 256 + 5 x 512), each with
+  // a running mean and variance: 9,600 non-trainable. Total = trainable + non-trainable, as Keras.
+  CHECK_THAT(r.out, Contains("Trainable params: 11,173,962") && Contains("Non-trainable params: 9,600") &&
+                        Contains("Total params: 11,183,562") && Contains("layer2.0.downsample.0") &&
                         Contains("layer1.0.bn2, relu"));
+  // A batchnorm's Param # counts its statistics too (Keras: 4 x 64 for 64 channels).
+  CHECK_THAT(r.out, Contains("layer1.0.bn1") &&
+                        Catch::Matches(
+                            "[\\s\\S]*layer1\\.0\\.bn1 +batchnorm +\\(None, 64, 32, 32\\) +256 [\\s\\S]*"));
 }
 
 // The replicas of one process (--device gpu:0,1) are threads that each build the model from the
@@ -271,18 +279,24 @@ TEST_CASE("trainer summary --json gives the expanded graph with checkpoint names
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const auto j = nlohmann::json::parse(r.out);
-  CHECK(j.at("total_params") == 170298);
+  CHECK(j.at("trainable_params") == 170298);
   CHECK(j.at("input_shape") == nlohmann::json({1, 28, 28}));
   const auto& layers = j.at("layers");
   REQUIRE(layers.size() == 44);
-  int64_t counted = 0;
-  for (const auto& l : layers)
+  int64_t counted = 0, buffers = 0;
+  for (const auto& l : layers) {
     for (const auto& p : l.at("params")) {
       int64_t n = 1;
       for (const auto& d : p.at("shape")) n *= d.get<int64_t>();
       counted += n;
     }
+    for (const auto& b : l.at("buffers")) buffers += b.at("shape").at(0).get<int64_t>();
+  }
   CHECK(counted == 170298);
+  // Keras' total: trainable + non-trainable (the batchnorm running means and variances).
+  CHECK(buffers > 0);
+  CHECK(j.at("non_trainable_params") == buffers);
+  CHECK(j.at("total_params") == 170298 + buffers);
   // layer2.0's projection shortcut reads the block's input; its add reads both branches.
   bool found_add = false;
   for (const auto& l : layers) {

@@ -30,7 +30,10 @@ std::vector<std::string> names_from_file(const std::string& path) {
 
 std::vector<std::string> read_class_names(NodeReader& data, int64_t num_classes) {
   const std::string key = "class_names";
-  if (!data.has(key)) return {};
+  if (!data.has(key)) {
+    data.accept({key});  // absent, or null: "--set data.class_names=" asks for the default, ids
+    return {};
+  }
   const YAML::Node n = data.child(key);
   std::vector<std::string> names;
   std::string from;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
 #include "lib/config/class_names.h"
 #include "lib/config/device_section.h"
@@ -174,6 +175,36 @@ static void read_metrics(Config& c, NodeReader& r) {
   c.resolved["metrics"] = out;
 }
 
+// data.split: {fraction, shuffle, stratify}, or its short form data.validation_split: f. The
+// resolved config records the long form only.
+static YAML::Node read_split(Config& c, NodeReader& dr) {
+  DataConfig& dc = c.data;
+  const bool short_form = dr.has("validation_split");
+  if (short_form && dr.has("split"))
+    dr.fail("validation_split",
+            "cannot be combined with data.split (validation_split: f is its short form, split: {fraction: "
+            "f}); give one of them (--set data.split.fraction=f changes a split that a run recorded)");
+  const char* key = short_form ? "validation_split" : "split";
+  NodeReader sr(dr.child("split"), "data.split", c.file);
+  dc.validation_split =
+      short_form ? dr.number("validation_split", 0, 0, 0.99) : sr.number("fraction", 0, 0, 0.99);
+  dr.accept({"validation_split"});
+  dc.split_shuffle = sr.boolean("shuffle", true);
+  dc.split_stratify = sr.boolean("stratify", dc.split_shuffle);
+  if (dc.split_stratify && !dc.split_shuffle)
+    sr.fail("stratify",
+            "true needs shuffle: true (the last rows of the file cannot be chosen per class); set stratify: "
+            "false for Keras' last-rows split");
+  sr.finish();
+  if (dc.validation_split > 0 && present(dc.validation))
+    dr.fail(key, "cannot be combined with an explicit data.validation source");
+  YAML::Node out(YAML::NodeType::Map);
+  out["fraction"] = dc.validation_split;
+  out["shuffle"] = dc.split_shuffle;
+  out["stratify"] = dc.split_stratify;
+  return out;
+}
+
 static void read_data(Config& c, NodeReader& r) {
   YAML::Node d = r.child("data");
   if (!present(d)) r.fail("data", "is required: data: {train: {...}, validation: {...}, num_classes: N}");
@@ -195,12 +226,11 @@ static void read_data(Config& c, NodeReader& r) {
   dc.shuffle = dr.boolean("shuffle", true);
   dc.drop_last = dr.boolean("drop_last", false);
   dc.loader_threads = dr.integer("loader_threads", 0, 0, 256);
-  dc.validation_split = dr.number("validation_split", 0, 0, 0.99);
-  if (dc.validation_split > 0 && present(dc.validation))
-    dr.fail("validation_split", "cannot be combined with an explicit data.validation source");
+  const YAML::Node split = read_split(c, dr);
   YAML::Node norm = dr.child("normalize");
   NodeReader nr(norm, "data.normalize", c.file);
   dc.scale_given = nr.has("scale");
+  dc.scale_known = dc.scale_given;
   dc.normalize.scale = nr.number("scale", 1.0, -1e12, 1e12);
   if (std::abs(dc.normalize.scale) < 1e-12)  // x * 0 would erase the data (and 1e-50 is 0 in float)
     nr.fail("scale", "value " + YAML::Node(dc.normalize.scale).Scalar() +
@@ -247,6 +277,8 @@ static void read_data(Config& c, NodeReader& r) {
   ar.finish();
   dr.finish();
   c.resolved["data"] = dr.resolved();
+  c.resolved["data"].remove("validation_split");
+  c.resolved["data"]["split"] = split;
   if (present(aug)) c.resolved["data"]["augment"] = ar.resolved();
   if (rrc_resolved.IsMap()) c.resolved["data"]["augment"]["random_resized_crop"] = rrc_resolved;
   // Each source's keys, as declared by its format (lib/train/data_sources.cc); no file is read.
@@ -254,6 +286,17 @@ static void read_data(Config& c, NodeReader& r) {
   if (present(dc.validation))
     c.resolved["data"]["validation"] = describe_source(dc.validation, "data.validation", c.file);
   c.resolved["data"]["normalize"] = nr.resolved();
+  // The scale that applies, recorded: a run directory's config (and --print-config) must say what
+  // training did, and eval, predict and --resume then scale every input, whatever its file type,
+  // by that value (lib/train/session.h, normalization_for).
+  if (!dc.scale_given) {
+    const std::optional<double> scale = default_scale(dc.train, "data.train", c.file);
+    if (scale) {
+      dc.normalize.scale = *scale;
+      dc.scale_known = true;
+      c.resolved["data"]["normalize"]["scale"] = *scale;
+    }
+  }
 }
 
 MonitorMode default_mode(const std::string& monitor) {

@@ -47,10 +47,18 @@ struct DataConfig {
   bool shuffle = true;
   bool drop_last = false;
   int64_t loader_threads = 0;  // threads that fill a large batch; 0: loader_threads_for()
+  // data.split: {fraction, shuffle, stratify} (datasets/split.h); data.validation_split: f is the
+  // short form of split: {fraction: f}. validation_split holds the fraction (0: no split).
   double validation_split = 0;
+  bool split_shuffle = true;
+  bool split_stratify = true;  // default: split_shuffle
   NormalizeConfig normalize;
   AugmentConfig augment;
-  bool scale_given = false;              // false: 1/255 for uint8 sources, 1 otherwise
+  bool scale_given = false;  // data.normalize.scale was given
+  // normalize.scale holds the scale for every source: given, or the default for data.train's
+  // samples (1/255 for uint8, 1 otherwise; lib/train/data_sources.h default_scale). False only
+  // when data.train's dtype cannot be told before reading it (then each source's own dtype decides).
+  bool scale_known = false;
   std::vector<std::string> class_names;  // data.class_names (lib/config/class_names.h); empty: ids
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "lib/core/error.h"
 
@@ -96,12 +97,42 @@ double NodeReader::number(const std::string& key, double def, double lo, double 
   return v;
 }
 
+// An integer as YAML 1.2's core schema reads it: [-+]?[0-9]+ is decimal, leading zeros included
+// ("032" is 32: yaml-cpp's own decoding, YAML 1.1's, reads it as octal 26 and refuses "0128"),
+// 0o[0-7]+ octal and 0x[0-9a-fA-F]+ hexadecimal. False for anything else or past int64.
+static bool decode_integer(const YAML::Node& n, int64_t* out) {
+  if (!n.IsScalar()) return false;
+  const std::string& s = n.Scalar();
+  size_t i = 0;
+  bool negative = false;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) negative = s[i++] == '-';
+  int base = 10;
+  if (s.size() > i + 2 && s[i] == '0' && (s[i + 1] == 'o' || s[i + 1] == 'x')) {
+    if (negative || s[0] == '+') return false;  // the core schema's octal and hex have no sign
+    base = s[i + 1] == 'o' ? 8 : 16;
+    i += 2;
+  }
+  if (i == s.size()) return false;
+  uint64_t v = 0;
+  const uint64_t limit = negative ? uint64_t(INT64_MAX) + 1 : uint64_t(INT64_MAX);
+  for (; i < s.size(); ++i) {
+    const char c = s[i];
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : 99;
+    if (d >= base || v > (limit - uint64_t(d)) / uint64_t(base)) return false;
+    v = v * uint64_t(base) + uint64_t(d);
+  }
+  *out = negative ? int64_t(0 - v) : int64_t(v);
+  return true;
+}
+
 int64_t NodeReader::integer(const std::string& key, int64_t def, int64_t lo, int64_t hi) {
   YAML::Node n = get(key);
   if (!n || n.IsNull()) return resolved_[key] = def, def;
   int64_t v;
-  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v))
-    fail(key, "expected an integer, got " + scalar_text(n));
+  if (!decode_integer(n, &v)) fail(key, "expected an integer, got " + scalar_text(n));
   if (v < lo || v > hi)
     fail(key, "value " + n.Scalar() + " is out of range; allowed: " + std::to_string(lo) + " to " +
                   std::to_string(hi));
@@ -151,7 +182,7 @@ std::vector<int64_t> NodeReader::integer_list(const std::string& key, const std:
   if (!n.IsSequence()) fail(key, "expected a list of integers, got " + scalar_text(n));
   for (size_t i = 0; i < n.size(); ++i) {
     int64_t v;
-    if (!n[i].IsScalar() || !YAML::convert<int64_t>::decode(n[i], v))
+    if (!decode_integer(n[i], &v))
       fail(key, "item " + std::to_string(i) + ": expected an integer, got " + scalar_text(n[i]));
     if (v < lo || v > hi)
       fail(key, "item " + std::to_string(i) + " = " + n[i].Scalar() +

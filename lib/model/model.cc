@@ -165,21 +165,27 @@ std::string Model::summary() const {
   std::snprintf(line, sizeof line, "%-28s %-16s %-22s %12s\n", "input", "input", input_.batched_str().c_str(),
                 "0");
   out += line;
+  // As Keras prints them: a layer's Param # counts its buffers (batchnorm's running statistics)
+  // too, and Total params = Trainable + Non-trainable, so the column sums to the total.
+  std::vector<int64_t> layer_buffers(layers_.size(), 0);
+  int64_t buffers = 0;
+  for (const auto& b : buffers_) {
+    layer_buffers[size_t(b.layer)] += b.shape.numel();
+    buffers += b.shape.numel();
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = *layers_[i];
     std::string from;
     for (int p : inputs_[i])
       from += (from.empty() ? "" : ", ") + (p < 0 ? std::string("input") : layers_[size_t(p)]->name());
     std::snprintf(line, sizeof line, format, l.name().c_str(), l.type().c_str(),
-                  l.output_shape().batched_str().c_str(), with_thousands(l.num_params()).c_str(),
-                  from.c_str());
+                  l.output_shape().batched_str().c_str(),
+                  with_thousands(l.num_params() + layer_buffers[i]).c_str(), from.c_str());
     out += line;
   }
   out += double_rule + "\n";
-  out += "Total params: " + with_thousands(num_params()) + "\n";
+  out += "Total params: " + with_thousands(num_params() + buffers) + "\n";
   out += "Trainable params: " + with_thousands(num_params()) + "\n";
-  int64_t buffers = 0;
-  for (const auto& b : buffers_) buffers += b.shape.numel();
   out += "Non-trainable params: " + with_thousands(buffers) + "\n";
   out += rule + "\n";
   return out;

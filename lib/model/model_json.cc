@@ -68,8 +68,12 @@ nlohmann::json model_json(const Config& cfg, const Model& model) {
                       {"buffers", buffers},
                       {"hyper", hyper.IsNull() ? nlohmann::json::object() : yaml_to_json(hyper)}});
   }
+  int64_t buffers = 0;
+  for (const TensorSlot& b : model.buffers()) buffers += b.shape.numel();
   return {{"input_shape", dims(model.input_shape())},
-          {"total_params", model.num_params()},
+          {"total_params", model.num_params() + buffers},  // Keras': trainable + non-trainable
+          {"trainable_params", model.num_params()},
+          {"non_trainable_params", buffers},
           {"layers", layers},
           {"config", yaml_to_json(cfg.resolved)}};
 }

@@ -1,6 +1,7 @@
 // The model as data, for other tools (scripts/torch_peer.py builds the same network in PyTorch
 // from it): `trainer summary CONFIG --json`.
-//   {"input_shape": [C, H, W], "total_params": N,
+//   {"input_shape": [C, H, W], "total_params": trainable + non-trainable (as Keras counts them),
+//    "trainable_params": N, "non_trainable_params": buffer elements (batchnorm's running statistics),
 //    "layers": [{"name", "type", "inputs": [names, "input" for the model's input],
 //                "output_shape": [...], "params": [{"name": "layer1.0.conv1.weight", "shape": [...]}],
 //                "buffers": [...], "hyper": {resolved hyper-parameters, as describe() writes them}}],

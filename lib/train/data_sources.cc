@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "datasets/cifar10_reader.h"
 #include "datasets/csv_reader.h"
@@ -49,7 +50,10 @@ const KeyVariants& data_source_keys() {
         limit_key()}},
       {"npy",
        {file_key("npy", "x", "x_train.npy", "samples, (N, ...)"),
-        file_key("npy", "y", "y_train.npy", "labels, (N)"), limit_key()}},
+        file_key("npy", "y", "y_train.npy", "labels, (N)"),
+        choice_key("layout", "nchw", {"nchw", "nhwc"},
+                   "nhwc: x holds channels-last images (N, H, W, C), transposed on load to (N, C, H, W)"),
+        limit_key()}},
       {"csv",
        {file_key("csv", "path", "train.csv", "one sample per row"),
         bool_key("header", false, "the first row names the columns"),
@@ -87,10 +91,96 @@ Dataset first_n(Dataset d, int64_t limit) {
   return d;
 }
 
+// The keys that name files or folders: the resolved config records them as absolute paths, so
+// that a run directory's config.yaml reads the same data from any directory.
+const std::vector<std::string> kFileKeys{"images", "labels", "x", "y", "path", "files"};
+
+std::string absolute_path(const std::string& p) {
+  std::error_code ec;
+  const std::filesystem::path a = std::filesystem::absolute(p, ec);
+  return ec ? p : a.lexically_normal().string();
+}
+
 }  // namespace
 
 YAML::Node describe_source(const YAML::Node& section, const std::string& path, const std::string& file) {
-  return read_section(section, path, file).resolved();
+  YAML::Node out = YAML::Clone(read_section(section, path, file).resolved());
+  for (const std::string& key : kFileKeys) {
+    YAML::Node v = out[key];
+    if (!v || v.IsNull()) continue;
+    if (v.IsScalar()) {
+      out[key] = absolute_path(v.Scalar());
+    } else if (v.IsSequence()) {
+      YAML::Node list(YAML::NodeType::Sequence);
+      for (const auto& item : v) list.push_back(absolute_path(item.Scalar()));
+      out[key] = list;
+    }
+  }
+  return out;
+}
+
+std::optional<double> default_scale(const YAML::Node& section, const std::string& path,
+                                    const std::string& file) {
+  const KeyValues s = read_section(section, path, file);
+  const std::string format = s.string("format");
+  if (format == "idx" || format == "cifar10") return 1.0 / 255.0;
+  if (format == "csv" || format == "sequences" || format == "disc" || format == "random") return 1.0;
+  if (format != "npy") return std::nullopt;
+  try {
+    const NpyArray head = read_npy_header(s.string("x"));
+    return head.descr == "|u1" || head.descr == "<u1" ? 1.0 / 255.0 : 1.0;
+  } catch (const Error&) {
+    return std::nullopt;  // reading the file will say what is wrong with it
+  }
+}
+
+namespace {
+
+Shape squeezed(const Shape& s) {
+  std::vector<int64_t> d;
+  for (int64_t v : s.dims)
+    if (v != 1) d.push_back(v);
+  return Shape(d);
+}
+
+// [28, 28, 1], as the config writes a shape.
+std::string as_list(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::string channels_first_hint(const Shape& in) {
+  if (in.rank() != 3 || in[0] <= 4 || in[1] <= 4) return "";
+  if (in[2] != 1 && in[2] != 3 && in[2] != 4) return "";
+  return "model.input_shape " + as_list(in.dims) +
+         " looks channels-last (height, width, channels); trainer's images are channels-first: "
+         "input_shape: " +
+         as_list({in[2], in[0], in[1]});
+}
+
+std::string sample_shape_mismatch(const Shape& found, const Shape& input, const std::string& nhwc_fix) {
+  if (found == input) return "";
+  const bool same_count = found.numel() == input.numel();
+  // A flat sample (a CSV row, an (N, F) array) or a flat input reshapes in C order; so does an
+  // extra axis of 1 ((N, 28, 28) for [1, 28, 28]). Two layouts of one rank do not: that is how
+  // (N, 32, 32, 3) images pass for [3, 32, 32] and scramble every pixel.
+  if (same_count && found.rank() != input.rank()) {
+    const Shape f = squeezed(found), i = squeezed(input);
+    if (f.rank() <= 1 || i.rank() <= 1 || f == i) return "";
+  }
+  std::string m = "samples have shape " + found.str() + " but model.input_shape is " + input.str();
+  if (same_count && found.rank() == input.rank()) m += " (the same number of values, in another layout)";
+  const std::string hint = channels_first_hint(input);
+  if (!hint.empty()) return m + "; " + hint;
+  // The rule: the last axis is the input's channels while the first axis is not.
+  const bool nhwc = found.rank() == 3 && input.rank() == 3 && found[2] == input[0] && found[0] != input[0];
+  if (!nhwc) return m;
+  m += ": they look channels-last (height, width, channels), and trainer's images are channels-first";
+  if (found[0] == input[1] && found[1] == input[2] && !nhwc_fix.empty()) m += "; " + nhwc_fix;
+  return m;
 }
 
 void to_value_targets(Dataset& d, const TargetLayout& target, const std::string& path) {
@@ -158,7 +248,7 @@ Dataset load_source(const YAML::Node& section, const std::string& path, const st
   } else if (format == "cifar10") {
     d = first_n(read_cifar10(s.strings("files")), limit);
   } else if (format == "npy") {
-    d = first_n(dataset_from_npy(s.string("x"), s.string("y"), classes), limit);
+    d = first_n(dataset_from_npy(s.string("x"), s.string("y"), classes, s.string("layout") == "nhwc"), limit);
   } else if (format == "csv") {
     CsvOptions o;
     o.has_header = s.boolean("header");
@@ -191,10 +281,15 @@ Dataset load_source(const YAML::Node& section, const std::string& path, const st
                       std::to_string(num_classes) + ") (data.num_classes)");
   const bool any_size_image = any_image_size && input_shape.rank() == 3 && d.sample_shape.rank() == 3 &&
                               d.sample_shape[0] == input_shape[0];
-  if (d.sample_shape.numel() != input_shape.numel() && !any_size_image)
+  const std::string mismatch =
+      any_size_image
+          ? std::string()
+          : sample_shape_mismatch(
+                d.sample_shape, input_shape,
+                format == "npy" ? "add layout: nhwc to " + path + " to transpose them on load" : "");
+  if (!mismatch.empty())
     throw DataError(
-        path + ": samples have shape " + d.sample_shape.str() + " but model.input_shape is " +
-        input_shape.str() +
+        path + ": " + mismatch +
         (any_image_size ? " (random_resized_crop takes images of any size, with the same channels)" : ""));
   if (d.size() == 0) throw DataError(path + ": the data source has no samples");
   d.name = path;

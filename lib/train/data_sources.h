@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,26 @@ Dataset load_source(const YAML::Node& section, const std::string& path, const st
 // finite, and 0 or 1 for a binary loss (DataError naming the sample and the value).
 void to_value_targets(Dataset& d, const TargetLayout& target, const std::string& path);
 
-// Checks the keys of a source section without reading any file (for --print-config).
+// Checks the keys of a source section without reading any file (for --print-config). Paths of
+// files are made absolute (relative ones are taken from the working directory, as the readers
+// take them), so a run directory's config.yaml reads the same files from anywhere.
 YAML::Node describe_source(const YAML::Node& section, const std::string& path, const std::string& file);
+
+// data.normalize.scale's default for a training source: 1/255 for uint8 samples (idx, cifar10,
+// uint8 npy: only the file's header is read), 1 for the others; nullopt when an npy file cannot be
+// read (reading the data then says why).
+std::optional<double> default_scale(const YAML::Node& section, const std::string& path,
+                                    const std::string& file);
+
+// "" when samples of shape `found` fit model.input_shape `input`, else what is wrong, with hints.
+// Accepted: the same shape; the same number of values where one side is flat (a CSV row, an
+// (N, F) array, input_shape [F]) or where the shapes differ only by axes of 1 ((28, 28) for
+// [1, 28, 28]). Two shapes of one rank must be equal: an (N, H, W, C) array is not read as
+// (N, C, H, W). nhwc_fix: how the user transposes channels-last images ("" when there is no way).
+std::string sample_shape_mismatch(const Shape& found, const Shape& input, const std::string& nhwc_fix);
+
+// For an input_shape that looks channels-last ([28, 28, 1], [32, 32, 3]): a hint naming the
+// channels-first form; "" otherwise.
+std::string channels_first_hint(const Shape& input_shape);
 
 }  // namespace trainer

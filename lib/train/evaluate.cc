@@ -15,6 +15,7 @@
 #include "lib/core/error.h"
 #include "lib/metrics/metrics.h"
 #include "lib/train/checkpointing.h"
+#include "lib/train/data_sources.h"
 #include "lib/train/fit.h"
 #include "lib/train/input_files.h"
 #include "lib/train/predict_output.h"
@@ -51,9 +52,14 @@ Dataset read_inputs(const std::string& path, const Shape& input) {
   if (a.shape.empty() || a.shape[0] == 0)
     throw DataError(path + ": expected an array of shape (N, ...) with N > 0");
   const int64_t n = a.shape[0];
-  if (a.numel() / n != input.numel())
-    throw DataError(path + " has shape " + Shape(a.shape).str() + " but the model takes samples of shape " +
-                    input.str() + " (" + std::to_string(input.numel()) + " values each)");
+  // Shapes, not counts: (N, 32, 32, 3) for [3, 32, 32] has the right count and scrambled pixels.
+  const Shape sample(std::vector<int64_t>(a.shape.begin() + 1, a.shape.end()));
+  const std::string mismatch = sample_shape_mismatch(
+      a.shape.size() == 1 ? Shape{1} : sample, input,
+      "transpose them to (N, channels, height, width) first: np.save(path, np.transpose(x, (0, 3, 1, 2)))");
+  if (!mismatch.empty())
+    throw DataError("--input " + path + ": " + mismatch + " (the model takes " +
+                    std::to_string(input.numel()) + " values per sample)");
   Dataset d;
   d.name = path;
   d.sample_shape = input;

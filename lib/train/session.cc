@@ -41,7 +41,14 @@ static void check_last_layer(const Model& m, const LossConfig& loss) {
 }
 
 std::unique_ptr<Model> make_model(const Config& cfg) {
-  auto model = std::make_unique<Model>(cfg.input_shape, cfg.layers, cfg.init, cfg.file, cfg.blocks);
+  std::unique_ptr<Model> model;
+  try {
+    model = std::make_unique<Model>(cfg.input_shape, cfg.layers, cfg.init, cfg.file, cfg.blocks);
+  } catch (const ConfigError& e) {  // a shape error: a channels-last input_shape is the likely cause
+    const std::string hint = channels_first_hint(cfg.input_shape);
+    if (hint.empty()) throw;
+    throw ConfigError(std::string(e.what()) + "; " + hint);
+  }
   const int64_t C = cfg.data.num_classes;
   const LossConfig& loss = cfg.loss_config;
   check_last_layer(*model, loss);
@@ -350,22 +357,35 @@ RunData load_run_data(const Config& cfg, bool need_train) {
     d.val = load_source(cfg.data.validation, "data.validation", cfg.file, C, cfg.input_shape, target);
     d.has_val = true;
   }
-  if (need_train || (!d.has_val && cfg.data.validation_split > 0)) {
+  const bool split = !d.has_val && cfg.data.validation_split > 0;
+  if (need_train || split) {
     const bool rrc = cfg.data.augment.random_resized_crop;
     d.train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape, target, rrc);
-    if (rrc && d.train.sample_shape != cfg.input_shape && !d.has_val && cfg.data.validation_split > 0)
+    if (rrc && d.train.sample_shape != cfg.input_shape && split)
       throw DataError(
           "data.train: its images are " + d.train.sample_shape.str() + " for random_resized_crop to " +
           cfg.input_shape.str() +
           ", so data.validation_split would validate on images of the wrong size: give data.validation "
           "images of model.input_shape's size (e.g. resize: {shorter: S} and center_crop)");
     d.has_train = true;
-    if (!d.has_val && cfg.data.validation_split > 0) {
-      auto parts = split_validation(d.train, cfg.data.validation_split);
-      d.train = std::move(parts.first);
-      d.val = std::move(parts.second);
+    if (split) {
+      SplitOptions o;
+      o.fraction = cfg.data.validation_split;
+      o.shuffle = cfg.data.split_shuffle;
+      o.stratify = cfg.data.split_stratify;
+      o.seed = cfg.seed;
+      SplitResult parts = split_validation(d.train, o);
+      if (!parts.note.empty()) spdlog::info("data.split: {}", parts.note);
+      d.train = std::move(parts.train);
+      d.val = std::move(parts.validation);
       d.has_val = true;
     }
+  }
+  // Classes that one side lacks: a validation accuracy that cannot mean what it seems to.
+  if (d.has_train && d.has_val) {
+    const std::string w = class_coverage_warning(
+        d.train, d.val, cfg.data.class_names.empty() ? d.train.class_names : cfg.data.class_names);
+    if (!w.empty()) spdlog::warn("{}: {}", split ? "data.split" : "data.validation", w);
   }
   return d;
 }
@@ -377,7 +397,7 @@ void add_batch_sizes(std::vector<int64_t>& sizes, int64_t n, int64_t batch, bool
 
 Normalization normalization_for(const Config& cfg, const Dataset& d) {
   Normalization n = mean_and_std(cfg);
-  n.scale = float(cfg.data.scale_given ? cfg.data.normalize.scale
+  n.scale = float(cfg.data.scale_known ? cfg.data.normalize.scale
                                        : (d.dtype == SampleDtype::u8 ? 1.0 / 255.0 : 1.0));
   return n;
 }

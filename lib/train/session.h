@@ -62,9 +62,10 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
                                       std::unique_ptr<Model> model = nullptr, Communicator* comm = nullptr,
                                       bool stages = false);
 
-// The training and validation data of the config (validation: data.validation, else the
-// data.validation_split tail of the training data). need_train=false still reads data.train
-// when the validation split comes from it.
+// The training and validation data of the config (validation: data.validation, else data.split's
+// part of the training data, datasets/split.h: seeded by train.seed, so fit, eval and --resume
+// split alike). need_train=false still reads data.train when the validation split comes from it.
+// When both are read, a warning names every class that one side has and the other lacks.
 struct RunData {
   Dataset train, val;
   bool has_train = false, has_val = false;
@@ -76,7 +77,9 @@ TargetLayout target_layout(const Config& cfg);
 // The batch sizes a pass over n samples uses: full batches and the tail.
 void add_batch_sizes(std::vector<int64_t>& sizes, int64_t n, int64_t batch, bool drop_last);
 
-// data.normalize for this dataset (scale defaults to 1/255 for uint8 data, 1 otherwise).
+// data.normalize for this dataset: the config's scale for every source and every file type
+// (given, or data.train's default: Config's DataConfig::scale_known); only when that is unknown
+// does the dataset's own dtype decide (1/255 for uint8, 1 otherwise).
 Normalization normalization_for(const Config& cfg, const Dataset& d);
 
 // One pass over `loader` (in order) with eval_step; returns the accumulated sums. Stops early and

@@ -1,5 +1,5 @@
 // Turns a config data source section into a Dataset through the readers in datasets/.
-//   format: idx | cifar10 | npy | csv | sequences | disc | random
+//   format: idx | cifar10 | npy | csv | sequences | image_folder | image_list | disc | random
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "datasets/dataset.h"
+#include "datasets/image_loader.h"
 
 namespace trainer {
 
@@ -19,9 +20,16 @@ using KeyVariants = std::vector<KeyVariant>;
 const KeyVariants& data_source_keys();
 
 // path: "data.train"; file: the config file, for messages. Validates every key of the section,
-// then reads (throws ConfigError for bad keys, DataError for bad files).
+// then reads (throws ConfigError for bad keys, DataError for bad files). class_names:
+// data.class_names, the mapping image folders and lists use instead of the names they find.
 Dataset load_source(const YAML::Node& section, const std::string& path, const std::string& file,
-                    int num_classes, const Shape& input_shape);
+                    int num_classes, const Shape& input_shape,
+                    const std::vector<std::string>& class_names = {});
+
+// For a section of format image_folder or image_list: fills *out with how its images are decoded
+// and sized (predict reads its inputs the same way) and returns true; false for other formats.
+bool image_source_options(const YAML::Node& section, const std::string& path, const std::string& file,
+                          const Shape& input_shape, ImageLoadOptions* out);
 
 // Checks the keys of a source section without reading any file (for --print-config).
 YAML::Node describe_source(const YAML::Node& section, const std::string& path, const std::string& file);

@@ -283,11 +283,12 @@ RunData load_run_data(const Config& cfg, bool need_train) {
   RunData d;
   const int C = int(cfg.data.num_classes);
   if (present(cfg.data.validation)) {
-    d.val = load_source(cfg.data.validation, "data.validation", cfg.file, C, cfg.input_shape);
+    d.val = load_source(cfg.data.validation, "data.validation", cfg.file, C, cfg.input_shape,
+                        cfg.data.class_names);
     d.has_val = true;
   }
   if (need_train || (!d.has_val && cfg.data.validation_split > 0)) {
-    d.train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape);
+    d.train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape, cfg.data.class_names);
     d.has_train = true;
     if (!d.has_val && cfg.data.validation_split > 0) {
       auto parts = split_validation(d.train, cfg.data.validation_split);

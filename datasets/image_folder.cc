@@ -207,7 +207,7 @@ ImageListing list_image_list(const std::string& list_path, const ListingOptions&
       throw DataError(where + ": expected the columns file,label; this row has " +
                       std::to_string(fields.size()) + (fields.size() == 1 ? " field" : " fields"));
     if (fields[file_col].empty()) throw DataError(where + ": the file name is empty");
-    fs::path p(std::string(fields[file_col]));
+    fs::path p{std::string(fields[file_col])};
     if (p.is_relative()) p = base / p;
     rows.emplace_back(p.string(), label_col < fields.size() ? std::string(fields[label_col]) : "0");
     lines.push_back(records.line());

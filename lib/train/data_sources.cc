@@ -171,8 +171,10 @@ Dataset load_image_source(const KeyValues& s, const std::string& path, int num_c
     std::string examples;
     for (size_t i = 0; i < listing.skipped.size() && i < 3; ++i)
       examples += (i ? "; " : "") + listing.skipped[i];
-    spdlog::warn("{}: skipped {} entries of {} that are not images to read: {}{}", path,
-                 listing.skipped.size(), where, examples, listing.skipped.size() > 3 ? "; ..." : "");
+    spdlog::warn("{}: skipped {} {} of {} that {} not images to read: {}{}", path, listing.skipped.size(),
+                 listing.skipped.size() == 1 ? "entry" : "entries", where,
+                 listing.skipped.size() == 1 ? "is" : "are", examples,
+                 listing.skipped.size() > 3 ? "; ..." : "");
   }
   o.progress = decode_progress(path);
   const auto t0 = std::chrono::steady_clock::now();

@@ -31,7 +31,12 @@ void prepare_image(const uint8_t* bytes, size_t size, const std::string& name, c
   if (z.resize_h > 0) {
     im = resize_image(im, z.resize_h, z.resize_w);
   } else if (z.shorter > 0) {
+    // A long thin image grows with the aspect kept: the pixel limit applies to the result too.
     const auto size_hw = shorter_side_size(im.height, im.width, z.shorter);
+    if (size_hw.first * size_hw.second > o.max_pixels)
+      throw DataError("'" + name + "' is " + hw(h0, w0) + " (height x width): resize {shorter: " +
+                      std::to_string(z.shorter) + "} would make it " + hw(size_hw.first, size_hw.second) +
+                      ", more pixels than the limit of " + std::to_string(o.max_pixels) + " (max_pixels)");
     im = resize_image(im, size_hw.first, size_hw.second);
   }
   if (z.crop_h > 0) {

@@ -112,6 +112,12 @@ TEST_CASE("image_folder writes RGB as (3, H, W) planes, resizes and center-crops
   o.sizing.shorter = 4;
   o.sizing.crop_h = o.sizing.crop_w = 4;
   REQUIRE(load_images(l, o).u8.size() == 48);
+  // The pixel limit also bounds what {shorter: S} makes of a long thin image (4 x 6 here).
+  o.max_pixels = 23;
+  REQUIRE_THROWS_WITH(load_images(l, o),
+                      Contains("resize {shorter: 4} would make it 4x6, more pixels than the "
+                               "limit of 23 (max_pixels)"));
+  o.max_pixels = default_max_image_pixels;
   // {shorter: 4} alone keeps the aspect: 4 x 6 is not the model's 4 x 4, and the message says what to add.
   o.sizing.crop_h = o.sizing.crop_w = 0;
   REQUIRE_THROWS_WITH(load_images(l, o),

@@ -1,6 +1,7 @@
-// trainer predict RUN | CONFIG --weights CKPT --input x.npy|x.csv --output probs.npy|probs.csv:
-// class probabilities and/or the arg-max class (--write) for every input sample. RUN: a run
-// directory, its config.yaml and weights.
+// trainer predict RUN | CONFIG --weights CKPT --input x.npy|x.csv|photo.jpg|folder|list.csv
+// --output probs.npy|probs.csv: class probabilities and/or the arg-max class (--write) for every
+// input sample. RUN: a run directory, its config.yaml and weights. A model trained on images
+// (format image_folder or image_list) takes images, decoded and sized as its validation images.
 #include <iostream>
 
 #include "cmd/commands.h"
@@ -16,17 +17,20 @@ void add_predict_command(CLI::App& app) {
     PredictOptions po;
   };
   auto st = std::make_shared<State>();
-  CLI::App* sub =
-      app.add_subcommand("predict", "Write class probabilities for the samples of an .npy or .csv file");
+  CLI::App* sub = app.add_subcommand(
+      "predict", "Write class probabilities for the samples of an .npy or .csv file, or for images");
   st->cf.add_to(sub, FlagSet::inference, ConfigArg::file_or_run);
   sub->add_option("--weights", st->po.weights,
                   "A .safetensors file or a run directory (its model.safetensors) [default with RUN: RUN's "
                   "model.safetensors; required with CONFIG]");
-  sub->add_option("--input", st->po.input,
-                  ".npy of shape (N, *model.input_shape) or (N, features); or .csv with one sample per row "
-                  "(features only, an optional header row)")
+  sub->add_option(
+         "--input", st->po.input,
+         ".npy of shape (N, *model.input_shape) or (N, features); or .csv with one sample per row "
+         "(features only, an optional header row). A model trained on images: a PNG/JPEG file, a folder "
+         "of them (and its subfolders, one level) or a .csv list with a file column; the .csv output "
+         "then starts with a file column")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   sub->add_option("--output", st->po.output,
                   ".npy: (N, num_classes) float32 | .csv: one row per sample, one column per class headed by "
                   "its name (data.class_names) or class_<id>")

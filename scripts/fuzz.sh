@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 seconds="${1:-60}"
 shift || true
-all_targets=(fuzz_idx fuzz_idx_gzip fuzz_npy fuzz_csv fuzz_cifar10 fuzz_sequences fuzz_safetensors fuzz_config)
+all_targets=(fuzz_idx fuzz_idx_gzip fuzz_npy fuzz_csv fuzz_cifar10 fuzz_sequences fuzz_safetensors fuzz_config fuzz_png fuzz_jpeg)
 targets=("$@")
 [ "${#targets[@]}" -eq 0 ] && targets=("${all_targets[@]}")
 jobs="${FUZZ_JOBS:-1}"
@@ -26,13 +26,14 @@ max_len_of() {
   case "$1" in
     fuzz_cifar10) echo 16384 ;;
     fuzz_config) echo 8192 ;;
+    fuzz_png | fuzz_jpeg) echo 8192 ;;
     *) echo 4096 ;;
   esac
 }
 
 # Debian 12 packages the fuzz build needs (clang-14 with its sanitizer and libFuzzer runtimes),
 # installed the way scripts/setup.sh installs its own.
-packages=(cmake ninja-build clang-14 libclang-rt-14-dev zlib1g-dev libyaml-cpp-dev nlohmann-json3-dev)
+packages=(cmake ninja-build clang-14 libclang-rt-14-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libyaml-cpp-dev nlohmann-json3-dev)
 scripts/install_missing.sh fuzz "${packages[@]}"
 cc=clang cxx=clang++
 command -v clang++ >/dev/null || { cc=clang-14; cxx=clang++-14; }

@@ -9,7 +9,7 @@ headers, labels out of range, gzip variants). Standard library only; the output 
 Each target's input starts with a few bytes of reader options (see the comment at the top of its
 fuzz_*.cc): they are packed here by the helpers below.
 """
-import argparse, gzip, json, os, shutil, struct
+import argparse, gzip, io, json, os, shutil, struct, zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -20,6 +20,27 @@ def gz(b):
 
 def be32(*v):
     return struct.pack(">" + "I" * len(v), *v)
+
+
+def png_chunk(kind, data):
+    return be32(len(data)) + kind + data + be32(zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def png(width, height, color_type, depth, rows, palette=b"", trns=b""):
+    """rows: the packed bytes of each row (filter type 0 is prepended here)."""
+    ihdr = be32(width, height) + bytes([depth, color_type, 0, 0, 0])
+    raw = b"".join(b"\0" + r for r in rows)
+    out = b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr)
+    if palette:
+        out += png_chunk(b"PLTE", palette)
+    if trns:
+        out += png_chunk(b"tRNS", trns)
+    return out + png_chunk(b"IDAT", zlib.compress(raw, 9)) + png_chunk(b"IEND", b"")
+
+
+def image_input(image, options=0, a=6, b=5):
+    """fuzz_png / fuzz_jpeg input: [options][a][b][image] (tests/fuzz/fuzz_image.h)."""
+    return bytes([options, a, b]) + image
 
 
 def idx_images(n, rows, cols, magic=0x803):
@@ -164,6 +185,46 @@ def corpus():
         "not_a_mapping": cfg(b"- 1\n- 2\n"),
         "bad_yaml": cfg(b"model: {layers: [\n"),
         "empty": cfg(b""),
+    }
+    gray8 = png(6, 4, 0, 8, [bytes((x * 40 + y * 9) % 256 for x in range(6)) for y in range(4)])
+    rgb8 = png(5, 3, 2, 8, [bytes((x * 50 + y * 30 + ch * 70) % 256 for x in range(5) for ch in range(3))
+                            for y in range(3)])
+    c["fuzz_png"] = {
+        "gray8": image_input(gray8, 1),
+        "gray8_resized": image_input(gray8, 1 | 2, 9, 3),
+        "rgb8_shorter_crop": image_input(rgb8, 2 | 4, 2),
+        "rgb8_as_gray": image_input(rgb8, 1),
+        "rgba8": image_input(png(2, 2, 6, 8, [bytes(range(8)), bytes(range(8, 16))])),
+        "gray_alpha16": image_input(png(2, 1, 4, 16, [bytes(range(8))])),
+        "rgb16": image_input(png(2, 2, 2, 16, [bytes(range(12)), bytes(range(12, 24))]), 2, 4, 4),
+        "gray1": image_input(png(9, 2, 0, 1, [b"\xa5\x80", b"\x5a\x00"])),
+        "palette4_trns": image_input(png(3, 2, 3, 4, [b"\x01\x20", b"\x21\x00"], bytes(range(9)), b"\x00\x80")),
+        "truncated": image_input(rgb8[: len(rgb8) // 2]),
+        "lying_size": image_input(gray8[:16] + be32(100000, 100000) + gray8[24:]),
+    }
+    # JPEG seeds need an encoder: Pillow (python3-pil) when installed, else the committed files stay.
+    try:
+        from PIL import Image
+    except ImportError:
+        print("fuzz_jpeg: python3-pil is not installed; its seed corpus is left as it is")
+        return c
+
+    def jpeg(mode, size, **kw):
+        im = Image.new(mode, size)
+        im.putdata([tuple((x * 37 + y * 11 + k * 50) % 256 for k in range(len(mode))) if len(mode) > 1
+                    else (x * 37 + y * 11) % 256 for y in range(size[1]) for x in range(size[0])])
+        buf = io.BytesIO()
+        im.save(buf, "JPEG", quality=kw.pop("quality", 90), **kw)
+        return buf.getvalue()
+    base = jpeg("RGB", (16, 8))
+    c["fuzz_jpeg"] = {
+        "baseline": image_input(base),
+        "baseline_resized": image_input(base, 2, 7, 3),
+        "progressive": image_input(jpeg("RGB", (16, 16), progressive=True), 2 | 4, 9),
+        "gray": image_input(jpeg("L", (8, 8)), 1),
+        "cmyk": image_input(jpeg("CMYK", (8, 8))),
+        "subsampled_odd": image_input(jpeg("RGB", (13, 7), subsampling=2)),
+        "truncated": image_input(base[: len(base) // 2]),
     }
     return c
 

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake ninja-build pkg-config zlib1g-dev libdnnl-dev ocl-icd-opencl-dev libyaml-cpp-dev libcli11-dev
+packages=(build-essential cmake ninja-build pkg-config zlib1g-dev libpng-dev libjpeg62-turbo-dev libdnnl-dev ocl-icd-opencl-dev libyaml-cpp-dev libcli11-dev
           libspdlog-dev catch2 nlohmann-json3-dev dataset-fashion-mnist help2man libopenmpi-dev openmpi-bin)
 scripts/install_missing.sh setup "${packages[@]}"
 

@@ -118,6 +118,10 @@ TEST_CASE("predict writes the arg-max class beside or instead of the probabiliti
   REQUIRE(test::slurp(dir + "/class.csv") == "predicted_id\n1\n0\n");
   write_predictions(dir + "/probs.csv", PredictWrite::probabilities, probs, 2, 3, {});
   REQUIRE(test::slurp(dir + "/probs.csv").rfind("class_0,class_1,class_2\n0.200000003,", 0) == 0);
+  // Image inputs: each row starts with its file (quoted when it needs to be).
+  write_predictions(dir + "/files.csv", PredictWrite::arg_max, probs, 2, 3, names, {"a/1.png", "b,2.jpg"});
+  REQUIRE(test::slurp(dir + "/files.csv") ==
+          "file,predicted_id,predicted_name\na/1.png,1,\"say \"\"dog\"\"\"\n\"b,2.jpg\",0,cat\n");
   write_predictions(dir + "/class.npy", PredictWrite::arg_max, probs, 2, 3, names);
   NpyArray ids = read_npy(dir + "/class.npy");
   REQUIRE(ids.descr == "<i8");

@@ -81,6 +81,13 @@ KeySpec padding_key(std::string doc) {
   return k;
 }
 
+KeySpec image_size_key(std::string name, int64_t lo, int64_t hi, std::string doc) {
+  KeySpec k = make(std::move(name), KeySpec::Type::image_size, std::move(doc));
+  k.ilo = lo;
+  k.ihi = hi;
+  return k;
+}
+
 // One key through NodeReader's typed getters, which produce the messages; its value (or default)
 // lands in r.resolved().
 static void read_key(NodeReader& r, const KeySpec& k) {
@@ -132,6 +139,23 @@ static void read_key(NodeReader& r, const KeySpec& k) {
       r.resolved()[key] = v;
       return;
     }
+    case KeySpec::Type::image_size: {
+      const YAML::Node n = r.child(key);
+      if (n.IsMap()) {
+        NodeReader sub(n, r.key_path(key), r.file());
+        if (!sub.has("shorter"))
+          sub.fail_here("expected {shorter: S} (the shorter side becomes S) or an [height, width] pair");
+        sub.integer("shorter", 0, k.ilo, k.ihi);
+        sub.finish();
+        r.resolved()[key] = sub.resolved();
+        return;
+      }
+      std::vector<int64_t> v = r.integer_list(key, {}, k.ilo, k.ihi);
+      if (v.size() == 1) v.push_back(v[0]);
+      if (v.size() != 2) r.fail(key, "expected an [height, width] pair or {shorter: S}");
+      r.resolved()[key] = v;
+      return;
+    }
     case KeySpec::Type::padding: {
       const std::string s = r.string(key, "");
       if (s != "valid" && s != "same") r.integer(key, 0, k.ilo, k.ihi);
@@ -179,6 +203,7 @@ std::vector<int64_t> KeyValues::integers(const std::string& key) const {
 std::vector<double> KeyValues::numbers(const std::string& key) const {
   return at(key).as<std::vector<double>>();
 }
+YAML::Node KeyValues::node(const std::string& key) const { return at(key); }
 std::vector<std::string> KeyValues::strings(const std::string& key) const {
   return at(key).as<std::vector<std::string>>();
 }

@@ -32,6 +32,7 @@ struct KeySpec {
     size,          // an integer in [lo, hi], or a list of one (1-D layers: kernel_size: 3)
     size_pair,     // an integer in [lo, hi] or an [h, w] pair; resolved to the pair
     padding,       // valid | same | an integer in [lo, hi]
+    image_size,    // an [h, w] pair (or one integer for both) or {shorter: S}; integers in [lo, hi]
   };
   std::string name;
   Type type = Type::string;
@@ -58,6 +59,8 @@ KeySpec string_list_key(std::string name, std::string doc);
 KeySpec size_key(std::string name, int64_t def, int64_t lo, int64_t hi, std::string doc);       // def 0: none
 KeySpec size_pair_key(std::string name, int64_t def, int64_t lo, int64_t hi, std::string doc);  // def 0: none
 KeySpec padding_key(std::string doc);
+// Resolved to [h, w] or {shorter: S}; read it with KeyValues::node().
+KeySpec image_size_key(std::string name, int64_t lo, int64_t hi, std::string doc);
 
 // A section whose keys depend on one of its keys: optimizer `type`, data source `format`.
 struct KeyVariant {
@@ -80,6 +83,7 @@ class KeyValues {
   std::vector<int64_t> integers(const std::string& key) const;  // integer_list, size_pair
   std::vector<double> numbers(const std::string& key) const;
   std::vector<std::string> strings(const std::string& key) const;
+  YAML::Node node(const std::string& key) const;  // the resolved value as it is (image_size)
   const YAML::Node& resolved() const { return reader_.resolved(); }
   // A constraint between keys failed: the same one-line error, at the key's position.
   [[noreturn]] void fail(const std::string& key, const std::string& what) const { reader_.fail(key, what); }

@@ -1,14 +1,18 @@
 #include "lib/train/data_sources.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "datasets/cifar10_reader.h"
 #include "datasets/csv_reader.h"
 #include "datasets/disc_generator.h"
 #include "datasets/idx_reader.h"
+#include "datasets/image_loader.h"
 #include "datasets/npy_reader.h"
 #include "datasets/random_generator.h"
 #include "datasets/sequence_reader.h"
@@ -32,6 +36,20 @@ KeySpec limit_key() {
 KeySpecs generated_keys(const std::string& what) {
   return {integer_key("samples", 1000, 1, int64_t(1) << 32, what),
           integer_key("seed", 0, 0, int64_t(1) << 62, "seed of the generator")};
+}
+
+// image_folder and image_list: how images are sized to model.input_shape and the memory budget.
+KeySpecs image_keys(const std::string& format, const std::string& example, const std::string& doc) {
+  return {
+      file_key(format, "path", example, doc),
+      image_size_key("resize", 1, 1 << 16,
+                     "[H, W]: antialiased bilinear resize (torchvision Resize); {shorter: S}: the shorter "
+                     "side to S, aspect kept"),
+      size_pair_key("center_crop", 0, 1, 1 << 16, "[H, W]: the centred window, after resize"),
+      integer_key("cache_mb", 8192, 1, int64_t(1) << 30,
+                  "MiB the decoded uint8 images may take; a larger set is refused"),
+      integer_key("max_pixels", default_max_image_pixels, 1, int64_t(1) << 40,
+                  "width x height above which an image is refused before decoding (Pillow's limit)")};
 }
 
 }  // namespace
@@ -64,6 +82,10 @@ const KeyVariants& data_source_keys() {
         integer_key("maxlen", 0, 0, 1 << 24, "pad or truncate to this length (0: the longest)"),
         choice_key("padding", "pre", {"pre", "post"}, "where short sequences are padded"),
         choice_key("truncating", "pre", {"pre", "post"}, "where long sequences are cut"), limit_key()}},
+      {"image_folder", image_keys("image_folder", "images/train",
+                                  "a folder with one subfolder of PNG/JPEG images per class")},
+      {"image_list",
+       image_keys("image_list", "train_list.csv", "a CSV of file,label rows (files relative to it)")},
       {"disc", generated_keys("points in [0,1]^2")},
       {"random", generated_keys("normal features of model.input_shape, uniform labels")},
   };
@@ -101,7 +123,107 @@ std::string absolute_path(const std::string& p) {
   return ec ? p : a.lexically_normal().string();
 }
 
+bool is_image_format(const std::string& format) { return format == "image_folder" || format == "image_list"; }
+
+ImageLoadOptions image_options(const KeyValues& s, const std::string& path, const Shape& input_shape) {
+  ImageLoadOptions o;
+  o.key = path;
+  if (input_shape.rank() != 3 || (input_shape[0] != 1 && input_shape[0] != 3))
+    throw ConfigError(path + ": format " + s.string("format") +
+                      " needs model.input_shape [1, H, W] (gray) or [3, H, W] (RGB), not " +
+                      input_shape.str() +
+                      (input_shape.rank() == 3 && (input_shape[2] == 1 || input_shape[2] == 3)
+                           ? " (channels come first: [" + std::to_string(input_shape[2]) + ", " +
+                                 std::to_string(input_shape[0]) + ", " + std::to_string(input_shape[1]) + "])"
+                           : ""));
+  o.channels = input_shape[0];
+  o.height = input_shape[1];
+  o.width = input_shape[2];
+  if (s.has("resize")) {
+    const YAML::Node r = s.node("resize");
+    if (r.IsMap()) {
+      o.sizing.shorter = r["shorter"].as<int64_t>();
+    } else {
+      o.sizing.resize_h = r[0].as<int64_t>();
+      o.sizing.resize_w = r[1].as<int64_t>();
+    }
+  }
+  if (s.has("center_crop")) {
+    const std::vector<int64_t> c = s.integers("center_crop");
+    o.sizing.crop_h = c[0];
+    o.sizing.crop_w = c[1];
+  }
+  o.cache_mb = s.integer("cache_mb");
+  o.max_pixels = s.integer("max_pixels");
+  return o;
+}
+
+// A line redrawn on a terminal while a large set is decoded ("data.train: decoding images
+// 12000/60000 (20%)"); nothing elsewhere, where the summary line after it says enough.
+std::function<void(int64_t, int64_t)> decode_progress(const std::string& key) {
+  if (!::isatty(STDERR_FILENO)) return {};
+  return [key, drawn = false](int64_t done, int64_t total) mutable {
+    if (total < 1000) return;
+    if (done < total) {
+      std::fprintf(stderr, "\r%s: decoding images %lld/%lld (%d%%)", key.c_str(), (long long)done,
+                   (long long)total, int(100 * done / total));
+      drawn = true;
+    } else if (drawn) {
+      std::fprintf(stderr, "\r\033[K");
+    }
+    std::fflush(stderr);
+  };
+}
+
+Dataset load_image_source(const KeyValues& s, const std::string& path, int num_classes,
+                          const Shape& input_shape, const std::vector<std::string>& class_names,
+                          bool any_image_size) {
+  ImageLoadOptions o = image_options(s, path, input_shape);
+  if (any_image_size) {  // random_resized_crop's training images: the size the source's sizing gives
+    if (o.sizing.crop_h > 0) {
+      o.height = o.sizing.crop_h, o.width = o.sizing.crop_w;
+    } else if (o.sizing.resize_h > 0) {
+      o.height = o.sizing.resize_h, o.width = o.sizing.resize_w;
+    } else if (o.sizing.shorter > 0) {
+      s.fail("resize",
+             "gives images of different sizes; random_resized_crop's training images need one size: add "
+             "center_crop: [S, S] (e.g. resize: {shorter: 256} and center_crop: [256, 256])");
+    }
+  }
+  ListingOptions lo;
+  lo.class_names = class_names;
+  lo.num_classes = num_classes;
+  lo.key = path;
+  const std::string where = s.string("path");
+  const ImageListing listing =
+      s.string("format") == "image_folder" ? list_image_folder(where, lo) : list_image_list(where, lo);
+  if (!listing.skipped.empty()) {
+    std::string examples;
+    for (size_t i = 0; i < listing.skipped.size() && i < 3; ++i)
+      examples += (i ? "; " : "") + listing.skipped[i];
+    spdlog::warn("{}: skipped {} {} of {} that {} not images to read: {}{}", path, listing.skipped.size(),
+                 listing.skipped.size() == 1 ? "entry" : "entries", where,
+                 listing.skipped.size() == 1 ? "is" : "are", examples,
+                 listing.skipped.size() > 3 ? "; ..." : "");
+  }
+  o.progress = decode_progress(path);
+  const auto t0 = std::chrono::steady_clock::now();
+  Dataset d = load_images(listing, o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info("{}: decoded {} images from {} in {:.2f} s ({:.0f} images/s)", path, d.size(), where, seconds,
+               double(d.size()) / std::max(seconds, 1e-9));
+  return d;
+}
+
 }  // namespace
+
+bool image_source_options(const YAML::Node& section, const std::string& path, const std::string& file,
+                          const Shape& input_shape, ImageLoadOptions* out) {
+  const KeyValues s = read_section(section, path, file);
+  if (!is_image_format(s.string("format"))) return false;
+  *out = image_options(s, path, input_shape);
+  return true;
+}
 
 YAML::Node describe_source(const YAML::Node& section, const std::string& path, const std::string& file) {
   YAML::Node out = YAML::Clone(read_section(section, path, file).resolved());
@@ -235,7 +357,7 @@ void to_value_targets(Dataset& d, const TargetLayout& target, const std::string&
 
 Dataset load_source(const YAML::Node& section, const std::string& path, const std::string& file,
                     int num_classes, const Shape& input_shape, const TargetLayout& target,
-                    bool any_image_size) {
+                    bool any_image_size, const std::vector<std::string>& class_names) {
   const KeyValues s = read_section(section, path, file);
   const std::string format = s.string("format");
   const int64_t limit = s.has("limit") ? s.integer("limit") : 0;
@@ -263,6 +385,8 @@ Dataset load_source(const YAML::Node& section, const std::string& path, const st
     o.trunc_pre = s.string("truncating") == "pre";
     o.num_classes = classes;
     d = first_n(read_sequences(s.string("path"), o), limit);
+  } else if (is_image_format(format)) {
+    d = load_image_source(s, path, num_classes, input_shape, class_names, any_image_size);
   } else if (format == "disc") {
     d = make_disc(s.integer("samples"), uint64_t(s.integer("seed")));
   } else {

@@ -1,5 +1,5 @@
 // Turns a config data source section into a Dataset through the readers in datasets/.
-//   format: idx | cifar10 | npy | csv | sequences | disc | random
+//   format: idx | cifar10 | npy | csv | sequences | image_folder | image_list | disc | random
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "datasets/dataset.h"
+#include "datasets/image_loader.h"
 
 namespace trainer {
 
@@ -24,10 +25,16 @@ const KeyVariants& data_source_keys();
 // any_image_size: images (C, H, W) of the input's channels and any height and width are accepted
 // (the training data under data.augment.random_resized_crop). target: what the loss takes
 // (datasets/dataset.h). Readers give class indices; for a loss on values they become values
-// (to_value_targets), and the targets are checked against the loss.
+// (to_value_targets), and the targets are checked against the loss. class_names:
+// data.class_names, the mapping image folders and lists use instead of the names they find.
 Dataset load_source(const YAML::Node& section, const std::string& path, const std::string& file,
                     int num_classes, const Shape& input_shape, const TargetLayout& target = {},
-                    bool any_image_size = false);
+                    bool any_image_size = false, const std::vector<std::string>& class_names = {});
+
+// For a section of format image_folder or image_list: fills *out with how its images are decoded
+// and sized (predict reads its inputs the same way) and returns true; false for other formats.
+bool image_source_options(const YAML::Node& section, const std::string& path, const std::string& file,
+                          const Shape& input_shape, ImageLoadOptions* out);
 
 // Class indices as the values a loss on float targets takes: with width 1, the index itself
 // (0/1 labels for a binary loss, whole-number regression targets); with width K, a one-hot row

@@ -10,6 +10,8 @@
 
 #include "datasets/csv_reader.h"
 #include "datasets/file_bytes.h"
+#include "datasets/image_folder.h"
+#include "datasets/image_loader.h"
 #include "datasets/npy_reader.h"
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
@@ -44,7 +46,39 @@ Dataset read_feature_csv(const std::string& path, const Shape& input) {
   return d;
 }
 
-Dataset read_inputs(const std::string& path, const Shape& input) {
+// How the run's images were read: data.validation's image options, else data.train's. False
+// when neither is an image format.
+bool run_image_options(const Config& cfg, ImageLoadOptions* o) {
+  if (present(cfg.data.validation) &&
+      image_source_options(cfg.data.validation, "data.validation", cfg.file, cfg.input_shape, o))
+    return true;
+  return image_source_options(cfg.data.train, "data.train", cfg.file, cfg.input_shape, o);
+}
+
+// An image file, a folder of them or an image list (a .csv with a file column), decoded and sized
+// exactly as the run's validation images; `files` gets each sample's path.
+Dataset read_image_inputs(const std::string& path, ImageLoadOptions o, std::vector<std::string>* files) {
+  const ImageListing listing = list_images_to_predict(path);
+  if (!listing.skipped.empty())
+    spdlog::warn("--input {}: skipped {} entries that are not images (e.g. {})", path, listing.skipped.size(),
+                 listing.skipped.front());
+  o.key = "--input";
+  Dataset d = load_images(listing, o);
+  for (const ImageFile& f : listing.files) files->push_back(f.path);
+  d.name = path;
+  return d;
+}
+
+Dataset read_inputs(const Config& cfg, const std::string& path, std::vector<std::string>* files) {
+  const Shape& input = cfg.input_shape;
+  ImageLoadOptions image_options;
+  if (run_image_options(cfg, &image_options)) return read_image_inputs(path, image_options, files);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec) || has_image_extension(path))
+    throw UsageError(
+        "--input " + path +
+        ": images are read only for a model trained on images (data.train.format image_folder or "
+        "image_list); this config's model takes .npy or .csv inputs");
   if (ends_with(path, ".csv") || ends_with(path, ".csv.gz")) return read_feature_csv(path, input);
   if (!ends_with(path, ".npy") && !ends_with(path, ".npy.gz"))
     throw UsageError("--input " + path + ": expected a .npy or .csv file");
@@ -194,7 +228,8 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
   HostWeights w = load_weights(weights, *model, "--weights");
   const PredictWrite what = parse_predict_write(o.write);
   check_predict_output(o.output, what);  // before any work
-  Dataset d = read_inputs(o.input, cfg.input_shape);
+  std::vector<std::string> files;        // image inputs: each sample's file
+  Dataset d = read_inputs(cfg, o.input, &files);
   const int64_t B = cfg.data.batch_size, N = d.size(), C = cfg.data.num_classes;
   std::vector<int64_t> sizes;
   add_batch_sizes(sizes, N, B, false);
@@ -229,7 +264,7 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
         << (sigmoid && what != PredictWrite::probabilities ? " and decisions" : "") << ")" << std::endl;
     return N;
   }
-  write_predictions(o.output, what, probs, N, C, cfg.data.class_names);
+  write_predictions(o.output, what, probs, N, C, cfg.data.class_names, files);
   out << "[" << timestamp_now() << "] predicted " << N << " samples of " << o.input << " with " << weights
       << " -> " << o.output << " ("
       << (what == PredictWrite::arg_max ? std::to_string(N) + " classes"

@@ -49,7 +49,8 @@ std::vector<int64_t> arg_max_classes(const std::vector<float>& probs, int64_t N,
 }
 
 void write_predictions(const std::string& path, PredictWrite what, const std::vector<float>& probs, int64_t N,
-                       int64_t C, const std::vector<std::string>& names) {
+                       int64_t C, const std::vector<std::string>& names,
+                       const std::vector<std::string>& files) {
   const bool with_probs = what != PredictWrite::arg_max, with_class = what != PredictWrite::probabilities;
   const std::vector<int64_t> ids = arg_max_classes(probs, N, C);
   if (!ends_with(path, ".csv")) {
@@ -60,6 +61,7 @@ void write_predictions(const std::string& path, PredictWrite what, const std::ve
     return;
   }
   std::vector<std::string> header;
+  if (!files.empty()) header.push_back("file");
   if (with_probs)
     for (int64_t c = 0; c < C; ++c)
       header.push_back(names.empty() ? "class_" + std::to_string(c) : csv_field(names[size_t(c)]));
@@ -73,6 +75,10 @@ void write_predictions(const std::string& path, PredictWrite what, const std::ve
   char cell[32];
   for (int64_t i = 0; i < N; ++i) {
     const char* sep = "";
+    if (!files.empty()) {
+      text += csv_field(files[size_t(i)]);
+      sep = ",";
+    }
     if (with_probs)
       for (int64_t c = 0; c < C; ++c, sep = ",") {
         std::snprintf(cell, sizeof cell, "%s%.9g", sep, double(probs[size_t(i * C + c)]));

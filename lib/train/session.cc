@@ -354,13 +354,15 @@ RunData load_run_data(const Config& cfg, bool need_train) {
   const int C = int(cfg.data.num_classes);
   const TargetLayout target = target_layout(cfg);
   if (present(cfg.data.validation)) {
-    d.val = load_source(cfg.data.validation, "data.validation", cfg.file, C, cfg.input_shape, target);
+    d.val = load_source(cfg.data.validation, "data.validation", cfg.file, C, cfg.input_shape, target, false,
+                        cfg.data.class_names);
     d.has_val = true;
   }
   const bool split = !d.has_val && cfg.data.validation_split > 0;
   if (need_train || split) {
     const bool rrc = cfg.data.augment.random_resized_crop;
-    d.train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape, target, rrc);
+    d.train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape, target, rrc,
+                          cfg.data.class_names);
     if (rrc && d.train.sample_shape != cfg.input_shape && split)
       throw DataError(
           "data.train: its images are " + d.train.sample_shape.str() + " for random_resized_crop to " +

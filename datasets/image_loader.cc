@@ -1,0 +1,146 @@
+#include "datasets/image_loader.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "datasets/file_bytes.h"
+#include "datasets/image_resize.h"
+#include "lib/core/error.h"
+#include "lib/core/usable_cores.h"
+
+namespace trainer {
+namespace {
+
+std::string hw(int64_t h, int64_t w) { return std::to_string(h) + "x" + std::to_string(w); }
+
+std::string mib(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
+}  // namespace
+
+void prepare_image(const uint8_t* bytes, size_t size, const std::string& name, const ImageLoadOptions& o,
+                   uint8_t* dst) {
+  Image im = decode_image(bytes, size, name, int(o.channels), o.max_pixels);
+  const ImageSizing& z = o.sizing;
+  const int64_t h0 = im.height, w0 = im.width;
+  if (z.resize_h > 0) {
+    im = resize_image(im, z.resize_h, z.resize_w);
+  } else if (z.shorter > 0) {
+    // A long thin image grows with the aspect kept: the pixel limit applies to the result too.
+    const auto size_hw = shorter_side_size(im.height, im.width, z.shorter);
+    if (size_hw.first * size_hw.second > o.max_pixels)
+      throw DataError("'" + name + "' is " + hw(h0, w0) + " (height x width): resize {shorter: " +
+                      std::to_string(z.shorter) + "} would make it " + hw(size_hw.first, size_hw.second) +
+                      ", more pixels than the limit of " + std::to_string(o.max_pixels) + " (max_pixels)");
+    im = resize_image(im, size_hw.first, size_hw.second);
+  }
+  if (z.crop_h > 0) {
+    if (im.height < z.crop_h || im.width < z.crop_w)
+      throw DataError(
+          "'" + name + "' is " + hw(h0, w0) + " (height x width)" +
+          (z.resize_h > 0 || z.shorter > 0 ? ", " + hw(im.height, im.width) + " after resize," : "") +
+          " smaller than center_crop " + hw(z.crop_h, z.crop_w));
+    im = center_crop(im, z.crop_h, z.crop_w);
+  }
+  if (im.height != o.height || im.width != o.width) {
+    const std::string shape = "[" + std::to_string(o.channels) + ", " + std::to_string(o.height) + ", " +
+                              std::to_string(o.width) + "]";
+    if (!z.any())
+      throw DataError("'" + name + "' is " + hw(h0, w0) + " (height x width) but model.input_shape is " +
+                      shape + ": every image must have that size, or set " + o.key + ".resize: [" +
+                      std::to_string(o.height) + ", " + std::to_string(o.width) + "]");
+    throw DataError("'" + name + "' is " + hw(h0, w0) + " (height x width) and " + hw(im.height, im.width) +
+                    " after " + o.key + ".resize/center_crop, but model.input_shape is " + shape +
+                    (z.shorter > 0 && z.crop_h == 0
+                         ? ": resize: {shorter: S} keeps the aspect ratio; add center_crop: [" +
+                               std::to_string(o.height) + ", " + std::to_string(o.width) + "]"
+                         : ""));
+  }
+  // (H, W, C) -> (C, H, W)
+  const int64_t C = o.channels, HW = o.height * o.width;
+  for (int64_t i = 0; i < HW; ++i)
+    for (int64_t c = 0; c < C; ++c) dst[c * HW + i] = im.pixels[size_t(i * C + c)];
+}
+
+Dataset load_images(const ImageListing& listing, const ImageLoadOptions& o) {
+  if (o.channels != 1 && o.channels != 3)
+    throw ConfigError(o.key +
+                      ": image formats need model.input_shape [1, H, W] (gray) or [3, H, W] (RGB), not " +
+                      std::to_string(o.channels) + " channels");
+  const int64_t N = int64_t(listing.files.size()), sample = o.channels * o.height * o.width;
+  const uint64_t bytes = uint64_t(N) * uint64_t(sample), budget = uint64_t(o.cache_mb) << 20;
+  if (bytes > budget)
+    throw DataError(o.key + ": " + std::to_string(N) + " images of " + std::to_string(o.channels) + "x" +
+                    hw(o.height, o.width) + " take " + std::to_string(bytes) + " bytes (" + mib(bytes) +
+                    ") decoded, more than the budget " + o.key + ".cache_mb: " + std::to_string(o.cache_mb) +
+                    " MiB; raise it if this machine has the memory (streaming from disk is not built yet)");
+  check_fits_in_memory(o.key, bytes, "the decoded images");
+  Dataset d;
+  d.sample_shape = Shape{o.channels, o.height, o.width};
+  d.dtype = SampleDtype::u8;
+  try {
+    d.u8.resize(size_t(bytes));
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(o.key + ": out of host memory for the decoded images (" + mib(bytes) + ")");
+  }
+  d.labels.reserve(size_t(N));
+  for (const ImageFile& f : listing.files) d.labels.push_back(f.label);
+  d.num_classes = listing.num_classes;
+  d.class_names = listing.class_names;
+
+  std::atomic<int64_t> next{0}, done{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  std::condition_variable finished;
+  int64_t error_index = N;  // the first failing file in listing order (under mu)
+  std::exception_ptr error;
+  const auto work = [&] {
+    for (int64_t i; !failed.load() && (i = next.fetch_add(1)) < N;) {
+      const std::string& path = listing.files[size_t(i)].path;
+      try {
+        const std::vector<uint8_t> bytes_of_file = read_stored_file(path);
+        prepare_image(bytes_of_file.data(), bytes_of_file.size(), path, o, d.u8.data() + i * sample);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (i < error_index) error_index = i, error = std::current_exception();
+        failed = true;
+      }
+      if (done.fetch_add(1) + 1 == N) {
+        std::lock_guard<std::mutex> lock(mu);
+        finished.notify_all();
+      }
+    }
+  };
+  const int threads =
+      int(std::min<int64_t>(o.threads > 0 ? o.threads : usable_cores(), std::max<int64_t>(N, 1)));
+  std::vector<std::thread> workers;
+  try {
+    for (int t = 0; t < threads; ++t) workers.emplace_back(work);
+  } catch (const std::system_error&) {
+    failed = true;  // no more threads: the ones started finish, then a clear error
+    for (std::thread& w : workers) w.join();
+    throw RuntimeError(o.key + ": cannot start image decoding threads");
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (done.load() < N && !failed.load()) {
+      finished.wait_for(lock, std::chrono::milliseconds(250));
+      if (o.progress) {
+        lock.unlock();
+        o.progress(done.load(), N);
+        lock.lock();
+      }
+    }
+  }
+  for (std::thread& w : workers) w.join();
+  if (error) std::rethrow_exception(error);
+  if (o.progress) o.progress(N, N);
+  return d;
+}
+
+}  // namespace trainer

@@ -1,0 +1,7 @@
+// PNG decoding (libpng through datasets/image_decode.cc) and the resize/crop of what it gives.
+// Input and options: tests/fuzz/fuzz_image.h. Seeds: every PNG color type and bit depth.
+#include "tests/fuzz/fuzz_image.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return trainer::fuzz::fuzz_one_image(data, size);
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# ctest "image_folder_fashion_mnist": scripts/make_image_folder.py writes 50 real Fashion-MNIST
+# images per class as PNG class folders (train and test); configs/fashion_mnist_folder.yaml
+# trains one epoch from them; predict reads a PNG, a JPEG (when python3-pil can write one) and a
+# folder, and writes a file column first; bad images exit 4 naming the file.
+#   tests/scripts/image_folder_test.sh TRAINER_BINARY
+set -euo pipefail
+trainer=$(realpath "$1")
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"  # the config's paths (data/fashion_mnist_folder/...) are relative to here
+fail() { echo "image_folder_test: $*" >&2; exit 1; }
+[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "SKIPPED: no Fashion-MNIST"; exit 77; }
+
+python3 "$repo/scripts/make_image_folder.py" --out data/fashion_mnist_folder --per-class 50 --jpeg
+[ "$(find data/fashion_mnist_folder/train -name '*.png' | wc -l)" -eq 500 ] || fail "expected 500 training PNGs"
+
+"$trainer" fit "$repo/configs/fashion_mnist_folder.yaml" --epochs 1 --out run >fit.txt 2>&1 ||
+  fail "fit failed: $(cat fit.txt)"
+cat fit.txt
+grep -q "data.train: decoded 500 images" fit.txt || fail "the decode summary line is missing"
+grep -qE "epoch 1/1 .*val_accuracy=" fit.txt || fail "no epoch line with val_accuracy"
+[ -f run/model.safetensors ] || fail "no weights in the run directory"
+
+one=$(find data/fashion_mnist_folder/test/Bag -name '*.png' | sort | head -1)
+"$trainer" predict run --input "$one" --output one.csv --write both >/dev/null 2>&1 || fail "predict on a PNG failed"
+head -1 one.csv | grep -q '^file,T-shirt_top,Trouser,' || fail "one.csv header: $(head -1 one.csv)"
+[ "$(wc -l <one.csv)" -eq 2 ] || fail "one.csv: expected a header and one row"
+grep -q "^$one," one.csv || fail "the row names its file"
+if [ -d data/fashion_mnist_folder/jpeg ]; then
+  jpg=$(find data/fashion_mnist_folder/jpeg/test/Sneaker -name '*.jpg' | sort | head -1)
+  "$trainer" predict run --input "$jpg" --output jpg.csv >/dev/null 2>&1 || fail "predict on a JPEG failed"
+  grep -q "^$jpg," jpg.csv || fail "jpg.csv names its file"
+fi
+"$trainer" predict run --input data/fashion_mnist_folder/test --output all.csv --write class >/dev/null 2>&1 ||
+  fail "predict on a folder failed"
+[ "$(wc -l <all.csv)" -eq 501 ] || fail "all.csv: expected a header and 500 rows"
+head -1 all.csv | grep -q '^file,predicted_id,predicted_name$' || fail "all.csv header: $(head -1 all.csv)"
+
+# Bad images: exit 4 (data) and the file named.
+expect() {  # expect CODE TEXT -- command...
+  local code=$1 text=$2 rc=0
+  shift 3
+  "$@" >out.txt 2>&1 || rc=$?
+  [ "$rc" -eq "$code" ] || fail "expected exit $code, got $rc from $*: $(cat out.txt)"
+  grep -qF -- "$text" out.txt || fail "expected '$text' in: $(cat out.txt)"
+}
+: >data/fashion_mnist_folder/train/Bag/empty.png
+expect 4 "empty.png' is empty (0 bytes), not an image" -- "$trainer" fit "$repo/configs/fashion_mnist_folder.yaml" --epochs 1 --out bad1
+rm data/fashion_mnist_folder/train/Bag/empty.png
+mkdir data/fashion_mnist_folder/train/Unknown
+cp "$one" data/fashion_mnist_folder/train/Unknown/
+expect 4 "class subfolder 'data/fashion_mnist_folder/train/Unknown' is not one of data.class_names" -- \
+  "$trainer" fit "$repo/configs/fashion_mnist_folder.yaml" --epochs 1 --out bad2
+echo "image_folder_test: ok"

@@ -22,9 +22,11 @@ void add_predict_command(CLI::App& app) {
   sub->add_option("--weights", st->po.weights,
                   "A .safetensors file or a run directory (its model.safetensors) [default with RUN: RUN's "
                   "model.safetensors; required with CONFIG]");
-  sub->add_option("--input", st->po.input,
-                  ".npy of shape (N, *model.input_shape) or (N, features); or .csv with one sample per row "
-                  "(features only, an optional header row)")
+  sub->add_option(
+         "--input", st->po.input,
+         ".npy of shape (N, *model.input_shape) or (N, features); or .csv with one sample per row, "
+         "read with the CSV training source's columns and learned encoding, the label column optional "
+         "(other sources: features only, an optional header row)")
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("--output", st->po.output,

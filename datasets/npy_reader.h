@@ -27,11 +27,15 @@ struct NpyArray {
 
 NpyArray read_npy(const std::string& path);
 
-// x: (N, ...) samples; y: (N,) or (N, 1) integer labels in [0, num_classes).
+// x: (N, ...) samples. y, by what the loss takes (`target`):
+//   class_index  (N,) or (N, 1) integer labels in [0, num_classes);
+//   values       (N,) or (N, K) numbers of any accepted dtype (regression values, or 0/1
+//                multi-hot rows for multi-label), K floats per sample (target_width).
 // uint8 x gives a u8 dataset; int32/int64/float32/float64 x gives an f32 dataset (integers, e.g.
 // token ids, must be exactly representable: |v| <= 2^24). sample_shape = x.shape[1:], or (1)
 // for a 1-D x. Named after x_path.
-Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, int num_classes);
+Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, int num_classes,
+                         const TargetLayout& target = {});
 
 // Writes a version 1.0 '<f4' C-order array of the given shape (numel(shape) floats from data).
 void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data);

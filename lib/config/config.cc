@@ -189,8 +189,12 @@ static void read_data(Config& c, NodeReader& r) {
             "is required: the training data source, e.g. train: {format: idx, images: ..., labels: ...}");
   dc.validation = dr.child("validation");
   dc.num_classes = dr.integer("num_classes", 0, 2, 1 << 20);
-  if (dc.num_classes == 0) dr.fail("num_classes", "is required: the number of classes, e.g. num_classes: 10");
   dc.class_names = read_class_names(dr, dc.num_classes);
+  // Left out: the number of class_names, or what the training source discovers (a CSV's labels).
+  if (dc.num_classes == 0) dc.num_classes = int64_t(dc.class_names.size());
+  if (dc.num_classes == 0 && !source_discovers_classes(dc.train))
+    dr.fail("num_classes",
+            "is required: the number of classes, e.g. num_classes: 10 (csv sources discover it)");
   dc.batch_size = dr.integer("batch_size", 32, 1, 1 << 20);
   dc.shuffle = dr.boolean("shuffle", true);
   dc.drop_last = dr.boolean("drop_last", false);
@@ -224,6 +228,10 @@ static void read_data(Config& c, NodeReader& r) {
   ar.finish();
   dr.finish();
   c.resolved["data"] = dr.resolved();
+  if (dc.num_classes > 0)
+    c.resolved["data"]["num_classes"] = dc.num_classes;
+  else
+    c.resolved["data"].remove("num_classes");  // discovered: recorded by the run (record_learned)
   if (present(aug)) c.resolved["data"]["augment"] = ar.resolved();
   // Each source's keys, as declared by its format (lib/train/data_sources.cc); no file is read.
   c.resolved["data"]["train"] = describe_source(dc.train, "data.train", c.file);

@@ -81,6 +81,10 @@ KeySpec padding_key(std::string doc) {
   return k;
 }
 
+KeySpec mapping_key(std::string name, std::string doc) {
+  return make(std::move(name), KeySpec::Type::mapping, std::move(doc));
+}
+
 // One key through NodeReader's typed getters, which produce the messages; its value (or default)
 // lands in r.resolved().
 static void read_key(NodeReader& r, const KeySpec& k) {
@@ -130,6 +134,12 @@ static void read_key(NodeReader& r, const KeySpec& k) {
       if (v.size() == 1) v.push_back(v[0]);
       if (v.size() != 2) r.fail(key, "expected an integer or a [height, width] pair");
       r.resolved()[key] = v;
+      return;
+    }
+    case KeySpec::Type::mapping: {
+      const YAML::Node m = r.child(key);
+      if (!m.IsMap()) r.fail(key, "expected a mapping, e.g. " + key + ": {...}");
+      r.resolved()[key] = YAML::Clone(m);
       return;
     }
     case KeySpec::Type::padding: {

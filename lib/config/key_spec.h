@@ -32,6 +32,7 @@ struct KeySpec {
     size,          // an integer in [lo, hi], or a list of one (1-D layers: kernel_size: 3)
     size_pair,     // an integer in [lo, hi] or an [h, w] pair; resolved to the pair
     padding,       // valid | same | an integer in [lo, hi]
+    mapping,       // a nested mapping, kept as it is; its reader validates its keys
   };
   std::string name;
   Type type = Type::string;
@@ -58,6 +59,7 @@ KeySpec string_list_key(std::string name, std::string doc);
 KeySpec size_key(std::string name, int64_t def, int64_t lo, int64_t hi, std::string doc);       // def 0: none
 KeySpec size_pair_key(std::string name, int64_t def, int64_t lo, int64_t hi, std::string doc);  // def 0: none
 KeySpec padding_key(std::string doc);
+KeySpec mapping_key(std::string name, std::string doc);
 
 // A section whose keys depend on one of its keys: optimizer `type`, data source `format`.
 struct KeyVariant {

@@ -15,7 +15,7 @@ std::vector<std::string> files_of(const YAML::Node& section) {
   if (!section.IsMap()) return paths;
   const YAML::Node format = section["format"];
   if (format && format.IsScalar() && (format.Scalar() == "disc" || format.Scalar() == "random")) return paths;
-  for (const char* key : {"images", "labels", "x", "y", "path"})
+  for (const char* key : {"images", "labels", "x", "y", "path", "targets"})
     if (section[key] && section[key].IsScalar()) paths.push_back(section[key].Scalar());
   if (section["files"] && section["files"].IsSequence())
     for (const auto& f : section["files"])

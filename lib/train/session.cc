@@ -17,13 +17,16 @@
 
 namespace trainer {
 
+static void check_model_classes(const Model& model, int64_t C, const std::string& from) {
+  if (C > 0 && model.output_shape() != Shape{C})
+    throw ConfigError("the model's output shape " + model.output_shape().batched_str() + " does not match " +
+                      from + " = " + std::to_string(C) +
+                      " (the last layer must produce one value per class)");
+}
+
 std::unique_ptr<Model> make_model(const Config& cfg) {
   auto model = std::make_unique<Model>(cfg.input_shape, cfg.layers, cfg.init, cfg.file, cfg.blocks);
-  const int64_t C = cfg.data.num_classes;
-  if (model->output_shape() != Shape{C})
-    throw ConfigError("the model's output shape " + model->output_shape().batched_str() +
-                      " does not match data.num_classes = " + std::to_string(C) +
-                      " (the last layer must produce one value per class)");
+  check_model_classes(*model, cfg.data.num_classes, "data.num_classes");
   model->check_batch_size(cfg.data.batch_size);               // before any loader sizes a batch
   if (!cfg.stages.empty()) stage_starts(*model, cfg.stages);  // the names and the boundaries
   return model;
@@ -281,22 +284,50 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
 
 RunData load_run_data(const Config& cfg, bool need_train) {
   RunData d;
-  const int C = int(cfg.data.num_classes);
-  if (present(cfg.data.validation)) {
-    d.val = load_source(cfg.data.validation, "data.validation", cfg.file, C, cfg.input_shape);
-    d.has_val = true;
-  }
-  if (need_train || (!d.has_val && cfg.data.validation_split > 0)) {
-    d.train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape);
+  SourceContext ctx;
+  ctx.num_classes = int(cfg.data.num_classes);
+  ctx.input_shape = cfg.input_shape;
+  ctx.class_names = cfg.data.class_names;
+  ctx.learned_from = cfg.data.train;
+  const bool has_source = present(cfg.data.validation);
+  const bool split = !has_source && cfg.data.validation_split > 0;
+  const YAML::Node& train = cfg.data.train;
+  const bool unrecorded = source_discovers_classes(train) && !train["columns"];
+  if (need_train || split || cfg.data.num_classes == 0 || unrecorded) {
+    if (split) ctx.statistics_fraction = 1.0 - cfg.data.validation_split;
+    d.train = load_source(train, "data.train", cfg.file, ctx, &d.learned);
     d.has_train = true;
-    if (!d.has_val && cfg.data.validation_split > 0) {
+    ctx.statistics_fraction = 1.0;
+    // The validation data is read with what the training data taught.
+    if (d.learned.size() > 0) {
+      ctx.learned_from = YAML::Clone(train);
+      for (const auto& kv : d.learned) ctx.learned_from[kv.first.Scalar()] = kv.second;
+    }
+    if (ctx.class_names.empty()) ctx.class_names = d.train.class_names;
+    if (ctx.num_classes == 0) ctx.num_classes = d.train.num_classes;
+    if (split) {
       auto parts = split_validation(d.train, cfg.data.validation_split);
       d.train = std::move(parts.first);
       d.val = std::move(parts.second);
       d.has_val = true;
     }
   }
+  if (has_source) {
+    d.val = load_source(cfg.data.validation, "data.validation", cfg.file, ctx);
+    d.has_val = true;
+  }
+  d.class_names = ctx.class_names;
+  d.num_classes = ctx.num_classes;
   return d;
+}
+
+Config with_data_classes(const Config& cfg, const RunData& data, const Model& model) {
+  Config c = cfg;
+  if (c.data.num_classes > 0) return c;
+  c.data.num_classes = data.num_classes;
+  c.data.class_names = data.class_names;
+  check_model_classes(model, c.data.num_classes, "the number of classes in data.train");
+  return c;
 }
 
 void add_batch_sizes(std::vector<int64_t>& sizes, int64_t n, int64_t batch, bool drop_last) {

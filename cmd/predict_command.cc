@@ -25,10 +25,11 @@ void add_predict_command(CLI::App& app) {
                   "model.safetensors; required with CONFIG]");
   sub->add_option(
          "--input", st->po.input,
-         ".npy of shape (N, *model.input_shape) or (N, features); or .csv with one sample per row "
-         "(features only, an optional header row). A model trained on images: a PNG/JPEG file, a folder "
-         "of them (and its subfolders, one level) or a .csv list with a file column; the .csv output "
-         "then starts with a file column")
+         ".npy of shape (N, *model.input_shape) or (N, features); or .csv with one sample per row, "
+         "read with the CSV training source's columns and learned encoding, the label column optional "
+         "(other sources: features only, an optional header row). A model trained on images: a PNG/JPEG "
+         "file, a folder of them (and its subfolders, one level) or a .csv list with a file column; the "
+         ".csv output then starts with a file column")
       ->required()
       ->check(CLI::ExistingPath);
   sub->add_option("--output", st->po.output,

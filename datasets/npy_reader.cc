@@ -279,8 +279,10 @@ template void nhwc_to_nchw<float>(std::vector<float>&, std::vector<int64_t>&);
 template void nhwc_to_nchw<int64_t>(std::vector<int64_t>&, std::vector<int64_t>&);
 
 Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, int num_classes,
-                         bool channels_last) {
-  if (num_classes < 1) throw DataError("num_classes must be >= 1, got " + std::to_string(num_classes));
+                         bool channels_last, const TargetLayout& target) {
+  const bool values = target.kind == TargetKind::values;
+  if (num_classes < 1 && !values)
+    throw DataError("num_classes must be >= 1, got " + std::to_string(num_classes));
   NpyArray x = read_npy(x_path);
   const NpyArray y = read_npy(y_path);
   const std::string xw = "NPY samples file '" + x_path + "'", yw = "NPY labels file '" + y_path + "'";
@@ -298,12 +300,16 @@ Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, i
       nhwc_to_nchw(x.i64, x.shape);
   }
   const int64_t n = x.shape[0];
-  const bool y_shape_ok = (y.shape.size() == 1 || (y.shape.size() == 2 && y.shape[1] == 1));
+  const bool y_shape_ok =
+      y.shape.size() == 1 || (y.shape.size() == 2 && (values ? y.shape[1] >= 1 : y.shape[1] == 1));
   if (!y_shape_ok || y.shape[0] != n)
     throw DataError(yw + " has shape " + Shape(y.shape).str() + "; expected (" + std::to_string(n) +
-                    ",) or (" + std::to_string(n) + ", 1) to match the " + std::to_string(n) +
-                    " samples in '" + x_path + "'");
-  if (y.descr[1] == 'f')
+                    ",) or (" + std::to_string(n) + (values ? ", K)" : ", 1)") + " to match the " +
+                    std::to_string(n) + " samples in '" + x_path + "'" +
+                    (!values && y.shape.size() == 2 ? " (a 2-D y of several columns needs a loss that takes "
+                                                      "value targets, such as binary_cross_entropy)"
+                                                    : ""));
+  if (y.descr[1] == 'f' && !values)
     throw DataError(yw + " holds floating-point values (descr '" + y.descr +
                     "'); labels must be integers: re-save with y.astype('int64')");
 
@@ -314,14 +320,29 @@ Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, i
       x.shape.size() == 1 ? Shape{1} : Shape(std::vector<int64_t>(x.shape.begin() + 1, x.shape.end()));
   if (ds.sample_shape.numel() == 0)
     throw DataError(xw + " has shape " + Shape(x.shape).str() + ": samples must not have a zero dimension");
-  ds.labels.resize(n);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t v = y.descr[1] == 'u' ? y.u8[i] : y.i64[i];
-    if (v < 0 || v >= num_classes)
-      throw DataError(yw + ": label " + std::to_string(v) + " at index " + std::to_string(i) +
-                      " is out of range for num_classes=" + std::to_string(num_classes) + " (allowed 0.." +
-                      std::to_string(num_classes - 1) + ")");
-    ds.labels[i] = static_cast<int32_t>(v);
+  if (values) {
+    ds.target_width = y.shape.size() == 2 ? y.shape[1] : 1;
+    if (y.descr[1] == 'f') {
+      ds.targets = y.f32;
+    } else if (y.descr[1] == 'u') {
+      ds.targets.assign(y.u8.begin(), y.u8.end());
+    } else {
+      ds.targets.assign(y.i64.begin(), y.i64.end());
+    }
+    for (size_t i = 0; i < ds.targets.size(); ++i)
+      if (!std::isfinite(ds.targets[i]))
+        throw DataError(yw + ": element " + std::to_string(i) + " (sample " +
+                        std::to_string(int64_t(i) / ds.target_width) + ") is not a finite number");
+  } else {
+    ds.labels.resize(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = y.descr[1] == 'u' ? y.u8[i] : y.i64[i];
+      if (v < 0 || v >= num_classes)
+        throw DataError(yw + ": label " + std::to_string(v) + " at index " + std::to_string(i) +
+                        " is out of range for num_classes=" + std::to_string(num_classes) + " (allowed 0.." +
+                        std::to_string(num_classes - 1) + ")");
+      ds.labels[i] = static_cast<int32_t>(v);
+    }
   }
   if (x.descr[1] == 'u') {
     ds.dtype = SampleDtype::u8;

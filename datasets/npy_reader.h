@@ -29,14 +29,18 @@ NpyArray read_npy(const std::string& path);
 // The descr and shape only (no data is read): what a file holds, before reading it.
 NpyArray read_npy_header(const std::string& path);
 
-// x: (N, ...) samples; y: (N,) or (N, 1) integer labels in [0, num_classes).
+// x: (N, ...) samples. y, by what the loss takes (`target`):
+//   class_index  (N,) or (N, 1) integer labels in [0, num_classes);
+//   values       (N,) or (N, K) numbers of any accepted dtype (regression values, or 0/1
+//                multi-hot rows for multi-label), K floats per sample (target_width).
 // uint8 x gives a u8 dataset; int32/int64/float32/float64 x gives an f32 dataset (integers, e.g.
 // token ids, must be exactly representable: |v| <= 2^24). sample_shape = x.shape[1:], or (1)
 // for a 1-D x. Named after x_path.
 // channels_last: x is a batch of channels-last images (N, H, W, C), as Keras and PIL store them;
 // it is transposed on load to trainer's channels-first (N, C, H, W). A DataError for any other rank.
+// target: values reads y as floats, (N) or (N, K); class_index as integer labels.
 Dataset dataset_from_npy(const std::string& x_path, const std::string& y_path, int num_classes,
-                         bool channels_last = false);
+                         bool channels_last = false, const TargetLayout& target = {});
 
 // (N, H, W, C) -> (N, C, H, W), element type T; `shape` becomes the transposed shape.
 template <typename T>

@@ -196,6 +196,14 @@ open("ragged.csv", "w").write(rows[0] + "\n0.5,1\n" + "\n".join(rows[2:]) + "\n"
 open("text.csv", "w").write(rows[0] + "\n0.5,abc,1\n")
 open("label.csv", "w").write("\n".join(rows[:5]) + "\n0.5,0.5,7\n")
 open("empty.csv", "w").write("")
+open("label-string.csv", "w").write("\n".join(rows[:5]) + "\n0.5,0.5,setosa\n")
+open("missing.csv", "w").write("\n".join(rows[:3]) + "\n0.5,,1\n")
+# A string feature column (one-hot over red, blue, green); the validation file has a new color.
+open("cat-train.csv", "w").write("size,color,y\n" + "".join(f"{i % 7},{('red', 'blue', 'green')[i % 3]},{i % 2}\n" for i in range(40)))
+open("cat-val.csv", "w").write("size,color,y\n1,red,0\n2,purple,1\n")
+# Multi-label lists over class_names [a, b]; a regression target that is a word.
+open("multilabel.csv", "w").write("x1,x2,tags\n" + "".join(f"{(i % 7) / 7:.3f},{(i % 5) / 5:.3f},{('a', 'b', 'a|b')[i % 3]}\n" for i in range(5)) + "0.5,0.5,a|zebra\n")
+open("regression.csv", "w").write("\n".join(rows[:3]) + "\n0.5,0.5,high\n")
 # NPY: x (40, 2) float32, y (40,) int64.
 def npy(path, descr, shape, payload, fortran=False):
     h = "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }" % (descr, fortran, "".join(f"{s}," for s in shape))
@@ -257,6 +265,33 @@ data:
 train: {epochs: 1}
 EOF
 sed 's/{format: csv, path: good.csv}/{format: npy, x: x.npy, y: y.npy}/' csv.yaml >npy.yaml
+cat >category.yaml <<'EOF'
+model:
+  input_shape: [4]
+  layers: [{type: dense, units: 2}]
+loss: cross_entropy
+optimizer: {type: sgd, lr: 0.1}
+data:
+  train: {format: csv, path: cat-train.csv, header: true, label_column: y}
+  validation: {format: csv, path: cat-val.csv, header: true, label_column: y}
+  num_classes: 2
+  batch_size: 10
+train: {epochs: 1}
+EOF
+cat >multilabel.yaml <<'EOF'
+model:
+  input_shape: [2]
+  layers: [{type: dense, units: 2}]
+loss: {type: binary_cross_entropy}
+optimizer: {type: sgd, lr: 0.1}
+data:
+  train: {format: csv, path: multilabel.csv, header: true, label_column: tags, label_delimiter: "|"}
+  class_names: [a, b]
+  batch_size: 10
+train: {epochs: 1}
+EOF
+sed -e 's/units: 2}]/units: 1}]/' -e 's/loss: cross_entropy/loss: {type: mse}/' -e '/num_classes/d' \
+  -e 's/path: good.csv/path: regression.csv/' csv.yaml >regression.yaml
 cat >seq.yaml <<'EOF'
 model:
   input_shape: [8]
@@ -420,6 +455,12 @@ row "CSV ragged row" 4 "$TAB: bad-input table: data rows" -- fit csv.yaml --no-o
 row "CSV text in a number column" 4 "$TAB: bad-input table: data rows" -- fit csv.yaml --no-out --set data.train.path=text.csv
 row "CSV label out of range" 4 "$TAB: bad-input table: data rows" -- fit csv.yaml --no-out --set data.train.path=label.csv
 row "CSV empty file" 4 "$TAB: bad-input table: data rows" -- fit csv.yaml --no-out --set data.train.path=empty.csv
+row "CSV string label in a numeric label column" 4 "$TAB: bad-input table: CSV table rows" -- \
+  fit csv.yaml --no-out --set data.train.path=label-string.csv
+row "CSV missing value" 4 "$TAB: bad-input table: CSV table rows" -- fit csv.yaml --no-out --set data.train.path=missing.csv
+row "CSV unseen category" 4 "$TAB: bad-input table: CSV table rows" -- fit category.yaml --no-out
+row "CSV multi-label row with an unknown label" 4 "$TAB: bad-input table: CSV task rows" -- fit multilabel.yaml --no-out
+row "CSV string target for a regression loss" 4 "$TAB: bad-input table: CSV task rows" -- fit regression.yaml --no-out
 row "CSV columns differ from the model" 4 "$TAB: bad-input table: data rows" -- fit csv.yaml --no-out --set 'model.input_shape=[3]'
 row "NPY truncated" 4 "$TAB: bad-input table: data rows" -- fit npy.yaml --no-out --set data.train.x=x-cut.npy
 row "NPY Fortran order" 4 "$TAB: bad-input table: data rows" -- fit npy.yaml --no-out --set data.train.x=x-fortran.npy

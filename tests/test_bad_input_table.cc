@@ -375,6 +375,77 @@ TEST_CASE("bad-input table: data rows", "[bad_input]") {
       });
 }
 
+// CSV tables as people have them (issue 29): string labels, missing values, categories.
+const char* kCsvRows = "0.000,0.000,0\n0.143,0.200,1\n0.286,0.400,0\n0.429,0.600,1\n0.571,0.800,0\n";
+
+const std::string kCsvYaml =
+    "model:\n  input_shape: [2]\n  layers: [{type: dense, units: 2}]\nloss: cross_entropy\n"
+    "optimizer: {type: sgd, lr: 0.1}\ndata: {train: {format: csv, path: good.csv}, num_classes: 2, "
+    "batch_size: 10}\n";
+
+TEST_CASE("bad-input table: CSV table rows", "[bad_input]") {
+  const std::string dir = test::temp_dir("table_csv");
+  test::write_file(dir, "csv.yaml", kCsvYaml);
+  test::write_file(dir, "label-string.csv", std::string(kCsvRows) + "0.5,0.5,setosa\n");
+  test::write_file(dir, "missing.csv", std::string(kCsvRows).substr(0, 42) + "0.5,,1\n");
+  std::string train = "size,color,y\n";
+  for (int i = 0; i < 40; ++i)
+    train += std::to_string(i % 7) + "," + std::vector<std::string>{"red", "blue", "green"}[size_t(i % 3)] +
+             "," + std::to_string(i % 2) + "\n";
+  test::write_file(dir, "cat-train.csv", train);
+  test::write_file(dir, "cat-val.csv", "size,color,y\n1,red,0\n2,purple,1\n");
+  test::write_file(dir, "category.yaml",
+                   "model:\n  input_shape: [4]\n  layers: [{type: dense, units: 2}]\nloss: cross_entropy\n"
+                   "optimizer: {type: sgd, lr: 0.1}\ndata:\n"
+                   "  train: {format: csv, path: cat-train.csv, header: true, label_column: y}\n"
+                   "  validation: {format: csv, path: cat-val.csv, header: true, label_column: y}\n"
+                   "  num_classes: 2\n  batch_size: 10\n");
+  check_rows(dir, {
+                      {"fit csv.yaml --no-out --set data.train.path=label-string.csv", 4,
+                       "label-string.csv:6: column 3 (label): expected an integer in 0..1, found 'setosa' "
+                       "(the column's first label was a number, so its labels are class ids; string labels "
+                       "are mapped through data.class_names"},
+                      {"fit csv.yaml --no-out --set data.train.path=missing.csv", 4,
+                       "missing.csv:4: column 2: missing value (an empty cell); set missing: {fill: "
+                       "mean|zero|VALUE} on the data source to fill it"},
+                      {"fit category.yaml --no-out", 4,
+                       "cat-val.csv:3: column 2 ('color'): unseen category 'purple' (the training data's "
+                       "categories: blue, green, red)"},
+                  });
+}
+
+// Rows whose losses take float targets (binary_cross_entropy, mse): they need the loss registry
+// (issue 29, item 2); until those losses are registered the config is refused first, and the
+// test says so.
+TEST_CASE("bad-input table: CSV task rows", "[bad_input]") {
+  const std::string dir = test::temp_dir("table_csv_tasks");
+  test::write_file(dir, "multilabel.csv", "x1,x2,tags\n0,0,a\n0.1,0.2,b\n0.3,0.4,a|b\n0.5,0.5,a|zebra\n");
+  test::write_file(dir, "multilabel.yaml",
+                   "model:\n  input_shape: [2]\n  layers: [{type: dense, units: 2}]\n"
+                   "loss: {type: binary_cross_entropy}\noptimizer: {type: sgd, lr: 0.1}\n"
+                   "data:\n  train: {format: csv, path: multilabel.csv, header: true, label_column: tags, "
+                   "label_delimiter: \"|\"}\n  class_names: [a, b]\n  batch_size: 10\n");
+  test::write_file(dir, "regression.csv", std::string(kCsvRows) + "0.5,0.5,high\n");
+  test::write_file(dir, "regression.yaml",
+                   "model:\n  input_shape: [2]\n  layers: [{type: dense, units: 1}]\nloss: {type: mse}\n"
+                   "optimizer: {type: sgd, lr: 0.1}\ndata: {train: {format: csv, path: regression.csv}, "
+                   "batch_size: 10}\n");
+  const test::CommandResult probe = test::run_trainer("summary " + dir + "/regression.yaml");
+  if (probe.err.find("loss") != std::string::npos && probe.exit_code == 3) {
+    WARN("skipped: the losses mse and binary_cross_entropy are not registered in this build: " + probe.err);
+    return;
+  }
+  check_rows(dir,
+             {
+                 {"fit multilabel.yaml --no-out", 4,
+                  "multilabel.csv:5: column 3 ('tags') (labels): unknown label 'zebra' in 'a|zebra'; "
+                  "class_names: a, b"},
+                 {"fit regression.yaml --no-out", 4,
+                  "regression.csv:6: column 3 (target): expected a number (the loss takes float targets), "
+                  "found 'high'"},
+             });
+}
+
 TEST_CASE("bad-input table: checkpoint rows", "[bad_input]") {
   const std::string dir = test::temp_dir("table_ckpt");
   auto at = [&](const std::string& name) { return dir + "/" + name; };

@@ -135,7 +135,7 @@ TEST_CASE("optimizers and data formats declare their keys per type and the confi
   REQUIRE_THROWS_WITH(parse(kBase, {"data.train.format=idxx"}),
                       Contains("data.train.format: 'idxx' is not allowed (did you mean 'idx'?)"));
   REQUIRE_THROWS_WITH(parse(kBase, {"data.train={format: csv, path: a.csv, delimiter: ';;'}"}),
-                      Contains("data.train.delimiter: must be a single character"));
+                      Contains("data.train.delimiter: must be one character or 'whitespace', found ';;'"));
   REQUIRE_THROWS_WITH(parse(kBase, {"data.validation={format: idx, images: x.gz}"}),
                       Contains("data.validation.labels: is required for format idx"));
   // The resolved config holds every source key with its default.

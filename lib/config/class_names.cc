@@ -50,7 +50,7 @@ std::vector<std::string> read_class_names(NodeReader& data, int64_t num_classes)
   } else {
     data.fail(key, "expected a list of names, e.g. [cat, dog], or the path of a file with one name per line");
   }
-  if (int64_t(names.size()) != num_classes)
+  if (num_classes > 0 && int64_t(names.size()) != num_classes)
     data.fail(key, from + std::to_string(names.size()) + " names but data.num_classes is " +
                        std::to_string(num_classes) + "; give one name per class, in class id order");
   data.resolved()[key] = names;

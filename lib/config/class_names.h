@@ -12,7 +12,8 @@ namespace trainer {
 class NodeReader;
 
 // Reads data.class_names from `data` (the data section's reader), or {} when absent. Throws
-// ConfigError at the key's file:line:column when the count differs from num_classes or a name is
+// ConfigError at the key's file:line:column when the count differs from num_classes (when it is
+// not 0: not given) or a name is
 // empty or not a string; DataError when the file cannot be read. Records the names themselves
 // (never the file's path) in the resolved config, so a run directory keeps them.
 std::vector<std::string> read_class_names(NodeReader& data, int64_t num_classes);

@@ -219,9 +219,13 @@ static void read_data(Config& c, NodeReader& r) {
   // model's labels when given; the model's outputs say how many targets a sample has.
   const bool values = c.loss_config.on_values();
   dc.num_classes = dr.integer("num_classes", 0, values ? 1 : 2, 1 << 20);
-  if (dc.num_classes == 0 && !values)
-    dr.fail("num_classes", "is required: the number of classes, e.g. num_classes: 10");
-  if (dc.num_classes > 0 || !values) dc.class_names = read_class_names(dr, dc.num_classes);
+  dc.class_names = read_class_names(dr, dc.num_classes);
+  // Left out: the number of class_names, or what the training source discovers (a CSV's labels).
+  if (dc.num_classes == 0) dc.num_classes = int64_t(dc.class_names.size());
+  if (dc.num_classes == 0 && !values && !source_discovers_classes(dc.train))
+    dr.fail("num_classes",
+            "is required: the number of classes, e.g. num_classes: 10 (csv and image folder sources discover "
+            "it)");
   dc.batch_size = dr.integer("batch_size", 32, 1, 1 << 20);
   dc.shuffle = dr.boolean("shuffle", true);
   dc.drop_last = dr.boolean("drop_last", false);
@@ -279,6 +283,10 @@ static void read_data(Config& c, NodeReader& r) {
   c.resolved["data"] = dr.resolved();
   c.resolved["data"].remove("validation_split");
   c.resolved["data"]["split"] = split;
+  if (dc.num_classes > 0)
+    c.resolved["data"]["num_classes"] = dc.num_classes;
+  else
+    c.resolved["data"].remove("num_classes");  // discovered: recorded by the run (record_learned)
   if (present(aug)) c.resolved["data"]["augment"] = ar.resolved();
   if (rrc_resolved.IsMap()) c.resolved["data"]["augment"]["random_resized_crop"] = rrc_resolved;
   // Each source's keys, as declared by its format (lib/train/data_sources.cc); no file is read.

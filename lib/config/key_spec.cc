@@ -88,6 +88,10 @@ KeySpec image_size_key(std::string name, int64_t lo, int64_t hi, std::string doc
   return k;
 }
 
+KeySpec mapping_key(std::string name, std::string doc) {
+  return make(std::move(name), KeySpec::Type::mapping, std::move(doc));
+}
+
 // One key through NodeReader's typed getters, which produce the messages; its value (or default)
 // lands in r.resolved().
 static void read_key(NodeReader& r, const KeySpec& k) {
@@ -154,6 +158,12 @@ static void read_key(NodeReader& r, const KeySpec& k) {
       if (v.size() == 1) v.push_back(v[0]);
       if (v.size() != 2) r.fail(key, "expected an [height, width] pair or {shorter: S}");
       r.resolved()[key] = v;
+      return;
+    }
+    case KeySpec::Type::mapping: {
+      const YAML::Node m = r.child(key);
+      if (!m.IsMap()) r.fail(key, "expected a mapping, e.g. " + key + ": {...}");
+      r.resolved()[key] = YAML::Clone(m);
       return;
     }
     case KeySpec::Type::padding: {

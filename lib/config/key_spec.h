@@ -33,6 +33,7 @@ struct KeySpec {
     size_pair,     // an integer in [lo, hi] or an [h, w] pair; resolved to the pair
     padding,       // valid | same | an integer in [lo, hi]
     image_size,    // an [h, w] pair (or one integer for both) or {shorter: S}; integers in [lo, hi]
+    mapping,       // a nested mapping, kept as it is; its reader validates its keys
   };
   std::string name;
   Type type = Type::string;
@@ -61,6 +62,7 @@ KeySpec size_pair_key(std::string name, int64_t def, int64_t lo, int64_t hi, std
 KeySpec padding_key(std::string doc);
 // Resolved to [h, w] or {shorter: S}; read it with KeyValues::node().
 KeySpec image_size_key(std::string name, int64_t lo, int64_t hi, std::string doc);
+KeySpec mapping_key(std::string name, std::string doc);
 
 // A section whose keys depend on one of its keys: optimizer `type`, data source `format`.
 struct KeyVariant {

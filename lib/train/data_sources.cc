@@ -17,7 +17,9 @@
 #include "datasets/random_generator.h"
 #include "datasets/sequence_reader.h"
 #include "lib/config/key_spec.h"
+#include "lib/config/node_reader.h"
 #include "lib/core/error.h"
+#include "lib/train/csv_source.h"
 
 namespace trainer {
 namespace {
@@ -68,15 +70,12 @@ const KeyVariants& data_source_keys() {
         limit_key()}},
       {"npy",
        {file_key("npy", "x", "x_train.npy", "samples, (N, ...)"),
-        file_key("npy", "y", "y_train.npy", "labels, (N)"),
+        file_key("npy", "y", "y_train.npy",
+                 "targets: (N) class indices, or float values (N) or (N, K) for losses that take values"),
         choice_key("layout", "nchw", {"nchw", "nhwc"},
                    "nhwc: x holds channels-last images (N, H, W, C), transposed on load to (N, C, H, W)"),
         limit_key()}},
-      {"csv",
-       {file_key("csv", "path", "train.csv", "one sample per row"),
-        bool_key("header", false, "the first row names the columns"),
-        string_key("label_column", "-1", "name or index of the label column (-1: last)"),
-        char_key("delimiter", ",", "the column separator"), limit_key()}},
+      {"csv", csv_source_keys()},
       {"sequences",
        {file_key("sequences", "path", "reuters_train.txt", "one sample per line: label, then token ids"),
         integer_key("maxlen", 0, 0, 1 << 24, "pad or truncate to this length (0: the longest)"),
@@ -96,7 +95,9 @@ namespace {
 
 KeyValues read_section(const YAML::Node& section, const std::string& path, const std::string& file) {
   NodeReader r(section, path, file);
-  return read_variant(r, "format", "idx", data_source_keys());
+  KeyValues s = read_variant(r, "format", "idx", data_source_keys());
+  if (s.string("format") == "csv") check_csv_section(s, section, path, file);
+  return s;
 }
 
 Dataset first_n(Dataset d, int64_t limit) {
@@ -355,12 +356,24 @@ void to_value_targets(Dataset& d, const TargetLayout& target, const std::string&
   }
 }
 
+bool source_discovers_classes(const YAML::Node& section) {
+  return section.IsMap() && section["format"] && section["format"].IsScalar() &&
+         (section["format"].Scalar() == "csv" || is_image_format(section["format"].Scalar()));
+}
+
 Dataset load_source(const YAML::Node& section, const std::string& path, const std::string& file,
-                    int num_classes, const Shape& input_shape, const TargetLayout& target,
-                    bool any_image_size, const std::vector<std::string>& class_names) {
+                    const SourceContext& ctx, YAML::Node* learned) {
   const KeyValues s = read_section(section, path, file);
   const std::string format = s.string("format");
   const int64_t limit = s.has("limit") ? s.integer("limit") : 0;
+  int num_classes = ctx.num_classes;
+  const Shape& input_shape = ctx.input_shape;
+  const TargetLayout& target = ctx.target;
+  if (learned) *learned = YAML::Node(YAML::NodeType::Map);
+  if (num_classes == 0 && format != "csv" && !is_image_format(format) &&
+      target.kind == TargetKind::class_index)
+    throw ConfigError(file + ": data.num_classes is required with " + path + ".format " + format +
+                      " (only csv and image folder sources discover their classes)");
   // A loss on values takes the readers' integer labels as they are (to_value_targets below):
   // no class range to check them against.
   const int classes = target.kind == TargetKind::values ? (1 << 30) : num_classes;
@@ -370,14 +383,13 @@ Dataset load_source(const YAML::Node& section, const std::string& path, const st
   } else if (format == "cifar10") {
     d = first_n(read_cifar10(s.strings("files")), limit);
   } else if (format == "npy") {
-    d = first_n(dataset_from_npy(s.string("x"), s.string("y"), classes, s.string("layout") == "nhwc"), limit);
+    d = first_n(dataset_from_npy(s.string("x"), s.string("y"), classes, s.string("layout") == "nhwc", target),
+                limit);
   } else if (format == "csv") {
-    CsvOptions o;
-    o.has_header = s.boolean("header");
-    o.label_column = s.string("label_column");
-    o.delimiter = s.string("delimiter")[0];
-    o.num_classes = classes;
-    d = first_n(read_csv(s.string("path"), o), limit);
+    const CsvOptions o = csv_options(s, ctx.learned_from, ctx);
+    CsvEncoding e;
+    d = first_n(read_csv(s.string("path"), o, &e), limit);
+    if (learned && !o.encoding.known) *learned = csv_learned_keys(e, o);
   } else if (format == "sequences") {
     SequenceOptions o;
     o.maxlen = s.integer("maxlen");
@@ -386,7 +398,7 @@ Dataset load_source(const YAML::Node& section, const std::string& path, const st
     o.num_classes = classes;
     d = first_n(read_sequences(s.string("path"), o), limit);
   } else if (is_image_format(format)) {
-    d = load_image_source(s, path, num_classes, input_shape, class_names, any_image_size);
+    d = load_image_source(s, path, num_classes, input_shape, ctx.class_names, ctx.any_image_size);
   } else if (format == "disc") {
     d = make_disc(s.integer("samples"), uint64_t(s.integer("seed")));
   } else {
@@ -399,10 +411,13 @@ Dataset load_source(const YAML::Node& section, const std::string& path, const st
     to_value_targets(d, target, path);
     num_classes = 0;  // no class range to check
   }
+  // Classes a reader discovered (data.num_classes left out) bound its labels.
+  const int C = num_classes > 0 ? num_classes : (target.kind == TargetKind::values ? 0 : d.num_classes);
   for (int32_t y : d.labels)
-    if (y < 0 || y >= num_classes)
-      throw DataError(path + ": label " + std::to_string(y) + " is outside [0, " +
-                      std::to_string(num_classes) + ") (data.num_classes)");
+    if (y < 0 || y >= C)
+      throw DataError(path + ": label " + std::to_string(y) + " is outside [0, " + std::to_string(C) +
+                      ") (data.num_classes)");
+  const bool any_image_size = ctx.any_image_size;
   const bool any_size_image = any_image_size && input_shape.rank() == 3 && d.sample_shape.rank() == 3 &&
                               d.sample_shape[0] == input_shape[0];
   const std::string mismatch =
@@ -418,6 +433,40 @@ Dataset load_source(const YAML::Node& section, const std::string& path, const st
   if (d.size() == 0) throw DataError(path + ": the data source has no samples");
   d.name = path;
   return d;
+}
+
+Dataset load_predict_csv(const std::string& input, const YAML::Node& train, const std::string& file,
+                         const SourceContext& ctx) {
+  CsvOptions o;
+  if (source_discovers_classes(train)) {
+    const KeyValues s = read_section(train, "data.train", file);
+    o = csv_options(s, train, ctx);
+    o.labels_optional = true;
+    o.learn = false;
+  } else {  // features only, an optional header row
+    o.label_columns.clear();
+    o.detect_header = true;
+  }
+  Dataset d = read_csv(input, o);
+  const int64_t F = ctx.input_shape.numel(), found = d.sample_shape.numel();
+  if (found != F)
+    throw DataError(input + ": " + std::to_string(found) + " values per row; the model takes " +
+                    std::to_string(F) + " features per sample (model.input_shape " + ctx.input_shape.str() +
+                    ")" + (found == F + 1 ? ": remove the label column" : ""));
+  d.sample_shape = ctx.input_shape;
+  return d;
+}
+
+void record_learned(YAML::Node data, const YAML::Node& learned, const std::vector<std::string>& class_names,
+                    int64_t num_classes) {
+  if (learned && learned.IsMap())
+    for (const auto& kv : learned) data["train"][kv.first.Scalar()] = YAML::Clone(kv.second);
+  const YAML::Node names = data["class_names"];
+  if (!class_names.empty() && !(names && names.IsSequence() && names.size() > 0)) {
+    data["class_names"] = class_names;
+    data["class_names"].SetStyle(YAML::EmitterStyle::Flow);
+  }
+  if (num_classes > 0) data["num_classes"] = num_classes;
 }
 
 }  // namespace trainer

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "datasets/csv_reader.h"
 #include "datasets/file_bytes.h"
 #include "datasets/image_folder.h"
 #include "datasets/image_loader.h"
@@ -28,22 +27,6 @@ namespace {
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-// Rows of numbers (RFC 4180, datasets/csv_records.h); a first row with any cell that is not a
-// number is a header and skipped.
-Dataset read_feature_csv(const std::string& path, const Shape& input) {
-  CsvOptions o;
-  o.has_label = false;
-  o.detect_header = true;
-  Dataset d = read_csv(path, o);
-  const int64_t F = input.numel(), found = d.sample_shape.numel();
-  if (found != F)
-    throw DataError(path + ": " + std::to_string(found) + " values per row; the model takes " +
-                    std::to_string(F) + " features per sample (model.input_shape " + input.str() + ")" +
-                    (found == F + 1 ? ": remove the label column" : ""));
-  d.sample_shape = input;
-  return d;
 }
 
 // How the run's images were read: data.validation's image options, else data.train's. False
@@ -79,7 +62,16 @@ Dataset read_inputs(const Config& cfg, const std::string& path, std::vector<std:
         "--input " + path +
         ": images are read only for a model trained on images (data.train.format image_folder or "
         "image_list); this config's model takes .npy or .csv inputs");
-  if (ends_with(path, ".csv") || ends_with(path, ".csv.gz")) return read_feature_csv(path, input);
+  // A CSV is read with the training source's column options and learned encoding when that is a
+  // CSV too (the label columns may be there or not), else as rows of features.
+  if (ends_with(path, ".csv") || ends_with(path, ".csv.gz")) {
+    SourceContext ctx;
+    ctx.num_classes = int(cfg.data.num_classes);
+    ctx.input_shape = input;
+    ctx.class_names = cfg.data.class_names;
+    ctx.target = target_layout(cfg);
+    return load_predict_csv(path, cfg.data.train, cfg.file, ctx);
+  }
   if (!ends_with(path, ".npy") && !ends_with(path, ".npy.gz"))
     throw UsageError("--input " + path + ": expected a .npy or .csv file");
   NpyArray a = read_npy(path);
@@ -126,16 +118,17 @@ void to_probabilities(LossKind loss, float* row, int64_t C) {
 
 }  // namespace
 
-EvalResult evaluate_weights(const Config& cfg, const EvalOptions& o, std::ostream& out) {
+EvalResult evaluate_weights(const Config& config, const EvalOptions& o, std::ostream& out) {
   // Paths first, before the model is built and the data read.
   EvalResult r;
   r.weights = resolve_weights(o.weights);
   if (o.split != "validation" && o.split != "train")
     throw UsageError("--split " + o.split + ": allowed: validation, train");
-  check_input_files(cfg, o.split == "train");
-  auto model = make_model(cfg);
+  check_input_files(config, o.split == "train");
+  auto model = make_model(config);
   HostWeights w = load_weights(r.weights, *model, "--weights");
-  RunData data = load_run_data(cfg, o.split == "train");
+  RunData data = load_run_data(config, o.split == "train");
+  const Config cfg = with_data_classes(config, data, *model);
   if (o.split == "validation" && !data.has_val)
     throw ConfigError(cfg.file +
                       ": eval needs validation data: set data.validation (or data.validation_split), "
@@ -228,7 +221,12 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
   HostWeights w = load_weights(weights, *model, "--weights");
   const PredictWrite what = parse_predict_write(o.write);
   check_predict_output(o.output, what);  // before any work
-  std::vector<std::string> files;        // image inputs: each sample's file
+  if (cfg.data.num_classes == 0 && !cfg.loss_config.on_values())
+    throw ConfigError(
+        cfg.file +
+        ": data.num_classes is left out (the training data gives the classes): predict with the "
+        "run directory (trainer predict RUN), whose config.yaml records them");
+  std::vector<std::string> files;  // image inputs: each sample's file
   Dataset d = read_inputs(cfg, o.input, &files);
   const int64_t B = cfg.data.batch_size, N = d.size(), C = cfg.data.num_classes;
   std::vector<int64_t> sizes;

@@ -38,6 +38,7 @@
 #include "lib/train/callbacks.h"
 #include "lib/train/checkpointing.h"
 #include "lib/train/data_parallel.h"
+#include "lib/train/data_sources.h"
 #include "lib/train/divergence.h"
 #include "lib/train/input_files.h"
 #include "lib/train/run_claim.h"
@@ -136,7 +137,7 @@ class FitRun {
   Json summary_record();
   FitResult finish();
 
-  const Config& cfg_;
+  Config cfg_;  // data.num_classes and data.class_names filled in when the data gives them
   const FitOptions& opt_;
   SingleProcess single_;  // the world without FitOptions::comm
   Communicator& comm_;
@@ -182,6 +183,7 @@ void FitRun::setup() {
   check_input_files(cfg_, true);
   auto model = make_model(cfg_);  // config errors before data errors
   data_ = load_run_data(cfg_, true);
+  cfg_ = with_data_classes(cfg_, data_, *model);
   const int64_t B = cfg_.data.batch_size;
   std::vector<int64_t> sizes;
   add_batch_sizes(sizes, data_.train.size(), B, cfg_.data.drop_last);
@@ -206,6 +208,9 @@ void FitRun::setup() {
   train_loader_->set_threads(loader_threads_for(cfg_, *s_));
   if (val_loader_) val_loader_->set_threads(loader_threads_for(cfg_, *s_));
   resolved_ = YAML::Clone(cfg_.resolved);
+  // What the data taught (a CSV's encoding, discovered classes): eval and predict of this run
+  // read their data the same way.
+  record_learned(resolved_["data"], data_.learned, data_.class_names, cfg_.data.num_classes);
   resolved_["model"]["layers"] = s_->model->describe_layers();
 
   const double lr = base_lr(cfg_.optimizer, ranks);

@@ -35,7 +35,7 @@ std::vector<std::string> files_of(const YAML::Node& section) {
   if (!section.IsMap()) return paths;
   if (is_format(section, "disc") || is_format(section, "random") || is_format(section, "image_folder"))
     return paths;
-  for (const char* key : {"images", "labels", "x", "y", "path"})
+  for (const char* key : {"images", "labels", "x", "y", "path", "targets"})
     if (section[key] && section[key].IsScalar()) paths.push_back(section[key].Scalar());
   if (section["files"] && section["files"].IsSequence())
     for (const auto& f : section["files"])

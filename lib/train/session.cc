@@ -17,6 +17,13 @@
 
 namespace trainer {
 
+static void check_model_classes(const Model& model, int64_t C, const std::string& from) {
+  if (C > 0 && model.output_shape() != Shape{C})
+    throw ConfigError("the model's output shape " + model.output_shape().batched_str() + " does not match " +
+                      from + " = " + std::to_string(C) +
+                      " (the last layer must produce one value per class)");
+}
+
 // The model's last layer against the loss: an activation the loss already applies (a softmax
 // before a loss on logits, a sigmoid before binary_cross_entropy on logits) trains, but on a
 // squashed signal; a softmax before a regression loss cannot fit targets outside [0, 1].
@@ -73,10 +80,7 @@ std::unique_ptr<Model> make_model(const Config& cfg) {
     if (!cfg.stages.empty()) stage_starts(*model, cfg.stages);
     return model;
   }
-  if (model->output_shape() != Shape{C})
-    throw ConfigError("the model's output shape " + model->output_shape().batched_str() +
-                      " does not match data.num_classes = " + std::to_string(C) +
-                      " (the last layer must produce one value per class)");
+  check_model_classes(*model, C, "data.num_classes");
   model->check_batch_size(cfg.data.batch_size);               // before any loader sizes a batch
   if (!cfg.stages.empty()) stage_starts(*model, cfg.stages);  // the names and the boundaries
   return model;
@@ -351,18 +355,24 @@ TargetLayout target_layout(const Config& cfg) {
 
 RunData load_run_data(const Config& cfg, bool need_train) {
   RunData d;
-  const int C = int(cfg.data.num_classes);
-  const TargetLayout target = target_layout(cfg);
-  if (present(cfg.data.validation)) {
-    d.val = load_source(cfg.data.validation, "data.validation", cfg.file, C, cfg.input_shape, target, false,
-                        cfg.data.class_names);
-    d.has_val = true;
-  }
-  const bool split = !d.has_val && cfg.data.validation_split > 0;
-  if (need_train || split) {
+  SourceContext ctx;
+  ctx.num_classes = int(cfg.data.num_classes);
+  ctx.input_shape = cfg.input_shape;
+  ctx.class_names = cfg.data.class_names;
+  ctx.learned_from = cfg.data.train;
+  ctx.target = target_layout(cfg);
+  const bool values = cfg.loss_config.on_values();
+  const bool has_source = present(cfg.data.validation);
+  const bool split = !has_source && cfg.data.validation_split > 0;
+  const YAML::Node& train = cfg.data.train;
+  const bool unrecorded =
+      train["format"] && train["format"].IsScalar() && train["format"].Scalar() == "csv" && !train["columns"];
+  if (need_train || split || (cfg.data.num_classes == 0 && !values) || unrecorded) {
+    if (split) ctx.statistics_fraction = 1.0 - cfg.data.validation_split;
     const bool rrc = cfg.data.augment.random_resized_crop;
-    d.train = load_source(cfg.data.train, "data.train", cfg.file, C, cfg.input_shape, target, rrc,
-                          cfg.data.class_names);
+    ctx.any_image_size = rrc;
+    d.train = load_source(train, "data.train", cfg.file, ctx, &d.learned);
+    ctx.any_image_size = false;
     if (rrc && d.train.sample_shape != cfg.input_shape && split)
       throw DataError(
           "data.train: its images are " + d.train.sample_shape.str() + " for random_resized_crop to " +
@@ -370,6 +380,14 @@ RunData load_run_data(const Config& cfg, bool need_train) {
           ", so data.validation_split would validate on images of the wrong size: give data.validation "
           "images of model.input_shape's size (e.g. resize: {shorter: S} and center_crop)");
     d.has_train = true;
+    ctx.statistics_fraction = 1.0;
+    // The validation data is read with what the training data taught.
+    if (d.learned.size() > 0) {
+      ctx.learned_from = YAML::Clone(train);
+      for (const auto& kv : d.learned) ctx.learned_from[kv.first.Scalar()] = kv.second;
+    }
+    if (ctx.class_names.empty()) ctx.class_names = d.train.class_names;
+    if (ctx.num_classes == 0 && !values) ctx.num_classes = d.train.num_classes;
     if (split) {
       SplitOptions o;
       o.fraction = cfg.data.validation_split;
@@ -383,13 +401,27 @@ RunData load_run_data(const Config& cfg, bool need_train) {
       d.has_val = true;
     }
   }
+  if (has_source) {
+    d.val = load_source(cfg.data.validation, "data.validation", cfg.file, ctx);
+    d.has_val = true;
+  }
+  d.class_names = ctx.class_names;
+  d.num_classes = ctx.num_classes;
   // Classes that one side lacks: a validation accuracy that cannot mean what it seems to.
   if (d.has_train && d.has_val) {
-    const std::string w = class_coverage_warning(
-        d.train, d.val, cfg.data.class_names.empty() ? d.train.class_names : cfg.data.class_names);
+    const std::string w = class_coverage_warning(d.train, d.val, d.class_names);
     if (!w.empty()) spdlog::warn("{}: {}", split ? "data.split" : "data.validation", w);
   }
   return d;
+}
+
+Config with_data_classes(const Config& cfg, const RunData& data, const Model& model) {
+  Config c = cfg;
+  if (c.data.num_classes > 0) return c;
+  c.data.num_classes = data.num_classes;
+  c.data.class_names = data.class_names;
+  check_model_classes(model, c.data.num_classes, "the number of classes in data.train");
+  return c;
 }
 
 void add_batch_sizes(std::vector<int64_t>& sizes, int64_t n, int64_t batch, bool drop_last) {

@@ -46,7 +46,8 @@ struct Session {
 // (datasets/batch_loader.h) on a GPU, 1 where a backend trains on the CPU's cores.
 int loader_threads_for(const Config& cfg, const Session& s);
 
-// The model of the config, checked against data.num_classes (ConfigError on a mismatch).
+// The model of the config, checked against data.num_classes (ConfigError on a mismatch; not
+// checked while the classes are still to be discovered from the data, num_classes 0).
 std::unique_ptr<Model> make_model(const Config& cfg);
 
 // Backend + executor for these batch sizes, parameters initialized from cfg.seed.
@@ -64,15 +65,25 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
 
 // The training and validation data of the config (validation: data.validation, else data.split's
 // part of the training data, datasets/split.h: seeded by train.seed, so fit, eval and --resume
-// split alike). need_train=false still reads data.train when the validation split comes from it.
-// When both are read, a warning names every class that one side has and the other lacks.
+// split alike). need_train=false still reads data.train when the validation split comes from it,
+// when the classes are discovered (data.num_classes left out), and when it is a CSV whose learned
+// encoding is not recorded yet (the validation data is encoded as the training data is). The
+// validation source is read with what the training source learned. When both are read, a warning
+// names every class that one side has and the other lacks.
 struct RunData {
   Dataset train, val;
   bool has_train = false, has_val = false;
+  YAML::Node learned;                    // keys data.train learned (lib/train/data_sources.h)
+  std::vector<std::string> class_names;  // data.class_names, or the names the training data gave
+  int64_t num_classes = 0;               // data.num_classes, or what the training data gave
 };
 RunData load_run_data(const Config& cfg, bool need_train);
 // What the config's loss takes as targets: class indices, or one float value per model output.
 TargetLayout target_layout(const Config& cfg);
+
+// The config with the classes the data gave (data.num_classes left out), and the model's output
+// checked against them (ConfigError as make_model's).
+Config with_data_classes(const Config& cfg, const RunData& data, const Model& model);
 
 // The batch sizes a pass over n samples uses: full batches and the tail.
 void add_batch_sizes(std::vector<int64_t>& sizes, int64_t n, int64_t batch, bool drop_last);

@@ -14,7 +14,7 @@ namespace {
 CsvOptions opts(bool header, const std::string& label, int classes = 3, char delimiter = ',') {
   CsvOptions o;
   o.has_header = header;
-  o.label_column = label;
+  o.label_columns = {label};
   o.num_classes = classes;
   o.delimiter = delimiter;
   return o;
@@ -141,9 +141,9 @@ TEST_CASE("read_csv reads what pandas writes: quoted header names, quoted number
   const Dataset d = read_csv(dir.path("p.csv"), opts(true, "the\r\nlabel", 2));
   REQUIRE(d.f32 == std::vector<float>{1.5f, 2.f, -3.f, 40.f});
   REQUIRE(d.labels == std::vector<int32_t>{1, 0});
-  write_text(dir.path("q.csv"), "\"a,b\",c,label\n1,\"x\",0\n");
+  write_text(dir.path("q.csv"), "\"a,b\",c,label\n1,2,0\n1,\"x\",0\n");
   REQUIRE_THROWS_WITH(read_csv(dir.path("q.csv"), opts(true, "label")),
-                      Catch::Contains(":2: column 2 ('c'): expected a finite float32 number, found 'x'"));
+                      Catch::Contains(":3: column 2 ('c'): expected a finite float32 number, found 'x'"));
 }
 
 TEST_CASE("read_csv names the right line after a record that spans lines", "[datasets]") {
@@ -157,7 +157,7 @@ TEST_CASE("read_csv names the right line after a record that spans lines", "[dat
 TEST_CASE("read_csv without labels reads every column as a feature and detects a header", "[datasets]") {
   TempDir dir;
   CsvOptions o;
-  o.has_label = false;
+  o.label_columns.clear();
   o.detect_header = true;
   write_text(dir.path("x.csv"), "\"f,1\",f2\n1,2\n3,4\n");
   Dataset d = read_csv(dir.path("x.csv"), o);

@@ -14,6 +14,13 @@
 #include "tests/warning_sink.h"
 
 using namespace trainer;
+
+static SourceContext ctx(int num_classes, const Shape& input) {
+  SourceContext c;
+  c.num_classes = num_classes;
+  c.input_shape = input;
+  return c;
+}
 using namespace trainer::dataset_tests;
 using Catch::Contains;
 namespace fs = std::filesystem;
@@ -257,16 +264,16 @@ TEST_CASE("load_source reads format image_folder with its keys and hands class n
   Dataset d;
   {
     test::ExpectWarning skipped("skipped 2 entries");
-    d = load_source(section, "data.train", "t.yaml", 3, Shape{1, 6, 6});
+    d = load_source(section, "data.train", "t.yaml", ctx(3, Shape{1, 6, 6}));
   }
   REQUIRE(d.size() == 4);
   REQUIRE(d.sample_shape == Shape{1, 6, 6});
   REQUIRE(d.class_names == std::vector<std::string>{"a", "b", "c"});
   REQUIRE(d.u8[0] == 30);  // a constant image stays constant through resize and crop
   YAML::Node shorter = YAML::Load("{format: image_folder, path: x, resize: {shorter: 0}}");
-  REQUIRE_THROWS_WITH(load_source(shorter, "data.train", "t.yaml", 3, Shape{1, 6, 6}),
+  REQUIRE_THROWS_WITH(load_source(shorter, "data.train", "t.yaml", ctx(3, Shape{1, 6, 6})),
                       Contains("data.train.resize.shorter"));
-  REQUIRE_THROWS_WITH(load_source(section, "data.train", "t.yaml", 3, Shape{6, 6, 1}),
+  REQUIRE_THROWS_WITH(load_source(section, "data.train", "t.yaml", ctx(3, Shape{6, 6, 1})),
                       Contains("needs model.input_shape [1, H, W] (gray) or [3, H, W] (RGB)") &&
                           Contains("(channels come first: [1, 6, 6])"));
 }

@@ -199,3 +199,28 @@ TEST_CASE("dataset_from_npy checks label dtype, shape, count and range", "[datas
   REQUIRE_THROWS_WITH(dataset_from_npy(dir.path("x0.npy"), dir.path("yr.npy"), 2),
                       Catch::Contains("holds no samples"));
 }
+
+TEST_CASE("dataset_from_npy with value targets: float y of shape (N) or (N, K), integers as floats",
+          "[datasets][npy]") {
+  TempDir dir;
+  write_bytes(dir.path("x.npy"), npy_file(dict("<f4", "(3, 1)"), raw<float>({1, 2, 3})));
+  write_bytes(dir.path("y.npy"), npy_file(dict("<f8", "(3,)"), raw<double>({0.5, -1.25, 100})));
+  write_bytes(dir.path("m.npy"), npy_file(dict("<i8", "(3, 2)"), raw<int64_t>({1, 0, 0, 0, 1, 1})));
+  const TargetLayout values{TargetKind::values, 0};
+  Dataset d = dataset_from_npy(dir.path("x.npy"), dir.path("y.npy"), 0, false, values);
+  REQUIRE(d.target_width == 1);
+  REQUIRE(d.targets == std::vector<float>{0.5f, -1.25f, 100.f});
+  REQUIRE(d.labels.empty());
+  REQUIRE(d.size() == 3);
+  d = dataset_from_npy(dir.path("x.npy"), dir.path("m.npy"), 0, false, values);  // multi-hot rows
+  REQUIRE(d.target_width == 2);
+  REQUIRE(d.targets == std::vector<float>{1, 0, 0, 0, 1, 1});
+  // For class indices, float y and 2-D y of several columns are refused, saying why.
+  REQUIRE_THROWS_WITH(dataset_from_npy(dir.path("x.npy"), dir.path("y.npy"), 2),
+                      Catch::Contains("holds floating-point values"));
+  REQUIRE_THROWS_WITH(dataset_from_npy(dir.path("x.npy"), dir.path("m.npy"), 2),
+                      Catch::Contains("a 2-D y of several columns needs a loss that takes value targets"));
+  write_bytes(dir.path("n.npy"), npy_file(dict("<f4", "(3,)"), raw<float>({0, std::nanf(""), 1})));
+  REQUIRE_THROWS_WITH(dataset_from_npy(dir.path("x.npy"), dir.path("n.npy"), 0, false, values),
+                      Catch::Contains("element 1 (sample 1) is not a finite number"));
+}

@@ -45,7 +45,9 @@ std::vector<std::pair<std::string, std::function<void(const std::string&)>>> all
       {"read_cifar10", [](const std::string& p) { read_cifar10({p}); }},
       {"read_csv",
        [](const std::string& p) {
-         read_csv(p, CsvOptions{false, "-1", ',', 2});
+         CsvOptions o;
+         o.num_classes = 2;
+         read_csv(p, o);
        }},
       {"read_sequences",
        [](const std::string& p) {
@@ -79,7 +81,9 @@ TEST_CASE("a read stops with InterruptedError naming the file once the stop hook
   TempDir dir;
   write_text(dir.path("rows.csv"), "1,0\n2,1\n");
   set_read_stop_check([] { return true; });
-  const auto read = [&] { read_csv(dir.path("rows.csv"), CsvOptions{false, "-1", ',', 2}); };
+  CsvOptions o;
+  o.num_classes = 2;
+  const auto read = [&] { read_csv(dir.path("rows.csv"), o); };
   REQUIRE_THROWS_AS(read(), InterruptedError);
   REQUIRE_THROWS_WITH(read(), Contains("interrupted while reading '" + dir.path("rows.csv") + "'"));
   set_read_stop_check(nullptr);

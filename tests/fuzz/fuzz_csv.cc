@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.delimiter = ",;\t "[(flags >> 1) & 3];
   o.num_classes = in.u8() + 1;
   const int8_t column = int8_t(in.u8());
-  o.label_column = flags & 8 ? "label" : std::to_string(column);
+  o.label_columns = {flags & 8 ? "label" : std::to_string(column)};
   const std::string& path = file.write(in.rest());
   fuzz::expect_typed_errors([&] { read_csv(path, o); });
   return 0;

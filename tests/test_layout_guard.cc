@@ -25,13 +25,15 @@ std::vector<uint8_t> nhwc_pixels(int64_t n, int64_t h, int64_t w, int64_t c) {
   return px;
 }
 
-const char* kModel = "model:\n  input_shape: [3, 2, 2]\n  layers: [{type: flatten}, {type: dense, units: 2}]\n";
+const char* kModel =
+    "model:\n  input_shape: [3, 2, 2]\n  layers: [{type: flatten}, {type: dense, units: 2}]\n";
 
 }  // namespace
 
-TEST_CASE("an npy array of channels-last images is refused for a channels-first input_shape, naming "
-          "layout: nhwc, which transposes it on load",
-          "[layout][datasets]") {
+TEST_CASE(
+    "an npy array of channels-last images is refused for a channels-first input_shape, naming "
+    "layout: nhwc, which transposes it on load",
+    "[layout][datasets]") {
   const std::string dir = test::temp_dir("nhwc");
   const std::vector<uint8_t> px = nhwc_pixels(4, 2, 2, 3);
   write_npy_u8(dir + "/x.npy", {4, 2, 2, 3}, px.data());
@@ -59,12 +61,14 @@ TEST_CASE("an npy array of channels-last images is refused for a channels-first 
   // layout: nhwc needs 4-D images.
   const std::vector<float> flat(8, 0.f);
   write_npy_f32(dir + "/flat.npy", {4, 2}, flat.data());
-  const Config flat_nhwc = parse_config(std::string(kModel) + "data:\n  train: {format: npy, x: " + dir +
-                                            "/flat.npy, y: " + dir + "/y.npy, layout: nhwc}\n  num_classes: 2\n",
-                                        "l.yaml", {});
+  const Config flat_nhwc =
+      parse_config(std::string(kModel) + "data:\n  train: {format: npy, x: " + dir + "/flat.npy, y: " + dir +
+                       "/y.npy, layout: nhwc}\n  num_classes: 2\n",
+                   "l.yaml", {});
   CHECK_THROWS_WITH(load_run_data(flat_nhwc, true), Contains("layout: nhwc takes channels-last images"));
-  CHECK_THROWS_WITH(parse_config(std::string(kModel) + source + ", layout: hwc}\n  num_classes: 2\n", "l.yaml", {}),
-                    Contains("allowed: nchw, nhwc"));
+  CHECK_THROWS_WITH(
+      parse_config(std::string(kModel) + source + ", layout: hwc}\n  num_classes: 2\n", "l.yaml", {}),
+      Contains("allowed: nchw, nhwc"));
 }
 
 TEST_CASE("sample shapes that only add or drop axes of 1, or are flat, still fit the input_shape",
@@ -134,7 +138,8 @@ TEST_CASE("predict refuses a channels-last .npy for a channels-first model, nami
   std::vector<uint8_t> nchw = px;
   nhwc_to_nchw(nchw, shape);
   write_npy_u8(dir + "/x_nchw.npy", shape, nchw.data());
-  auto ok = test::run_trainer("predict " + dir + "/run --input " + dir + "/x_nchw.npy --output " + dir + "/q.csv");
+  auto ok =
+      test::run_trainer("predict " + dir + "/run --input " + dir + "/x_nchw.npy --output " + dir + "/q.csv");
   INFO(ok.err);
   CHECK(ok.exit_code == 0);
 }

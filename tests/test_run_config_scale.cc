@@ -3,7 +3,6 @@
 // eval RUN, --resume and predict then agree. predict scales the same pixels identically whether
 // they come from a .csv or a uint8 .npy: by the scale of training, whatever the file type.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -79,9 +78,10 @@ std::string metric(const std::string& run, int epoch, const std::string& column)
 
 }  // namespace
 
-TEST_CASE("fit, eval RUN from another directory, --resume and predict agree for uint8 npy data relying on "
-          "the default scale",
-          "[run_dir][normalize][cli]") {
+TEST_CASE(
+    "fit, eval RUN from another directory, --resume and predict agree for uint8 npy data relying on "
+    "the default scale",
+    "[run_dir][normalize][cli]") {
   const std::string data = test::temp_dir("scale_data"), elsewhere = test::temp_dir("scale_elsewhere");
   std::vector<uint8_t> train_px, val_px;
   std::vector<int64_t> train_y, val_y;
@@ -152,14 +152,16 @@ TEST_CASE("a given data.normalize.scale is recorded as given, and a float source
   std::vector<uint8_t> px;
   std::vector<int64_t> y;
   write_images(dir, "", 4, 1, &px, &y);
-  const std::string base = std::string(kConfig).replace(std::string(kConfig).find("x: x.npy"), 8, "x: " + dir + "/x.npy");
+  const std::string base =
+      std::string(kConfig).replace(std::string(kConfig).find("x: x.npy"), 8, "x: " + dir + "/x.npy");
   const Config defaulted = parse_config(base, "u8.yaml", {"data.validation="});
   CHECK(defaulted.data.normalize.scale == 1.0 / 255.0);
   CHECK(defaulted.resolved["data"]["normalize"]["scale"].as<double>() == 1.0 / 255.0);
   const Config given = parse_config(base, "u8.yaml", {"data.validation=", "data.normalize.scale=0.5"});
   CHECK(given.data.normalize.scale == 0.5);
   CHECK(given.resolved["data"]["normalize"]["scale"].as<double>() == 0.5);
-  const Config idx = parse_config(base, "u8.yaml", {"data.validation=", "data.train={format: idx, images: a, labels: b}"});
+  const Config idx =
+      parse_config(base, "u8.yaml", {"data.validation=", "data.train={format: idx, images: a, labels: b}"});
   CHECK(idx.data.normalize.scale == 1.0 / 255.0);
   const Config disc = parse_config(base, "u8.yaml", {"data.validation=", "data.train={format: disc}"});
   CHECK(disc.resolved["data"]["normalize"]["scale"].as<double>() == 1.0);

@@ -2,7 +2,6 @@
 // load it: seeded, stratified by default, the same from a run directory's config, with a warning
 // naming every class that one side lacks.
 #include <catch2/catch.hpp>
-
 #include <map>
 
 #include "datasets/npy_reader.h"
@@ -66,8 +65,7 @@ TEST_CASE("data.split's long form, its short form validation_split, and their de
   CHECK(shortform.resolved["data"]["split"]["fraction"].as<double>() == 0.2);
   CHECK(shortform.resolved["data"]["split"]["stratify"].as<bool>());
 
-  const Config keras =
-      parse_config(config(d, "  split: {fraction: 0.25, shuffle: false}\n"), "s.yaml", {});
+  const Config keras = parse_config(config(d, "  split: {fraction: 0.25, shuffle: false}\n"), "s.yaml", {});
   CHECK(keras.data.validation_split == 0.25);
   CHECK_FALSE(keras.data.split_shuffle);
   CHECK_FALSE(keras.data.split_stratify);  // follows shuffle
@@ -93,9 +91,9 @@ TEST_CASE("data.split's conflicts are config errors naming the keys", "[config][
                     Contains("data.split.fraction: value 1.5 is out of range"));
   CHECK_THROWS_WITH(parse_config(config(d, "  split: {fraction: 0.2, stratfy: true}\n"), "s.yaml", {}),
                     Contains("stratify"));
-  CHECK_THROWS_WITH(parse_config(config(d, "  split: {fraction: 0.2}\n  validation: {format: disc}\n"),
-                                 "s.yaml", {}),
-                    Contains("data.split: cannot be combined with an explicit data.validation source"));
+  CHECK_THROWS_WITH(
+      parse_config(config(d, "  split: {fraction: 0.2}\n  validation: {format: disc}\n"), "s.yaml", {}),
+      Contains("data.split: cannot be combined with an explicit data.validation source"));
 }
 
 TEST_CASE("load_run_data splits rows sorted by class with every class on both sides, by default",
@@ -115,10 +113,11 @@ TEST_CASE("load_run_data splits rows sorted by class with every class on both si
             .val.f32 != r.val.f32);
 }
 
-TEST_CASE("Keras' last-rows split of sorted rows warns, naming the classes each side lacks", "[split][data]") {
+TEST_CASE("Keras' last-rows split of sorted rows warns, naming the classes each side lacks",
+          "[split][data]") {
   const SortedData d;
-  const Config c = parse_config(config(d, "  split: {fraction: 0.2, shuffle: false}\n  class_names: [a, b, c, d]\n"),
-                                "s.yaml", {});
+  const Config c = parse_config(
+      config(d, "  split: {fraction: 0.2, shuffle: false}\n  class_names: [a, b, c, d]\n"), "s.yaml", {});
   RunData r;
   {
     test::ExpectWarning w(
@@ -138,6 +137,7 @@ TEST_CASE("an explicit data.validation source lacking or adding classes is named
   write_npy_i64(dir + "/yv.npy", {3}, ys.data());
   const Config c = parse_config(
       config(d, "  validation: {format: npy, x: " + dir + "/xv.npy, y: " + dir + "/yv.npy}\n"), "s.yaml", {});
-  test::ExpectWarning w("data.validation: 3 classes in the training data have no validation samples: 1, 2, 3");
+  test::ExpectWarning w(
+      "data.validation: 3 classes in the training data have no validation samples: 1, 2, 3");
   load_run_data(c, true);
 }

@@ -31,6 +31,12 @@ void ConfigFlags::add_to(CLI::App* sub, FlagSet set, ConfigArg arg) {
                   "Hard cap in MiB on all memory the tool allocates for the model on its device: GPU memory, "
                   "or host memory on the CPU (parameters, gradients, optimizer state, activations, "
                   "workspaces) [default: config's device.memory_limit, no cap]")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+            return digits ? std::string() : "'" + v + "' is not a whole number of MiB";
+          },
+          ""))
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_flag("--mem-growth", mem_growth,
                 "GPU: start small and grow on demand up to --mem-limit, instead of reserving up front "

@@ -212,10 +212,13 @@ static int run(int argc, char** argv) {
         verbs += (verbs.empty() ? "" : ", ") + sub->get_name();
       return usage_error(app, "a verb is required; verbs: " + verbs);
     }
-    const std::string unknown_flag =
-        trainer::cmd::unknown_flag_message(app, verb.empty() ? nullptr : app.get_subcommand(verb),
-                                           std::vector<std::string>(argv + 1, argv + argc));
-    return usage_error(app, unknown_flag.empty() ? std::string(e.what()) : unknown_flag);
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    const CLI::App* sub = verb.empty() ? nullptr : app.get_subcommand(verb);
+    const std::string unknown_flag = trainer::cmd::unknown_flag_message(app, sub, args);
+    const std::string repeated = trainer::cmd::repeated_option_message(sub, args);
+    return usage_error(app, !unknown_flag.empty() ? unknown_flag
+                            : !repeated.empty()   ? repeated
+                                                  : std::string(e.what()));
   } catch (const trainer::UsageError& e) {
     return usage_error(app, e.what());
   } catch (const trainer::Error& e) {

@@ -83,4 +83,42 @@ std::string unknown_flag_message(const CLI::App& app, const CLI::App* verb,
   return "";
 }
 
+std::string repeated_option_message(const CLI::App* verb, const std::vector<std::string>& args) {
+  if (!verb) return "";
+  std::vector<std::pair<std::string, std::vector<std::string>>> seen;  // in order of first use
+  bool after_verb = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (!after_verb) {
+      after_verb = arg == verb->get_name();
+      continue;
+    }
+    if (arg == "--") break;
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const CLI::Option* opt = verb->get_option_no_throw(name);
+    // Options of one value only: not flags, not --set (repeatable by design).
+    if (!opt || opt->get_type_size() != 1 || opt->get_expected_max() != 1) continue;
+    std::string value;
+    if (eq != std::string::npos)
+      value = arg.substr(eq + 1);
+    else if (i + 1 < args.size())
+      value = args[++i];
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == name; });
+    if (it == seen.end()) it = seen.insert(seen.end(), {name, {}});
+    it->second.push_back(value);
+  }
+  for (const auto& [name, values] : seen) {
+    if (values.size() < 2) continue;
+    std::string listed;
+    for (size_t k = 0; k < values.size(); ++k)
+      listed += std::string(k == 0 ? "" : k + 1 == values.size() ? " and " : ", ") + "'" + values[k] + "'";
+    return name + " given " +
+           (values.size() == 2 ? std::string("twice") : std::to_string(values.size()) + " times") + ": " +
+           listed + "; give it once";
+  }
+  return "";
+}
+
 }  // namespace trainer::cmd

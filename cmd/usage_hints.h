@@ -19,4 +19,8 @@ std::string unknown_verb_message(const CLI::App& app, const std::string& word);
 std::string unknown_flag_message(const CLI::App& app, const CLI::App* verb,
                                  const std::vector<std::string>& args);
 
+// For a parse error of `verb`: an option of one value given more than once, naming every value,
+// as "--out given twice: 'a' and 'b'; give it once"; "" when there is none.
+std::string repeated_option_message(const CLI::App* verb, const std::vector<std::string>& args);
+
 }  // namespace trainer::cmd

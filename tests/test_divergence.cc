@@ -139,9 +139,12 @@ TEST_CASE(
 
 TEST_CASE("with train.on_nan: skip the non-finite batches are skipped, counted and reported",
           "[divergence]") {
+  // The data it was tuned on: Keras' last-rows split (with the seeded default split, every batch
+  // of epoch 2 overflows and the run stops as diverged instead).
   Config cfg =
       parse_config(kTiny, "tiny.yaml",
-                   {"optimizer.lr=1e6", "train.on_nan=skip", "train.epochs=2", "train.divergence=warn"});
+                   {"optimizer.lr=1e6", "train.on_nan=skip", "train.epochs=2", "train.divergence=warn",
+                    "data.validation_split=", "data.split={fraction: 0.2, shuffle: false}"});
   std::string run = test::temp_dir("skip") + "/run";
   FitOptions fo;
   fo.out_dir = run;

@@ -15,6 +15,7 @@
 #include "lib/train/fit.h"
 #include "tests/datasets/temp_files.h"
 #include "tests/test_util.h"
+#include "tests/warning_sink.h"
 
 using namespace trainer;
 
@@ -115,6 +116,8 @@ TEST_CASE("reuters_conv1d trains an epoch on generated token sequences", "[workl
   write_sequences(dir + "/train.txt", 96, 30982, 46, 1);
   write_sequences(dir + "/test.txt", 40, 30982, 46, 2);
   std::string log;
+  // Random labels of 46 classes: validation may lack some that training has (named in a warning).
+  test::ExpectWarning classes("no validation samples", false);
   FitResult r = fit_one_epoch("reuters_conv1d.yaml",
                               {"data.train.path=" + dir + "/train.txt",
                                "data.validation.path=" + dir + "/test.txt", "data.train.limit=80"},
@@ -134,6 +137,8 @@ TEST_CASE("cifar10_cnn trains an epoch on generated CIFAR-10 binary batches", "[
   write_cifar(dir + "/data_batch_2.bin", 48, 4);
   write_cifar(dir + "/test_batch.bin", 32, 5);
   std::string log;
+  // Random labels: 32 validation images may lack a class (named in a warning).
+  test::ExpectWarning classes("no validation samples", false);
   FitResult r =
       fit_one_epoch("cifar10_cnn.yaml",
                     {"data.train.files=[" + dir + "/data_batch_1.bin, " + dir + "/data_batch_2.bin]",
@@ -154,6 +159,8 @@ TEST_CASE("mnist_cnn and the fashion_mnist configs train an epoch on generated I
   write_idx_pair(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", 40, 7);
   for (const char* name : {"mnist_cnn.yaml", "fashion_mnist_cnn.yaml", "fashion_mnist_sgd.yaml"}) {
     std::string log;
+    // Random labels: 40 validation images may lack a class (named in a warning).
+    test::ExpectWarning classes("no validation samples", false);
     FitResult r =
         fit_one_epoch(name,
                       {"data.train.images=" + dir + "/train-images-idx3-ubyte.gz",

@@ -105,6 +105,8 @@ static void read_model(Config& c, NodeReader& r) {
   NodeReader mr(m, "model", c.file);
   if (!mr.has("input_shape")) mr.fail("input_shape", "is required, e.g. input_shape: [1, 28, 28]");
   c.input_shape = Shape(mr.integer_list("input_shape", {}, 1, int64_t(1) << 31));
+  if (c.input_shape.rank() == 0)
+    mr.fail("input_shape", "is empty: give the shape of one sample, e.g. input_shape: [1, 28, 28] or [784]");
   if (!c.input_shape.fits())
     mr.fail("input_shape", c.input_shape.str() + " has " + c.input_shape.numel_str() +
                                " elements per sample; one tensor may hold at most " +
@@ -173,6 +175,23 @@ static void read_metrics(Config& c, NodeReader& r) {
     }
   }
   c.resolved["metrics"] = out;
+}
+
+// top_k_accuracy's k against data.num_classes (read after the metrics): with k above the class
+// count the metric cannot mean anything (Keras and torchmetrics take it without a word).
+static void check_top_k(const Config& c, NodeReader& r) {
+  const YAML::Node list = r.child("metrics");
+  for (size_t i = 0; i < c.metrics.size(); ++i) {
+    const MetricSpec& m = c.metrics[i];
+    if (m.type != "top_k_accuracy" || m.k <= c.data.num_classes) continue;
+    YAML::Node item;
+    if (present(list) && list.IsSequence() && i < list.size()) item.reset(list[i]);
+    const bool given = item.IsMap() && present(item["k"]);
+    throw ConfigError(node_location(c.file, given ? item["k"] : item) + ": metrics." + std::to_string(i) +
+                      ".k: " + std::to_string(m.k) + (given ? "" : " (the default)") +
+                      " is more than data.num_classes " + std::to_string(c.data.num_classes) +
+                      "; top_k_accuracy needs k at most the number of classes");
+  }
 }
 
 // data.split: {fraction, shuffle, stratify}, or its short form data.validation_split: f. The
@@ -477,6 +496,7 @@ static Config parse_document(YAML::Node root, const std::string& file,
   }
   read_metrics(c, r);
   read_data(c, r);
+  check_top_k(c, r);
   {
     NodeReader t(r.child("train"), "train", file);
     c.epochs = t.integer("epochs", 10, 1, 1000000);

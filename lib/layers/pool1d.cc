@@ -21,6 +21,9 @@ Pool1d::Pool1d(const KeyValues& v, Kind k) : kind(k) {
 
 Shape Pool1d::infer(const Shape& in) {
   if (in.rank() != 2) shape_error("expects (channels, length), got " + in.batched_str());
+  if (padding == "explicit" && pad > size / 2)  // PyTorch's rule, as pool2d's
+    shape_error("padding " + std::to_string(pad) + " must be at most half of pool_size " +
+                std::to_string(size));
   w = Window{size, stride, 0, 0};
   int64_t ol = resolve_window(in[1], padding, pad, w);
   if (ol <= 0) shape_error("pool " + std::to_string(size) + " does not fit input " + in.batched_str());

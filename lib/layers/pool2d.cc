@@ -24,6 +24,11 @@ Pool2d::Pool2d(const KeyValues& v, Kind k) : kind(k) {
 
 Shape Pool2d::infer(const Shape& in) {
   if (in.rank() != 3) shape_error("expects (channels, height, width), got " + in.batched_str());
+  // PyTorch's rule: padding at most half the window, so that no window lies wholly in the padding
+  // (max pooling would give -inf there, average pooling a mean of pad values).
+  if (padding == "explicit" && (pad > ph / 2 || pad > pw / 2))
+    shape_error("padding " + std::to_string(pad) + " must be at most half of pool_size " +
+                (ph == pw ? std::to_string(ph) : "[" + std::to_string(ph) + ", " + std::to_string(pw) + "]"));
   wh = Window{ph, sh, 0, 0};
   ww = Window{pw, sw, 0, 0};
   int64_t oh = resolve_window(in[1], padding, pad, wh);

@@ -81,7 +81,7 @@ class ListReader {
       if (scope)
         refs.insert(refs.end(), scope->input.begin(), scope->input.end());
       else
-        refs.push_back({"", InputRef::kModelInput});
+        refs.push_back({"", InputRef::kModelInput, ""});
       return;
     }
     if (scope)
@@ -233,8 +233,14 @@ class ListReader {
 
   void use_block(NodeReader& r, const std::string& block, const std::string& name,
                  const std::vector<InputRef>& inputs, Scope* outer) {
-    if (std::find(active_.begin(), active_.end(), block) != active_.end() || active_.size() >= kMaxBlockDepth)
+    if (std::find(active_.begin(), active_.end(), block) != active_.end())
       r.fail("type", "block '" + block + "' uses itself (a block may use other blocks, not itself)");
+    if (active_.size() >= kMaxBlockDepth) {
+      std::string chain;
+      for (const std::string& b : active_) chain += b + " \u2192 ";
+      r.fail("type", "blocks are nested more than " + std::to_string(kMaxBlockDepth) + " deep (" + chain +
+                         block + ")");
+    }
     const YAML::Node def = blocks_[block];
     const YAML::Node params = def["params"];
     std::map<std::string, YAML::Node> values;
@@ -257,8 +263,8 @@ class ListReader {
     s.prefix = scoped(use, block, outer) + ".";
     s.input = inputs;
     if (s.input.empty())
-      s.input.push_back(out.empty() ? InputRef{"", InputRef::kModelInput}
-                                    : InputRef{"", int(out.size()) - 1});
+      s.input.push_back(out.empty() ? InputRef{"", InputRef::kModelInput, ""}
+                                    : InputRef{"", int(out.size()) - 1, ""});
     if (s.input.size() != 1)
       r.fail("inputs", "a block takes one input, got " + std::to_string(s.input.size()));
     s.start = out.size();

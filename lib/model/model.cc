@@ -26,7 +26,17 @@ Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init
     if (name.empty()) name = d.type + "_" + std::to_string(n);
     if (name == "input")
       throw ConfigError(d.where + ": the name 'input' is reserved for the model's input (inputs: [input])");
-    if (by_name.count(name)) throw ConfigError("model.layers: duplicate layer name '" + name + "'");
+    if (by_name.count(name)) {
+      // "file:1:2: model.layers.3" -> "model.layers.3": where the other layer was declared.
+      const std::string& other = decls[size_t(by_name[name])].where;
+      const size_t cut = other.rfind(": ");
+      const std::string taker = cut == std::string::npos ? other : other.substr(cut + 2);
+      if (d.name.empty())
+        throw ConfigError(d.where + ": its default name '" + name + "' is taken by " + taker +
+                          "; name one of them");
+      throw ConfigError("model.layers: duplicate layer name '" + name + "' (" + d.where + " and " + taker +
+                        ")");
+    }
     by_name[name] = int(made.size());
     layer->set_identity(d.type, name);
     made.push_back(std::move(layer));

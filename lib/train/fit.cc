@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -166,6 +167,35 @@ class FitRun {
   std::string status_ = "completed";
 };
 
+// Batchnorm in training normalizes by the batch's statistics; with one value per channel (a
+// batch of 1 on (None, C) inputs) every output is its bias and nothing is learned. PyTorch
+// refuses it ("Expected more than 1 value per channel when training"); so does fit, for every
+// training batch size (the full batch, the last one, and each replica's share of them).
+static void check_batchnorm_batches(const Model& model, const std::vector<int64_t>& train_sizes, int ranks,
+                                    bool sync_batchnorm, int64_t samples, int64_t batch) {
+  const bool sharded = ranks > 1 && !sync_batchnorm;
+  const std::vector<int64_t> per_replica = sharded ? shard_batch_sizes(train_sizes, ranks) : train_sizes;
+  int64_t rows = INT64_MAX;  // the smallest share that trains (a replica with none skips the step)
+  for (int64_t r : per_replica)
+    if (r > 0) rows = std::min(rows, r);
+  for (size_t i = 0; i < model.layers().size(); ++i) {
+    const Layer& layer = *model.layers()[i];
+    if (layer.type() != "batchnorm") continue;
+    const Shape& in = layer.input_shape();
+    if (rows * (in.numel() / in[0]) > 1) continue;
+    const bool tail = samples > batch && samples % batch == 1;
+    throw ConfigError(
+        "model.layers." + std::to_string(i) + " (batchnorm '" + layer.name() + "'): a training batch of " +
+        std::to_string(rows) + " sample" + (sharded ? " per replica" : "") +
+        " gives it 1 value per channel on " + in.batched_str() +
+        " inputs, which it normalizes to 0: it would learn nothing, and PyTorch refuses this too (\"Expected "
+        "more than 1 value per channel when training\"); " +
+        (tail ? "the last batch holds 1 of the " + std::to_string(samples) +
+                    " training samples: set data.drop_last: true or another data.batch_size"
+              : "use a data.batch_size of at least " + std::to_string(sharded ? 2 * ranks : 2)));
+  }
+}
+
 void FitRun::setup() {
   // One notion of best: the epoch restore_best puts back is the one best.safetensors holds.
   const EarlyStoppingConfig& es = cfg_.early_stopping;
@@ -188,6 +218,7 @@ void FitRun::setup() {
   std::vector<int64_t> sizes;
   add_batch_sizes(sizes, data_.train.size(), B, cfg_.data.drop_last);
   const int rank = comm_.rank(), ranks = comm_.size();
+  check_batchnorm_batches(*model, sizes, ranks, cfg_.sync_batchnorm, data_.train.size(), B);
   // One loader thread until the device is known (loader_threads_for, below).
   RandomResizedCrop crop;
   if (cfg_.data.augment.random_resized_crop) {

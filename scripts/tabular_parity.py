@@ -14,7 +14,7 @@
       PyTorch, over several seeds, and prints the final validation metric of each (mean and
       spread): accuracy, F1 (binary: the positive class'; multi-label: micro), MSE.
 """
-import argparse, csv, json, os, subprocess, sys
+import argparse, csv, json, os, shlex, subprocess, sys
 
 TASKS = {
     # name: (loss, outputs, metric)
@@ -64,19 +64,21 @@ def prepare(d):
             ytr, yva = ytr.astype(float), yva.astype(float)
         write_csv(f"{d}/{name}_train.csv", Xtr, ytr)
         write_csv(f"{d}/{name}_val.csv", Xva, yva)
-        label_cols = K if y.ndim == 2 else 1
+        ncols = X.shape[1] + (K if y.ndim == 2 else 1)
+        label_cols = list(range(X.shape[1], ncols)) if y.ndim == 2 else -1
         cfg = {
             "model": {"input_shape": [X.shape[1]],
                       "layers": [{"type": "dense", "units": HIDDEN}, {"type": "relu"}, {"type": "dense", "units": K}]},
             "loss": loss,
             "optimizer": {"type": "adam", "lr": LR},
-            "data": {"train": {"format": "csv", "path": f"{name}_train.csv", "label_columns": label_cols},
-                     "validation": {"format": "csv", "path": f"{name}_val.csv", "label_columns": label_cols},
+            "data": {"train": {"format": "csv", "path": f"{name}_train.csv", "label_column": label_cols},
+                     "validation": {"format": "csv", "path": f"{name}_val.csv", "label_column": label_cols},
                      "batch_size": BATCH, "shuffle": True},
             "train": {"epochs": EPOCHS},
         }
         if loss == "cross_entropy":
             cfg["data"]["num_classes"] = K
+        cfg["metrics"] = {"accuracy": ["accuracy"], "f1": ["accuracy", "f1", "auc"], "mse": ["mse", "r2"]}[metric]
         with open(f"{d}/{name}.json", "w") as f:
             json.dump(cfg, f)
         if metric == "mse":
@@ -145,7 +147,7 @@ def score(metric, loss_name, out, y):
 
 def trainer_run(d, name, seed, trainer):
     loss_name, K, metric = TASKS[name]
-    out = subprocess.run([trainer, "fit", f"{d}/{name}.yaml", "--set", f"train.seed={seed}", "--log-format", "json"],
+    out = subprocess.run(shlex.split(trainer) + ["fit", f"{d}/{name}.yaml", "--set", f"train.seed={seed}", "--log-format", "json"],
                          capture_output=True, text=True, cwd=d)
     if out.returncode != 0:
         sys.exit(f"trainer fit {name} failed:\n{out.stderr[-3000:]}")
@@ -181,7 +183,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["prepare", "run"])
     ap.add_argument("dir")
-    ap.add_argument("--trainer", default=os.path.abspath("build/trainer"))
+    ap.add_argument("--trainer", default=os.path.abspath("build/trainer"), help="the trainer command (may be a wrapper with arguments)")
     ap.add_argument("--seeds", type=int, default=5)
     a = ap.parse_args()
     prepare(a.dir) if a.what == "prepare" else run(os.path.abspath(a.dir), a.trainer, a.seeds)

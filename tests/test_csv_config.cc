@@ -28,8 +28,9 @@ TEST_CASE("data.num_classes may be left out for a csv source, which discovers th
   // class_names alone give the number.
   REQUIRE(parse_config(config_with("{format: csv, path: t.csv}", "  class_names: [a, b, c]\n"), "c.yaml", {})
               .data.num_classes == 3);
-  REQUIRE_THROWS_WITH(parse_config(config_with("{format: disc}"), "c.yaml", {}),
-                      Contains("data.num_classes: is required") && Contains("csv and image folder sources discover it"));
+  REQUIRE_THROWS_WITH(
+      parse_config(config_with("{format: disc}"), "c.yaml", {}),
+      Contains("data.num_classes: is required") && Contains("csv and image folder sources discover it"));
 }
 
 TEST_CASE("csv keys are checked at their position: delimiter, missing.fill, learned mappings",

@@ -153,8 +153,9 @@ TEST_CASE("gpu fit with graph-replayed steps stops a diverging run at the CPU's 
   REQUIRE(std::regex_search(gpu, mg, where));
   REQUIRE(std::abs(std::stoi(mg[1].str()) - std::stoi(mc[1].str())) <= 2);
 
-  Config skip =
-      parse_config(kTiny, "tiny.yaml", {"device=gpu:0", "train.on_nan=skip", "train.divergence=warn"});
+  Config skip = parse_config(kTiny, "tiny.yaml",
+                             {"device=gpu:0", "train.on_nan=skip", "train.divergence=warn",
+                              "data.validation_split=", "data.split={fraction: 0.2, shuffle: false}"});
   FitOptions fo;
   fo.device.device = "gpu:0";
   std::ostringstream out;

@@ -189,7 +189,10 @@ void CsvReader::resolve_columns() {
   }
   if (enc.known) {  // the training data's kinds and categories
     for (FeatureColumn& f : features_) f.kind = FeatureColumn::Kind::numeric;
-    for (const auto& [key, cats] : enc.categories) {
+    for (const auto& entry : enc.categories) {
+      // Not a structured binding: a lambda may not capture one before C++20 (clang refuses it).
+      const std::string& key = entry.first;
+      const auto& cats = entry.second;
       auto it = std::find_if(features_.begin(), features_.end(),
                              [&](const FeatureColumn& f) { return f.key == key; });
       if (it == features_.end())

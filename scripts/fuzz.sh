@@ -33,7 +33,8 @@ max_len_of() {
 
 # Debian 12 packages the fuzz build needs (clang-14 with its sanitizer and libFuzzer runtimes),
 # installed the way scripts/setup.sh installs its own.
-packages=(cmake ninja-build clang-14 libclang-rt-14-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libyaml-cpp-dev nlohmann-json3-dev)
+packages=(cmake ninja-build clang-14 libclang-rt-14-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libyaml-cpp-dev nlohmann-json3-dev
+          libspdlog-dev)
 scripts/install_missing.sh fuzz "${packages[@]}"
 cc=clang cxx=clang++
 command -v clang++ >/dev/null || { cc=clang-14; cxx=clang++-14; }

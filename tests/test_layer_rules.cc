@@ -31,9 +31,9 @@ TEST_CASE("pooling padding above half the window is a config error, as in PyTorc
     INFO(type);
     const std::string bad = std::string("{type: ") + type + ", pool_size: 2, padding: 2}";
     REQUIRE_THROWS_AS(make_model(parse_config(pool_yaml(bad), "p.yaml", {})), ConfigError);
-    REQUIRE_THROWS_WITH(make_model(parse_config(pool_yaml(bad), "p.yaml", {})),
-                        Contains("p.yaml:4:") && Contains("model.layers.0.padding") &&
-                            Contains("padding 2 must be at most half of pool_size 2"));
+    REQUIRE_THROWS_WITH(
+        make_model(parse_config(pool_yaml(bad), "p.yaml", {})),
+        Contains("model.layers.0 (") && Contains("padding 2 must be at most half of pool_size 2"));
     // pad 1 of a 2-window and of a 3-window are PyTorch's largest
     REQUIRE_NOTHROW(make_model(parse_config(
         pool_yaml(std::string("{type: ") + type + ", pool_size: 2, padding: 1}"), "p.yaml", {})));

@@ -98,7 +98,7 @@ TEST_CASE("blocks nested more than 16 deep are named as such, with the chain", "
       Contains("blocks are nested more than 16 deep (" + chain + "b16)") && !Contains("uses itself"));
 }
 
-TEST_CASE("--mem-limit that is not a number, and a one-value flag given twice, say so", "[cli]") {
+TEST_CASE("a --mem-limit that is not a number, and a one-value flag given twice, say so", "[cli]") {
   const std::string cfg = test::write_file(test::temp_dir("flags"), "d.yaml",
                                            "model:\n  input_shape: [2]\n  layers: [{type: dense, units: 2}]\n"
                                            "data: {train: {format: disc}, num_classes: 2}\n");

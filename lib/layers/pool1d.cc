@@ -12,11 +12,6 @@ Pool1d::Pool1d(const KeyValues& v, Kind k) : kind(k) {
   size = v.integer("pool_size");
   stride = v.has("strides") ? v.integer("strides") : size;
   padding_from(v, padding, pad);
-  // PyTorch's rule (pool2d.cc): pad <= kernel / 2.
-  if (padding == "explicit" && 2 * pad > size)
-    v.fail("padding",
-           "padding " + std::to_string(pad) + " must be at most half of pool_size " + std::to_string(size) +
-               " (as PyTorch requires); a larger window, or padding: same, covers more of the edge");
 }
 
 Shape Pool1d::infer(const Shape& in) {

@@ -13,13 +13,6 @@ Pool2d::Pool2d(const KeyValues& v, Kind k) : kind(k) {
   const std::vector<int64_t> s = v.has("strides") ? v.integers("strides") : p;
   ph = p[0], pw = p[1], sh = s[0], sw = s[1];
   padding_from(v, padding, pad);
-  // PyTorch's rule (pad <= kernel / 2): a window wider padding than that can lie wholly in the
-  // padding, where max pooling has no value and average pooling divides nothing.
-  if (padding == "explicit" && (2 * pad > ph || 2 * pad > pw))
-    v.fail("padding",
-           "padding " + std::to_string(pad) + " must be at most half of pool_size " +
-               (ph == pw ? std::to_string(ph) : "[" + std::to_string(ph) + ", " + std::to_string(pw) + "]") +
-               " (as PyTorch requires); a larger window, or padding: same, covers more of the edge");
 }
 
 Shape Pool2d::infer(const Shape& in) {

@@ -16,6 +16,22 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// The header row of a predictions CSV, its line end included.
+std::string header_line(const std::vector<std::string>& header) {
+  std::string text;
+  for (size_t i = 0; i < header.size(); ++i) text += (i ? "," : "") + header[i];
+  return text + "\n";
+}
+
+// n floats as CSV cells (%.9g: they read back exactly), each after *sep, which becomes ",".
+void append_floats(std::string& text, const char** sep, const float* v, int64_t n) {
+  char cell[32];
+  for (int64_t k = 0; k < n; ++k, *sep = ",") {
+    std::snprintf(cell, sizeof cell, "%s%.9g", *sep, double(v[k]));
+    text += cell;
+  }
+}
+
 }  // namespace
 
 PredictWrite parse_predict_write(const std::string& s) {
@@ -69,21 +85,14 @@ void write_predictions(const std::string& path, PredictWrite what, const std::ve
     header.push_back("predicted_id");
     if (!names.empty()) header.push_back("predicted_name");
   }
-  std::string text;
-  for (size_t i = 0; i < header.size(); ++i) text += (i ? "," : "") + header[i];
-  text += "\n";
-  char cell[32];
+  std::string text = header_line(header);
   for (int64_t i = 0; i < N; ++i) {
     const char* sep = "";
     if (!files.empty()) {
       text += csv_field(files[size_t(i)]);
       sep = ",";
     }
-    if (with_probs)
-      for (int64_t c = 0; c < C; ++c, sep = ",") {
-        std::snprintf(cell, sizeof cell, "%s%.9g", sep, double(probs[size_t(i * C + c)]));
-        text += cell;
-      }
+    if (with_probs) append_floats(text, &sep, probs.data() + i * C, C);
     if (with_class) {
       text += sep + std::to_string(ids[size_t(i)]);
       if (!names.empty()) text += "," + csv_field(class_label(names, ids[size_t(i)]));
@@ -119,17 +128,10 @@ void write_value_predictions(const std::string& path, PredictWrite what, const s
     for (int64_t k = 0; k < K; ++k) header.push_back(name(binary ? "probability" : "value", "", k));
   if (with_decisions)
     for (int64_t k = 0; k < K; ++k) header.push_back(name("predicted", "predicted_", k));
-  std::string text;
-  for (size_t i = 0; i < header.size(); ++i) text += (i ? "," : "") + header[i];
-  text += "\n";
-  char cell[32];
+  std::string text = header_line(header);
   for (int64_t i = 0; i < N; ++i) {
     const char* sep = "";
-    if (with_values)
-      for (int64_t k = 0; k < K; ++k, sep = ",") {
-        std::snprintf(cell, sizeof cell, "%s%.9g", sep, double(values[size_t(i * K + k)]));
-        text += cell;
-      }
+    if (with_values) append_floats(text, &sep, values.data() + i * K, K);
     if (with_decisions)
       for (int64_t k = 0; k < K; ++k, sep = ",") text += sep + std::to_string(decisions[size_t(i * K + k)]);
     text += "\n";

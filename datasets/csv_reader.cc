@@ -13,6 +13,7 @@
 #include "datasets/csv_records.h"
 #include "datasets/file_bytes.h"
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 
 namespace trainer {
 namespace {
@@ -39,7 +40,7 @@ size_t resolve_label_column(const std::string& path, const CsvOptions& o,
     std::string msg = "CSV file '" + path + "': label_column '" + o.label_column + "' ";
     if (!o.has_header) throw DataError(msg + "must be a column index when the file has no header");
     msg += "is neither a header name nor a column index; header columns are:";
-    for (std::string_view h : header) msg += " '" + std::string(h) + "'";
+    for (std::string_view h : header) msg += " " + quoted(h);
     throw DataError(msg);
   }
   const long long n = static_cast<long long>(ncols);
@@ -70,7 +71,7 @@ Dataset read_csv(const std::string& path, const CsvOptions& o) {
   const auto where = [&] { return path + ":" + std::to_string(records.line()) + ": "; };
   const auto column = [&](size_t c) {
     std::string s = "column " + std::to_string(c + 1);
-    return names.empty() ? s : s + " ('" + names[c] + "')";
+    return names.empty() ? s : s + " (" + quoted(names[c]) + ")";
   };
   while (records.next(&cells)) {
     if (ncols == 0) {  // the first record fixes the layout
@@ -105,13 +106,12 @@ Dataset read_csv(const std::string& path, const CsvOptions& o) {
       if (c == label_col) {
         if (!ok || v != std::floor(v) || v < 0 || v >= o.num_classes)
           throw DataError(where() + column(c) + " (label): expected an integer in 0.." +
-                          std::to_string(o.num_classes - 1) + ", found '" + std::string(cells[c]) + "'");
+                          std::to_string(o.num_classes - 1) + ", found " + quoted(cells[c]));
         ds.labels.push_back(static_cast<int32_t>(v));
       } else {
         if (!ok || std::fabs(v) > std::numeric_limits<float>::max())
-          throw DataError(
-              where() + column(c) + ": expected a finite float32 number, found " +
-              (cells[c].empty() ? std::string("an empty cell") : "'" + std::string(cells[c]) + "'"));
+          throw DataError(where() + column(c) + ": expected a finite float32 number, found " +
+                          (cells[c].empty() ? std::string("an empty cell") : quoted(cells[c])));
         ds.f32.push_back(static_cast<float>(v));
       }
     }

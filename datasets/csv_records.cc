@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 
 namespace trainer {
 
@@ -66,9 +67,9 @@ bool CsvRecords::next(std::vector<std::string_view>* fields) {
         fields->push_back(read_quoted(column));
         while (pos_ < text_.size() && blank(text_[pos_])) ++pos_;
         if (!record_end(pos_) && text_[pos_] != delimiter_)
-          throw DataError(where(line_) + "column " + std::to_string(column) + ": unexpected '" +
-                          std::string(1, text_[pos_]) +
-                          "' after the closing quote of a quoted field (a quote inside a quoted field is "
+          throw DataError(where(line_) + "column " + std::to_string(column) + ": unexpected " +
+                          quoted(std::string(1, text_[pos_])) +
+                          " after the closing quote of a quoted field (a quote inside a quoted field is "
                           "written twice: \"\")");
       } else {
         const size_t start = pos_;

@@ -233,8 +233,14 @@ class ListReader {
 
   void use_block(NodeReader& r, const std::string& block, const std::string& name,
                  const std::vector<InputRef>& inputs, Scope* outer) {
-    if (std::find(active_.begin(), active_.end(), block) != active_.end() || active_.size() >= kMaxBlockDepth)
+    if (std::find(active_.begin(), active_.end(), block) != active_.end())
       r.fail("type", "block '" + block + "' uses itself (a block may use other blocks, not itself)");
+    if (active_.size() >= kMaxBlockDepth) {  // a limit, not a cycle: say which
+      std::string chain;
+      for (const std::string& b : active_) chain += b + " → ";
+      r.fail("type", "blocks are nested more than " + std::to_string(kMaxBlockDepth) + " deep (" + chain +
+                         block + "); a model needs a few levels");
+    }
     const YAML::Node def = blocks_[block];
     const YAML::Node params = def["params"];
     std::map<std::string, YAML::Node> values;

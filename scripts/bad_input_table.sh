@@ -568,7 +568,7 @@ mkdir -p mine notes && { echo '# my notes'; cat tiny.yaml; } >mine/config.yaml
   echo '    - {type: dense, units: 2}'
   sed -n '/^loss:/,$p' tiny.yaml
 } >concat65.yaml
-sed "s/^  type: adam/  type: $(head -c 5000000 /dev/zero | tr '\0' a)/" tiny.yaml >long_type.yaml
+python3 -c "open('long_type.yaml', 'w').write(open('tiny.yaml').read().replace('  type: adam', '  type: ' + 'a' * 5000000))"
 printf 'a,b,label\n1,2,0\n1\0x,2,1\n' >nul.csv
 sed 's|^  train: {format: disc.*|  train: {format: csv, path: nul.csv, label_column: label, header: true}|; /validation_split/d' \
   tiny.yaml >nulcsv.yaml

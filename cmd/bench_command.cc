@@ -11,6 +11,7 @@
 #include "cmd/config_flags.h"
 #include "cmd/source_file.h"
 #include "lib/core/error.h"
+#include "lib/core/json_text.h"
 #include "lib/train/bench.h"
 #include "lib/train/bench_devices.h"
 #include "lib/train/bench_report.h"
@@ -114,7 +115,7 @@ void add_bench_command(CLI::App& app) {
         r.timings.push_back(time_matmul(r.shape, on_device(base, d), r.repeats));
       }
       if (!st->out.empty()) write_bench_out(st->out, matmul_csv(r), matmul_json(r));
-      std::cout << (json ? matmul_json(r).dump() + "\n" : matmul_text(r)) << std::flush;
+      std::cout << (json ? trainer::json_text(matmul_json(r)) + "\n" : matmul_text(r)) << std::flush;
       return;
     }
     if (sub->count("--size") || sub->count("--repeat") || sub->count("--warmup"))
@@ -133,7 +134,8 @@ void add_bench_command(CLI::App& app) {
       spdlog::info("depth {} on {}: {:.3f} s", depth, dev, s);
     });
     if (!st->out.empty()) write_bench_out(st->out, sweep_csv(r), sweep_json(r, devices.gpu_note));
-    std::cout << (json ? sweep_json(r, devices.gpu_note).dump() + "\n" : sweep_text(r, devices.gpu_note))
+    std::cout << (json ? trainer::json_text(sweep_json(r, devices.gpu_note)) + "\n"
+                       : sweep_text(r, devices.gpu_note))
               << std::flush;
   });
 }

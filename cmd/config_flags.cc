@@ -4,6 +4,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -102,6 +103,27 @@ DeviceRequest device_request(const Config& cfg) {
   d.mem_limit_bytes = size_t(cfg.memory_limit_mib) << 20;
   d.mem_growth = cfg.memory_growth;
   return d;
+}
+
+void check_thread_environment() {
+  const char* value = std::getenv("OMP_NUM_THREADS");
+  if (!value || !*value) return;  // unset or empty: libgomp ignores it too
+  const std::string text = value;
+  size_t at = 0;
+  for (;;) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    std::string item = text.substr(at, end - at);
+    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    const bool digits =
+        !item.empty() && item.size() <= 9 && item.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stol(item) < 1 || std::stol(item) > 4096)
+      throw UsageError("OMP_NUM_THREADS='" + (text.size() > 200 ? text.substr(0, 200) + "..." : text) +
+                       "': each thread count must be a whole number from 1 to 4096, as --threads; lower or "
+                       "unset it");
+    if (end == text.size()) break;
+    at = end + 1;
+  }
 }
 
 CLI::Validator run_directory_path() {

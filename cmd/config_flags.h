@@ -49,6 +49,11 @@ DeviceRequest device_request(const Config& cfg);
 // there is a usage error before the run starts, not a failed write after the model is built.
 CLI::Validator run_directory_path();
 
+// OMP_NUM_THREADS is a thread count as --threads is: each of its entries ("8", or "8,2" for nested
+// levels) must be 1 to 4096, or libgomp would try to start them all (99999 crashed it). Called
+// before any OpenMP region; UsageError naming the variable otherwise.
+void check_thread_environment();
+
 struct OutputFlags {
   std::string format = "text";
   bool quiet = false;

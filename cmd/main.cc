@@ -7,15 +7,20 @@
 #include <unistd.h>
 #include <yaml-cpp/exceptions.h>
 
+#include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <new>
+#include <stdexcept>
 #include <system_error>
 #include <thread>
 
 #include "cmd/commands.h"
+#include "cmd/config_flags.h"
 #include "cmd/crash_report.h"
 #include "cmd/usage_hints.h"
 #include "datasets/file_bytes.h"
@@ -41,17 +46,35 @@ namespace {
 // frame over malloc's chunk headers below the workspace, and the run aborted in a later free()
 // (exit 134, "corrupted size vs. prev_size"; tests/test_bad_input_table.cc).
 //
+// Only fit can stop gracefully (finish the step, save a checkpoint); it is the verb that claims
+// the first signal. Every other verb (eval, predict, bench, ...) has nothing to save: the first
+// signal ends it at once with exit 130. Decided from argv before any signal is taken.
+std::atomic<bool> g_signal_saves_checkpoint{false};
+
 // First signal: ask fit to stop after the current step (it saves a checkpoint); the second one
 // leaves at once (checkpoint files are replaced atomically, so none is left torn). Runs on the
 // signal thread only (or on main before that thread starts), so it may do anything; it does no
 // more than a handler could.
 void on_stop_signal() {
   static int count = 0;
+  if (!g_signal_saves_checkpoint.load()) {
+    static const char msg[] = "\ninterrupted\n";
+    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(int(trainer::ExitCode::interrupted));
+  }
   if (++count > 1) _exit(int(trainer::ExitCode::interrupted));
   static const char msg[] = "\nstopping after the current step and saving a checkpoint (again to quit now)\n";
   ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)ignored;
   trainer::request_stop();
+}
+
+// The verb of the command line: its first argument that is not a flag ("" when none).
+std::string verb_of(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-') return argv[i];
+  return "";
 }
 
 // Called with `signals` blocked, before any other thread exists (threads inherit the mask): handles
@@ -155,7 +178,9 @@ static int run(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // a closed terminal: save and stop, as SIGTERM
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  g_signal_saves_checkpoint = verb_of(argc, argv) == "fit";
   // NO_COLOR (https://no-color.org): any non-empty value turns the coloured log levels off.
   const char* no_color = std::getenv("NO_COLOR");
   auto logger = spdlog::stderr_color_mt(
@@ -196,6 +221,7 @@ static int run(int argc, char** argv) {
   trainer::cmd::add_plot_command(app);
   refuse_empty_values(app);
   try {
+    trainer::cmd::check_thread_environment();
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
@@ -227,6 +253,16 @@ static int run(int argc, char** argv) {
     return fail(trainer::ExitCode::config, std::string("config: ") + e.what());
   } catch (const std::bad_alloc&) {
     return fail(trainer::ExitCode::runtime, "out of host memory");
+  } catch (const std::length_error& e) {  // a size no container can hold: memory, as bad_alloc
+    return fail(trainer::ExitCode::runtime, std::string("out of host memory (") + e.what() + ")");
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A file system refusal: the disk's (full, failing) is a runtime error, the rest (a
+    // directory where a file belongs, permissions) is the data's.
+    const int err = e.code().value();
+    const bool disk = err == ENOSPC || err == EDQUOT || err == EIO || err == EROFS;
+    return fail(disk ? trainer::ExitCode::runtime : trainer::ExitCode::data, e.what());
+  } catch (const std::system_error& e) {  // threads or other resources the system refused
+    return fail(trainer::ExitCode::runtime, std::string("the system refused a resource: ") + e.what());
   } catch (const std::exception& e) {
     return fail(trainer::ExitCode::internal, std::string("internal error (please report it): ") + e.what());
   }

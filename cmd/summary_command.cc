@@ -6,6 +6,7 @@
 
 #include "cmd/commands.h"
 #include "cmd/config_flags.h"
+#include "lib/core/json_text.h"
 #include "lib/model/model.h"
 #include "lib/model/model_json.h"
 #include "lib/train/session.h"
@@ -27,7 +28,7 @@ void add_summary_command(CLI::App& app) {
     Config cfg = cf->load();
     std::unique_ptr<Model> model = make_model(cfg);  // shapes and num_classes, as fit checks them
     if (*json)
-      std::cout << model_json(cfg, *model).dump(1) << "\n";
+      std::cout << trainer::json_text(model_json(cfg, *model), 1) << "\n";
     else
       std::cout << "Model: " << cfg.file << "\n" << model->summary();
   });

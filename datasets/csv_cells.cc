@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 
 namespace trainer {
 
@@ -35,10 +36,10 @@ size_t resolve_column(const std::string& spec, const std::vector<std::string>& h
   const char* end = spec.data() + spec.size();
   const auto r = std::from_chars(spec.data(), end, idx);
   if (spec.empty() || r.ec != std::errc() || r.ptr != end) {
-    std::string msg = "CSV file '" + path + "': " + key + " '" + spec + "' ";
+    std::string msg = "CSV file '" + path + "': " + key + " " + quoted(spec) + " ";
     if (header.empty()) throw DataError(msg + "must be a column index when the file has no header");
     msg += "is neither a header name nor a column index; header columns are:";
-    for (const std::string& h : header) msg += " '" + h + "'";
+    for (const std::string& h : header) msg += " " + quoted(h);
     throw DataError(msg);
   }
   const long long n = static_cast<long long>(ncols);

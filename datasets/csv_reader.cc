@@ -17,6 +17,7 @@
 #include "datasets/csv_targets.h"
 #include "datasets/file_bytes.h"
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 
 namespace trainer {
 namespace {
@@ -64,7 +65,7 @@ FileHead read_head(CsvRecords& records, std::vector<std::string_view>* cells, co
 }
 
 std::string cell_text(std::string_view cell) {
-  return cell.empty() ? std::string("an empty cell") : "'" + std::string(cell) + "'";
+  return cell.empty() ? std::string("an empty cell") : quoted(cell);
 }
 
 class CsvReader {
@@ -219,7 +220,7 @@ void CsvReader::add_row(const std::vector<std::string_view>& cells) {
     }
     if (parsed && !number && f.kind != FeatureColumn::Kind::categorical)
       throw DataError(where() + column_label(f.column, head_.header) +
-                      ": expected a finite float32 number, found '" + std::string(cell) + "'");
+                      ": expected a finite float32 number, found " + quoted(cell));
     const bool missing = !parsed && is_missing(cell);
     if (missing) {
       if (o_.fill == MissingFill::none)

@@ -5,6 +5,7 @@
 
 #include "datasets/file_bytes.h"
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 
 namespace trainer {
 namespace {
@@ -127,9 +128,9 @@ bool CsvRecords::parse_next(std::vector<std::string_view>* fields) {
         fields->push_back(read_quoted(column));
         while (!at_end(pos_) && blank(text_[pos_])) ++pos_;
         if (!record_end(pos_) && !whitespace_ && text_[pos_] != delimiter_)
-          throw DataError(where(line_) + "column " + std::to_string(column) + ": unexpected '" +
-                          std::string(1, text_[pos_]) +
-                          "' after the closing quote of a quoted field (a quote inside a quoted field is "
+          throw DataError(where(line_) + "column " + std::to_string(column) + ": unexpected " +
+                          quoted(std::string(1, text_[pos_])) +
+                          " after the closing quote of a quoted field (a quote inside a quoted field is "
                           "written twice: \"\")");
       } else if (whitespace_) {
         const size_t start = pos_;

@@ -5,6 +5,7 @@
 
 #include "datasets/csv_cells.h"
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 
 namespace trainer {
 
@@ -38,7 +39,7 @@ void CsvTargets::add(const std::vector<std::string_view>& cells, const std::stri
     if (is_missing(cells[k]) && o_.label_delimiter.empty())
       throw DataError(
           where + columns_[k] + " (target): missing value " +
-          (cells[k].empty() ? std::string("(an empty cell)") : "'" + std::string(cells[k]) + "'") +
+          (cells[k].empty() ? std::string("(an empty cell)") : quoted(cells[k])) +
           "; targets are never filled: remove the row");
   if (!o_.label_delimiter.empty())
     add_list(cells[0], where);
@@ -58,8 +59,8 @@ void CsvTargets::add_class(std::string_view cell, const std::string& where) {
     } else if (parse_number(cell, &v) && v == std::floor(v) && v >= 0 && v < C) {
       ids_.push_back(int32_t(v));
     } else {
-      throw DataError(where + columns_[0] + " (label): '" + std::string(cell) +
-                      "' is not one of the class names (" + known_names() + ") nor a class index 0.." +
+      throw DataError(where + columns_[0] + " (label): " + quoted(cell) +
+                      " is not one of the class names (" + known_names() + ") nor a class index 0.." +
                       std::to_string(C - 1));
     }
     return;
@@ -76,8 +77,7 @@ void CsvTargets::add_class(std::string_view cell, const std::string& where) {
   if (!in_range) {
     std::string expected = o_.num_classes > 0 ? "an integer in 0.." + std::to_string(o_.num_classes - 1)
                                               : std::string("an integer class index >= 0");
-    throw DataError(where + columns_[0] + " (label): expected " + expected + ", found '" + std::string(cell) +
-                    "'" +
+    throw DataError(where + columns_[0] + " (label): expected " + expected + ", found " + quoted(cell) +
                     (number ? std::string()
                             : " (the column's first label was a number, so its labels are class ids; string "
                               "labels are mapped through data.class_names, or discovered when every label "
@@ -99,8 +99,8 @@ void CsvTargets::add_values(const std::vector<std::string_view>& cells, const st
       continue;
     }
     throw DataError(where + columns_[k] +
-                    " (target): expected a number (the loss takes float targets), found '" +
-                    std::string(cells[k]) + "'" +
+                    " (target): expected a number (the loss takes float targets), found " +
+                    quoted(cells[k]) +
                     (given_.empty() ? std::string()
                                     : "; it is not one of the class names either (" + known_names() + ")"));
   }
@@ -123,8 +123,8 @@ void CsvTargets::add_list(std::string_view cell, const std::string& where) {
     }
     const auto it = given_.find(name);
     if (it == given_.end())
-      throw DataError(where + columns_[0] + " (labels): unknown label '" + std::string(name) + "' in '" +
-                      std::string(cell) + "'; class_names: " + known_names());
+      throw DataError(where + columns_[0] + " (labels): unknown label " + quoted(name) + " in " +
+                      quoted(cell) + "; class_names: " + known_names());
     ids_.push_back(it->second);
   }
   list_ends_.push_back(int64_t(ids_.size()));

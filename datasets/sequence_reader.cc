@@ -10,6 +10,7 @@
 
 #include "datasets/file_bytes.h"
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 
 namespace trainer {
 namespace {
@@ -71,12 +72,12 @@ Dataset read_sequences(const std::string& path, const SequenceOptions& o) {
       if (field == 0) {
         if (!is_int || v < 0 || v >= o.num_classes)
           throw DataError(where() + "label must be an integer in 0.." + std::to_string(o.num_classes - 1) +
-                          ", found '" + std::string(word) + "'");
+                          ", found " + quoted(word));
         ds.labels.push_back(static_cast<int32_t>(v));
       } else {
         if (!is_int || v < 0 || v > kMaxToken)
           throw DataError(where() + "token " + std::to_string(field) + " must be an integer id in 0.." +
-                          std::to_string(kMaxToken) + ", found '" + std::string(word) + "'");
+                          std::to_string(kMaxToken) + ", found " + quoted(word));
         tokens.push_back(v);
       }
       ++field;

@@ -584,6 +584,91 @@ srow "two --resume of one directory" 2 "test_run_lock.cc: a second fit or --resu
   "$helpers"'"$T" fit slow.yaml --out shared2 --epochs 1 >/dev/null 2>&1 || exit 98; "$T" fit slow.yaml --resume shared2 >/dev/null 2>&1 & p=$!; wait_for "shared2/checkpoints/epoch-0002.*"; "$T" fit slow.yaml --resume shared2; c=$?; kill -9 $p; exit $c'
 
 # ---------------------------------------------------------------------------------------------
+# Run directories, crashes and messages (issue 30)
+# ---------------------------------------------------------------------------------------------
+section "Run directories, crashes and messages"
+R30="test_bad_input_table_robust.cc: bad-input table: issue 30 rows ..."
+HOSTILE="crash/test_run_dir_hostile.cc"
+"$T" fit tiny.yaml --epochs 2 --out run30 >/dev/null 2>&1 || { echo "bad_input_table: the issue-30 run failed" >&2; exit 2; }
+printf 'precious\n' >victim.txt
+for c in link_csv link_ckpt renamed deleted negative; do cp -r run30 "$c"; done
+rm link_csv/metrics.csv && ln -s "$W/victim.txt" link_csv/metrics.csv
+mv link_ckpt/checkpoints elsewhere && ln -s "$W/elsewhere" link_ckpt/checkpoints
+cp renamed/checkpoints/epoch-0001.safetensors renamed/checkpoints/epoch-0002.safetensors
+rm deleted/checkpoints/epoch-0002.safetensors
+python3 - negative/checkpoints/epoch-0002.state.safetensors <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+s = json.loads(h["__metadata__"]["trainer.state"]); s["epochs_done"] = -5
+h["__metadata__"]["trainer.state"] = json.dumps(s); t = json.dumps(h).encode(); t += b" " * (-len(t) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+mkdir -p mine notes && { echo '# my notes'; cat tiny.yaml; } >mine/config.yaml
+: >notes/run.lock && echo mine >notes/notes.tmp-99999999
+{
+  sed -n '1,/^  layers:/p' tiny.yaml | sed '$d'
+  echo '  blocks:'
+  for i in $(seq 0 16); do echo "    b$i: {layers: [{type: $([ "$i" -lt 16 ] && echo "b$((i + 1))" || echo relu)}]}"; done
+  echo '  layers: [{type: b0}, {type: dense, units: 2}]'
+  sed -n '/^loss:/,$p' tiny.yaml
+} >blocks17.yaml
+{
+  sed -n '1,/^  layers:/p' tiny.yaml
+  for i in $(seq 0 64); do echo "    - {type: dense, units: 2, name: d$i, inputs: [input]}"; done
+  echo "    - {type: concat, inputs: [$(seq -s ', ' -f 'd%g' 0 64)]}"
+  echo '    - {type: dense, units: 2}'
+  sed -n '/^loss:/,$p' tiny.yaml
+} >concat65.yaml
+python3 -c "open('long_type.yaml', 'w').write(open('tiny.yaml').read().replace('  type: adam', '  type: ' + 'a' * 5000000))"
+printf 'a,b,label\n1,2,0\n1\0x,2,1\n' >nul.csv
+sed 's|^  train: {format: disc.*|  train: {format: csv, path: nul.csv, label_column: label, header: true}|; /validation_split/d' \
+  tiny.yaml >nulcsv.yaml
+mkdir -p out.npy && printf '0.1,0.2\n0.3,0.4\n' >x2.csv
+deep="model.blocks.b.$(printf 'x.%.0s' $(seq 40000))y=1"
+row "metrics.csv a symbolic link (--resume)" 4 "$HOSTILE: a symbolic link among a run's files is refused ..." -- \
+  fit tiny.yaml --resume link_csv --epochs 3
+row "checkpoints/ a symbolic link (--resume)" 4 "$HOSTILE: a symbolic link among a run's files is refused ..." -- \
+  fit tiny.yaml --resume link_ckpt --epochs 3
+row "--out: the user's own config.yaml" 2 "$HOSTILE: an --out holding files no trainer run wrote is refused ..." -- \
+  fit mine/config.yaml --out mine
+row "--out: a file no run wrote (notes.tmp-N)" 2 "$HOSTILE: an --out holding files no trainer run wrote is refused ..." -- \
+  fit tiny.yaml --out notes
+row "--resume: state epochs_done -5" 4 "$HOSTILE: a checkpoint's state is checked field by field ..." -- \
+  fit tiny.yaml --resume negative --epochs 3
+row "--resume: epoch-1 weights renamed epoch 2" 4 "$HOSTILE: a checkpoint's state is checked field by field ..." -- \
+  fit tiny.yaml --resume renamed --epochs 3
+row "--resume: weights file deleted" 4 "$HOSTILE: a checkpoint's state is checked field by field ..." -- \
+  fit tiny.yaml --resume deleted --epochs 3
+srow "--set key 40,000 levels deep" 3 "$R30" "trainer fit tiny.yaml --no-out --set model.blocks.b.x.x.(40,000 x).y=1" \
+  '"$T" fit tiny.yaml --no-out --set "'"$deep"'"'
+srow "OMP_NUM_THREADS=99999" 2 "$R30" "OMP_NUM_THREADS=99999 trainer fit tiny.yaml --no-out" \
+  'OMP_NUM_THREADS=99999 "$T" fit tiny.yaml --no-out'
+srow "--threads 3 on 1 core" 0 "$R30" "taskset -c 0 trainer fit tiny.yaml --no-out --epochs 1 --threads 3" \
+  'taskset -c 0 "$T" fit tiny.yaml --no-out --epochs 1 --threads 3'
+srow "--out not UTF-8 (byte 0xff)" 0 "$R30" "trainer fit tiny.yaml --out \$'run\\xff'" \
+  '"$T" fit tiny.yaml --out "$(printf "run\377")"'
+row "format: random, 2^32 samples" 3 "$R30" -- fit tiny.yaml --no-out --set data.train.format=random --set data.train.samples=4294967296
+row "17 nested blocks" 3 "$R30" -- fit blocks17.yaml --no-out
+row "concat of 65 inputs" 3 "$R30" -- fit concat65.yaml --no-out
+row "NUL byte in a CSV cell" 4 "$R30" -- fit nulcsv.yaml --no-out
+srow "5 MB optimizer.type" 3 "$R30" "trainer fit long_type.yaml --no-out  # type: aaa...a (5,000,000 bytes)" \
+  '"$T" fit long_type.yaml --no-out'
+row "predict --output onto a directory" 2 "$R30" -- predict tiny.yaml --weights run30 --input x2.csv --output out.npy
+cat >readonly.sh <<'EOF'
+mkdir -p ro
+unshare --mount --propagation private true 2>/dev/null || { echo "skipped: no private mount namespace here" >&2; exit 77; }
+exec unshare --mount --propagation private bash -c '
+  mount -t tmpfs -o ro,size=1m tmpfs ro 2>/dev/null || { echo "skipped: mount -t tmpfs is not permitted here" >&2; exit 77; }
+  "$T" fit tiny.yaml --out ro'
+EOF
+srow "read-only --out" 2 "test_bad_input_table_robust.cc: bad-input table: a read-only --out is a usage error ..." \
+  "trainer fit tiny.yaml --out ro  # ro: a read-only tmpfs" 'bash readonly.sh'
+srow "SIGINT to eval" 130 "test_signals.cc: the first SIGINT or SIGTERM ends eval, predict and bench with exit 130; ..." \
+  "trainer eval run30  # SIGINT pending as it starts" \
+  'python3 -c "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT]); os.kill(os.getpid(), signal.SIGINT); os.execv(sys.argv[1], sys.argv[1:])" "$T" eval run30'
+[ "$(cat victim.txt)" = precious ] || { echo "MISMATCH: a run wrote through a symbolic link into victim.txt" >&2; mismatches=$((mismatches + 1)); }
+
+# ---------------------------------------------------------------------------------------------
 echo "| case | command | message | exit | expected | test |"
 echo "|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 
 seconds="${1:-60}"
 shift || true
-all_targets=(fuzz_idx fuzz_idx_gzip fuzz_npy fuzz_csv fuzz_cifar10 fuzz_sequences fuzz_safetensors fuzz_config fuzz_png fuzz_jpeg)
+all_targets=(fuzz_idx fuzz_idx_gzip fuzz_npy fuzz_csv fuzz_cifar10 fuzz_sequences fuzz_safetensors fuzz_config fuzz_png fuzz_jpeg
+  fuzz_train_state fuzz_set_keys)
 targets=("$@")
 [ "${#targets[@]}" -eq 0 ] && targets=("${all_targets[@]}")
 jobs="${FUZZ_JOBS:-1}"
@@ -27,6 +28,7 @@ max_len_of() {
     fuzz_cifar10) echo 16384 ;;
     fuzz_config) echo 8192 ;;
     fuzz_png | fuzz_jpeg) echo 8192 ;;
+    fuzz_set_keys) echo 65536 ;;  # room for keys thousands of segments deep
     *) echo 4096 ;;
   esac
 }

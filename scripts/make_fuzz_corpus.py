@@ -186,6 +186,42 @@ def corpus():
         "bad_yaml": cfg(b"model: {layers: [\n"),
         "empty": cfg(b""),
     }
+    # The training state of a checkpoint (lib/train/train_state.h), as save_checkpoint writes it,
+    # and damaged ones: a negative count, a string for a number, a missing key.
+    state = {"epochs_done": 2, "batches_done": 0, "step": 10,
+             "scalars": {"lr": 0.01, "bias_correction1": 0.5, "bias_correction2": 0.3, "momentum_product": 1.0,
+                         "mu_t": 0.0, "mu_next": 0.0, "step": 10, "seed": 7},
+             "partial": {"loss_sum": 0.0, "samples": 0, "confusion": [], "topk": [],
+                         "nonfinite": {"first_step": 0, "steps": 0, "samples": 0, "first_what": 0, "what": 0}},
+             "skipped_batches": 0, "first_loss": 0.69, "first_loss_epoch": 1,
+             "schedule": {"type": "constant", "current_lr": 0.01}, "early_stopping": None,
+             "best": {"monitor": "loss", "best": 0.4, "best_epoch": 2, "wait": 0}, "seconds": 1.5,
+             "optimizer": "adam", "seed": 7, "batch_size": 50, "train_samples": 240,
+             "checkpoint_id": "0123456789abcdef",
+             "summary": {"final_lr": 0.01, "best_val_accuracy": 0.9},
+             "loss_scale": {"scale": 65536.0, "good_steps": 3, "overflow_steps": 0}}
+    def js(d):
+        return json.dumps(d, sort_keys=True).encode()
+    c["fuzz_train_state"] = {
+        "valid": js(state),
+        "negative_epochs": js(dict(state, epochs_done=-5)),
+        "string_step": js(dict(state, step="12")),
+        "no_batch_size": js({k: v for k, v in state.items() if k != "batch_size"}),
+        "not_an_object": b"[1, 2, 3]",
+    }
+
+    # --set keys (tests/fuzz/fuzz_set_keys.cc): [u16 count][segments: [n][n - 1 bytes]][value].
+    def key(segments, value, repeat=0):
+        body = b"".join(bytes([len(s) + 1]) + s for s in segments) + b"\x00" * repeat
+        return struct.pack("<H", len(segments) + repeat) + body + value
+    c["fuzz_set_keys"] = {
+        "lr": key([b"optimizer", b"lr"], b"0.1"),
+        "block_units": key([b"model", b"blocks", b"pair", b"params", b"units"], b"8"),
+        "layer_index": key([b"model", b"layers", b"1", b"units"], b"3"),
+        "deep_into_block": key([b"model", b"blocks", b"pair", b"x"], b"1", repeat=40000),
+        "empty_segment": key([b"optimizer", b"", b"lr"], b"1"),
+    }
+
     gray8 = png(6, 4, 0, 8, [bytes((x * 40 + y * 9) % 256 for x in range(6)) for y in range(4)])
     rgb8 = png(5, 3, 2, 8, [bytes((x * 50 + y * 30 + ch * 70) % 256 for x in range(5) for ch in range(3))
                             for y in range(3)])

@@ -13,7 +13,9 @@
 # (model.input_shape=[1,28,28],[3,28,28] is two values). Each combination runs
 #   trainer fit CONFIG --set KEY=V... --log-format json --out DIR/NAME [extra fit flags]
 # with NAME built from the keys' last parts and the values (lr=0.1_batch_size=50), keeping its
-# JSON lines in DIR/NAME.jsonl and its log in DIR/NAME.log. Then it writes
+# JSON lines in DIR/NAME.jsonl and its log in DIR/NAME.log. A combination given twice runs once;
+# a NAME already in DIR (an earlier sweep's) gets a suffix (-2, -3, ...): a sweep never deletes
+# or writes over what it did not create. Then it writes
 #   DIR/summary.csv  one row per run: run, every KEY, device, status, exit, epochs_run, monitor,
 #                    best_value, best_epoch, final_loss, seconds; sorted by the monitored value, best
 #                    first (highest for accuracy-like monitors, lowest for losses), failed runs last
@@ -120,6 +122,19 @@ for i in "${!keys[@]}"; do
   done
   combos=("${next[@]}")
 done
+# A combination given twice (lr=0.3,0.3) runs once: two runs of one name would share a run
+# directory, and each would report the other's exit code.
+unique=()
+declare -A seen_combo=()
+for c in "${combos[@]}"; do
+  if [ -n "${seen_combo[$c]:-}" ]; then
+    echo "sweep: $(printf '%s' "$c" | tr '\t' ' ') is given twice; it runs once" >&2
+    continue
+  fi
+  seen_combo[$c]=1
+  unique+=("$c")
+done
+combos=("${unique[@]}")
 
 runs=()
 run_devices=()
@@ -162,8 +177,20 @@ for combo in "${combos[@]}"; do
     name+="${name:+_}${keys[$i]##*.}=${values[$i]}"
   done
   name=$(printf '%s' "$name" | tr -c 'A-Za-z0-9._=+-' '-')
+  # A name that this sweep used already (two values that differ only in bytes the name drops) or
+  # that an earlier sweep left in --out gets a suffix: nothing this invocation did not create is
+  # deleted or written over.
+  base=$name
+  for ((k = 2; ; k++)); do
+    taken=0
+    for r in "${runs[@]}"; do [ "$r" != "$name" ] || taken=1; done
+    for f in "$out/$name" "$out/$name.exit" "$out/$name.jsonl" "$out/$name.log"; do
+      [ ! -e "$f" ] || taken=1
+    done
+    [ "$taken" -eq 1 ] || break
+    name=$base-$k
+  done
   runs+=("$name")
-  rm -rf "${out:?}/$name" "$out/$name.exit"
   free_slot
   run_devices+=("${slots[$slot]:-config}")
   start_run "$slot" "$name" "${sets[@]}"

@@ -16,11 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include "tests/bad_input_rows.h"
 #include "tests/datasets/temp_files.h"
 #include "tests/test_util.h"
 
 using namespace trainer;
 using namespace trainer::dataset_tests;
+using namespace trainer::test;
 using Catch::Contains;
 namespace fs = std::filesystem;
 
@@ -45,43 +47,6 @@ train:
   epochs: 2
   seed: 7
 )";
-
-struct Row {
-  std::string args;
-  int exit_code;
-  std::string message;
-};
-
-size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
-
-// Runs each row in `dir`: the exit code, and for refused inputs one "error: " line containing the
-// message.
-void check_rows(const std::string& dir, const std::vector<Row>& rows) {
-  for (const Row& row : rows) {
-    CAPTURE(row.args);
-    const std::string cmd = "cd '" + dir + "' && " + std::string(TRAINER_BINARY) + " " + row.args;
-    const std::string out = dir + "/.err";
-    const int status = std::system((cmd + " >/dev/null 2>" + out + " </dev/null").c_str());
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    const std::string err = test::slurp(out);
-    INFO(err);
-    REQUIRE(code == row.exit_code);
-    REQUIRE_THAT(err, Contains(row.message));
-    if (row.exit_code >= 2 && row.exit_code <= 4) {  // one error line after any info lines
-      std::string rest = err;
-      while (rest.rfind("[", 0) == 0 && rest.find("] info: ") < rest.find('\n'))
-        rest = rest.substr(rest.find('\n') + 1);
-      REQUIRE(rest.rfind("error: ", 0) == 0);
-      REQUIRE(lines(rest) == 1);
-    }
-  }
-}
-
-std::string replace(std::string s, const std::string& from, const std::string& to) {
-  const size_t at = s.find(from);
-  REQUIRE(at != std::string::npos);
-  return s.replace(at, from.size(), to);
-}
 
 void put_be32(std::vector<uint8_t>* b, uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) b->push_back(uint8_t(v >> s));

@@ -37,8 +37,9 @@ struct Exit {
 
 // Runs the trainer with stderr captured. broken_pipe: stdout is a pipe whose read end is closed
 // before the trainer starts, so every write to it fails (as after `| head -1` has exited).
-// pending_sigterm: SIGTERM is already pending (blocked) when the trainer is executed.
-Exit spawn(const std::vector<std::string>& args, Stdout out, bool pending_sigterm,
+// pending_signal (SIGTERM, SIGINT, SIGHUP; 0: none): already pending (blocked) when the trainer is
+// executed, so it arrives before anything else happens, whatever the machine's load.
+Exit spawn(const std::vector<std::string>& args, Stdout out, int pending_signal,
            const std::string& err_path) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -52,13 +53,13 @@ Exit spawn(const std::vector<std::string>& args, Stdout out, bool pending_sigter
     }
     dup2(open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), STDERR_FILENO);
     signal(SIGPIPE, SIG_DFL);  // as a shell leaves it
-    if (pending_sigterm) {
+    if (pending_signal) {
       unsetenv("OMP_WAIT_POLICY");  // take the re-exec path too: the signal must survive it
       sigset_t set;
       sigemptyset(&set);
-      sigaddset(&set, SIGTERM);
+      sigaddset(&set, pending_signal);
       sigprocmask(SIG_BLOCK, &set, nullptr);
-      kill(getpid(), SIGTERM);
+      kill(getpid(), pending_signal);
     }
     std::vector<char*> argv{const_cast<char*>(TRAINER_BINARY)};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -81,7 +82,7 @@ TEST_CASE("fit with a closed stdout goes on and completes its run directory", "[
   std::string dir = test::temp_dir("sigpipe");
   std::string cfg = test::write_file(dir, "tiny.yaml", kTiny);
   const std::string run = dir + "/run";
-  Exit e = spawn({"fit", cfg, "--out", run}, Stdout::broken_pipe, false, dir + "/err");
+  Exit e = spawn({"fit", cfg, "--out", run}, Stdout::broken_pipe, 0, dir + "/err");
   INFO(e.err);
   REQUIRE(e.signal == 0);
   REQUIRE(e.code == 0);
@@ -98,12 +99,43 @@ TEST_CASE("fit with a closed stdout goes on and completes its run directory", "[
 TEST_CASE("SIGTERM during start-up stops before the first step with one message and exit 130", "[signals]") {
   std::string dir = test::temp_dir("sigterm_start");
   std::string cfg = test::write_file(dir, "tiny.yaml", kTiny);
-  Exit e = spawn({"fit", cfg, "--out", dir + "/run"}, Stdout::dev_null, true, dir + "/err");
+  Exit e = spawn({"fit", cfg, "--out", dir + "/run"}, Stdout::dev_null, SIGTERM, dir + "/err");
   INFO(e.err);
   REQUIRE(e.signal == 0);
   REQUIRE(e.code == 130);
   REQUIRE_THAT(e.err, Contains("interrupted before training started; nothing was trained or saved"));
   REQUIRE_FALSE(fs::exists(dir + "/run/checkpoints/epoch-0001.safetensors"));
+}
+
+// eval, predict and bench CONFIG have nothing to save: the first SIGINT or SIGTERM ends them
+// with exit 130 (they used to print "saving a checkpoint (again to quit now)" and go on). SIGHUP
+// (a closed terminal) stops fit as SIGTERM does. The signal is pending when the trainer starts, so
+// it arrives at a known moment; a later one takes the same path (the signal thread).
+TEST_CASE("the first SIGINT or SIGTERM ends eval, predict and bench with exit 130; SIGHUP stops fit",
+          "[signals]") {
+  const std::string dir = test::temp_dir("signal_verbs");
+  const std::string cfg = test::write_file(dir, "tiny.yaml", kTiny);
+  const std::string input = test::write_file(dir, "x.csv", "0.1,0.2\n0.3,0.4\n");
+  REQUIRE(test::run_trainer("fit " + cfg + " --epochs 1 --out " + dir + "/run").exit_code == 0);
+  const std::vector<std::pair<std::vector<std::string>, int>> cases = {
+      {{"eval", cfg, "--weights", dir + "/run"}, SIGINT},
+      {{"eval", dir + "/run"}, SIGTERM},
+      {{"predict", cfg, "--weights", dir + "/run", "--input", input, "--output", dir + "/p.csv"}, SIGINT},
+      {{"bench", cfg}, SIGTERM},
+  };
+  for (const auto& [args, sig] : cases) {
+    CAPTURE(args[0], sig);
+    Exit e = spawn(args, Stdout::dev_null, sig, dir + "/err");
+    INFO(e.err);
+    REQUIRE(e.signal == 0);
+    REQUIRE(e.code == 130);
+    REQUIRE_THAT(e.err, Contains("interrupted") && !Contains("saving a checkpoint"));
+  }
+  REQUIRE_FALSE(fs::exists(dir + "/p.csv"));
+  Exit hup = spawn({"fit", cfg, "--out", dir + "/hup"}, Stdout::dev_null, SIGHUP, dir + "/err");
+  INFO(hup.err);
+  REQUIRE(hup.code == 130);
+  REQUIRE_THAT(hup.err, Contains("interrupted before training started; nothing was trained or saved"));
 }
 
 // A crash (a bug; the signal is sent here) names the thread and prints the stack, then ends the

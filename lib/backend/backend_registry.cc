@@ -79,8 +79,11 @@ std::unique_ptr<Backend> BackendRegistry::create(const DeviceRequest& req, std::
   if (gpus.empty()) throw RuntimeError("device " + req.device + ": no usable GPU: " + why);
   if (index >= int(gpus.size())) {
     std::string list;
-    for (const auto& g : gpus) list += "\n  gpu:" + std::to_string(g.index) + "  " + g.name;
-    throw RuntimeError("device " + req.device + " does not exist; GPUs present:" + list);
+    // One line, as every error (README "Exit codes"): a newline here would reach the terminal
+    // escaped, as \x0a, since messages escape the control bytes of what they quote.
+    for (const auto& g : gpus)
+      list += (list.empty() ? "" : ", ") + ("gpu:" + std::to_string(g.index)) + " (" + g.name + ")";
+    throw RuntimeError("device " + req.device + " does not exist; GPUs present: " + list);
   }
   if (!gpus[index].problem.empty()) throw RuntimeError(gpus[index].problem);
   return gpu()->make(req, index);  // gpus is not empty, so there is a GPU backend

@@ -7,6 +7,7 @@
 #include "datasets/file_bytes.h"
 #include "lib/checkpoint/atomic_file.h"
 #include "lib/core/error.h"
+#include "lib/core/json_text.h"
 
 namespace trainer {
 namespace {
@@ -95,7 +96,7 @@ std::string safetensors_header(const std::vector<TensorRef>& tensors,
     h[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  return h.dump();
+  return json_text(h);
 }
 
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,

@@ -58,6 +58,12 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
                        "e.g. optimizer.lr or model.layers.0.units");
     if (dot == std::string::npos) break;
     begin = dot + 1;
+    // A key is a path into the config, which nests at most kMaxConfigDepth levels: a deeper one
+    // would build a tree that every later walk of the config (recursive) could not get through.
+    if (parts.size() >= size_t(kMaxConfigDepth))
+      throw ConfigError(flag + ": the key has more than " + std::to_string(kMaxConfigDepth) +
+                        " dotted segments; a config nests at most " + std::to_string(kMaxConfigDepth) +
+                        " levels deep, and its keys need a handful");
   }
   // The value is YAML under the same bounds as a config file; "--set k=" sets k to null (its default).
   const YAML::Node value = clone_unmarked(load_yaml_document(assignment.substr(eq + 1), "--set " + key));

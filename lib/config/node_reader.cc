@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 
 namespace trainer {
 
@@ -78,7 +79,7 @@ YAML::Node NodeReader::get(const std::string& key) {
 }
 
 std::string NodeReader::scalar_text(const YAML::Node& n) const {
-  if (n.IsScalar()) return "'" + n.Scalar() + "'";
+  if (n.IsScalar()) return quoted(n.Scalar());
   if (n.IsSequence()) return "a list";
   if (n.IsMap()) return "a mapping";
   return "nothing";
@@ -166,7 +167,7 @@ std::string NodeReader::choice(const std::string& key, const std::string& def,
   std::string v = string(key, def);
   if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return v;
   std::string near = closest_match(v, allowed);
-  fail(key, "'" + v + "' is not allowed" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+  fail(key, quoted(v) + " is not allowed" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
                 "; allowed: " + join(allowed));
 }
 
@@ -238,7 +239,7 @@ void NodeReader::finish() const {
     std::string key = it->first.Scalar();
     if (known_.count(key)) continue;
     std::string near = closest_match(key, allowed);
-    throw ConfigError(node_location(file_, it->first) + ": unknown key '" + key_path(key) + "'" +
+    throw ConfigError(node_location(file_, it->first) + ": unknown key " + quoted(key_path(key)) +
                       (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; allowed keys" +
                       (path_.empty() ? "" : " in '" + path_ + "'") + ": " + join(allowed));
   }

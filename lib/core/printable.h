@@ -73,4 +73,20 @@ inline std::string printable(std::string_view s) {
   return out;
 }
 
+// A value the user gave, quoted for a message: 'v', cut at 200 bytes ("...") so that a 5 MB
+// value is not echoed whole (as --set values are cut). printable() still escapes what it holds.
+// NUL bytes become the text "\x00" here already: an exception keeps its message as a C string
+// (std::runtime_error), which a NUL would end ("found '1").
+inline std::string quoted(std::string_view v) {
+  constexpr size_t kMaxEchoed = 200;
+  std::string out = "'";
+  for (char c : v.substr(0, kMaxEchoed))
+    if (c == '\0')
+      out += "\\x00";
+    else
+      out += c;
+  if (v.size() <= kMaxEchoed) return out + "'";
+  return out + "...' (" + std::to_string(v.size()) + " bytes)";
+}
+
 }  // namespace trainer

@@ -7,11 +7,16 @@ namespace trainer {
 void Layer::build(const std::vector<Shape>& inputs, int index) {
   index_ = index;
   ins_ = inputs;
-  if (int(inputs.size()) < min_inputs() || int(inputs.size()) > max_inputs())
-    shape_error("takes " +
-                (min_inputs() == max_inputs() ? std::to_string(min_inputs())
-                                              : std::to_string(min_inputs()) + " or more") +
-                " input" + (max_inputs() == 1 ? "" : "s") + ", got " + std::to_string(inputs.size()));
+  // Name the bound that is crossed: "2 or more" for 65 inputs would blame the wrong limit.
+  const int n = int(inputs.size());
+  const std::string plural = max_inputs() == 1 ? "" : "s";
+  if (min_inputs() == max_inputs() && n != min_inputs())
+    shape_error("takes " + std::to_string(min_inputs()) + " input" + plural + ", got " + std::to_string(n));
+  if (n < min_inputs())
+    shape_error("takes " + std::to_string(min_inputs()) + " or more inputs, got " + std::to_string(n));
+  if (n > max_inputs())
+    shape_error("takes at most " + std::to_string(max_inputs()) + " inputs, got " + std::to_string(n) +
+                "; join them in steps (a " + type() + " of " + type() + "s)");
   for (const Shape& s : inputs) check_size("input", s);  // infer() may multiply dimensions
   out_ = infer_inputs(inputs);
   for (int64_t d : out_.dims)

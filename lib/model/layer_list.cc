@@ -235,11 +235,11 @@ class ListReader {
                  const std::vector<InputRef>& inputs, Scope* outer) {
     if (std::find(active_.begin(), active_.end(), block) != active_.end())
       r.fail("type", "block '" + block + "' uses itself (a block may use other blocks, not itself)");
-    if (active_.size() >= kMaxBlockDepth) {
+    if (active_.size() >= kMaxBlockDepth) {  // a limit, not a cycle: say which
       std::string chain;
       for (const std::string& b : active_) chain += b + " \u2192 ";
       r.fail("type", "blocks are nested more than " + std::to_string(kMaxBlockDepth) + " deep (" + chain +
-                         block + ")");
+                         block + "); a model needs a few levels");
     }
     const YAML::Node def = blocks_[block];
     const YAML::Node params = def["params"];

@@ -2,6 +2,7 @@
 
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 
 namespace trainer {
 
@@ -77,7 +78,7 @@ const LayerEntry& Registry::layer(const std::string& type, const std::string& wh
   std::string near = closest_match(type, types);
   std::string list;
   for (size_t i = 0; i < types.size(); ++i) list += (i ? ", " : "") + types[i];
-  throw ConfigError(where + ": unknown layer type '" + type + "'" +
+  throw ConfigError(where + ": unknown layer type " + quoted(type) +
                     (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; registered types: " + list);
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "lib/core/json_text.h"
 #include "lib/core/rng.h"
 #include "lib/layers/embedding.h"
 #include "lib/memory/allocator.h"
@@ -60,21 +61,21 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
   const double achieved = r.flops_per_step * r.steps_per_second;
   const double mfu = r.peak_flops > 0 ? achieved / r.peak_flops : 0;
   if (opt.json) {
-    out << nlohmann::json{{"config", cfg.file},
-                          {"device", s->backend->description()},
-                          {"batch", B},
-                          {"params", model.num_params()},
-                          {"steps", opt.steps},
-                          {"first_step_s", r.first_step_seconds},
-                          {"ms_per_step", r.ms_per_step},
-                          {"steps_per_s", r.steps_per_second},
-                          {"samples_per_s", r.samples_per_second},
-                          {"peak_bytes", r.peak_bytes},
-                          {"flops_per_step", r.flops_per_step},
-                          {"tflops", achieved / 1e12},
-                          {"peak_tflops", r.peak_flops / 1e12},
-                          {"mfu", r.peak_flops > 0 ? nlohmann::json(mfu) : nlohmann::json(nullptr)}}
-               .dump()
+    out << json_text(
+               nlohmann::json{{"config", cfg.file},
+                              {"device", s->backend->description()},
+                              {"batch", B},
+                              {"params", model.num_params()},
+                              {"steps", opt.steps},
+                              {"first_step_s", r.first_step_seconds},
+                              {"ms_per_step", r.ms_per_step},
+                              {"steps_per_s", r.steps_per_second},
+                              {"samples_per_s", r.samples_per_second},
+                              {"peak_bytes", r.peak_bytes},
+                              {"flops_per_step", r.flops_per_step},
+                              {"tflops", achieved / 1e12},
+                              {"peak_tflops", r.peak_flops / 1e12},
+                              {"mfu", r.peak_flops > 0 ? nlohmann::json(mfu) : nlohmann::json(nullptr)}})
         << std::endl;
   } else {
     char line[320];

@@ -6,6 +6,7 @@
 #include "datasets/csv_records.h"
 #include "lib/checkpoint/atomic_file.h"
 #include "lib/core/error.h"
+#include "lib/core/json_text.h"
 #include "lib/core/shape.h"
 
 namespace trainer {
@@ -189,7 +190,7 @@ void check_bench_out(const std::string& path) {
 }
 
 void write_bench_out(const std::string& path, const std::string& csv, const Json& json) {
-  write_file_atomic(path, ends_with(path, ".csv") ? csv : json.dump(2) + "\n");
+  write_file_atomic(path, ends_with(path, ".csv") ? csv : json_text(json, 2) + "\n");
 }
 
 }  // namespace trainer

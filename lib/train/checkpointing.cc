@@ -4,14 +4,18 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 
 #include "lib/checkpoint/atomic_file.h"
 #include "lib/checkpoint/safetensors.h"
 #include "lib/core/error.h"
 #include "lib/core/file_kind.h"
+#include "lib/core/json_text.h"
 #include "trainer_version.h"
 
 namespace fs = std::filesystem;
@@ -20,6 +24,62 @@ namespace trainer {
 namespace {
 
 const char* kStateKey = "trainer.state";
+const char* kCheckpointIdKey = "trainer.checkpoint_id";
+
+std::string new_checkpoint_id() {
+  std::random_device rd;
+  const uint64_t id = (uint64_t(rd()) << 32) ^ uint64_t(rd()) ^
+                      uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  char text[20];
+  std::snprintf(text, sizeof text, "%016llx", (unsigned long long)id);
+  return text;
+}
+
+// The epochs and batches done that a checkpoint's name says ("epoch-0004": 4 and 0;
+// "epoch-0005-batch-000012": 4 and 12); false for a name save_checkpoint does not write.
+bool counts_in_name(const std::string& base, int64_t* epochs_done, int64_t* batches_done) {
+  long long e = 0, b = 0;
+  int used = 0;
+  const std::string name = fs::path(base).filename().string();
+  if (std::sscanf(name.c_str(), "epoch-%lld-batch-%lld%n", &e, &b, &used) == 2 &&
+      size_t(used) == name.size()) {
+    *epochs_done = e - 1;
+    *batches_done = b;
+    return true;
+  }
+  if (std::sscanf(name.c_str(), "epoch-%lld%n", &e, &used) == 1 && size_t(used) == name.size()) {
+    *epochs_done = e;
+    *batches_done = 0;
+    return true;
+  }
+  return false;
+}
+
+// Weights and state of one checkpoint agree: the name, the state's epoch and step, and the
+// weights file's epoch, step and id (files of older versions have no id). DataError otherwise.
+void check_pair(const CheckpointInfo& ck, const TrainState& st) {
+  const auto mismatch = [&](const std::string& what) {
+    return DataError(ck.state() + " and " + ck.weights() + " do not belong together: " + what);
+  };
+  int64_t name_epochs = 0, name_batches = 0;
+  if (counts_in_name(ck.base, &name_epochs, &name_batches) &&
+      (name_epochs != st.epochs_done || name_batches != st.batches_done))
+    throw mismatch("the name says " + std::to_string(name_epochs) + " epoch(s) and " +
+                   std::to_string(name_batches) + " batch(es) done, the state " +
+                   std::to_string(st.epochs_done) + " and " + std::to_string(st.batches_done));
+  const auto meta = read_safetensors_metadata(ck.weights());
+  const auto value = [&](const char* key) {
+    const auto it = meta.find(key);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  if (value("epoch") != std::to_string(st.epochs_done) || value("step") != std::to_string(st.step))
+    throw mismatch("the weights are of epoch " + (value("epoch").empty() ? "?" : value("epoch")) + ", step " +
+                   (value("step").empty() ? "?" : value("step")) + ", the state of epoch " +
+                   std::to_string(st.epochs_done) + ", step " + std::to_string(st.step));
+  if (!st.checkpoint_id.empty() && value(kCheckpointIdKey) != st.checkpoint_id)
+    throw mismatch("the weights file's checkpoint id is '" + value(kCheckpointIdKey) + "', the state's '" +
+                   st.checkpoint_id + "'");
+}
 
 // PyTorch's names for each optimizer's per-parameter state.
 std::vector<std::string> slot_names(const OptimizerConfig& c, int slots) {
@@ -42,114 +102,7 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return t + "]";
 }
 
-nlohmann::json scalars_json(const StepScalars& s) {
-  // Floats widen to doubles exactly and JSON keeps doubles exactly: the values come back bit for bit.
-  return {{"lr", s.lr},
-          {"bias_correction1", s.bias_correction1},
-          {"bias_correction2", s.bias_correction2},
-          {"momentum_product", s.momentum_product},
-          {"mu_t", s.mu_t},
-          {"mu_next", s.mu_next},
-          {"step", s.step},
-          {"seed", s.seed}};
-}
-
-StepScalars scalars_from(const nlohmann::json& j) {
-  StepScalars s;
-  s.lr = j.at("lr").get<float>();
-  s.bias_correction1 = j.at("bias_correction1").get<float>();
-  s.bias_correction2 = j.at("bias_correction2").get<float>();
-  s.momentum_product = j.at("momentum_product").get<float>();
-  s.mu_t = j.at("mu_t").get<float>();
-  s.mu_next = j.at("mu_next").get<float>();
-  s.step = j.at("step").get<uint64_t>();
-  s.seed = j.at("seed").get<uint64_t>();
-  return s;
-}
-
 }  // namespace
-
-nlohmann::json train_state_json(const TrainState& s) {
-  nlohmann::json j = {{"epochs_done", s.epochs_done},
-                      {"batches_done", s.batches_done},
-                      {"step", s.step},
-                      {"scalars", scalars_json(s.scalars)},
-                      {"partial",
-                       {{"loss_sum", s.partial.loss_sum},
-                        {"samples", s.partial.samples},
-                        {"confusion", s.partial.confusion},
-                        {"topk", s.partial.topk},
-                        {"nonfinite",
-                         {{"first_step", s.partial.nonfinite.first_step},
-                          {"steps", s.partial.nonfinite.steps},
-                          {"samples", s.partial.nonfinite.samples},
-                          {"first_what", s.partial.nonfinite.first_what},
-                          {"what", s.partial.nonfinite.what}}}}},
-                      {"skipped_batches", s.skipped_batches},
-                      {"first_loss", s.first_loss},
-                      {"first_loss_epoch", s.first_loss_epoch},
-                      {"schedule", s.schedule},
-                      {"early_stopping", s.early_stopping},
-                      {"best", s.best},
-                      {"seconds", s.seconds},
-                      {"optimizer", s.optimizer},
-                      {"seed", s.seed},
-                      {"batch_size", s.batch_size},
-                      {"train_samples", s.train_samples}};
-  if (s.has_loss_scale)
-    j["loss_scale"] = {{"scale", s.loss_scale.scale},
-                       {"good_steps", s.loss_scale.good_steps},
-                       {"overflow_steps", s.loss_scale.overflow_steps}};
-  return j;
-}
-
-TrainState train_state_from_json(const nlohmann::json& j, const std::string& path) {
-  try {
-    TrainState s;
-    s.epochs_done = j.at("epochs_done").get<int64_t>();
-    s.batches_done = j.at("batches_done").get<int64_t>();
-    s.step = j.at("step").get<int64_t>();
-    s.scalars = scalars_from(j.at("scalars"));
-    const auto& p = j.at("partial");
-    s.partial.loss_sum = p.at("loss_sum").get<double>();
-    s.partial.samples = p.at("samples").get<int64_t>();
-    s.partial.confusion = p.at("confusion").get<std::vector<double>>();
-    s.partial.topk = p.at("topk").get<std::vector<double>>();
-    if (p.contains("nonfinite")) {  // absent in checkpoints of older versions
-      const auto& n = p.at("nonfinite");
-      s.partial.nonfinite.first_step = n.at("first_step").get<uint64_t>();
-      s.partial.nonfinite.steps = n.at("steps").get<uint64_t>();
-      s.partial.nonfinite.samples = n.at("samples").get<uint64_t>();
-      s.partial.nonfinite.first_what = n.at("first_what").get<uint32_t>();
-      s.partial.nonfinite.what = n.at("what").get<uint32_t>();
-    }
-    s.skipped_batches = j.value("skipped_batches", int64_t(0));
-    s.first_loss = j.value("first_loss", 0.0);
-    s.first_loss_epoch = j.value("first_loss_epoch", int64_t(0));
-    s.schedule = j.value("schedule", nlohmann::json());
-    s.early_stopping = j.value("early_stopping", nlohmann::json());
-    s.best = j.value("best", nlohmann::json());
-    s.seconds = j.value("seconds", 0.0);
-    s.optimizer = j.at("optimizer").get<std::string>();
-    s.seed = j.at("seed").get<uint64_t>();
-    s.batch_size = j.at("batch_size").get<int64_t>();
-    s.train_samples = j.at("train_samples").get<int64_t>();
-    if (j.contains("loss_scale")) {
-      const auto& l = j.at("loss_scale");
-      s.has_loss_scale = true;
-      s.loss_scale.scale = l.at("scale").get<float>();
-      s.loss_scale.good_steps = l.at("good_steps").get<uint64_t>();
-      s.loss_scale.overflow_steps = l.at("overflow_steps").get<uint64_t>();
-      if (!(s.loss_scale.scale > 0.f) || !std::isfinite(s.loss_scale.scale))
-        throw DataError(path + ": the training state's loss scale " + std::to_string(s.loss_scale.scale) +
-                        " is not a positive number");
-      s.loss_scale.inv_scale = 1.f / s.loss_scale.scale;
-    }
-    return s;
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(path + ": the training state (" + kStateKey + ") is incomplete: " + e.what());
-  }
-}
 
 HostWeights download_weights(Session& s) {
   HostWeights w;
@@ -256,10 +209,15 @@ CheckpointInfo save_checkpoint(const std::string& dir, Session& s, const TrainSt
                   (long long)st.batches_done);
   CheckpointInfo ck{dir + "/" + name, st.step, st.epochs_done, st.batches_done};
 
+  // One id in both files: weights and state that were not saved together never pass for a
+  // checkpoint (a renamed or copied weights file of the same epoch and step included).
+  TrainState saved = st;
+  saved.checkpoint_id = new_checkpoint_id();
   HostWeights w = download_weights(s);
   save_weights(ck.weights(), *s.model, w,
                {{"epoch", std::to_string(st.epochs_done)},
                 {"step", std::to_string(st.step)},
+                {kCheckpointIdKey, saved.checkpoint_id},
                 {"trainer.config", config_yaml}});
 
   const Model& m = *s.model;
@@ -273,7 +231,7 @@ CheckpointInfo save_checkpoint(const std::string& dir, Session& s, const TrainSt
       refs.push_back({t.name + "." + names[size_t(k)], t.shape.dims,
                       state.data() + size_t(k) * size_t(m.param_arena_floats()) + t.offset});
   write_safetensors(ck.state(), refs,
-                    {{kStateKey, train_state_json(st).dump()}, {"trainer.version", TRAINER_VERSION}});
+                    {{kStateKey, json_text(train_state_json(saved))}, {"trainer.version", TRAINER_VERSION}});
   return ck;
 }
 
@@ -287,8 +245,11 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector
       continue;
     CheckpointInfo ck;
     ck.base = dir + "/" + file.substr(0, file.size() - suffix.size());
-    if (!fs::exists(ck.weights())) continue;
     try {
+      // The weights file is written first and pruned last: a state file without one is damage.
+      std::error_code wec;
+      if (!fs::exists(fs::symlink_status(ck.weights(), wec)))
+        throw DataError(ck.state() + ": its weights file " + ck.weights() + " is missing");
       auto meta = read_safetensors_metadata(ck.state());
       auto it = meta.find(kStateKey);
       if (it == meta.end()) throw DataError(ck.state() + ": no " + std::string(kStateKey) + " metadata");
@@ -299,6 +260,7 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector
         throw DataError(ck.state() + ": " + kStateKey + " is not JSON: " + e.what());
       }
       TrainState st = train_state_from_json(j, ck.state());
+      check_pair(ck, st);
       ck.step = st.step;
       ck.epochs_done = st.epochs_done;
       ck.batches_done = st.batches_done;

@@ -23,32 +23,9 @@
 #include <vector>
 
 #include "lib/train/session.h"
+#include "lib/train/train_state.h"
 
 namespace trainer {
-
-struct TrainState {
-  int64_t epochs_done = 0;   // epochs fully finished (training, validation, callbacks)
-  int64_t batches_done = 0;  // batches of epoch epochs_done + 1 already trained (interrupts)
-  int64_t step = 0;          // updates so far: the next one is step + 1
-  StepScalars scalars;       // the executor's host copy after update `step`
-  MetricSums partial;        // training sums of the unfinished epoch (when batches_done > 0)
-  nlohmann::json schedule, early_stopping, best;  // component states
-  double seconds = 0;                             // wall time of the run so far
-  int64_t skipped_batches = 0;                    // train.on_nan: skip, over the finished epochs
-  double first_loss = 0;                          // the first epoch's training loss (growth warning)
-  int64_t first_loss_epoch = 0;
-  // Loss scaling's state after update `step` (runs that scale the loss; absent from the others'
-  // checkpoints, and then a resumed run that scales starts from its configured scale).
-  bool has_loss_scale = false;
-  LossScaleState loss_scale;
-  // Guards: what the checkpoint was trained with.
-  std::string optimizer;
-  uint64_t seed = 0;
-  int64_t batch_size = 0, train_samples = 0;
-};
-
-nlohmann::json train_state_json(const TrainState& s);
-TrainState train_state_from_json(const nlohmann::json& j, const std::string& path);
 
 // Host copies of the executor's parameter and buffer arenas.
 struct HostWeights {
@@ -78,8 +55,9 @@ struct CheckpointInfo {
 // Saves a resumable checkpoint into `dir` (created when missing) and returns it.
 CheckpointInfo save_checkpoint(const std::string& dir, Session& s, const TrainState& state,
                                const std::string& config_yaml);
-// Complete checkpoints in `dir`, oldest first (by step). State files that cannot be read are
-// skipped with a warning, or, when `unreadable` is given, listed there as "path: reason" instead.
+// Complete checkpoints in `dir`, oldest first (by step). State files that cannot be read, whose
+// weights file is missing or whose weights file is not of the same checkpoint (epoch, step, id)
+// are skipped with a warning, or, when `unreadable` is given, listed there as "path: reason".
 std::vector<CheckpointInfo> list_checkpoints(const std::string& dir,
                                              std::vector<std::string>* unreadable = nullptr);
 // Restores a checkpoint into the session and returns its state. ConfigError when the model or the

@@ -399,9 +399,22 @@ Dataset load_source(const YAML::Node& section, const std::string& path, const st
     d = first_n(read_sequences(s.string("path"), o), limit);
   } else if (is_image_format(format)) {
     d = load_image_source(s, path, num_classes, input_shape, ctx.class_names, ctx.any_image_size);
-  } else if (format == "disc") {
+  } else if (format == "disc" || format == "random") {
+    // A generator makes every sample in host memory up front: a count that cannot fit is the
+    // config's mistake, said before a container is asked for more than it can hold.
+    const int64_t n = s.integer("samples");
+    const int64_t per_sample = format == "disc" ? 2 : std::max<int64_t>(input_shape.numel(), 1);
+    const double bytes = double(n) * double(per_sample + 1) * 4.0;
+    const double host = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+    if (host > 0 && bytes > host)
+      throw ConfigError(path + ".samples: " + std::to_string(n) + " generated samples of " +
+                        std::to_string(per_sample) + " values need " + std::to_string(int64_t(bytes / 1e9)) +
+                        " GB of host memory, more than this machine's " +
+                        std::to_string(int64_t(host / 1e9)) + " GB; generate fewer");
+  }
+  if (format == "disc") {
     d = make_disc(s.integer("samples"), uint64_t(s.integer("seed")));
-  } else {
+  } else if (format == "random") {
     d = target.kind == TargetKind::values
             ? make_random_values(s.integer("samples"), input_shape, target.width, target.binary,
                                  uint64_t(s.integer("seed")))

@@ -117,6 +117,7 @@ class FitRun {
  private:
   void setup();
   void resume(const CheckpointInfo& ck);
+  void restore_summary(const Json& j);
   bool run_epoch(int64_t epoch);  // false: stop training (early stopping)
   bool stop_now() const {
     return stop_requested() || (opt_.stop_after_step > 0 && t_ >= opt_.stop_after_step);
@@ -322,9 +323,16 @@ void FitRun::resume(const CheckpointInfo& ck) {
   st_.train_samples = keep.train_samples;
   t_ = st_.step;
   growth_.restore(st_.first_loss, st_.first_loss_epoch);
-  sched_->restore(st_.schedule);
-  es_->restore(st_.early_stopping);
-  if (!best_is_es_) own_best_.restore(st_.best);
+  try {  // the components read their own records: a wrong type there is damage too
+    sched_->restore(st_.schedule);
+    es_->restore(st_.early_stopping);
+    if (!best_is_es_) own_best_.restore(st_.best);
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError("--resume " + dir + ": " + ck.state() +
+                    ": the training state's schedule, early-stopping or best record is damaged: " + e.what() +
+                    "; move the damaged checkpoint away to resume from an older one");
+  }
+  restore_summary(st_.summary);
   if (root()) {
     run_ = std::make_unique<RunDir>(dir, true);
     run_->truncate_metrics(st_.epochs_done);
@@ -367,6 +375,22 @@ void FitRun::resume(const CheckpointInfo& ck) {
   }
 }
 
+// The run's values from before the resume: a resumed run reports its best validation accuracy
+// over every epoch, and one with nothing left to train reports the final values it had.
+void FitRun::restore_summary(const Json& j) {
+  if (!j.is_object()) return;  // a checkpoint of an older version
+  const auto take = [&](const char* key, double* to) {
+    const auto it = j.find(key);
+    if (it != j.end() && it->is_number()) *to = it->get<double>();
+  };
+  take("final_lr", &result_.final_lr);
+  take("final_train_loss", &result_.final_train_loss);
+  take("final_train_accuracy", &result_.final_train_accuracy);
+  take("final_val_loss", &result_.final_val_loss);
+  take("final_val_accuracy", &result_.final_val_accuracy);
+  take("best_val_accuracy", &result_.best_val_accuracy);
+}
+
 void FitRun::fill_state(int64_t epochs_done, int64_t batches_done, const MetricSums& partial) {
   st_.epochs_done = epochs_done;
   st_.batches_done = batches_done;
@@ -376,6 +400,12 @@ void FitRun::fill_state(int64_t epochs_done, int64_t batches_done, const MetricS
   st_.schedule = sched_->state();
   st_.early_stopping = es_->state();
   st_.best = best().state();
+  st_.summary = {{"final_lr", result_.final_lr},
+                 {"final_train_loss", number_or_null(result_.final_train_loss)},
+                 {"final_train_accuracy", number_or_null(result_.final_train_accuracy)},
+                 {"final_val_loss", number_or_null(result_.final_val_loss)},
+                 {"final_val_accuracy", number_or_null(result_.final_val_accuracy)},
+                 {"best_val_accuracy", number_or_null(result_.best_val_accuracy)}};
   st_.first_loss = growth_.first_loss();
   st_.first_loss_epoch = growth_.first_epoch();
   st_.has_loss_scale = s_->runner().loss_scaling();

@@ -54,6 +54,14 @@ void check_predict_output(const std::string& path, PredictWrite what) {
   if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
     throw UsageError("--output " + path + ": " + dir.string() +
                      (std::filesystem::exists(dir, ec) ? " is not a directory" : " does not exist"));
+  // The file itself: a directory (or FIFO, device) there would fail the final rename after the
+  // whole prediction, as a write error; it is the user's to change, before anything runs.
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw UsageError("--output " + path + " exists and is " +
+                     (std::filesystem::is_directory(status) ? std::string("a directory")
+                                                            : std::string("not a regular file")) +
+                     "; give the path of a file to write");
 }
 
 std::vector<int64_t> arg_max_classes(const std::vector<float>& probs, int64_t N, int64_t C) {

@@ -8,6 +8,8 @@
 #include <ctime>
 #include <iostream>
 
+#include "lib/core/json_text.h"
+
 namespace trainer {
 
 using Clock = std::chrono::steady_clock;
@@ -171,7 +173,7 @@ void Reporter::clear_live() {
 void Reporter::epoch_end(const std::string& text_line, const Json& record) {
   clear_live();
   if (o_.quiet) return;
-  if (o_.format == LogFormat::json) out_ << record.dump() << std::endl;
+  if (o_.format == LogFormat::json) out_ << json_text(record) << std::endl;
   *text_ << text_line << std::endl;
   check_streams();
 }
@@ -184,7 +186,7 @@ void Reporter::note(const std::string& line) {
 
 void Reporter::summary(const std::string& text_line, const Json& record) {
   clear_live();
-  if (o_.format == LogFormat::json) out_ << record.dump() << std::endl;
+  if (o_.format == LogFormat::json) out_ << json_text(record) << std::endl;
   if (o_.format == LogFormat::text || !o_.quiet) *text_ << text_line << std::endl;
   check_streams();
 }

@@ -8,6 +8,7 @@
 
 #include "lib/core/error.h"
 #include "lib/train/run_dir.h"
+#include "lib/train/run_files.h"
 
 namespace fs = std::filesystem;
 
@@ -16,6 +17,7 @@ namespace {
 
 // Before anything in the directory is read or written: another run holding it is a usage error.
 std::unique_ptr<RunLock> lock_run_dir(const std::string& dir, const std::string& flag) {
+  refuse_links_in_run_dir(dir, flag);
   auto lock = std::make_unique<RunLock>(dir, flag);
   int removed = 0;
   for (const std::string& d : {dir, RunDir::checkpoints_of(dir)}) removed += remove_stale_temp_files(d);
@@ -57,6 +59,23 @@ RunClaim claim_out_dir(const std::string& dir) {
   if (ec && (err == ENOSPC || err == EDQUOT || err == EIO))
     throw RuntimeError("--out " + dir + ": cannot create the directory: " + ec.message());
   if (ec) throw UsageError("--out " + dir + ": cannot create the directory: " + ec.message());
+  // An existing directory is trainer's only when a run's lock file is in it and nothing else is:
+  // the user's own files (notes, a commented config.yaml) are never written over or removed.
+  if (existed) {
+    const std::vector<std::string> foreign = foreign_entries(dir);
+    std::error_code lock_ec;
+    const bool locked_before = fs::exists(fs::symlink_status(RunLock::file_in(dir), lock_ec));
+    std::string names;
+    for (const auto& f : foreign) names += (names.empty() ? "" : ", ") + f;
+    if (!foreign.empty())
+      throw UsageError("--out " + dir + " holds files that no trainer run wrote (" + names +
+                       (foreign.size() >= 4 ? ", ..." : "") +
+                       "): trainer would write over or remove them; choose a new or empty directory");
+    if (!locked_before && !fs::is_empty(dir, lock_ec))
+      throw UsageError("--out " + dir +
+                       " is not empty and no trainer run has used it (it has no run.lock): trainer would "
+                       "write over its files; choose a new or empty directory");
+  }
   RunClaim c;
   c.dir = dir;
   c.created = !existed;

@@ -1,19 +1,43 @@
 #include "lib/train/run_dir.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "lib/checkpoint/atomic_file.h"
 #include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
+#include "lib/core/json_text.h"
 #include "lib/train/checkpointing.h"
 #include "lib/train/fit.h"
+#include "lib/train/run_files.h"
 
 namespace fs = std::filesystem;
 
 namespace trainer {
+namespace {
+
+// Best effort, as the records always were: a failing disk shows at the next checkpoint, which
+// is written atomically and checked.
+void append_all(int fd, const std::string& text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= size_t(n);
+  }
+}
+
+}  // namespace
 
 std::string RunDir::default_path(const std::string& config_file) {
   std::time_t t = std::time(nullptr);
@@ -31,6 +55,7 @@ std::string RunDir::default_path(const std::string& config_file) {
 
 RunDir::RunDir(std::string dir, bool resume) : dir_(std::move(dir)) {
   std::error_code ec;
+  refuse_links_in_run_dir(dir_, resume ? "--resume" : "--out");
   // Only a complete checkpoint makes a run. A run killed while writing its first one leaves an
   // orphan weights file or a *.tmp-PID file, from which --resume cannot continue either.
   const bool has_run = !list_checkpoints(checkpoints()).empty();
@@ -39,12 +64,20 @@ RunDir::RunDir(std::string dir, bool resume) : dir_(std::move(dir)) {
                      dir_ + " or choose another --out");
   fs::create_directories(checkpoints(), ec);
   if (ec) throw RuntimeError("--out " + dir_ + ": cannot create the directory: " + ec.message());
-  const std::string csv = dir_ + "/metrics.csv";
-  csv_has_header_ = resume && fs::exists(csv) && fs::file_size(csv) > 0;
-  if (!resume) std::ofstream(csv, std::ios::trunc);
-  csv_.open(csv, std::ios::app);
-  events_.open(dir_ + "/events.jsonl", resume ? std::ios::app : std::ios::trunc);
-  if (!csv_ || !events_) throw RuntimeError("--out " + dir_ + ": cannot write metrics.csv or events.jsonl");
+  csv_fd_ = open_run_file_for_append(dir_ + "/metrics.csv", !resume);
+  try {
+    events_fd_ = open_run_file_for_append(dir_ + "/events.jsonl", !resume);
+  } catch (...) {
+    ::close(csv_fd_);
+    throw;
+  }
+  struct stat st {};
+  csv_has_header_ = resume && ::fstat(csv_fd_, &st) == 0 && st.st_size > 0;
+}
+
+RunDir::~RunDir() {
+  if (csv_fd_ >= 0) ::close(csv_fd_);
+  if (events_fd_ >= 0) ::close(events_fd_);
 }
 
 void RunDir::write_config(const YAML::Node& resolved) {
@@ -65,31 +98,35 @@ void RunDir::truncate_metrics(int64_t keep_through) {
     first = false;
   }
   in.close();
-  csv_.close();
+  ::close(csv_fd_);
+  csv_fd_ = -1;
   write_file_atomic(csv, kept);
   csv_has_header_ = !kept.empty();
-  csv_.open(csv, std::ios::app);
+  csv_fd_ = open_run_file_for_append(csv, false);
 }
 
 void RunDir::metrics_row(int64_t epoch, const std::vector<std::pair<std::string, double>>& columns) {
+  std::string header;
   if (!csv_has_header_) {
-    csv_ << "epoch";
-    for (const auto& c : columns) csv_ << "," << c.first;
-    csv_ << "\n";
+    header = "epoch";
+    for (const auto& c : columns) header += "," + c.first;
+    header += "\n";
     csv_has_header_ = true;
   }
   std::ostringstream row;
   row.precision(9);
   row << epoch;
   for (const auto& c : columns) row << "," << c.second;
-  csv_ << row.str() << "\n" << std::flush;
+  append_all(csv_fd_, header + row.str() + "\n");
 }
 
 void RunDir::event(Json j) {
   j["time"] = timestamp_now();
-  events_ << j.dump() << "\n" << std::flush;
+  append_all(events_fd_, json_text(j) + "\n");
 }
 
-void RunDir::write_summary(const Json& j) { write_file_atomic(dir_ + "/summary.json", j.dump(2) + "\n"); }
+void RunDir::write_summary(const Json& j) {
+  write_file_atomic(dir_ + "/summary.json", json_text(j, 2) + "\n");
+}
 
 }  // namespace trainer

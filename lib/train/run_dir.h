@@ -8,13 +8,13 @@
 //   model.safetensors    the final weights (after early stopping's restore_best)
 //   summary.json         best epoch and value, total time, peak memory, device, final metrics
 //   run.lock             held (flock) by the run writing the directory (lib/train/run_lock.h)
-// Files that are replaced are written atomically; metrics.csv and events.jsonl are appended and
-// flushed line by line. A resumed run continues the same directory.
+// Files that are replaced are written atomically (the rename replaces the entry, never a file a
+// link points to); metrics.csv and events.jsonl are appended line by line through descriptors
+// opened with O_NOFOLLOW (lib/train/run_files.h). A resumed run continues the same directory.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +31,9 @@ class RunDir {
   // Creates the directory (and checkpoints/). A fresh run refuses a directory that already holds
   // a run's checkpoints (UsageError: use --resume); resume=true requires one.
   RunDir(std::string dir, bool resume);
+  ~RunDir();
+  RunDir(const RunDir&) = delete;
+  RunDir& operator=(const RunDir&) = delete;
 
   const std::string& path() const { return dir_; }
   std::string checkpoints() const { return checkpoints_of(dir_); }
@@ -47,7 +50,7 @@ class RunDir {
 
  private:
   std::string dir_;
-  std::ofstream csv_, events_;
+  int csv_fd_ = -1, events_fd_ = -1;  // appended; never through a symbolic link
   bool csv_has_header_ = false;
 };
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "lib/core/error.h"
+#include "lib/train/run_files.h"
 
 namespace fs = std::filesystem;
 
@@ -66,9 +67,16 @@ std::string describe_holder(const std::string& text) {
 RunLock::RunLock(const std::string& dir, const std::string& flag) {
   const std::string path = file_in(dir);
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-  if (fd_ < 0)
-    throw RuntimeError(flag + " " + dir + ": cannot open the lock file " + path + ": " +
-                       std::strerror(errno));
+  if (fd_ < 0) {
+    const int err = errno;
+    // A directory the user cannot write (permissions, a read-only mount) is the user's to change,
+    // as an --out that cannot be created is (exit 2); a full or failing disk is not.
+    const std::string why =
+        flag + " " + dir + ": cannot open the lock file " + path + ": " + std::strerror(err);
+    if (err == EACCES || err == EPERM || err == EROFS)
+      throw UsageError(why + "; choose a directory you can write");
+    throw RuntimeError(why);
+  }
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd_);
@@ -116,12 +124,10 @@ int remove_stale_temp_files(const std::string& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    const size_t at = name.rfind(".tmp-");
-    if (at == std::string::npos || at == 0) continue;
-    const std::string digits = name.substr(at + 5);
-    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    const long pid = std::stol(digits);
+    // Only the temporaries of trainer's own files: "notes.tmp-2024" is the user's.
+    long pid = 0;
+    const auto ours = [](const std::string& n) { return is_run_file_name(n) || is_checkpoint_file_name(n); };
+    if (!is_temp_file_name(name, ours, &pid)) continue;
     if (pid <= 0 || pid == long(::getpid())) continue;
     if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
     std::error_code rm;

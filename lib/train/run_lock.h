@@ -31,7 +31,7 @@ class RunLock {
   int fd_ = -1;
 };
 
-// Removes "*.tmp-<pid>" files directly in `dir` whose pid is not a live process (kill(pid, 0)
+// Removes "<run file>.tmp-<pid>" files directly in `dir` whose pid is not a live process (kill(pid, 0)
 // fails with ESRCH). Returns how many were removed. Call it only while holding the RunLock.
 int remove_stale_temp_files(const std::string& dir);
 

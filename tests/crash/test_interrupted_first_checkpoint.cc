@@ -34,6 +34,7 @@ TEST_CASE("a run directory holding only an incomplete first checkpoint is starte
   auto full = test::run_trainer("fit " + cfg + " --epochs 1 --out " + dir + "/donor");
   REQUIRE(full.exit_code == 0);
   fs::create_directories(run + "/checkpoints");
+  test::write_file(run, "run.lock", "pid 999999\nhost gone\n");  // the killed run's lock file
   fs::copy_file(dir + "/donor/checkpoints/epoch-0001.safetensors",
                 run + "/checkpoints/epoch-0001.safetensors");
   test::write_file(run + "/checkpoints", "epoch-0001.state.safetensors.tmp-999999", "partial");

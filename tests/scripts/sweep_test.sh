@@ -60,4 +60,19 @@ for bad in "--devices tpu:0" "--per-gpu 0" "--devices"; do
   "$repo/scripts/sweep.sh" "$repo/configs/mlp_disc.yaml" optimizer.lr=0.1 $bad 2>/dev/null || rc=$?
   [ "$rc" -eq 2 ] || fail "'$bad' is a usage error (exit 2), got $rc"
 done
+# Duplicate values (issue 30, item 13): lr=0.3,0.3 runs once and reports it completed, run one
+# after another and concurrently; a second sweep into the same --out keeps the first one's runs.
+for devs in "" "--devices cpu,cpu"; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$repo/scripts/sweep.sh" "$repo/configs/mlp_disc.yaml" optimizer.lr=0.3,0.3 $devs --out dup -- --epochs 1 \
+    >dup.txt 2>duplog.txt || rc=$?
+  [ "$rc" -eq 0 ] || fail "duplicate values ($devs): exit $rc: $(cat duplog.txt)"
+  grep -q 'is given twice; it runs once' duplog.txt || fail "the duplicate is named"
+  [ "$(grep -cE ' completed +0 ' dup.txt)" -eq 1 ] ||
+    fail "duplicate values ($devs): expected one completed run: $(cat dup.txt)"
+done
+[ -f dup/lr=0.3/model.safetensors ] || fail "the first sweep's run is kept"
+[ -f dup/lr=0.3-2/model.safetensors ] || fail "the second sweep's run gets a name of its own"
+grep -q '^lr=0.3-2 ' dup.txt || fail "the second sweep reports its own run: $(cat dup.txt)"
 echo "sweep_test: OK"

@@ -37,10 +37,9 @@ int32_t CsvTargets::discovered_id(std::string_view name) {
 void CsvTargets::add(const std::vector<std::string_view>& cells, const std::string& where) {
   for (size_t k = 0; k < cells.size(); ++k)
     if (is_missing(cells[k]) && o_.label_delimiter.empty())
-      throw DataError(
-          where + columns_[k] + " (target): missing value " +
-          (cells[k].empty() ? std::string("(an empty cell)") : quoted(cells[k])) +
-          "; targets are never filled: remove the row");
+      throw DataError(where + columns_[k] + " (target): missing value " +
+                      (cells[k].empty() ? std::string("(an empty cell)") : quoted(cells[k])) +
+                      "; targets are never filled: remove the row");
   if (!o_.label_delimiter.empty())
     add_list(cells[0], where);
   else if (o_.target.kind == TargetKind::values)
@@ -59,9 +58,8 @@ void CsvTargets::add_class(std::string_view cell, const std::string& where) {
     } else if (parse_number(cell, &v) && v == std::floor(v) && v >= 0 && v < C) {
       ids_.push_back(int32_t(v));
     } else {
-      throw DataError(where + columns_[0] + " (label): " + quoted(cell) +
-                      " is not one of the class names (" + known_names() + ") nor a class index 0.." +
-                      std::to_string(C - 1));
+      throw DataError(where + columns_[0] + " (label): " + quoted(cell) + " is not one of the class names (" +
+                      known_names() + ") nor a class index 0.." + std::to_string(C - 1));
     }
     return;
   }
@@ -99,8 +97,7 @@ void CsvTargets::add_values(const std::vector<std::string_view>& cells, const st
       continue;
     }
     throw DataError(where + columns_[k] +
-                    " (target): expected a number (the loss takes float targets), found " +
-                    quoted(cells[k]) +
+                    " (target): expected a number (the loss takes float targets), found " + quoted(cells[k]) +
                     (given_.empty() ? std::string()
                                     : "; it is not one of the class names either (" + known_names() + ")"));
   }

@@ -28,8 +28,18 @@ void prepare_image(const uint8_t* bytes, size_t size, const std::string& name, c
   Image im = decode_image(bytes, size, name, int(o.channels), o.max_pixels);
   const ImageSizing& z = o.sizing;
   const int64_t h0 = im.height, w0 = im.width;
+  // resize_image works as Pillow does: rows first, to (h0, new width), then columns. A very tall,
+  // thin image grown wide makes that intermediate image huge (4,000,000 x 1 to 32 wide: 384 MB),
+  // so the pixel limit bounds it as it bounds the decoded image.
+  const auto resize = [&](int64_t out_h, int64_t out_w) {
+    if (h0 * out_w > o.max_pixels)
+      throw DataError("'" + name + "' is " + hw(h0, w0) + " (height x width): resizing it to " +
+                      hw(out_h, out_w) + " passes through " + hw(h0, out_w) +
+                      ", more pixels than the limit of " + std::to_string(o.max_pixels) + " (max_pixels)");
+    return resize_image(im, out_h, out_w);
+  };
   if (z.resize_h > 0) {
-    im = resize_image(im, z.resize_h, z.resize_w);
+    im = resize(z.resize_h, z.resize_w);
   } else if (z.shorter > 0) {
     // A long thin image grows with the aspect kept: the pixel limit applies to the result too.
     const auto size_hw = shorter_side_size(im.height, im.width, z.shorter);
@@ -37,7 +47,7 @@ void prepare_image(const uint8_t* bytes, size_t size, const std::string& name, c
       throw DataError("'" + name + "' is " + hw(h0, w0) + " (height x width): resize {shorter: " +
                       std::to_string(z.shorter) + "} would make it " + hw(size_hw.first, size_hw.second) +
                       ", more pixels than the limit of " + std::to_string(o.max_pixels) + " (max_pixels)");
-    im = resize_image(im, size_hw.first, size_hw.second);
+    im = resize(size_hw.first, size_hw.second);
   }
   if (z.crop_h > 0) {
     if (im.height < z.crop_h || im.width < z.crop_w)

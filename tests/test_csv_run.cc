@@ -174,3 +174,43 @@ TEST_CASE("the binary, regression and multi-label configs train on Debian's data
   REQUIRE(ml.exit_code == 0);
   CHECK(last_epoch(ml.out)["val_f1"].get<double>() >= 0.75);  // 0.815 micro F1
 }
+
+// A CSV source's `targets:` file is recorded as an absolute path, as `path:` is, so that
+// `eval RUN` reads it from any directory.
+TEST_CASE("a CSV source's targets file is recorded as an absolute path in the run's config.yaml",
+          "[csv][cli]") {
+  const std::string dir = test::temp_dir("csv_targets_path");
+  std::string x = "a,b\n", y = "label\n";
+  for (int i = 0; i < 40; ++i) {
+    x += std::to_string(i % 2 ? 5 + i % 3 : -5 - i % 3) + "," + std::to_string(i % 7) + "\n";
+    y += std::string(i % 2 ? "1" : "0") + "\n";
+  }
+  test::write_file(dir, "x.csv", x);
+  test::write_file(dir, "y.csv", y);
+  const std::string config = test::write_file(dir, "t.yaml", R"(model:
+  input_shape: [2]
+  layers: [{type: dense, units: 2}]
+loss: cross_entropy
+optimizer: {type: sgd, lr: 0.1}
+data:
+  train: {format: csv, path: x.csv, targets: y.csv, header: true, label_column: label}
+  num_classes: 2
+  batch_size: 8
+train: {epochs: 1, seed: 1}
+)");
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  auto fit = test::run_trainer("fit t.yaml --out run");
+  std::filesystem::current_path(cwd);
+  INFO(fit.err);
+  REQUIRE(fit.exit_code == 0);
+  const YAML::Node t = YAML::LoadFile(dir + "/run/config.yaml")["data"]["train"];
+  REQUIRE(t["path"].as<std::string>() == (std::filesystem::path(dir) / "x.csv").lexically_normal().string());
+  REQUIRE(t["targets"].as<std::string>() ==
+          (std::filesystem::path(dir) / "y.csv").lexically_normal().string());
+  auto ev = test::run_trainer("eval " + dir + "/run --split train");  // from another directory
+  INFO(ev.err);
+  REQUIRE(ev.exit_code == 0);
+  REQUIRE_THAT(ev.out + ev.err, Contains("(40 samples)"));
+  (void)config;
+}

@@ -30,17 +30,20 @@ inline std::string utf8_or_escaped(const std::string& s) {
 }
 
 // A copy of j whose strings and keys are valid UTF-8. Records are a few levels deep; `depth`
-// bounds the walk all the same (deeper values are left to dump()'s replacement below).
-inline nlohmann::json utf8_json(const nlohmann::json& j, int depth = 0) {
+// bounds the walk all the same (deeper values are left to dump()'s replacement below). A template,
+// so that an ordered_json record (the logs' Json) keeps its key order: converting it to
+// nlohmann::json would sort the keys.
+template <typename J>
+J utf8_json(const J& j, int depth = 0) {
   if (depth > 64) return j;
-  if (j.is_string()) return utf8_or_escaped(j.get_ref<const std::string&>());
+  if (j.is_string()) return J(utf8_or_escaped(j.template get_ref<const std::string&>()));
   if (j.is_array()) {
-    nlohmann::json out = nlohmann::json::array();
+    J out = J::array();
     for (const auto& v : j) out.push_back(utf8_json(v, depth + 1));
     return out;
   }
   if (j.is_object()) {
-    nlohmann::json out = nlohmann::json::object();
+    J out = J::object();
     for (auto it = j.begin(); it != j.end(); ++it)
       out[utf8_or_escaped(it.key())] = utf8_json(it.value(), depth + 1);
     return out;
@@ -48,12 +51,18 @@ inline nlohmann::json utf8_json(const nlohmann::json& j, int depth = 0) {
   return j;
 }
 
-inline std::string json_text(const nlohmann::json& j, int indent = -1) {
+template <typename J>
+std::string json_text(const J& j, int indent = -1) {
   try {
     return j.dump(indent);
-  } catch (const nlohmann::json::type_error&) {  // 316: a string that is not UTF-8
-    return utf8_json(j).dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+  } catch (const typename J::type_error&) {  // 316: a string that is not UTF-8
+    return utf8_json(j).dump(indent, ' ', false, J::error_handler_t::replace);
   }
+}
+
+// For braced values (json_text({{"a", 1}})), which a template cannot deduce.
+inline std::string json_text(const nlohmann::json& j, int indent = -1) {
+  return json_text<nlohmann::json>(j, indent);
 }
 
 }  // namespace trainer

@@ -116,7 +116,7 @@ Dataset first_n(Dataset d, int64_t limit) {
 
 // The keys that name files or folders: the resolved config records them as absolute paths, so
 // that a run directory's config.yaml reads the same data from any directory.
-const std::vector<std::string> kFileKeys{"images", "labels", "x", "y", "path", "files"};
+const std::vector<std::string> kFileKeys{"images", "labels", "x", "y", "path", "files", "targets"};
 
 std::string absolute_path(const std::string& p) {
   std::error_code ec;

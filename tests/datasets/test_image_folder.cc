@@ -277,3 +277,21 @@ TEST_CASE("load_source reads format image_folder with its keys and hands class n
                       Contains("needs model.input_shape [1, H, W] (gray) or [3, H, W] (RGB)") &&
                           Contains("(channels come first: [1, 6, 6])"));
 }
+
+// The fuzzer's out-of-memory input (CI, fuzz_png): a 1-pixel-wide image thousands of rows tall,
+// resized to a few columns, first grows to (rows, new width) before the rows shrink. The pixel
+// limit bounds that intermediate image as it bounds the decoded one.
+TEST_CASE("prepare_image refuses a resize whose intermediate image exceeds the pixel limit",
+          "[datasets][images]") {
+  const std::vector<uint8_t> tall = encode_png8(1, 4000, 1, std::vector<uint8_t>(4000, 7));
+  ImageLoadOptions o = gray(8, 8);
+  o.sizing.resize_h = o.sizing.resize_w = 8;
+  o.max_pixels = 16000;
+  std::vector<uint8_t> out(64);
+  REQUIRE_THROWS_WITH(prepare_image(tall.data(), tall.size(), "tall.png", o, out.data()),
+                      "'tall.png' is 4000x1 (height x width): resizing it to 8x8 passes through 4000x8, "
+                      "more pixels than the limit of 16000 (max_pixels)");
+  o.max_pixels = 32000;  // exactly enough
+  prepare_image(tall.data(), tall.size(), "tall.png", o, out.data());
+  REQUIRE(out == std::vector<uint8_t>(64, 7));
+}

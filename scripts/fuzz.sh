@@ -43,7 +43,10 @@ command -v clang++ >/dev/null || { cc=clang-14; cxx=clang++-14; }
 
 start=$(date +%s)
 launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+if command -v ccache >/dev/null; then  # as scripts/setup.sh: one cache for every clone
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 CC=$cc CXX=$cxx cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINER_FUZZ=ON \
   "${launcher[@]}" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}"

@@ -19,8 +19,13 @@ build_dir="${BUILD_DIR:-build-asan}"
 # Without MPI: Open MPI's runtime (its malloc hooks, its never-freed globals) is not ASan-clean, so
 # ctest mpi_data_parallel is skipped here; the data-parallel code itself runs under ASan in
 # trainer_tests (ranks as threads: tests/test_data_parallel.cc).
+launcher=()
+if command -v ccache >/dev/null; then  # as scripts/setup.sh
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 cmake -S . -B "$build_dir" -G Ninja -DTRAINER_CUDA=OFF -DTRAINER_SANITIZE=ON -DTRAINER_MPI=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" "${launcher[@]}" >/dev/null
 targets=(trainer trainer_tests)
 # The man page (cmake/docs.cmake) exists as a target where help2man is installed; its test reads it.
 if cmake --build "$build_dir" --target help | grep -q trainer_man_page; then targets+=(trainer_man_page); fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's "Bad input" table (issue 10): creates every hostile input in a scratch directory,
-# runs build/trainer on each and prints one Markdown row per case on stdout:
+# The "Bad input" table of docs/reliability.md (issue 10): creates every hostile input in a scratch
+# directory, runs build/trainer on each and prints one Markdown row per case on stdout:
 #   case | command | message | exit | expected | test
 # "message" is the first error (or warning) line on stderr (timestamps dropped, the scratch
 # directory shown as .); "test" is the Catch2 test case (or script) that checks the same exit code

@@ -8,7 +8,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TRAINER="${TRAINER:-$root/build/trainer}"
 case "$TRAINER" in /*) ;; *) TRAINER="$PWD/$TRAINER" ;; esac
 # One thread: the models are tiny, the CI machine has 2 cores, and the same thread count in every
-# run is what makes CPU training bit-identical (README, Determinism).
+# run is what makes CPU training bit-identical (docs/reliability.md, Determinism).
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 test_name="$(basename "$0" .sh)"
 
@@ -30,7 +30,7 @@ trap cleanup_work EXIT
 # write_mlp_config FILE HIDDEN_UNITS SAMPLES [extra YAML lines]: a tiny classifier on generated
 # points (the disc problem, no data files): dense-relu-dropout-dense-relu-dense, Adam, a 20%
 # validation split, a checkpoint every epoch, all of them kept. Dropout and shuffling make the
-# bit-identical checks meaningful (both follow (seed, epoch, step), README Determinism).
+# bit-identical checks meaningful (both follow (seed, epoch, step), docs/reliability.md, Determinism).
 write_mlp_config() {
   local file="$1" units="$2" samples="$3"
   shift 3

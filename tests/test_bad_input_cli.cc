@@ -1,5 +1,6 @@
 // Hostile configs and arguments through the trainer binary (issue 10): the exit code and the one
-// line on stderr that each gets. These are the config and flag rows of the README's bad-input table.
+// line on stderr that each gets. These are the config and flag rows of the bad-input table of
+// docs/reliability.md.
 #include <sys/stat.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-// The rows of the README's "Bad input" table (scripts/bad_input_table.sh prints it) that no other
-// test checks through the trainer binary: each runs `trainer ...` on a hostile input and checks
-// the exit code and the key part of the one line on stderr.
+// The rows of the "Bad input" table of docs/reliability.md (scripts/bad_input_table.sh prints it)
+// that no other test checks through the trainer binary: each runs `trainer ...` on a hostile input
+// and checks the exit code and the key part of the one line on stderr.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>

@@ -59,7 +59,7 @@ std::string arch_problem(int device, const std::string& gpu_name, int cc_major, 
   const bool supported = cc_major > kMinMajor || (cc_major == kMinMajor && cc_minor >= kMinMinor);
   if (supported)
     m << "Use --device cpu, or rebuild for this GPU: cmake -DCMAKE_CUDA_ARCHITECTURES=" << cc_major
-      << cc_minor << "-real ... (see README, Building for your GPU)";
+      << cc_minor << "-real ... (see docs/install.md, Building for your GPU)";
   else
     m << "This GPU needs a build with an older CUDA toolkit; use --device cpu";
   return m.str();

@@ -8,7 +8,7 @@
 // are allocated when the replica joins, from the backend's capped allocator.
 //
 // NCCL_NVLS_ENABLE: NVLink SHARP (multicast) is left off unless the environment sets it: the lent
-// machines refuse multicast objects (README, "Several GPUs").
+// machines refuse multicast objects (docs/parallel.md, "Several GPUs").
 #pragma once
 
 #include <cstdint>

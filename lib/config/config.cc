@@ -538,7 +538,7 @@ Config parse_config(const std::string& text, const std::string& name,
   if (!root || root.IsNull())
     throw ConfigError(name +
                       ": the config file is empty; it needs at least model: and data: sections "
-                      "(see README \"Config\")");
+                      "(see docs/config-guide.md)");
   return parse_document(root, name, overrides);
 }
 

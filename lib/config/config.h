@@ -1,7 +1,7 @@
 // Config: the YAML file plus --set overrides, validated into typed sections.
 //
 // Precedence: built-in defaults < config file < --set < dedicated CLI flags (which cmd/ turns
-// into --set overrides). Every key is validated before anything runs; see README "Config".
+// into --set overrides). Every key is validated before anything runs; see docs/config-guide.md.
 #pragma once
 
 #include <yaml-cpp/yaml.h>

@@ -323,11 +323,12 @@ Dataset CsvReader::read(CsvEncoding* learned) {
   Dataset d;
   d.name = path_;
   d.dtype = SampleDtype::f32;
-  finish(&d);
+  // The targets first: which rows the statistics come from may depend on them (a split).
   if (targets_)
     targets_->finish(&d);
   else
     d.labels.assign(size_t(rows_), 0);
+  finish(&d);
   if (learned) *learned = enc_;
   return d;
 }
@@ -372,9 +373,16 @@ void CsvReader::finish(Dataset* d) {
           if (s >= 0) s = remap[j][size_t(s)];
         }
   const size_t N = numeric.size();
-  const int64_t S = o_.statistics_fraction < 1.0
-                        ? std::max<int64_t>(1, int64_t(double(rows_) * o_.statistics_fraction))
-                        : rows_;  // rows the statistics come from
+  // The rows the statistics come from (all, or a split's training part).
+  std::vector<bool> counted;
+  if (o_.statistics_rows && !given.known) counted = o_.statistics_rows(*d);
+  if (!counted.empty() && counted.size() != size_t(rows_))
+    throw InternalError("read_csv: statistics_rows flags " + std::to_string(counted.size()) + " rows of " +
+                        std::to_string(rows_));
+  const auto counts = [&](int64_t r) { return counted.empty() || counted[size_t(r)]; };
+  int64_t S = 0;
+  for (int64_t r = 0; r < rows_; ++r) S += counts(r) ? 1 : 0;
+  if (S == 0) throw InternalError("read_csv: no row to take statistics from");
   const auto check_count = [&](const std::vector<double>& v, const char* what) {
     if (v.size() != N)
       throw DataError("CSV file '" + path_ + "': the training data had " + std::to_string(v.size()) +
@@ -390,9 +398,9 @@ void CsvReader::finish(Dataset* d) {
         for (size_t k = 0; k < N; ++k) {
           double sum = 0;
           int64_t count = 0;
-          for (int64_t r = 0; r < S; ++r) {
+          for (int64_t r = 0; r < rows_; ++r) {
             const float v = slots_[size_t(r) * F + numeric[k]];
-            if (!std::isnan(v)) sum += v, ++count;
+            if (counts(r) && !std::isnan(v)) sum += v, ++count;
           }
           enc_.fill[k] = count ? sum / double(count) : 0.0;
         }
@@ -413,9 +421,11 @@ void CsvReader::finish(Dataset* d) {
       enc_.std.assign(N, 1.0);
       for (size_t k = 0; k < N; ++k) {
         double sum = 0, sq = 0;
-        for (int64_t r = 0; r < S; ++r) sum += slots_[size_t(r) * F + numeric[k]];
+        for (int64_t r = 0; r < rows_; ++r)
+          if (counts(r)) sum += slots_[size_t(r) * F + numeric[k]];
         const double mean = sum / double(S);
-        for (int64_t r = 0; r < S; ++r) {
+        for (int64_t r = 0; r < rows_; ++r) {
+          if (!counts(r)) continue;
           const double x = slots_[size_t(r) * F + numeric[k]] - mean;
           sq += x * x;
         }

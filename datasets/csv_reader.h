@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,9 +79,10 @@ struct CsvOptions {
   std::vector<std::string> class_names;  // given names (labels matched by name first)
   std::string label_delimiter;           // values: one label column holding a list of names
   bool standardize = false;
-  // Fill means and standardize statistics come from the first int(rows * statistics_fraction)
-  // rows: the training part of a validation split that takes the tail (datasets/split.h).
-  double statistics_fraction = 1.0;
+  // The rows that fill means and standardize statistics come from: every row when empty, else
+  // those it flags, given the data with its targets read (a validation split's training part,
+  // so that no statistic of a validation row reaches training: datasets/split.h).
+  std::function<std::vector<bool>(const Dataset&)> statistics_rows;
   MissingFill fill = MissingFill::none;
   double fill_value = 0;  // MissingFill::value
   // false: nothing may be learned (predict): a categorical column or standardize needs a known

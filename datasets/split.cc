@@ -95,7 +95,7 @@ std::vector<int64_t> stratum_quotas(const std::vector<int64_t>& counts, int64_t 
 
 }  // namespace
 
-SplitResult split_validation(const Dataset& data, const SplitOptions& o) {
+std::vector<bool> validation_mask(const Dataset& data, const SplitOptions& o, std::string* note) {
   if (!(o.fraction > 0.0 && o.fraction < 1.0))
     throw DataError("validation split must be a fraction strictly between 0 and 1, got " +
                     format_fraction(o.fraction));
@@ -107,37 +107,41 @@ SplitResult split_validation(const Dataset& data, const SplitOptions& o) {
                     " samples in '" + data.name + "' leaves " +
                     (split_at <= 0 ? "no training samples" : "no validation samples"));
   const int64_t V = n - split_at;
-  SplitResult out;
-  std::vector<int64_t> train_rows, val_rows;
-  train_rows.reserve(size_t(split_at));
-  val_rows.reserve(size_t(V));
+  std::vector<bool> to_val(static_cast<size_t>(n), false);
   if (!o.shuffle) {
-    for (int64_t i = 0; i < n; ++i) (i < split_at ? train_rows : val_rows).push_back(i);
-  } else {
-    std::vector<int64_t> perm(static_cast<size_t>(n));
-    std::iota(perm.begin(), perm.end(), int64_t(0));
-    SplitMix64 rng(mix64(o.seed ^ kSplitSalt));
-    for (int64_t i = n - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[rng.next_below(uint64_t(i) + 1)]);
-    std::vector<bool> to_val(static_cast<size_t>(n), false);
-    int num_strata = 0;
-    const std::vector<int32_t> strata = o.stratify ? strata_of(data, &num_strata) : std::vector<int32_t>{};
-    if (o.stratify && strata.empty())
-      out.note = "stratify does not apply to " + std::to_string(data.target_width) +
-                 " float target(s) per sample that are not all 0 or 1 (regression or multi-label): "
-                 "the validation samples are drawn at random without it";
-    if (strata.empty()) {
-      for (int64_t i = 0; i < V; ++i) to_val[size_t(perm[size_t(i)])] = true;
-    } else {
-      std::vector<int64_t> counts(size_t(num_strata), 0);
-      for (int32_t s : strata) ++counts[size_t(s)];
-      std::vector<int64_t> quota = stratum_quotas(counts, n, V);
-      for (int64_t r : perm) {
-        int64_t& q = quota[size_t(strata[size_t(r)])];
-        if (q > 0) --q, to_val[size_t(r)] = true;
-      }
-    }
-    for (int64_t i = 0; i < n; ++i) (to_val[size_t(i)] ? val_rows : train_rows).push_back(i);
+    for (int64_t i = split_at; i < n; ++i) to_val[size_t(i)] = true;
+    return to_val;
   }
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  std::iota(perm.begin(), perm.end(), int64_t(0));
+  SplitMix64 rng(mix64(o.seed ^ kSplitSalt));
+  for (int64_t i = n - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[rng.next_below(uint64_t(i) + 1)]);
+  int num_strata = 0;
+  const std::vector<int32_t> strata = o.stratify ? strata_of(data, &num_strata) : std::vector<int32_t>{};
+  if (o.stratify && strata.empty() && note)
+    *note = "stratify does not apply to " + std::to_string(data.target_width) +
+            " float target(s) per sample that are not all 0 or 1 (regression or multi-label): "
+            "the validation samples are drawn at random without it";
+  if (strata.empty()) {
+    for (int64_t i = 0; i < V; ++i) to_val[size_t(perm[size_t(i)])] = true;
+  } else {
+    std::vector<int64_t> counts(size_t(num_strata), 0);
+    for (int32_t st : strata) ++counts[size_t(st)];
+    std::vector<int64_t> quota = stratum_quotas(counts, n, V);
+    for (int64_t r : perm) {
+      int64_t& q = quota[size_t(strata[size_t(r)])];
+      if (q > 0) --q, to_val[size_t(r)] = true;
+    }
+  }
+  return to_val;
+}
+
+SplitResult split_validation(const Dataset& data, const SplitOptions& o) {
+  SplitResult out;
+  const std::vector<bool> to_val = validation_mask(data, o, &out.note);
+  std::vector<int64_t> train_rows, val_rows;
+  for (int64_t i = 0; i < int64_t(to_val.size()); ++i)
+    (to_val[size_t(i)] ? val_rows : train_rows).push_back(i);
   out.train = take_rows(data, train_rows, " (training part)");
   out.validation = take_rows(data, val_rows, " (validation part)");
   return out;

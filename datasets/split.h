@@ -43,6 +43,11 @@ struct SplitResult {
   std::string note;
 };
 
+// Which samples split_validation puts in validation (true), the same draw; `note` as
+// SplitResult::note. Throws as split_validation does.
+std::vector<bool> validation_mask(const Dataset& data, const SplitOptions& options,
+                                  std::string* note = nullptr);
+
 // Both parts copy their samples and targets; names get " (training part)" / " (validation
 // part)" appended. Throws DataError when the fraction is not in (0, 1) or either side would be
 // empty, and InternalError for stratify without shuffle (the config refuses it).

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "datasets/split.h"
 #include "tests/test_util.h"
 
 using namespace trainer;
@@ -213,4 +214,54 @@ train: {epochs: 1, seed: 1}
   REQUIRE(ev.exit_code == 0);
   REQUIRE_THAT(ev.out + ev.err, Contains("(40 samples)"));
   (void)config;
+}
+
+// A shuffled, stratified validation split: the standardize statistics and the fill means come from
+// the rows the split gives training, never from a validation row (the validation rows here hold
+// values far from the training rows', so any leak moves the recorded mean).
+TEST_CASE("a CSV's learned statistics come from the training part of a shuffled split only", "[csv][cli]") {
+  const std::string dir = test::temp_dir("csv_split_stats");
+  const int n = 50;
+  Dataset labels_only;
+  labels_only.name = "x.csv";
+  for (int i = 0; i < n; ++i) labels_only.labels.push_back(i % 2);
+  SplitOptions so;
+  so.fraction = 0.2;
+  so.seed = 11;
+  const std::vector<bool> val = validation_mask(labels_only, so);
+  std::string csv = "a,b,y\n";
+  double sum_a = 0, sum_b = 0;
+  int train_rows = 0, train_b = 0;
+  for (int i = 0; i < n; ++i) {
+    const double a = val[size_t(i)] ? 1000.0 + i : double(i);
+    const bool missing_b = i % 7 == 3;
+    const double b = val[size_t(i)] ? -500.0 : double(i % 5);
+    csv += std::to_string(a) + "," + (missing_b ? std::string() : std::to_string(b)) + "," +
+           std::to_string(i % 2) + "\n";
+    if (!val[size_t(i)]) {
+      sum_a += a, ++train_rows;
+      if (!missing_b) sum_b += b, ++train_b;
+    }
+  }
+  test::write_file(dir, "x.csv", csv);
+  const std::string config = test::write_file(dir, "s.yaml", R"(model:
+  input_shape: [2]
+  layers: [{type: dense, units: 2}]
+loss: cross_entropy
+optimizer: {type: sgd, lr: 0.01}
+data:
+  train: {format: csv, path: )" + dir + R"(/x.csv, header: true, label_column: y, normalize: standardize,
+          missing: {fill: mean}}
+  validation_split: 0.2
+  num_classes: 2
+  batch_size: 8
+train: {epochs: 1, seed: 11}
+)");
+  auto fit = test::run_trainer("fit " + config + " --out " + dir + "/run");
+  INFO(fit.err);
+  REQUIRE(fit.exit_code == 0);
+  const YAML::Node t = YAML::LoadFile(dir + "/run/config.yaml")["data"]["train"];
+  INFO(YAML::Dump(t));
+  REQUIRE(t["standardize"]["mean"][0].as<double>() == Approx(sum_a / train_rows).epsilon(1e-6));
+  REQUIRE(t["missing"]["values"][1].as<double>() == Approx(sum_b / train_b).epsilon(1e-6));  // b
 }

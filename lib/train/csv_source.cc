@@ -105,7 +105,33 @@ CsvOptions csv_options(const KeyValues& s, const YAML::Node& learned_from, const
   o.target = ctx.target;
   o.num_classes = ctx.num_classes;
   o.class_names = ctx.class_names;
-  o.statistics_fraction = ctx.statistics_fraction;
+  if (ctx.split) {
+    // The split that session.cc applies after loading, replayed on the targets alone: the rows
+    // past `limit` are dropped first, and class labels become values as the loss takes them (a
+    // binary value column stratifies as its labels did; one-hot rows do not stratify).
+    const SplitOptions split = *ctx.split;
+    const TargetLayout target = ctx.target;
+    const int64_t limit = s.integer("limit");
+    const std::string path = s.string("path");
+    o.statistics_rows = [split, target, limit, path](const Dataset& d) {
+      Dataset t;
+      t.name = d.name;
+      t.labels = d.labels;
+      t.targets = d.targets;
+      t.target_width = d.target_width;
+      t.num_classes = d.num_classes;
+      const int64_t n = t.size(), kept = limit > 0 && limit < n ? limit : n;
+      if (t.target_width > 0)
+        t.targets.resize(size_t(kept * t.target_width));
+      else
+        t.labels.resize(size_t(kept));
+      if (target.kind == TargetKind::values) to_value_targets(t, target, path, /*warn=*/false);
+      const std::vector<bool> validation = validation_mask(t, split);
+      std::vector<bool> training(size_t(n), false);
+      for (int64_t i = 0; i < kept; ++i) training[size_t(i)] = !validation[size_t(i)];
+      return training;
+    };
+  }
   // The training source's learned keys (a run's config.yaml), when it has them.
   const YAML::Node& l = learned_from;
   if (l && l.IsMap() && l["columns"] && l["columns"].as<int64_t>() > 0) {

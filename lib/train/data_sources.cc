@@ -306,9 +306,10 @@ std::string sample_shape_mismatch(const Shape& found, const Shape& input, const 
   return m;
 }
 
-void to_value_targets(Dataset& d, const TargetLayout& target, const std::string& path) {
+void to_value_targets(Dataset& d, const TargetLayout& target, const std::string& path, bool warn) {
   const int64_t K = target.width;
-  if (d.target_width == 0 && K > 1 && !target.binary)
+  if (!warn) {
+  } else if (d.target_width == 0 && K > 1 && !target.binary)
     spdlog::warn(
         "{}: the data has one integer label a sample and the model has {} outputs for a regression loss: "
         "each label becomes a "

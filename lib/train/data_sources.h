@@ -17,6 +17,7 @@
 
 #include "datasets/dataset.h"
 #include "datasets/image_loader.h"
+#include "datasets/split.h"
 
 namespace trainer {
 
@@ -36,8 +37,9 @@ struct SourceContext {
   // The section whose learned keys apply (data.train, possibly with keys learned by this run),
   // or null: learn from this source.
   YAML::Node learned_from;
-  // Learned statistics come from the first part of the rows (a validation split's training part).
-  double statistics_fraction = 1.0;
+  // Set when the training data is split (data.validation_split): learned statistics (a CSV's
+  // fill means and standardize) come from the rows the split gives training, never validation's.
+  std::optional<SplitOptions> split;
   // Images (C, H, W) of the input's channels and any height and width are accepted (the training
   // data under data.augment.random_resized_crop).
   bool any_image_size = false;
@@ -81,7 +83,7 @@ bool image_source_options(const YAML::Node& section, const std::string& path, co
 // (a multi-label loss's multi-hot rows, one label each). Data that has values already is left
 // as it is. Then checks the targets: their width against the model's outputs, every value
 // finite, and 0 or 1 for a binary loss (DataError naming the sample and the value).
-void to_value_targets(Dataset& d, const TargetLayout& target, const std::string& path);
+void to_value_targets(Dataset& d, const TargetLayout& target, const std::string& path, bool warn = true);
 
 // Checks the keys of a source section without reading any file (for --print-config). Paths of
 // files are made absolute (relative ones are taken from the working directory, as the readers

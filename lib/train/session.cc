@@ -368,7 +368,12 @@ RunData load_run_data(const Config& cfg, bool need_train) {
   const bool unrecorded =
       train["format"] && train["format"].IsScalar() && train["format"].Scalar() == "csv" && !train["columns"];
   if (need_train || split || (cfg.data.num_classes == 0 && !values) || unrecorded) {
-    if (split) ctx.statistics_fraction = 1.0 - cfg.data.validation_split;
+    SplitOptions split_options;
+    split_options.fraction = cfg.data.validation_split;
+    split_options.shuffle = cfg.data.split_shuffle;
+    split_options.stratify = cfg.data.split_stratify;
+    split_options.seed = cfg.seed;
+    if (split) ctx.split = split_options;
     const bool rrc = cfg.data.augment.random_resized_crop;
     ctx.any_image_size = rrc;
     d.train = load_source(train, "data.train", cfg.file, ctx, &d.learned);
@@ -380,7 +385,7 @@ RunData load_run_data(const Config& cfg, bool need_train) {
           ", so data.validation_split would validate on images of the wrong size: give data.validation "
           "images of model.input_shape's size (e.g. resize: {shorter: S} and center_crop)");
     d.has_train = true;
-    ctx.statistics_fraction = 1.0;
+    ctx.split.reset();
     // The validation data is read with what the training data taught.
     if (d.learned.size() > 0) {
       ctx.learned_from = YAML::Clone(train);
@@ -389,12 +394,7 @@ RunData load_run_data(const Config& cfg, bool need_train) {
     if (ctx.class_names.empty()) ctx.class_names = d.train.class_names;
     if (ctx.num_classes == 0 && !values) ctx.num_classes = d.train.num_classes;
     if (split) {
-      SplitOptions o;
-      o.fraction = cfg.data.validation_split;
-      o.shuffle = cfg.data.split_shuffle;
-      o.stratify = cfg.data.split_stratify;
-      o.seed = cfg.seed;
-      SplitResult parts = split_validation(d.train, o);
+      SplitResult parts = split_validation(d.train, split_options);
       if (!parts.note.empty()) spdlog::info("data.split: {}", parts.note);
       d.train = std::move(parts.train);
       d.val = std::move(parts.validation);

@@ -252,7 +252,10 @@ TEST_CASE("standardize uses the training statistics, from the training part of a
   write_text(dir.path("s.csv"), "a,c,b,y\n1,u,10,0\n3,v,10,1\n100,u,0,0\n");
   CsvOptions o = header_label("y");
   o.standardize = true;
-  o.statistics_fraction = 0.7;  // int(3 * 0.7): the first two rows
+  o.statistics_rows = [](const Dataset& d) {  // the targets are read first
+    REQUIRE(d.labels == std::vector<int32_t>{0, 1, 0});
+    return std::vector<bool>{true, true, false};  // the first two rows
+  };
   CsvEncoding e;
   const Dataset d = read_csv(dir.path("s.csv"), o, &e);
   REQUIRE(e.mean == std::vector<double>{2, 10});
@@ -260,7 +263,7 @@ TEST_CASE("standardize uses the training statistics, from the training part of a
   // Categories are not standardized.
   REQUIRE(d.f32 == std::vector<float>{-1, 1, 0, 0, 1, 0, 1, 0, 98, 1, 0, -10});
   o.encoding = e;
-  o.statistics_fraction = 1;
+  o.statistics_rows = nullptr;
   write_text(dir.path("v.csv"), "a,c,b,y\n4,v,12,0\n");
   REQUIRE(read_csv(dir.path("v.csv"), o).f32 == std::vector<float>{2, 0, 1, 2});
 }

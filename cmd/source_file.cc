@@ -11,7 +11,8 @@ std::string find_source_file(const std::string& relative, bool binary_first) {
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec)
     for (auto dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
-      if (std::filesystem::is_regular_file(dir / relative, ec)) return (dir / relative).string();
+      for (const auto& candidate : {dir / relative, dir / "share/trainer" / relative})  // a tree, an install
+        if (std::filesystem::is_regular_file(candidate, ec)) return candidate.string();
   return here ? relative : "";
 }
 

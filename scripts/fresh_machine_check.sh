@@ -3,6 +3,8 @@
 # with debootstrap (cached), copies the project into it, and runs inside it, as a new user would:
 #   bash scripts/quickstart.sh   (install what is missing, build, train on real Fashion-MNIST)
 #   bash scripts/test.sh         (install what is missing, build, run every test)
+# then builds the Debian package there (scripts/package.sh) and installs it with apt-get into a
+# second pristine root, where it trains a shipped config from /usr/share/trainer/configs.
 # CUDA is not a Debian package, so the root has none: this is the CPU-only build.
 #
 #   scripts/fresh_machine_check.sh             # the working tree (tracked + untracked files)
@@ -20,7 +22,7 @@ rev=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rev) rev="${2:?--rev needs a revision}"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "fresh_machine_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -118,6 +120,50 @@ if [ "$status" -eq 0 ]; then
     status=1
     say "tests FAILED after $((SECONDS - t0)) s; last lines:"
     tail -25 "$root/test.log" | sed 's/^/    /'
+  fi
+fi
+# The Debian package (scripts/package.sh, from the CPU-only build/ just tested), installed with
+# apt-get into a second pristine root, which must then train a shipped config from
+# /usr/share/trainer/configs: the package's declared dependencies are all it gets.
+if [ "$status" -eq 0 ]; then
+  say "package: BUILD_DIR=build bash scripts/package.sh"
+  t0=$SECONDS
+  if run_in_root "BUILD_DIR=build bash scripts/package.sh" >"$root/package.log" 2>&1; then
+    deb=$(ls "$root"/src/trainer/build/trainer_*_amd64.deb)
+    say "built $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB) in $((SECONDS - t0)) s; its dependencies:"
+    grep -E "^ (Depends|Recommends|Suggests):" "$root/package.log" | sed 's/^/   /'
+    root2=$(mktemp -d /tmp/trainer-fresh-pkg.XXXXXX)
+    tar -C "$root2" -xf "$base_tar"
+    rm -f "$root2/etc/apt/sources.list"
+    cp -a "$root/etc/apt/." "$root2/etc/apt/"
+    cp /etc/resolv.conf "$root2/etc/resolv.conf" 2>/dev/null || true
+    cp "$deb" "$root2/tmp/"
+    mount -t proc proc "$root2/proc"
+    install_cmds="apt-get update -qq && apt-get install -y -qq /tmp/$(basename "$deb") >/tmp/apt.log 2>&1 || { tail -20 /tmp/apt.log; exit 1; }
+      echo '\$ apt-get install ./$(basename "$deb")' && tail -1 /tmp/apt.log
+      echo '\$ trainer --version' && trainer --version | head -2
+      echo '\$ ls /usr/share/trainer/configs | head -3' && ls /usr/share/trainer/configs | head -3
+      echo '\$ trainer fit /usr/share/trainer/configs/fashion_mnist_cnn.yaml --set train.epochs=1 --out /tmp/run'
+      trainer fit /usr/share/trainer/configs/fashion_mnist_cnn.yaml --set train.epochs=1 --out /tmp/run 2>&1 | tail -3
+      echo '\$ trainer plot /tmp/run --out /tmp/run.png' && trainer plot /tmp/run --out /tmp/run.png && ls -l /tmp/run.png
+      echo '\$ man -w trainer; ls /usr/share/bash-completion/completions/trainer'
+      ls /usr/share/man/man1/trainer.1* /usr/share/bash-completion/completions/trainer"
+    t0=$SECONDS
+    if chroot "$root2" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+         DEBIAN_FRONTEND=noninteractive /bin/bash -c "set -eo pipefail; $install_cmds" >"$root/package_install.log" 2>&1; then
+      say "package installed and used in a fresh root in $((SECONDS - t0)) s:"
+      sed 's/^/    /' "$root/package_install.log"
+    else
+      status=1
+      say "package install or use FAILED in a fresh root; last lines:"
+      tail -25 "$root/package_install.log" | sed 's/^/    /'
+    fi
+    umount -l "$root2/proc" 2>/dev/null || true
+    [ -z "${FRESH_KEEP:-}" ] && rm -rf --one-file-system "$root2"
+  else
+    status=1
+    say "package FAILED after $((SECONDS - t0)) s; last lines:"
+    tail -25 "$root/package.log" | sed 's/^/    /'
   fi
 fi
 say "fresh-machine check $( [ $status -eq 0 ] && echo PASSED || echo FAILED ) in $((SECONDS - start_s)) s"

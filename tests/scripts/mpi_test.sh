@@ -113,7 +113,9 @@ sed -e 's/units: 32/units: 128/g' -e 's/samples: 1990/samples: 20000/' -e 's/epo
 "$trainer" fit long.yaml --out long_one -q
 timeout 300 mpirun -np 2 "$trainer" fit long.yaml --out long_two -q >long.out 2>long.err &
 mpirun_pid=$!
-for _ in $(seq 600); do
+# Up to 120 s for the first epoch: on a loaded CI machine two ranks start slowly (the 30 s this
+# waited before were not always enough, and the signal then came before any epoch).
+for _ in $(seq 2400); do
   [ -f long_two/metrics.csv ] && [ "$(wc -l <long_two/metrics.csv)" -ge 2 ] && break
   sleep 0.05
 done

@@ -265,3 +265,38 @@ train: {epochs: 1, seed: 11}
   REQUIRE(t["standardize"]["mean"][0].as<double>() == Approx(sum_a / train_rows).epsilon(1e-6));
   REQUIRE(t["missing"]["values"][1].as<double>() == Approx(sum_b / train_b).epsilon(1e-6));  // b
 }
+
+// Categories that look like numbers are text: "1.50" is recorded as 1.50 (not shortened to 1.5
+// as a float would be), so predict still knows the category.
+TEST_CASE("categories spelled like floats are recorded as written", "[csv][cli]") {
+  const std::string dir = test::temp_dir("csv_float_categories");
+  std::string csv = "x,grade,y\n";
+  const char* grades[] = {"1.50", "2.0", "3"};
+  const char* labels[] = {"no", "yes"};  // a label that is a number is a class index
+  for (int i = 0; i < 60; ++i)
+    csv += std::to_string(i % 5) + "," + grades[i % 3] + "," + labels[(i % 5) > 2 ? 1 : 0] + "\n";
+  test::write_file(dir, "t.csv", csv);
+  const std::string input = test::write_file(dir, "p.csv", "x,grade\n1,1.50\n4,2.0\n");
+  const std::string config =
+      test::write_file(dir, "c.yaml",
+                       R"(model:
+  input_shape: [4]
+  layers: [{type: dense, units: 2}]
+loss: cross_entropy
+optimizer: {type: sgd, lr: 0.1}
+data:
+  train: {format: csv, path: )" +
+                           dir + R"(/t.csv, header: true, label_column: y, categorical_columns: [grade]}
+  batch_size: 8
+train: {epochs: 1}
+)");
+  auto fit = test::run_trainer("fit " + config + " --out " + dir + "/run");
+  INFO(fit.err);
+  REQUIRE(fit.exit_code == 0);
+  const std::string recorded = test::slurp(dir + "/run/config.yaml");
+  REQUIRE_THAT(recorded, Contains("grade: [1.50, 2.0, 3]"));
+  auto p = test::run_trainer("predict " + dir + "/run --input " + input + " --output " + dir + "/o.csv");
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  REQUIRE_THAT(test::slurp(dir + "/o.csv"), Contains("no,yes"));
+}

@@ -31,6 +31,16 @@ bool is_float_text(const std::string& s) {
 
 }  // namespace
 
+YAML::Node string_sequence(const std::vector<std::string>& items) {
+  YAML::Node out(YAML::NodeType::Sequence);
+  for (const std::string& item : items) {
+    YAML::Node n(item);
+    n.SetTag("!");
+    out.push_back(n);
+  }
+  return out;
+}
+
 void shorten_floats(YAML::Node node) {
   if (node.IsMap()) {
     for (auto it = node.begin(); it != node.end(); ++it) shorten_floats(it->second);

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "lib/config/node_reader.h"
+#include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
 #include "lib/train/data_sources.h"
 
@@ -156,7 +157,7 @@ YAML::Node csv_learned_keys(const CsvEncoding& e, const CsvOptions& o) {
   if (!e.categories.empty()) {
     YAML::Node c(YAML::NodeType::Map);
     for (const auto& [key, cats] : e.categories) {
-      c[key] = cats;
+      c[key] = string_sequence(cats);  // "1.50" stays "1.50" through dump_yaml
       c[key].SetStyle(YAML::EmitterStyle::Flow);
     }
     n["categories"] = c;

@@ -18,6 +18,7 @@
 #include "datasets/sequence_reader.h"
 #include "lib/config/key_spec.h"
 #include "lib/config/node_reader.h"
+#include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
 #include "lib/train/csv_source.h"
 
@@ -477,7 +478,7 @@ void record_learned(YAML::Node data, const YAML::Node& learned, const std::vecto
     for (const auto& kv : learned) data["train"][kv.first.Scalar()] = YAML::Clone(kv.second);
   const YAML::Node names = data["class_names"];
   if (!class_names.empty() && !(names && names.IsSequence() && names.size() > 0)) {
-    data["class_names"] = class_names;
+    data["class_names"] = string_sequence(class_names);  // "1.50" stays "1.50" through dump_yaml
     data["class_names"].SetStyle(YAML::EmitterStyle::Flow);
   }
   if (num_classes > 0) data["num_classes"] = num_classes;

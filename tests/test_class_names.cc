@@ -122,6 +122,13 @@ TEST_CASE("predict writes the arg-max class beside or instead of the probabiliti
   write_predictions(dir + "/files.csv", PredictWrite::arg_max, probs, 2, 3, names, {"a/1.png", "b,2.jpg"});
   REQUIRE(test::slurp(dir + "/files.csv") ==
           "file,predicted_id,predicted_name\na/1.png,1,\"say \"\"dog\"\"\"\n\"b,2.jpg\",0,cat\n");
+  // The same for the values of a regression or binary model on image inputs.
+  write_value_predictions(dir + "/values.csv", PredictWrite::both, {0.25f, 0.75f}, 2, 1, {"dog"}, true,
+                          {"a/1.png", "b,2.jpg"});
+  REQUIRE(test::slurp(dir + "/values.csv") == "file,dog,predicted_dog\na/1.png,0.25,0\n\"b,2.jpg\",0.75,1\n");
+  write_value_predictions(dir + "/reg.csv", PredictWrite::probabilities, {1.5f, -2.f}, 2, 1, {}, false,
+                          {"x.png", "y.png"});
+  REQUIRE(test::slurp(dir + "/reg.csv") == "file,value\nx.png,1.5\ny.png,-2\n");
   write_predictions(dir + "/class.npy", PredictWrite::arg_max, probs, 2, 3, names);
   NpyArray ids = read_npy(dir + "/class.npy");
   REQUIRE(ids.descr == "<i8");

@@ -256,7 +256,7 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
     // A binary model's one output is the positive class, the second of two class names.
     std::vector<std::string> names = cfg.data.class_names;
     if (sigmoid && K == 1 && names.size() == 2) names.erase(names.begin());
-    write_value_predictions(o.output, what, probs, N, K, names, sigmoid);
+    write_value_predictions(o.output, what, probs, N, K, names, sigmoid, files);
     out << "[" << timestamp_now() << "] predicted " << N << " samples of " << o.input << " with " << weights
         << " -> " << o.output << " (" << N << " x " << K << (sigmoid ? " probabilities" : " values")
         << (sigmoid && what != PredictWrite::probabilities ? " and decisions" : "") << ")" << std::endl;

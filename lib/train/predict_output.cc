@@ -111,7 +111,8 @@ void write_predictions(const std::string& path, PredictWrite what, const std::ve
 }
 
 void write_value_predictions(const std::string& path, PredictWrite what, const std::vector<float>& values,
-                             int64_t N, int64_t K, const std::vector<std::string>& names, bool binary) {
+                             int64_t N, int64_t K, const std::vector<std::string>& names, bool binary,
+                             const std::vector<std::string>& files) {
   const bool with_values = !binary || what != PredictWrite::arg_max;
   const bool with_decisions = binary && what != PredictWrite::probabilities;
   std::vector<int64_t> decisions;
@@ -132,6 +133,7 @@ void write_value_predictions(const std::string& path, PredictWrite what, const s
            std::to_string(k);
   };
   std::vector<std::string> header;
+  if (!files.empty()) header.push_back("file");
   if (with_values)
     for (int64_t k = 0; k < K; ++k) header.push_back(name(binary ? "probability" : "value", "", k));
   if (with_decisions)
@@ -139,6 +141,10 @@ void write_value_predictions(const std::string& path, PredictWrite what, const s
   std::string text = header_line(header);
   for (int64_t i = 0; i < N; ++i) {
     const char* sep = "";
+    if (!files.empty()) {
+      text += csv_field(files[size_t(i)]);
+      sep = ",";
+    }
     if (with_values) append_floats(text, &sep, values.data() + i * K, K);
     if (with_decisions)
       for (int64_t k = 0; k < K; ++k, sep = ",") text += sep + std::to_string(decisions[size_t(i * K + k)]);

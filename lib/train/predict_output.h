@@ -34,8 +34,10 @@ void write_predictions(const std::string& path, PredictWrite what, const std::ve
 // label_<k>; "probability" for one) with --write probabilities or both, and each label's 0/1
 // decision (probability above 0.5; "predicted", or predicted_<name>) with class or both.
 // .npy: the (N, K) values or probabilities, or the (N, K) decisions as int64 with --write class.
+// files: as write_predictions (image inputs: a first .csv column `file`).
 void write_value_predictions(const std::string& path, PredictWrite what, const std::vector<float>& values,
-                             int64_t N, int64_t K, const std::vector<std::string>& names, bool binary);
+                             int64_t N, int64_t K, const std::vector<std::string>& names, bool binary,
+                             const std::vector<std::string>& files = {});
 
 // The arg-max class of each row of probs (N, C); ties go to the lowest id.
 std::vector<int64_t> arg_max_classes(const std::vector<float>& probs, int64_t N, int64_t C);

@@ -13,5 +13,6 @@ void add_eval_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 
 }  // namespace trainer::cmd

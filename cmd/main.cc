@@ -1,4 +1,4 @@
-// trainer: train neural networks from YAML. Verbs: fit, eval, predict, summary, devices (see README).
+// trainer: train neural networks from YAML. Verbs: fit, eval, predict, export, summary, devices (see README).
 // Every failure ends here as a one-line message on stderr and a documented exit code.
 #include <pthread.h>
 #include <signal.h>
@@ -216,6 +216,7 @@ static int run(int argc, char** argv) {
   trainer::cmd::add_summary_command(app);
   trainer::cmd::add_eval_command(app);
   trainer::cmd::add_predict_command(app);
+  trainer::cmd::add_export_command(app);
   trainer::cmd::add_devices_command(app);
   trainer::cmd::add_bench_command(app);
   trainer::cmd::add_plot_command(app);

@@ -41,7 +41,7 @@ std::string unknown_verb_message(const CLI::App& app, const std::string& word) {
       {"inference", "predict"}, {"classify", "predict"}, {"benchmark", "bench"}, {"gpus", "devices"},
       {"gpu", "devices"},       {"list", "devices"},     {"show", "summary"},    {"describe", "summary"},
       {"info", "summary"},      {"params", "summary"},   {"chart", "plot"},      {"graph", "plot"},
-      {"draw", "plot"}};
+      {"draw", "plot"},         {"onnx", "export"},      {"convert", "export"}};
   std::string near;
   if (auto it = synonyms.find(word); it != synonyms.end())
     near = it->second;

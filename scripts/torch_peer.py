@@ -20,10 +20,19 @@ and torch; the checkpoint (safetensors) is read with numpy alone.
 """
 import argparse, gzip, json, math, os, struct, subprocess, sys, tempfile, time
 
-import numpy as np
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ModuleNotFoundError as missing:  # one clear line instead of a traceback
+    if "-h" in sys.argv[1:] or "--help" in sys.argv[1:]:
+        print(__doc__)
+        sys.exit(0)
+    sys.exit("torch_peer.py: needs numpy and PyTorch, and '%s' is not installed for this python (%s). Install "
+             "them where it finds them (Debian: apt-get install python3-numpy; PyTorch: pip install torch, see "
+             "pytorch.org), or run the script with a python that has them: /path/to/python3 %s ..."
+             % (missing.name, sys.executable, sys.argv[0]))
 
 
 # ---------------------------------------------------------------- the network, from summary --json

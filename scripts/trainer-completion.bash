@@ -27,6 +27,7 @@ _trainer() {
     --log-format) COMPREPLY=($(compgen -W "text json" -- "$cur")); return ;;
     --math) COMPREPLY=($(compgen -W "fp32 tf32" -- "$cur")); return ;;
     --split) COMPREPLY=($(compgen -W "validation train" -- "$cur")); return ;;
+    --format) COMPREPLY=($(compgen -W "onnx" -- "$cur")); return ;;
     --resume) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     --out) COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null; return ;;
     --weights | --input | --output) COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null; return ;;

@@ -154,7 +154,8 @@ TEST_CASE("usage errors are one line pointing at the verb's --help, exit 2", "[c
   require_one_error_line(verb);
   REQUIRE_THAT(
       verb.err,
-      Contains("unknown verb 'frobnicate'; verbs: fit, summary, eval, predict, devices, bench, plot") &&
+      Contains(
+          "unknown verb 'frobnicate'; verbs: fit, summary, eval, predict, export, devices, bench, plot") &&
           EndsWith("; run 'trainer --help' for usage\n"));
   auto none = test::run_trainer("");
   REQUIRE(none.exit_code == 2);

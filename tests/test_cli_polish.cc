@@ -167,6 +167,7 @@ TEST_CASE("the bash completion offers verbs, each verb's flags and the values of
   REQUIRE_THAT(complete("eval x.yaml --", 3),
                Contains("--weights") && Contains("--split") && !Contains("--epochs"));
   REQUIRE(complete("fit x.yaml --math ", 4) == "fp32 tf32\n");
+  REQUIRE(complete("export run --format ", 4) == "onnx\n");
   REQUIRE_THAT(complete("fit x.yaml --device g", 4), Contains("gpu gpu:0"));
 }
 
@@ -179,5 +180,5 @@ TEST_CASE("the build makes a man page with every verb's flags where help2man is 
       test::slurp(std::filesystem::path(TRAINER_BINARY).parent_path().string() + "/trainer.1");
   REQUIRE_THAT(page, Contains(".TH TRAINER \"1\"") && Contains(".SS trainer fit") && Contains("--resume") &&
                          Contains(".SS trainer eval") && Contains(".SS trainer plot") &&
-                         Contains("EXIT STATUS") && Contains("NO_COLOR"));
+                         Contains(".SS trainer export") && Contains("EXIT STATUS") && Contains("NO_COLOR"));
 }

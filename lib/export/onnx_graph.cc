@@ -1,0 +1,31 @@
+#include "lib/export/onnx_graph.h"
+
+namespace trainer::onnx {
+
+std::string GraphBuilder::unique(const std::string& want) {
+  std::string name = want;
+  for (int k = 2; taken_.count(name); ++k) name = want + "_" + std::to_string(k);
+  taken_.insert(name);
+  return name;
+}
+
+std::string GraphBuilder::floats(const std::string& name, const std::vector<int64_t>& dims,
+                                 const float* values) {
+  const std::string unique_name = unique(name);
+  g_.initializers.push_back(Tensor::floats(unique_name, dims, values));
+  return unique_name;
+}
+
+std::string GraphBuilder::node(const std::string& op, const std::vector<std::string>& inputs,
+                               const std::string& output, std::vector<Attribute> attributes) {
+  Node n;
+  n.op_type = op;
+  n.outputs = {unique(output)};
+  n.name = n.outputs[0];
+  n.inputs = inputs;
+  n.attributes = std::move(attributes);
+  g_.nodes.push_back(std::move(n));
+  return g_.nodes.back().outputs[0];
+}
+
+}  // namespace trainer::onnx

@@ -1,0 +1,239 @@
+#include "lib/export/onnx_layers.h"
+
+#include <cmath>
+#include <functional>
+
+#include "lib/core/error.h"
+#include "lib/layers/activation.h"
+#include "lib/layers/batchnorm.h"
+#include "lib/layers/conv1d.h"
+#include "lib/layers/conv2d.h"
+#include "lib/layers/dense.h"
+#include "lib/layers/embedding.h"
+#include "lib/layers/pool1d.h"
+#include "lib/layers/pool2d.h"
+
+namespace trainer::onnx {
+namespace {
+
+using Inputs = std::vector<std::string>;
+using Translate = std::function<std::string(GraphBuilder&, const Layer&, const LayerTensors&, const Inputs&,
+                                            const std::string& output)>;
+
+template <typename T>
+const T& as(const Layer& layer) {
+  const T* p = dynamic_cast<const T*>(&layer);
+  if (!p)
+    throw InternalError("onnx export: layer '" + layer.name() + "' of type " + layer.type() +
+                        " is not the class its type names");
+  return *p;
+}
+
+// A parameter or buffer of the layer as an initializer named as in the checkpoint.
+std::string tensor(GraphBuilder& b, const Layer& layer, const LayerTensors& t, const std::string& name) {
+  const LayerTensors::View& v = t.at(layer, name);
+  return b.floats(layer.name() + "." + name, v.shape.dims, v.data);
+}
+
+std::string dense(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
+                  const std::string& out) {
+  const Dense& d = as<Dense>(l);
+  Inputs args{in[0], tensor(b, l, t, "weight")};
+  if (d.use_bias) args.push_back(tensor(b, l, t, "bias"));
+  return b.node("Gemm", args, out, {Attribute::of_int("transB", 1)});
+}
+
+// Conv's and the pools' geometry: kernel_shape, strides and pads (every begin, then every end).
+std::vector<Attribute> window_attributes(const std::vector<const Window*>& windows) {
+  std::vector<int64_t> kernel, strides, pads;
+  for (const Window* w : windows) {
+    kernel.push_back(w->kernel);
+    strides.push_back(w->stride);
+    pads.push_back(w->pad_begin);
+  }
+  for (const Window* w : windows) pads.push_back(w->pad_end);
+  return {Attribute::of_ints("kernel_shape", kernel), Attribute::of_ints("strides", strides),
+          Attribute::of_ints("pads", pads)};
+}
+
+std::string conv(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
+                 const std::string& out, const std::vector<const Window*>& windows, bool use_bias,
+                 int64_t groups) {
+  Inputs args{in[0], tensor(b, l, t, "weight")};
+  if (use_bias) args.push_back(tensor(b, l, t, "bias"));
+  std::vector<Attribute> attributes = window_attributes(windows);
+  attributes.push_back(Attribute::of_int("group", groups));
+  attributes.push_back(Attribute::of_ints("dilations", std::vector<int64_t>(windows.size(), 1)));
+  return b.node("Conv", args, out, attributes);
+}
+
+std::string conv2d(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
+                   const std::string& out) {
+  const Conv2d& c = as<Conv2d>(l);
+  return conv(b, l, t, in, out, {&c.wh, &c.ww}, c.use_bias, c.groups);
+}
+
+std::string conv1d(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
+                   const std::string& out) {
+  const Conv1d& c = as<Conv1d>(l);
+  return conv(b, l, t, in, out, {&c.w}, c.use_bias, 1);
+}
+
+std::string pool(GraphBuilder& b, bool max, const std::vector<const Window*>& windows, const std::string& x,
+                 const std::string& out) {
+  std::vector<Attribute> attributes = window_attributes(windows);
+  if (!max) attributes.push_back(Attribute::of_int("count_include_pad", 0));
+  return b.node(max ? "MaxPool" : "AveragePool", {x}, out, attributes);
+}
+
+std::string pool2d(GraphBuilder& b, const Layer& l, const LayerTensors&, const Inputs& in,
+                   const std::string& out) {
+  const Pool2d& p = as<Pool2d>(l);
+  return pool(b, p.kind == Pool2d::Kind::max, {&p.wh, &p.ww}, in[0], out);
+}
+
+std::string pool1d(GraphBuilder& b, const Layer& l, const LayerTensors&, const Inputs& in,
+                   const std::string& out) {
+  const Pool1d& p = as<Pool1d>(l);
+  return pool(b, p.kind == Pool1d::Kind::max, {&p.w}, in[0], out);
+}
+
+Translate global_pool(const char* op) {
+  return [op](GraphBuilder& b, const Layer&, const LayerTensors&, const Inputs& in, const std::string& out) {
+    const std::string pooled = b.node(op, {in[0]}, out + ".pooled");  // (B, C, 1...)
+    return b.node("Flatten", {pooled}, out, {Attribute::of_int("axis", 1)});
+  };
+}
+
+std::string batchnorm(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
+                      const std::string& out) {
+  const BatchNorm& n = as<BatchNorm>(l);
+  return b.node("BatchNormalization",
+                {in[0], tensor(b, l, t, "weight"), tensor(b, l, t, "bias"), tensor(b, l, t, "running_mean"),
+                 tensor(b, l, t, "running_var")},
+                out, {Attribute::of_float("epsilon", n.epsilon)});
+}
+
+std::string activation(GraphBuilder& b, const Layer& l, const LayerTensors&, const Inputs& in,
+                       const std::string& out) {
+  const Activation& a = as<Activation>(l);
+  const std::string& x = in[0];
+  switch (a.kind) {
+    case ActivationKind::relu:
+      return b.node("Relu", {x}, out);
+    case ActivationKind::sigmoid:
+      return b.node("Sigmoid", {x}, out);
+    case ActivationKind::tanh:
+      return b.node("Tanh", {x}, out);
+    case ActivationKind::leaky_relu:
+      return b.node("LeakyRelu", {x}, out, {Attribute::of_float("alpha", a.alpha)});
+    case ActivationKind::softmax:
+      return b.node("Softmax", {x}, out, {Attribute::of_int("axis", -1)});
+    case ActivationKind::log_softmax:
+      return b.node("LogSoftmax", {x}, out, {Attribute::of_int("axis", -1)});
+    case ActivationKind::gelu: {  // opset 20 has Gelu; 17 builds it from Erf
+      const std::string scaled =
+          b.node("Div", {x, b.scalar(out + ".sqrt2", float(std::sqrt(2.0)))}, out + ".div");
+      const std::string erf = b.node("Erf", {scaled}, out + ".erf");
+      const std::string one_plus = b.node("Add", {erf, b.scalar(out + ".one", 1.f)}, out + ".add");
+      const std::string times_x = b.node("Mul", {x, one_plus}, out + ".mul");
+      return b.node("Mul", {times_x, b.scalar(out + ".half", 0.5f)}, out);
+    }
+  }
+  throw InternalError("onnx export: activation '" + l.name() + "' has an unknown kind");
+}
+
+std::string embedding(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
+                      const std::string& out) {
+  const Embedding& e = as<Embedding>(l);
+  // embedding_row(): !(id > 0) (NaN included) -> row 0, id >= float(V - 1) -> V - 1, else int64(id).
+  const std::string zero = b.scalar(out + ".zero", 0.f);
+  const std::string positive = b.node("Greater", {in[0], zero}, out + ".positive");
+  const std::string kept = b.node("Where", {positive, in[0], zero}, out + ".kept");
+  const std::string clamped =
+      b.node("Min", {kept, b.scalar(out + ".last", float(e.input_dim - 1))}, out + ".clamped");
+  const std::string ids =
+      b.node("Cast", {clamped}, out + ".ids", {Attribute::of_int("to", int64_t(DataType::int64))});
+  const std::string rows = b.node("Gather", {tensor(b, l, t, "weight"), ids}, out + ".rows",
+                                  {Attribute::of_int("axis", 0)});                   // (B, L, D)
+  return b.node("Transpose", {rows}, out, {Attribute::of_ints("perm", {0, 2, 1})});  // (B, D, L)
+}
+
+std::string add(GraphBuilder& b, const Layer&, const LayerTensors&, const Inputs& in,
+                const std::string& out) {
+  std::string sum = in[0];  // ((x0 + x1) + x2) ...: the kernels' order
+  for (size_t k = 1; k < in.size(); ++k)
+    sum = b.node("Add", {sum, in[k]}, k + 1 == in.size() ? out : out + ".partial");
+  return sum;
+}
+
+Translate with_axis(const char* op, int64_t axis) {
+  return
+      [op, axis](GraphBuilder& b, const Layer&, const LayerTensors&, const Inputs& in,
+                 const std::string& out) { return b.node(op, in, out, {Attribute::of_int("axis", axis)}); };
+}
+
+std::string identity(GraphBuilder& b, const Layer&, const LayerTensors&, const Inputs& in,
+                     const std::string& out) {
+  return b.node("Identity", {in[0]}, out);  // dropout is the identity in inference
+}
+
+const std::map<std::string, Translate>& translations() {
+  static const std::map<std::string, Translate> table{
+      {"dense", dense},
+      {"conv2d", conv2d},
+      {"conv1d", conv1d},
+      {"maxpool2d", pool2d},
+      {"avgpool2d", pool2d},
+      {"maxpool1d", pool1d},
+      {"avgpool1d", pool1d},
+      {"global_avg_pool", global_pool("GlobalAveragePool")},
+      {"global_max_pool", global_pool("GlobalMaxPool")},
+      {"batchnorm", batchnorm},
+      {"relu", activation},
+      {"sigmoid", activation},
+      {"tanh", activation},
+      {"gelu", activation},
+      {"leaky_relu", activation},
+      {"softmax", activation},
+      {"log_softmax", activation},
+      {"embedding", embedding},
+      {"add", add},
+      {"concat", with_axis("Concat", 1)},
+      {"flatten", with_axis("Flatten", 1)},
+      {"identity", identity},
+      {"dropout", identity},
+      {"dropout2d", identity},
+  };
+  return table;
+}
+
+}  // namespace
+
+const LayerTensors::View& LayerTensors::at(const Layer& layer, const std::string& name) const {
+  const auto it = by_name.find(name);
+  if (it == by_name.end())
+    throw InternalError("onnx export: layer '" + layer.name() + "' has no tensor '" + name + "'");
+  return it->second;
+}
+
+std::vector<std::string> exportable_layer_types() {
+  std::vector<std::string> types;
+  for (const auto& kv : translations()) types.push_back(kv.first);
+  return types;
+}
+
+std::string export_layer(GraphBuilder& b, const Layer& layer, const LayerTensors& tensors,
+                         const std::vector<std::string>& inputs, const std::string& output) {
+  const auto it = translations().find(layer.type());
+  if (it == translations().end()) {
+    std::string list;
+    for (const std::string& type : exportable_layer_types()) list += (list.empty() ? "" : ", ") + type;
+    throw ConfigError(
+        "layer '" + layer.name() + "' (type " + layer.type() +
+        ") cannot be exported to ONNX: its type has no ONNX translation; types that have one: " + list);
+  }
+  return it->second(b, layer, tensors, inputs, output);
+}
+
+}  // namespace trainer::onnx

@@ -212,10 +212,11 @@ uint64_t DataFile::content_size_hint() const {
   return std::min(isize, max_content_size());
 }
 
-std::vector<uint8_t> read_file_bytes(const std::string& path) {
+std::vector<uint8_t> read_file_bytes(const std::string& path, uint64_t max_bytes, const std::string& what) {
   DataFile f(path);
   // Sized from the file (+1 so the end is seen without growing), doubled while too small.
   uint64_t capacity = std::max<uint64_t>(f.content_size_hint(), f.gzipped() ? 64 << 10 : 0) + 1;
+  if (max_bytes > 0) capacity = std::min(capacity, max_bytes + 1);
   std::vector<uint8_t> bytes;
   size_t used = 0;
   for (;; capacity *= 2) {
@@ -227,7 +228,11 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
                              std::to_string(capacity) + " bytes)");
     }
     used += f.read(bytes.data() + used, bytes.size() - used);
+    if (max_bytes > 0 && used > max_bytes)
+      throw DataError("'" + path + "': " + what + " holds more than " + std::to_string(max_bytes) + " bytes" +
+                      (f.gzipped() ? " once decompressed" : "") + ", the limit for " + what);
     if (used < bytes.size()) break;
+    if (max_bytes > 0) capacity = std::min(capacity, max_bytes / 2 + 1);  // doubled below: max_bytes + 2
   }
   bytes.resize(used);
   if (bytes.capacity() - used > used / 4) bytes.shrink_to_fit();

@@ -72,7 +72,10 @@ class DataFile {
 
 // The whole content of a data file (gunzipped when gzip-compressed), for the text formats.
 // Throws DataError naming the path and the reason, OutOfMemoryError when it cannot fit in memory.
-std::vector<uint8_t> read_file_bytes(const std::string& path);
+// max_bytes > 0: a DataError, naming `what`, once the content exceeds it (small side files such
+// as a class-names list, where a few KB of gzip could otherwise inflate to gigabytes).
+std::vector<uint8_t> read_file_bytes(const std::string& path, uint64_t max_bytes = 0,
+                                     const std::string& what = "");
 
 // Throws OutOfMemoryError naming `path` and `what` when `bytes` exceed this machine's memory.
 void check_fits_in_memory(const std::string& path, uint64_t bytes, const std::string& what);

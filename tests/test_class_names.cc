@@ -2,6 +2,7 @@
 // per-class report and confusion matrix, eval's JSON (integer counts, the full report) and
 // predict's --write class|both output.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "datasets/csv_records.h"
@@ -74,6 +75,13 @@ TEST_CASE("data.class_names may name a file of one name per line", "[config][cla
       Contains("data.class_names: the file " + three + " has 3 names but data.num_classes is 2"));
   REQUIRE_THROWS_AS(parse_config(disc_config("  class_names: " + dir + "/missing.txt\n"), "c.yaml", {}),
                     DataError);
+  // A gzip bomb (about 100 KB inflating to 100 MB of zeros) is refused at 16 MiB, not read whole.
+  REQUIRE(std::system(("head -c 100000000 /dev/zero | gzip -c > '" + dir + "/bomb.txt.gz'").c_str()) == 0);
+  REQUIRE_THROWS_WITH(
+      parse_config(disc_config("  class_names: " + dir + "/bomb.txt.gz\n"), "c.yaml", {}),
+      "'" + dir +
+          "/bomb.txt.gz': a class-names file holds more than 16777216 bytes once decompressed, the limit "
+          "for a class-names file");
 }
 
 TEST_CASE("the per-class report and confusion matrix are headed by class names and ids",

@@ -11,8 +11,12 @@ std::string trimmed(const std::string& s) {
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
+// A class-names file is a list of names: 16 MiB holds a million long ones. A bound, because a
+// few MB of gzip inflate to gigabytes.
+constexpr uint64_t kMaxClassNamesBytes = uint64_t(16) << 20;
+
 std::vector<std::string> names_from_file(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_file_bytes(path);
+  const std::vector<uint8_t> bytes = read_file_bytes(path, kMaxClassNamesBytes, "a class-names file");
   std::string text(bytes.begin(), bytes.end());
   if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
   std::vector<std::string> names;

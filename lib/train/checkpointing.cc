@@ -4,12 +4,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <random>
 
 #include "lib/checkpoint/atomic_file.h"
 #include "lib/checkpoint/safetensors.h"
@@ -26,12 +24,21 @@ namespace {
 const char* kStateKey = "trainer.state";
 const char* kCheckpointIdKey = "trainer.checkpoint_id";
 
-std::string new_checkpoint_id() {
-  std::random_device rd;
-  const uint64_t id = (uint64_t(rd()) << 32) ^ uint64_t(rd()) ^
-                      uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+// The id both files of a checkpoint carry: a 64-bit FNV-1a hash of the weights, the optimizer
+// state and the counts. Weights and state saved apart (another epoch, step or run) do not match,
+// and a deterministic run still writes byte-identical checkpoints (the kill loop compares bytes).
+std::string checkpoint_id(const HostWeights& w, const std::vector<float>& state, const TrainState& st) {
+  uint64_t h = 1469598103934665603ull;
+  const auto mix = [&h](const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  for (const std::vector<float>* v : {&w.params, &w.buffers, &state})
+    mix(v->data(), v->size() * sizeof(float));
+  const int64_t counts[] = {st.epochs_done, st.batches_done, st.step};
+  mix(counts, sizeof counts);
   char text[20];
-  std::snprintf(text, sizeof text, "%016llx", (unsigned long long)id);
+  std::snprintf(text, sizeof text, "%016llx", (unsigned long long)h);
   return text;
 }
 
@@ -212,18 +219,18 @@ CheckpointInfo save_checkpoint(const std::string& dir, Session& s, const TrainSt
   // One id in both files: weights and state that were not saved together never pass for a
   // checkpoint (a renamed or copied weights file of the same epoch and step included).
   TrainState saved = st;
-  saved.checkpoint_id = new_checkpoint_id();
   HostWeights w = download_weights(s);
+  const Model& m = *s.model;
+  const int slots = s.optimizer->state_slots();
+  std::vector<float> state(size_t(s.runner().optimizer_state_floats()));
+  if (!state.empty()) s.runner().download_optimizer_state(state.data());
+  saved.checkpoint_id = checkpoint_id(w, state, st);
   save_weights(ck.weights(), *s.model, w,
                {{"epoch", std::to_string(st.epochs_done)},
                 {"step", std::to_string(st.step)},
                 {kCheckpointIdKey, saved.checkpoint_id},
                 {"trainer.config", config_yaml}});
 
-  const Model& m = *s.model;
-  const int slots = s.optimizer->state_slots();
-  std::vector<float> state(size_t(s.runner().optimizer_state_floats()));
-  if (!state.empty()) s.runner().download_optimizer_state(state.data());
   const auto names = slot_names(s.optimizer->config(), slots);
   std::vector<TensorRef> refs;
   for (int k = 0; k < slots; ++k)

@@ -15,6 +15,27 @@
 
 namespace trainer::test {
 
+// The small classifier on generated points (no data files) that most rows start from.
+inline const char* kTiny = R"(model:
+  input_shape: [2]
+  layers:
+    - {type: dense, units: 8}
+    - {type: relu}
+    - {type: dense, units: 2}
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+optimizer:
+  type: adam
+  lr: 0.01
+data:
+  train: {format: disc, samples: 200, seed: 3}
+  validation_split: 0.2
+  num_classes: 2
+  batch_size: 20
+train:
+  epochs: 2
+  seed: 7
+)";
+
 struct Row {
   std::string args;
   int exit_code;

@@ -28,26 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kTiny = R"(model:
-  input_shape: [2]
-  layers:
-    - {type: dense, units: 8}
-    - {type: relu}
-    - {type: dense, units: 2}
-loss: {type: sparse_categorical_crossentropy, from_logits: true}
-optimizer:
-  type: adam
-  lr: 0.01
-data:
-  train: {format: disc, samples: 200, seed: 3}
-  validation_split: 0.2
-  num_classes: 2
-  batch_size: 20
-train:
-  epochs: 2
-  seed: 7
-)";
-
 void put_be32(std::vector<uint8_t>* b, uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) b->push_back(uint8_t(v >> s));
 }

@@ -155,7 +155,7 @@ TEST_CASE("usage errors are one line pointing at the verb's --help, exit 2", "[c
   REQUIRE_THAT(
       verb.err,
       Contains(
-          "unknown verb 'frobnicate'; verbs: fit, summary, eval, predict, export, devices, bench, plot") &&
+          "unknown verb 'frobnicate'; verbs: fit, summary, eval, predict, export, devices, bench, plot, schema, help") &&
           EndsWith("; run 'trainer --help' for usage\n"));
   auto none = test::run_trainer("");
   REQUIRE(none.exit_code == 2);

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 
 namespace trainer {
 
@@ -224,7 +225,7 @@ static void read_key(NodeReader& r, const KeySpec& k) {
       if (std::find(k.allowed.begin(), k.allowed.end(), s) != k.allowed.end()) return;
       double v = 0;
       if (!YAML::convert<double>::decode(r.child(key), v) || !(v >= k.lo && v <= k.hi))
-        r.fail(key, "'" + s + "' is not allowed; allowed: " + join(k.allowed) + ", or a number from " +
+        r.fail(key, quoted(s) + " is not allowed; allowed: " + join(k.allowed) + ", or a number from " +
                         bound(k.lo) + " to " + bound(k.hi));
       return;
     }

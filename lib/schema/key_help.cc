@@ -4,6 +4,7 @@
 
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 #include "lib/schema/config_tree.h"
 #include "lib/schema/key_text.h"
 
@@ -221,7 +222,7 @@ std::string key_help(const std::string& key) {
     for (const KeySpec& k : v.keys) known.push_back(v.name + "." + k.name);
   }
   const std::string near = closest_match(key, known);
-  throw UsageError("unknown config key '" + key + "'" +
+  throw UsageError("unknown config key " + quoted(key) +
                    (near.empty() ? "" : " (did you mean '" + near + "'?)") +
                    "; 'trainer help config' lists every key, 'trainer help layers' the layer types");
 }

@@ -14,5 +14,7 @@ void add_predict_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
 void add_export_command(CLI::App& app);
+void add_schema_command(CLI::App& app);
+void add_help_command(CLI::App& app);
 
 }  // namespace trainer::cmd

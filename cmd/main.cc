@@ -1,4 +1,5 @@
-// trainer: train neural networks from YAML. Verbs: fit, eval, predict, export, summary, devices (see README).
+// trainer: train neural networks from YAML. Verbs: fit, eval, predict, export, summary, devices, bench,
+// plot, schema, help (see README).
 // Every failure ends here as a one-line message on stderr and a documented exit code.
 #include <pthread.h>
 #include <signal.h>
@@ -220,6 +221,8 @@ static int run(int argc, char** argv) {
   trainer::cmd::add_devices_command(app);
   trainer::cmd::add_bench_command(app);
   trainer::cmd::add_plot_command(app);
+  trainer::cmd::add_schema_command(app);
+  trainer::cmd::add_help_command(app);
   refuse_empty_values(app);
   try {
     trainer::cmd::check_thread_environment();

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config zlib1g-dev libpng-dev libjpeg62-turbo-dev libdnnl-dev ocl-icd-opencl-dev libyaml-cpp-dev libcli11-dev
           libspdlog-dev catch2 nlohmann-json3-dev dataset-fashion-mnist help2man libopenmpi-dev openmpi-bin
-          python3-sklearn python3-pandas)  # sklearn: the CSV data sets configs/*.yaml read in place
+          python3-sklearn python3-pandas  # sklearn: the CSV data sets configs/*.yaml read in place
+          python3-jsonschema python3-yaml)  # ctest config_schema: configs against docs/trainer.schema.json
 scripts/install_missing.sh setup "${packages[@]}"
 
 build_dir="${BUILD_DIR:-build}"

@@ -29,6 +29,9 @@ struct DeviceSpec {
 inline constexpr const char* kDeviceForms = "cpu, auto, gpu, gpu:N";
 inline constexpr const char* kSeveralGpuForms = "gpu:N,M,... or gpu:all";
 constexpr int kMaxGpuIndex = 999;
+// The same forms as a regular expression (ECMAScript and JSON Schema's): the config schema's
+// device strings. tests/test_config_docs.cc checks it against parse_device().
+inline constexpr const char* kDevicePattern = "^(cpu|auto|gpu(:(all|[0-9]{1,3}(,[0-9]{1,3})*))?)$";
 
 // nullopt for anything but the forms above (N: 0 to kMaxGpuIndex, decimal digits only).
 std::optional<DeviceSpec> parse_device(const std::string& s);

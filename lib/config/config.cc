@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "lib/config/class_names.h"
+#include "lib/config/config_keys.h"
 #include "lib/config/device_section.h"
 #include "lib/config/node_reader.h"
 #include "lib/config/yaml_loader.h"
@@ -106,27 +107,23 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
 }
 
 static void read_model(Config& c, NodeReader& r) {
-  YAML::Node m = r.child("model");
-  if (!present(m)) r.fail("model", "is required: model: {input_shape: [...], layers: [...]}");
-  NodeReader mr(m, "model", c.file);
-  if (!mr.has("input_shape")) mr.fail("input_shape", "is required, e.g. input_shape: [1, 28, 28]");
-  c.input_shape = Shape(mr.integer_list("input_shape", {}, 1, int64_t(1) << 31));
+  NodeReader mr(r.child("model"), "model", c.file);
+  const KeyValues v = read_keys(mr, model_keys());
+  c.input_shape = Shape(v.integers("input_shape"));
   if (c.input_shape.rank() == 0)
     mr.fail("input_shape", "is empty: give the shape of one sample, e.g. input_shape: [1, 28, 28] or [784]");
   if (!c.input_shape.fits())
     mr.fail("input_shape", c.input_shape.str() + " has " + c.input_shape.numel_str() +
                                " elements per sample; one tensor may hold at most " +
                                with_thousands(kMaxTensorElements) + " (2^31 - 1)");
-  c.init = mr.choice("init", "torch", {"torch", "keras"}) == "torch" ? InitScheme::torch : InitScheme::keras;
+  c.init = v.string("init") == "torch" ? InitScheme::torch : InitScheme::keras;
   c.layers = mr.child("layers");
-  if (!present(c.layers) || !c.layers.IsSequence() || c.layers.size() == 0)
-    mr.fail("layers", "is required: a non-empty list of layers, e.g. - {type: dense, units: 10}");
+  if (!c.layers.IsSequence() || c.layers.size() == 0)
+    mr.fail("layers", key_named(model_keys(), "layers").required);
   c.blocks = mr.child("blocks");
   // Model parallelism (lib/model/pipeline.h): the layers where stage 2, 3, ... begin. Checked
   // against the layer names where the model is built; recorded only when given.
-  if (mr.has("stages")) c.stages = mr.string_list("stages", {});
-  mr.accept({"stages"});
-  mr.finish();
+  if (v.has("stages")) c.stages = v.strings("stages");
   read_layer_list(c.layers, c.file, c.blocks);  // every layer's keys, as declared by its type (lib/registry)
   c.resolved["model"] = mr.resolved();
 }
@@ -138,7 +135,7 @@ static void read_loss(Config& c, NodeReader& r) {
   section.reset(n);
   if (present(n) && n.IsScalar()) {  // "loss: nll" shortcut
     YAML::Node m(YAML::NodeType::Map);
-    m["type"] = n.Scalar();
+    m["type"] = n;  // the scalar itself: an error names its line
     section.reset(m);
   }
   NodeReader lr(section, "loss", c.file);
@@ -154,6 +151,10 @@ static void read_metrics(Config& c, NodeReader& r) {
   // The metrics that fit the loss's task (binary and multi-label share theirs).
   const Task task = c.loss_config.task(1);
   const std::vector<std::string>& allowed = task_metrics(task);
+  KeyVariants variants;  // the declared metrics of this task, in the task's order
+  for (const std::string& name : allowed)
+    for (const KeyVariant& v : metric_keys())
+      if (v.name == name) variants.push_back(v);
   YAML::Node out(YAML::NodeType::Sequence);
   if (!present(n)) {
     for (const std::string& m : default_task_metrics(task)) {
@@ -168,14 +169,14 @@ static void read_metrics(Config& c, NodeReader& r) {
       item.reset(n[i]);
       if (item.IsScalar()) {  // "accuracy" shortcut
         YAML::Node m(YAML::NodeType::Map);
-        m["type"] = item.Scalar();
+        m["type"] = item;
         item.reset(m);
       }
       NodeReader mr(item, "metrics." + std::to_string(i), c.file);
+      const KeyValues v = read_variant(mr, "type", kDefaultMetric, variants);
       MetricSpec s;
-      s.type = mr.choice("type", "accuracy", allowed);
-      if (s.type == "top_k_accuracy") s.k = mr.integer("k", 5, 1, 1 << 20);
-      mr.finish();
+      s.type = v.string("type");
+      if (s.type == "top_k_accuracy") s.k = v.integer("k");
       c.metrics.push_back(s);
       out.push_back(mr.resolved());
     }
@@ -202,7 +203,7 @@ static void check_top_k(const Config& c, NodeReader& r) {
 
 // data.split: {fraction, shuffle, stratify}, or its short form data.validation_split: f. The
 // resolved config records the long form only.
-static YAML::Node read_split(Config& c, NodeReader& dr) {
+static YAML::Node read_split(Config& c, NodeReader& dr, const KeyValues& d) {
   DataConfig& dc = c.data;
   const bool short_form = dr.has("validation_split");
   if (short_form && dr.has("split"))
@@ -211,16 +212,14 @@ static YAML::Node read_split(Config& c, NodeReader& dr) {
             "f}); give one of them (--set data.split.fraction=f changes a split that a run recorded)");
   const char* key = short_form ? "validation_split" : "split";
   NodeReader sr(dr.child("split"), "data.split", c.file);
-  dc.validation_split =
-      short_form ? dr.number("validation_split", 0, 0, 0.99) : sr.number("fraction", 0, 0, 0.99);
-  dr.accept({"validation_split"});
-  dc.split_shuffle = sr.boolean("shuffle", true);
-  dc.split_stratify = sr.boolean("stratify", dc.split_shuffle);
+  const KeyValues s = read_keys(sr, split_keys());
+  dc.validation_split = short_form ? d.number("validation_split") : s.number("fraction");
+  dc.split_shuffle = s.boolean("shuffle");
+  dc.split_stratify = s.has("stratify") ? s.boolean("stratify") : dc.split_shuffle;
   if (dc.split_stratify && !dc.split_shuffle)
     sr.fail("stratify",
             "true needs shuffle: true (the last rows of the file cannot be chosen per class); set stratify: "
             "false for Keras' last-rows split");
-  sr.finish();
   if (dc.validation_split > 0 && present(dc.validation))
     dr.fail(key, "cannot be combined with an explicit data.validation source");
   YAML::Node out(YAML::NodeType::Map);
@@ -231,19 +230,19 @@ static YAML::Node read_split(Config& c, NodeReader& dr) {
 }
 
 static void read_data(Config& c, NodeReader& r) {
-  YAML::Node d = r.child("data");
-  if (!present(d)) r.fail("data", "is required: data: {train: {...}, validation: {...}, num_classes: N}");
-  NodeReader dr(d, "data", c.file);
+  NodeReader dr(r.child("data"), "data", c.file);
   DataConfig& dc = c.data;
-  dc.train = dr.child("train");
-  if (!present(dc.train))
-    dr.fail("train",
-            "is required: the training data source, e.g. train: {format: idx, images: ..., labels: ...}");
-  dc.validation = dr.child("validation");
   // Losses on float targets have no classes: num_classes (and class_names) name a multi-label
-  // model's labels when given; the model's outputs say how many targets a sample has.
+  // model's labels when given; the model's outputs say how many targets a sample has. A
+  // classification loss needs two classes at least: the declared range, narrowed.
   const bool values = c.loss_config.on_values();
-  dc.num_classes = dr.integer("num_classes", 0, values ? 1 : 2, 1 << 20);
+  KeySpecs keys = data_keys();
+  for (KeySpec& k : keys)
+    if (k.name == "num_classes" && !values) k.ilo = 2;
+  const KeyValues d = read_keys(dr, keys);
+  dc.train = dr.child("train");
+  dc.validation = dr.child("validation");
+  dc.num_classes = d.integer("num_classes");
   dc.class_names = read_class_names(dr, dc.num_classes);
   // Left out: the number of class_names, or what the training source discovers (a CSV's labels).
   if (dc.num_classes == 0) dc.num_classes = int64_t(dc.class_names.size());
@@ -251,38 +250,34 @@ static void read_data(Config& c, NodeReader& r) {
     dr.fail("num_classes",
             "is required: the number of classes, e.g. num_classes: 10 (csv and image folder sources discover "
             "it)");
-  dc.batch_size = dr.integer("batch_size", 32, 1, 1 << 20);
-  dc.shuffle = dr.boolean("shuffle", true);
-  dc.drop_last = dr.boolean("drop_last", false);
-  dc.loader_threads = dr.integer("loader_threads", 0, 0, 256);
-  const YAML::Node split = read_split(c, dr);
-  YAML::Node norm = dr.child("normalize");
-  NodeReader nr(norm, "data.normalize", c.file);
+  dc.batch_size = d.integer("batch_size");
+  dc.shuffle = d.boolean("shuffle");
+  dc.drop_last = d.boolean("drop_last");
+  dc.loader_threads = d.integer("loader_threads");
+  const YAML::Node split = read_split(c, dr, d);
+  NodeReader nr(dr.child("normalize"), "data.normalize", c.file);
   dc.scale_given = nr.has("scale");
   dc.scale_known = dc.scale_given;
-  dc.normalize.scale = nr.number("scale", 1.0, -1e12, 1e12);
-  if (std::abs(dc.normalize.scale) < 1e-12)  // x * 0 would erase the data (and 1e-50 is 0 in float)
-    nr.fail("scale", "value " + YAML::Node(dc.normalize.scale).Scalar() +
-                         " is out of range; allowed: a non-zero number, 1e-12 to 1e12 in magnitude");
-  dc.normalize.mean = nr.number_list("mean", {0.0}, -1e12, 1e12);
-  dc.normalize.std = nr.number_list("std", {1.0}, 1e-12, 1e12);
-  nr.finish();
+  const KeyValues n = read_keys(nr, normalize_keys());
+  dc.normalize.scale = n.number("scale");
+  dc.normalize.mean = n.numbers("mean");
+  dc.normalize.std = n.numbers("std");
   YAML::Node aug = dr.child("augment");
   NodeReader ar(aug, "data.augment", c.file);
-  dc.augment.crop_padding = ar.integer("crop_padding", 0, 0, 4096);
-  dc.augment.flip = ar.choice("flip", "none", {"none", "horizontal"}) == "horizontal";
+  const KeyValues a = read_keys(ar, augment_keys());
+  dc.augment.crop_padding = a.integer("crop_padding");
+  dc.augment.flip = a.string("flip") == "horizontal";
   YAML::Node rrc_resolved;
   if (ar.has("random_resized_crop")) {
     YAML::Node rrc = ar.child("random_resized_crop");
     if (rrc.IsMap()) {
       NodeReader rr(rrc, "data.augment.random_resized_crop", c.file);
-      const std::vector<double> scale = rr.number_list("scale", {0.08, 1.0}, 1e-6, 1.0);
-      const std::vector<double> ratio = rr.number_list("ratio", {3.0 / 4.0, 4.0 / 3.0}, 1e-3, 1e3);
+      const KeyValues v = read_keys(rr, random_resized_crop_keys());
+      const std::vector<double> scale = v.numbers("scale"), ratio = v.numbers("ratio");
       if (scale.size() != 2 || scale[0] > scale[1])
         rr.fail("scale", "expected [low, high] area fractions with low <= high, e.g. scale: [0.08, 1.0]");
       if (ratio.size() != 2 || ratio[0] > ratio[1])
         rr.fail("ratio", "expected [low, high] aspect ratios with low <= high, e.g. ratio: [0.75, 1.333]");
-      rr.finish();
       dc.augment.random_resized_crop = true;
       dc.augment.rrc_scale[0] = scale[0], dc.augment.rrc_scale[1] = scale[1];
       dc.augment.rrc_ratio[0] = ratio[0], dc.augment.rrc_ratio[1] = ratio[1];
@@ -303,8 +298,6 @@ static void read_data(Config& c, NodeReader& r) {
       ar.fail(key, "works on images of at most " + std::to_string(kMaxAugmentChannels) +
                        " channels; model.input_shape is " + c.input_shape.str());
   }
-  ar.finish();
-  dr.finish();
   c.resolved["data"] = dr.resolved();
   c.resolved["data"].remove("validation_split");
   c.resolved["data"]["split"] = split;
@@ -383,32 +376,30 @@ static std::string default_monitor(const Config& c) { return c.has_validation() 
 static void read_training_controls(Config& c, NodeReader& r) {
   {
     NodeReader e(r.child("early_stopping"), "early_stopping", c.file);
+    const KeyValues v = read_keys(e, early_stopping_keys());
     EarlyStoppingConfig& es = c.early_stopping;
-    es.enabled = present(r.child("early_stopping")) && e.boolean("enabled", true);
+    es.enabled = present(r.child("early_stopping")) && v.boolean("enabled");
     if (es.enabled) {
       es.monitor = read_monitor(c, e, "monitor", default_monitor(c));
       es.mode = default_mode(es.monitor);
-      es.patience = e.integer("patience", 5, 0, 1000000);
-      es.min_delta = e.number("min_delta", 0, 0, 1e12);
-      es.restore_best = e.boolean("restore_best", true);
-    } else {
-      e.accept({"monitor", "patience", "min_delta", "restore_best"});
+      es.patience = v.integer("patience");
+      es.min_delta = v.number("min_delta");
+      es.restore_best = v.boolean("restore_best");
+      c.resolved["early_stopping"] = e.resolved();
     }
-    e.finish();
-    if (es.enabled) c.resolved["early_stopping"] = e.resolved();
   }
   {
     NodeReader k(r.child("checkpoint"), "checkpoint", c.file);
+    const KeyValues v = read_keys(k, checkpoint_keys());
     CheckpointConfig& ck = c.checkpoint;
-    ck.every = k.integer("every", 1, 0, 1000000);
-    ck.keep_last = k.integer("keep_last", 3, 0, 1000000);
+    ck.every = v.integer("every");
+    ck.keep_last = v.integer("keep_last");
     // best: follows early stopping's monitor, else the validation accuracy (or loss).
     std::string fallback = c.early_stopping.enabled ? c.early_stopping.monitor : default_monitor(c);
     if (!c.early_stopping.enabled && c.has_validation())
       for (const auto& m : c.metrics)
         if (m.type == "accuracy") fallback = "val_accuracy";
     ck.best = read_monitor(c, k, "best", fallback, true);
-    k.finish();
     c.resolved["checkpoint"] = k.resolved();
   }
   {
@@ -417,63 +408,55 @@ static void read_training_controls(Config& c, NodeReader& r) {
     section.reset(n);
     if (present(n) && n.IsScalar()) {  // "schedule: cosine" shortcut
       YAML::Node m(YAML::NodeType::Map);
-      m["type"] = n.Scalar();
+      m["type"] = n;
       section.reset(m);
     }
     NodeReader s(section, "schedule", c.file);
+    const KeyValues v = read_variant(s, "type", kDefaultSchedule, schedule_keys());
     ScheduleConfig& sc = c.schedule;
-    sc.type =
-        s.choice("type", "constant", {"constant", "step", "exponential", "cosine", "reduce_on_plateau"});
-    sc.warmup_steps = s.integer("warmup_steps", 0, 0, int64_t(1) << 40);
-    sc.warmup_epochs = s.integer("warmup_epochs", 0, 0, 1000000);
+    sc.type = v.string("type");
+    sc.warmup_steps = v.integer("warmup_steps");
+    sc.warmup_epochs = v.integer("warmup_epochs");
     if (sc.warmup_steps > 0 && sc.warmup_epochs > 0)
       s.fail("warmup_epochs", "cannot be combined with warmup_steps; give one of them");
     if (sc.type == "step") {
-      sc.step_size = s.integer("step_size", 1, 1, 1000000);
-      sc.gamma = s.number("gamma", 0.1, 0, 1e6);
+      sc.step_size = v.integer("step_size");
+      sc.gamma = v.number("gamma");
     } else if (sc.type == "exponential") {
-      sc.gamma = s.number("gamma", 0.9, 0, 1e6);
+      sc.gamma = v.number("gamma");
     } else if (sc.type == "cosine") {
-      sc.min_lr = s.number("min_lr", 0, 0, 1e6);
+      sc.min_lr = v.number("min_lr");
     } else if (sc.type == "reduce_on_plateau") {
       sc.monitor = read_monitor(c, s, "monitor", default_monitor(c));
       sc.mode = default_mode(sc.monitor);
-      sc.factor = s.number("factor", 0.1, 0, 0.999999);
-      sc.patience = s.integer("patience", 10, 0, 1000000);
-      sc.min_delta = s.number("min_delta", 1e-4, 0, 1e12);
-      sc.cooldown = s.integer("cooldown", 0, 0, 1000000);
-      sc.min_lr = s.number("min_lr", 0, 0, 1e6);
+      sc.factor = v.number("factor");
+      sc.patience = v.integer("patience");
+      sc.min_delta = v.number("min_delta");
+      sc.cooldown = v.integer("cooldown");
+      sc.min_lr = v.number("min_lr");
     }
-    s.finish();
     c.resolved["schedule"] = s.resolved();
   }
-  c.clip_grad_norm = r.number("clip_grad_norm", 0, 0, 1e12);
-  c.resolved["clip_grad_norm"] = c.clip_grad_norm;
 }
 
 // train.loss_scale: auto | dynamic | none | a number (a fixed scale); loss_scale_init and
 // loss_scale_growth_interval tune the dynamic scale (torch.amp.GradScaler's init_scale and
 // growth_interval; its growth 2 and backoff 0.5 are kept).
-static void read_loss_scale(LossScaleConfig& ls, NodeReader& t) {
+static void read_loss_scale(LossScaleConfig& ls, NodeReader& t, const KeyValues& v) {
   using Mode = LossScaleConfig::Mode;
-  const std::string v = t.string("loss_scale", "auto");
-  const char* allowed =
-      "auto (dynamic under math fp16, none otherwise), dynamic, none, or a positive number (a fixed scale)";
-  if (v == "auto" || v == "dynamic" || v == "none") {
-    ls.mode = v == "auto" ? Mode::automatic : v == "dynamic" ? Mode::dynamic : Mode::none;
-    ls.init = t.number("loss_scale_init", 65536, 1e-30, 1e38);
+  const std::string s = v.string("loss_scale");  // declared: auto | dynamic | none | a number
+  if (s == "auto" || s == "dynamic" || s == "none") {
+    ls.mode = s == "auto" ? Mode::automatic : s == "dynamic" ? Mode::dynamic : Mode::none;
+    ls.init = v.number("loss_scale_init");
   } else {
-    char* end = nullptr;
-    const double k = std::strtod(v.c_str(), &end);
-    if (v.empty() || end != v.c_str() + v.size() || !(k > 0) || !(k <= 1e38))
-      t.fail("loss_scale", "'" + v + "' is not allowed; allowed: " + allowed);
     ls.mode = Mode::fixed;
-    ls.init = k;
+    ls.init = std::strtod(s.c_str(), nullptr);
     if (t.has("loss_scale_init"))
       t.fail("loss_scale_init",
              "goes with loss_scale: dynamic (or auto); a fixed loss_scale is its own value");
+    t.resolved().remove("loss_scale_init");
   }
-  ls.growth_interval = t.integer("loss_scale_growth_interval", 2000, 1, int64_t(1) << 40);
+  ls.growth_interval = v.integer("loss_scale_growth_interval");
 }
 
 static Config parse_document(YAML::Node root, const std::string& file,
@@ -492,6 +475,9 @@ static Config parse_document(YAML::Node root, const std::string& file,
   c.root = root;
   c.resolved = YAML::Node(YAML::NodeType::Map);
   NodeReader r(root, "", file);
+  // The top-level keys first: model and data are required, an unknown section is named before
+  // anything inside the known ones; each section's reader then checks its own keys.
+  const KeyValues top = read_keys(r, root_keys());
   read_model(c, r);
   read_loss(c, r);
   {
@@ -505,30 +491,30 @@ static Config parse_document(YAML::Node root, const std::string& file,
   check_top_k(c, r);
   {
     NodeReader t(r.child("train"), "train", file);
-    c.epochs = t.integer("epochs", 10, 1, 1000000);
-    c.seed = uint64_t(t.integer("seed", 0, 0, int64_t(1) << 62));
-    c.deterministic = t.boolean("deterministic", false);
-    c.on_nan_skip = t.choice("on_nan", "stop", {"stop", "skip"}) == "skip";
-    c.divergence_stop = t.choice("divergence", "stop", {"stop", "warn"}) == "stop";
-    read_loss_scale(c.loss_scale, t);
-    t.finish();
+    const KeyValues v = read_keys(t, train_keys());
+    c.epochs = v.integer("epochs");
+    c.seed = uint64_t(v.integer("seed"));
+    c.deterministic = v.boolean("deterministic");
+    c.on_nan_skip = v.string("on_nan") == "skip";
+    c.divergence_stop = v.string("divergence") == "stop";
+    read_loss_scale(c.loss_scale, t, v);
     c.resolved["train"] = t.resolved();
   }
   read_device(c, r);
-  c.math = parse_math(r.choice("math", "fp32", math_names()));
+  c.math = parse_math(top.string("math"));
   c.resolved["math"] = math_name(c.math);
-  c.low_precision_min_mflops = r.number("low_precision_min_mflops", 256, 0, 1e12);
+  c.low_precision_min_mflops = top.number("low_precision_min_mflops");
   c.resolved["low_precision_min_mflops"] = c.low_precision_min_mflops;
-  c.threads = int(r.integer("threads", 0, 0, 4096));
+  c.threads = int(top.integer("threads"));
   c.resolved["threads"] = c.threads;
   read_training_controls(c, r);
+  c.clip_grad_norm = top.number("clip_grad_norm");
+  c.resolved["clip_grad_norm"] = c.clip_grad_norm;
   if (present(r.child("pipeline"))) {  // recorded only when given, as model.stages
     NodeReader p(r.child("pipeline"), "pipeline", file);
-    c.micro_batches = p.integer("micro_batches", 1, 1, 4096);
-    p.finish();
+    c.micro_batches = read_keys(p, pipeline_keys()).integer("micro_batches");
     c.resolved["pipeline"] = p.resolved();
   }
-  r.finish();
   return c;
 }
 

@@ -1,6 +1,11 @@
 #include "lib/config/key_spec.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
 #include "lib/core/error.h"
+#include "lib/core/printable.h"
 
 namespace trainer {
 
@@ -92,6 +97,51 @@ KeySpec mapping_key(std::string name, std::string doc) {
   return make(std::move(name), KeySpec::Type::mapping, std::move(doc));
 }
 
+KeySpec integer_list_key(std::string name, int64_t lo, int64_t hi, std::string doc) {
+  KeySpec k = make(std::move(name), KeySpec::Type::integer_list, std::move(doc));
+  k.ilo = lo, k.ihi = hi;
+  return k;
+}
+
+KeySpec number_list_key(std::string name, std::vector<double> def, double lo, double hi, std::string doc) {
+  KeySpec k = make(std::move(name), KeySpec::Type::number_list, std::move(doc));
+  k.lo = lo, k.hi = hi;
+  if (!def.empty()) k.def = YAML::Node(def);
+  return k;
+}
+
+KeySpec choice_or_number_key(std::string name, std::string def, std::vector<std::string> allowed, double lo,
+                             double hi, std::string doc) {
+  KeySpec k = make(std::move(name), KeySpec::Type::choice_or_number, std::move(doc));
+  k.allowed = std::move(allowed);
+  k.lo = lo, k.hi = hi;
+  k.def = YAML::Node(def);
+  return k;
+}
+
+KeySpec section_key(std::string name, std::string doc) {
+  return make(std::move(name), KeySpec::Type::section, std::move(doc));
+}
+
+const KeySpec& key_named(const KeySpecs& keys, const std::string& name) {
+  for (const KeySpec& k : keys)
+    if (k.name == name) return k;
+  throw InternalError("no key '" + name + "' is declared here");
+}
+
+// A bound in a message: 1e-30, 1e+38, 0.5 (yaml-cpp writes 1e-30 with 17 digits).
+static std::string bound(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+static std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
 // One key through NodeReader's typed getters, which produce the messages; its value (or default)
 // lands in r.resolved().
 static void read_key(NodeReader& r, const KeySpec& k) {
@@ -106,9 +156,13 @@ static void read_key(NodeReader& r, const KeySpec& k) {
     case KeySpec::Type::integer:
       r.integer(key, 0, k.ilo, k.ihi);
       return;
-    case KeySpec::Type::number:
-      r.number(key, 0, k.lo, k.hi);
+    case KeySpec::Type::number: {
+      const double v = r.number(key, 0, k.lo, k.hi);
+      if (std::abs(v) < k.min_magnitude)  // a scale of 0 (or 1e-50, 0 in float) would erase the data
+        r.fail(key, "value " + r.child(key).Scalar() + " is out of range; allowed: a non-zero number, " +
+                        bound(k.min_magnitude) + " to " + bound(k.hi) + " in magnitude");
       return;
+    }
     case KeySpec::Type::boolean:
       r.boolean(key, false);
       return;
@@ -166,6 +220,18 @@ static void read_key(NodeReader& r, const KeySpec& k) {
       r.resolved()[key] = YAML::Clone(m);
       return;
     }
+    case KeySpec::Type::choice_or_number: {
+      const std::string s = r.string(key, "");
+      if (std::find(k.allowed.begin(), k.allowed.end(), s) != k.allowed.end()) return;
+      double v = 0;
+      if (!YAML::convert<double>::decode(r.child(key), v) || !(v >= k.lo && v <= k.hi))
+        r.fail(key, quoted(s) + " is not allowed; allowed: " + join(k.allowed) + ", or a number from " +
+                        bound(k.lo) + " to " + bound(k.hi));
+      return;
+    }
+    case KeySpec::Type::section:
+      r.accept({key});
+      return;
     case KeySpec::Type::padding: {
       const std::string s = r.string(key, "");
       if (s != "valid" && s != "same") r.integer(key, 0, k.ilo, k.ihi);

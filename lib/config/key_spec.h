@@ -1,6 +1,8 @@
 // Key declarations: what a config section accepts, declared once where the thing that reads it is
 // registered (a layer in lib/layers/register_layers.cc, an optimizer in lib/optim/optimizer.cc, a
-// data format in lib/train/data_sources.cc), and the one validator that walks a section with them.
+// data format in lib/train/data_sources.cc, the config's own sections in lib/config/config_keys.cc),
+// and the one validator that walks a section with them. `trainer schema` and `trainer help` print
+// them (lib/schema).
 //
 // read_keys() checks every declared key of a mapping (type, range or allowed values, required),
 // fills in the defaults and rejects every undeclared key with file:line:column and a did-you-mean
@@ -34,10 +36,17 @@ struct KeySpec {
     padding,       // valid | same | an integer in [lo, hi]
     image_size,    // an [h, w] pair (or one integer for both) or {shorter: S}; integers in [lo, hi]
     mapping,       // a nested mapping, kept as it is; its reader validates its keys
+    // One of `allowed`, or a number in [lo, hi] (train.loss_scale: auto | dynamic | none | 128).
+    choice_or_number,
+    // A value of its own form (the layer list, a data source, a name-or-mapping section), read by the
+    // code of its section: read_keys() marks it known and checks `required`, nothing else. The
+    // schema (lib/schema) describes its form.
+    section,
   };
   std::string name;
   Type type = Type::string;
   double lo = 0, hi = 0;             // numbers
+  double min_magnitude = 0;          // number: |value| at least this too (0: no bound; a scale)
   int64_t ilo = 0, ihi = 0;          // integers, sizes and integer lists
   std::vector<std::string> allowed;  // choice
   YAML::Node def;                    // the default; null: none (the key has no value unless it is given)
@@ -63,11 +72,21 @@ KeySpec padding_key(std::string doc);
 // Resolved to [h, w] or {shorter: S}; read it with KeyValues::node().
 KeySpec image_size_key(std::string name, int64_t lo, int64_t hi, std::string doc);
 KeySpec mapping_key(std::string name, std::string doc);
+KeySpec integer_list_key(std::string name, int64_t lo, int64_t hi, std::string doc);  // no default
+KeySpec number_list_key(std::string name, std::vector<double> def, double lo, double hi,
+                        std::string doc);  // def {}: none
+KeySpec choice_or_number_key(std::string name, std::string def, std::vector<std::string> allowed, double lo,
+                             double hi, std::string doc);
+KeySpec section_key(std::string name, std::string doc);
+
+// The declaration named `name` in `keys`; InternalError when there is none (a bug).
+const KeySpec& key_named(const KeySpecs& keys, const std::string& name);
 
 // A section whose keys depend on one of its keys: optimizer `type`, data source `format`.
 struct KeyVariant {
   std::string name;
   KeySpecs keys;
+  std::string doc;  // one line: what this variant is (trainer help, docs/config.md)
 };
 using KeyVariants = std::vector<KeyVariant>;
 

@@ -22,55 +22,73 @@ namespace trainer {
 // validated), how to build it, and its traits. Activations come first: the `activation:` shortcut
 // of dense and the convolutions and the mlp's `activation` key allow the types registered so far.
 void register_builtin_layers(Registry& r) {
-  const std::vector<std::pair<const char*, ActivationKind>> acts{
-      {"relu", ActivationKind::relu},
-      {"sigmoid", ActivationKind::sigmoid},
-      {"tanh", ActivationKind::tanh},
-      {"gelu", ActivationKind::gelu},
-      {"leaky_relu", ActivationKind::leaky_relu},
-      {"softmax", ActivationKind::softmax},
-      {"log_softmax", ActivationKind::log_softmax}};
+  struct Act {
+    const char* type;
+    ActivationKind kind;
+    const char* doc;
+  };
+  const std::vector<Act> acts{
+      {"relu", ActivationKind::relu, "max(0, x), element-wise"},
+      {"sigmoid", ActivationKind::sigmoid, "1 / (1 + exp(-x)), element-wise"},
+      {"tanh", ActivationKind::tanh, "tanh(x), element-wise"},
+      {"gelu", ActivationKind::gelu, "x * Phi(x), the exact GELU (PyTorch's default), element-wise"},
+      {"leaky_relu", ActivationKind::leaky_relu, "x for x >= 0, alpha * x below, element-wise"},
+      {"softmax", ActivationKind::softmax, "exp(x) / sum(exp(x)) over a flat input (the classes)"},
+      {"log_softmax", ActivationKind::log_softmax,
+       "log(softmax(x)) over a flat input (the nll loss's input)"}};
   LayerTraits activation;
   activation.activation = true;
-  for (const auto& a : acts) {
-    ActivationKind kind = a.second;
+  for (const Act& a : acts) {
+    ActivationKind kind = a.kind;
     r.add_layer(
-        a.first, Activation::keys(kind),
+        a.type, a.doc, Activation::keys(kind),
         [kind](const KeyValues& v) { return std::make_unique<Activation>(v, kind); }, activation);
   }
   LayerTraits shortcut;
   shortcut.activation_shortcut = true;
   r.add_layer(
-      "dense", Dense::keys(), [](const KeyValues& v) { return std::make_unique<Dense>(v); }, shortcut);
+      "dense", "fully connected: y = x W^T + b over a flat input (Keras Dense, torch.nn.Linear)",
+      Dense::keys(), [](const KeyValues& v) { return std::make_unique<Dense>(v); }, shortcut);
   r.add_layer(
-      "conv2d", Conv2d::keys(), [](const KeyValues& v) { return std::make_unique<Conv2d>(v); }, shortcut);
+      "conv2d", "2-D convolution over (channels, height, width) (Keras Conv2D, torch.nn.Conv2d)",
+      Conv2d::keys(), [](const KeyValues& v) { return std::make_unique<Conv2d>(v); }, shortcut);
   r.add_layer(
-      "conv1d", Conv1d::keys(), [](const KeyValues& v) { return std::make_unique<Conv1d>(v); }, shortcut);
-  r.add_layer("maxpool2d", Pool2d::keys(),
+      "conv1d", "1-D convolution over (channels, length) (Keras Conv1D, torch.nn.Conv1d)", Conv1d::keys(),
+      [](const KeyValues& v) { return std::make_unique<Conv1d>(v); }, shortcut);
+  r.add_layer("maxpool2d", "the maximum of each 2-D window (MaxPool2d)", Pool2d::keys(),
               [](const KeyValues& v) { return std::make_unique<Pool2d>(v, Pool2d::Kind::max); });
-  r.add_layer("avgpool2d", Pool2d::keys(),
+  r.add_layer("avgpool2d", "the mean of each 2-D window (AvgPool2d)", Pool2d::keys(),
               [](const KeyValues& v) { return std::make_unique<Pool2d>(v, Pool2d::Kind::avg); });
-  r.add_layer("maxpool1d", Pool1d::keys(),
+  r.add_layer("maxpool1d", "the maximum of each window along the length (MaxPool1d)", Pool1d::keys(),
               [](const KeyValues& v) { return std::make_unique<Pool1d>(v, Pool1d::Kind::max); });
-  r.add_layer("avgpool1d", Pool1d::keys(),
+  r.add_layer("avgpool1d", "the mean of each window along the length (AvgPool1d)", Pool1d::keys(),
               [](const KeyValues& v) { return std::make_unique<Pool1d>(v, Pool1d::Kind::avg); });
-  r.add_layer("embedding", Embedding::keys(),
-              [](const KeyValues& v) { return std::make_unique<Embedding>(v); });
-  r.add_layer("global_avg_pool", {}, [](const KeyValues&) { return std::make_unique<GlobalAvgPool>(); });
-  r.add_layer("global_max_pool", {}, [](const KeyValues&) { return std::make_unique<GlobalMaxPool>(); });
-  r.add_layer("batchnorm", BatchNorm::keys(),
-              [](const KeyValues& v) { return std::make_unique<BatchNorm>(v); });
-  r.add_layer("flatten", {}, [](const KeyValues&) { return std::make_unique<Flatten>(); });
-  r.add_layer("identity", {}, [](const KeyValues&) { return std::make_unique<Identity>(); });
+  r.add_layer("embedding", "a learned vector per token id: (L) ids -> (output_dim, L) (Keras Embedding)",
+              Embedding::keys(), [](const KeyValues& v) { return std::make_unique<Embedding>(v); });
+  r.add_layer("global_avg_pool", "the mean over every position of each channel: (C, ...) -> (C)", {},
+              [](const KeyValues&) { return std::make_unique<GlobalAvgPool>(); });
+  r.add_layer("global_max_pool", "the maximum over every position of each channel: (C, ...) -> (C)", {},
+              [](const KeyValues&) { return std::make_unique<GlobalMaxPool>(); });
+  r.add_layer("batchnorm", "batch normalization per channel, running statistics for inference (BatchNorm)",
+              BatchNorm::keys(), [](const KeyValues& v) { return std::make_unique<BatchNorm>(v); });
+  r.add_layer("flatten", "(C, H, W) -> (C * H * W), channel-major", {},
+              [](const KeyValues&) { return std::make_unique<Flatten>(); });
+  r.add_layer("identity", "its input, unchanged", {},
+              [](const KeyValues&) { return std::make_unique<Identity>(); });
   // Several inputs (`inputs: [a, b]`): the element-wise sum, and the join along the channels.
-  r.add_layer("add", {}, [](const KeyValues&) { return std::make_unique<Add>(); });
-  r.add_layer("concat", {}, [](const KeyValues&) { return std::make_unique<Concat>(); });
-  r.add_layer("dropout", Dropout::keys(),
-              [](const KeyValues& v) { return std::make_unique<Dropout>(v, false); });
-  r.add_layer("dropout2d", Dropout::keys(),
+  r.add_layer("add", "the element-wise sum of two or more inputs of one shape (inputs: [a, b])", {},
+              [](const KeyValues&) { return std::make_unique<Add>(); });
+  r.add_layer("concat", "two or more inputs joined along the channels (inputs: [a, b])", {},
+              [](const KeyValues&) { return std::make_unique<Concat>(); });
+  r.add_layer("dropout",
+              "in training, zeroes each value with probability rate and scales the rest by "
+              "1 / (1 - rate); identity in inference",
+              Dropout::keys(), [](const KeyValues& v) { return std::make_unique<Dropout>(v, false); });
+  r.add_layer("dropout2d", "dropout of whole channels (Dropout2d)", Dropout::keys(),
               [](const KeyValues& v) { return std::make_unique<Dropout>(v, true); });
   // A macro: the model expands it into dense + activation layers before shapes are inferred.
-  r.add_macro("mlp", mlp_keys(r.activation_types()), expand_mlp);
+  r.add_macro("mlp", "a macro for depth dense layers, widths width * growth^i, an activation between them",
+              mlp_keys(r.activation_types()), expand_mlp);
 }
 
 }  // namespace trainer

@@ -5,18 +5,9 @@
 namespace trainer {
 namespace {
 
-KeySpec number_list_key(std::string name, double lo, double hi, std::string doc) {
-  KeySpec k;
-  k.name = std::move(name);
-  k.type = KeySpec::Type::number_list;
-  k.lo = lo, k.hi = hi;
-  k.doc = std::move(doc);
-  return k;
-}
-
 KeySpec class_weights_key() {
   return number_list_key(
-      "class_weights", 0.0, 1e12,
+      "class_weights", {}, 0.0, 1e12,
       "one weight per class, Keras' class_weight: each training sample's loss and gradient "
       "times its class's weight (validation unweighted)");
 }
@@ -55,7 +46,7 @@ void register_builtin_losses(LossRegistry& r) {
   r.add({"binary_cross_entropy",
          "PyTorch's BCEWithLogitsLoss on 0/1 targets: one output (binary) or K (multi-label), logits",
          {number_list_key(
-             "pos_weight", 0.0, 1e12,
+             "pos_weight", {}, 0.0, 1e12,
              "weight of the positive targets, one value or one per output (PyTorch's pos_weight)")},
          TargetKind::values,
          true});
@@ -97,7 +88,7 @@ LossRegistry& LossRegistry::global() {
 void LossRegistry::add(LossEntry e) {
   for (const LossEntry& x : entries_)
     if (x.name == e.name) throw InternalError("loss '" + e.name + "' registered twice");
-  variants_.push_back({e.name, e.keys});
+  variants_.push_back({e.name, e.keys, e.doc});
   entries_.push_back(std::move(e));
 }
 
@@ -115,7 +106,7 @@ std::unique_ptr<LossKernel> LossRegistry::make_kernel(const std::string& backend
 
 LossConfig read_loss_config(NodeReader& r) {
   const LossRegistry& reg = LossRegistry::global();
-  const KeyValues v = read_variant(r, "type", "sparse_categorical_crossentropy", reg.variants());
+  const KeyValues v = read_variant(r, "type", kDefaultLoss, reg.variants());
   LossConfig c;
   c.type = v.string("type");
   const LossEntry* e = nullptr;

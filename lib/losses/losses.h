@@ -76,6 +76,9 @@ class LossRegistry {
   std::map<std::string, LossKernelFactory> kernels_;
 };
 
+// The loss when the config names none.
+inline constexpr const char* kDefaultLoss = "sparse_categorical_crossentropy";
+
 // Reads a loss section (a mapping, or the `loss: mse` shortcut already expanded) with the
 // registry's keys. Errors at file:line:column name the key and what is allowed.
 LossConfig read_loss_config(NodeReader& r);

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 
+#include "lib/config/config_keys.h"
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/registry/registry.h"
@@ -45,6 +46,7 @@ class ListReader {
         throw ConfigError(node_location(file, it->first) + ": " + path + ": '" + name +
                           "' is a layer type; give the block another name");
       NodeReader br(it->second, path, file);
+      read_keys(br, block_keys());  // params and layers (required); any other key is an error
       YAML::Node params = br.child("params"), layers = br.child("layers");
       if (present(params) && !params.IsMap())
         br.fail(
@@ -55,10 +57,8 @@ class ListReader {
         if (key == "type" || key == "name" || key == "inputs")
           br.fail("params", "'" + key + "' is a key of every layer; name the parameter otherwise");
       }
-      if (!present(layers) || !layers.IsSequence() || layers.size() == 0)
-        br.fail("layers",
-                "is required: a non-empty list of layers, e.g. - {type: conv2d, filters: $filters}");
-      br.finish();
+      if (!layers.IsSequence() || layers.size() == 0)
+        br.fail("layers", key_named(block_keys(), "layers").required);
       block_names_.push_back(name);
     }
   }

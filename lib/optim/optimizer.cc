@@ -27,24 +27,28 @@ const KeyVariants& optimizer_keys() {
           number_key("momentum", 0, 0, 1, "momentum factor"),
           number_key("dampening", 0, 0, 1, "dampening of the momentum"),
           number_key("weight_decay", 0, 0, big, "L2 penalty added to the gradient"),
-          bool_key("nesterov", false, "Nesterov momentum (needs momentum > 0, dampening 0)")}},
-        {"adam", adam_like(1e-8, 0, "L2 penalty added to the gradient")},
-        {"adamw", adam_like(1e-8, 0.01, "decoupled weight decay")},
-        {"nadam", adam_like(1e-7, 0, "L2 penalty added to the gradient")},
+          bool_key("nesterov", false, "Nesterov momentum (needs momentum > 0, dampening 0)")},
+         "stochastic gradient descent with momentum (torch.optim.SGD)"},
+        {"adam", adam_like(1e-8, 0, "L2 penalty added to the gradient"), "Adam (torch.optim.Adam)"},
+        {"adamw", adam_like(1e-8, 0.01, "decoupled weight decay"),
+         "Adam with decoupled weight decay (torch.optim.AdamW)"},
+        {"nadam", adam_like(1e-7, 0, "L2 penalty added to the gradient"),
+         "Adam with Nesterov momentum (Keras Nadam)"},
         {"rmsprop",
          {number_key("lr", 0.01, 0, big, "learning rate"), scale_lr,
           number_key("alpha", 0.99, 0, 1, "decay of the squared average"),
           number_key("eps", 1e-8, 0, 1, "added to the denominator"),
           number_key("momentum", 0, 0, 1, "momentum factor"),
           number_key("weight_decay", 0, 0, big, "L2 penalty added to the gradient"),
-          bool_key("centered", false, "normalize by the centered second moment")}},
+          bool_key("centered", false, "normalize by the centered second moment")},
+         "RMSprop (torch.optim.RMSprop)"},
     };
   }();
   return variants;
 }
 
 OptimizerConfig read_optimizer(NodeReader& r) {
-  const KeyValues v = read_variant(r, "type", "adam", optimizer_keys());
+  const KeyValues v = read_variant(r, "type", kDefaultOptimizer, optimizer_keys());
   OptimizerConfig c;
   c.type = v.string("type");
   c.lr = v.number("lr");

@@ -26,8 +26,9 @@ struct OptimizerConfig {
   RmspropHyper rmsprop;
 };
 
-// Every optimizer `type` with the keys it declares (lib/config/key_spec.h).
+// Every optimizer `type` with the keys it declares (lib/config/key_spec.h); the type when none is given.
 const KeyVariants& optimizer_keys();
+inline constexpr const char* kDefaultOptimizer = "adam";
 // Validates the `optimizer:` section with those declarations (an unknown key is an error) and
 // reads it; the resolved values are left in r.resolved().
 OptimizerConfig read_optimizer(NodeReader& r);

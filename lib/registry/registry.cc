@@ -15,7 +15,27 @@ Registry& Registry::global() {
   return *r;
 }
 
-void Registry::add_layer(const std::string& type, KeySpecs keys, LayerFactory make, LayerTraits traits) {
+const KeySpecs& common_layer_keys() {
+  static const KeySpecs keys{
+      string_key("type", "", "a registered layer type (trainer help layers) or a block of model.blocks")
+          .require("every layer needs a 'type', e.g. type: dense"),
+      string_key("name", "",
+                 "the layer's name, for inputs: and the weights' names (default: its type and a count, "
+                 "dense_1)"),
+      string_list_key("inputs",
+                      "the layers whose outputs it takes, by name, or input (the model's); default: the "
+                      "layer before it")};
+  return keys;
+}
+
+KeyValues LayerEntry::read(NodeReader& r) const {
+  std::vector<std::string> common;
+  for (const KeySpec& k : common_layer_keys()) common.push_back(k.name);
+  return read_keys(r, keys, common);
+}
+
+void Registry::add_layer(const std::string& type, std::string doc, KeySpecs keys, LayerFactory make,
+                         LayerTraits traits) {
   if (layers_.count(type)) throw InternalError("layer type '" + type + "' registered twice");
   if (traits.activation_shortcut) {
     // Activations are registered first (lib/layers/register_layers.cc), so the list is complete.
@@ -27,16 +47,18 @@ void Registry::add_layer(const std::string& type, KeySpecs keys, LayerFactory ma
   if (traits.activation) activations_.push_back(type);
   LayerEntry e;
   e.type = type;
+  e.doc = std::move(doc);
   e.keys = std::move(keys);
   e.traits = traits;
   e.make = std::move(make);
   layers_[type] = std::move(e);
 }
 
-void Registry::add_macro(const std::string& type, KeySpecs keys, LayerExpander expand) {
+void Registry::add_macro(const std::string& type, std::string doc, KeySpecs keys, LayerExpander expand) {
   if (layers_.count(type)) throw InternalError("layer type '" + type + "' registered twice");
   LayerEntry e;
   e.type = type;
+  e.doc = std::move(doc);
   e.keys = std::move(keys);
   e.expand = std::move(expand);
   layers_[type] = std::move(e);

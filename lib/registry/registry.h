@@ -61,16 +61,17 @@ struct LayerTraits {
 
 struct LayerEntry {
   std::string type;
-  KeySpecs keys;  // every key but `type` and `name`, `activation` included when it takes the shortcut
+  std::string doc;  // one line: what the layer computes (trainer help layers, docs/config.md)
+  KeySpecs keys;    // every key but `type` and `name`, `activation` included when it takes the shortcut
   LayerTraits traits;
   LayerFactory make;     // null for a macro
   LayerExpander expand;  // non-null for a macro (mlp), which never becomes a Layer itself
   std::map<std::string, KernelFactory> kernels;  // backend name ("cpu", "cuda") -> factory
   std::map<std::string, unsigned> caps;          // backend name -> KernelCaps of its kernel
 
-  // Validates r's mapping against `keys` (an undeclared key is an error; `type`, `name` and
-  // `inputs` are known: the model reads them) and returns the values.
-  KeyValues read(NodeReader& r) const { return read_keys(r, keys, {"type", "name", "inputs"}); }
+  // Validates r's mapping against `keys` (an undeclared key is an error; the common keys, type,
+  // name and inputs, are known: the model reads them) and returns the values.
+  KeyValues read(NodeReader& r) const;
   // read() and make(); throws InternalError for a macro.
   std::unique_ptr<Layer> make_layer(NodeReader& r) const;
 };
@@ -81,8 +82,10 @@ class Registry {
   // it through register_backends() (kernels/register_backends.h).
   static Registry& global();
 
-  void add_layer(const std::string& type, KeySpecs keys, LayerFactory make, LayerTraits traits = {});
-  void add_macro(const std::string& type, KeySpecs keys, LayerExpander expand);
+  // `doc`: one line saying what the layer computes.
+  void add_layer(const std::string& type, std::string doc, KeySpecs keys, LayerFactory make,
+                 LayerTraits traits = {});
+  void add_macro(const std::string& type, std::string doc, KeySpecs keys, LayerExpander expand);
   void add_kernel(const std::string& type, const std::string& backend, KernelFactory make, unsigned caps = 0);
   // The KernelCaps of the backend's kernel for the type (0: none, or no kernel).
   unsigned kernel_caps(const std::string& type, const std::string& backend) const;
@@ -106,6 +109,10 @@ class Registry {
   std::map<std::string, LayerEntry> layers_;
   std::vector<std::string> activations_;
 };
+
+// The keys every item of model.layers takes besides its type's own: type, name and inputs
+// (lib/model/layer_list.h reads them).
+const KeySpecs& common_layer_keys();
 
 // Defined in lib/layers/register_layers.cc. The kernels of each backend are added by
 // register_backends() (kernels/register_backends.h), which names the backends.

@@ -64,30 +64,38 @@ const KeyVariants& data_source_keys() {
                  "IDX images, gzipped or raw"),
         file_key("idx", "labels", "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz",
                  "IDX labels, gzipped or raw"),
-        limit_key()}},
+        limit_key()},
+       "MNIST's IDX files: an images file and a labels file"},
       {"cifar10",
        {string_list_key("files", "CIFAR-10 binary batches")
             .require("is required: the CIFAR-10 .bin files, e.g. files: [data_batch_1.bin]"),
-        limit_key()}},
+        limit_key()},
+       "the CIFAR-10 binary version: records of a label byte and 3x32x32 pixel bytes"},
       {"npy",
        {file_key("npy", "x", "x_train.npy", "samples, (N, ...)"),
         file_key("npy", "y", "y_train.npy",
                  "targets: (N) class indices, or float values (N) or (N, K) for losses that take values"),
         choice_key("layout", "nchw", {"nchw", "nhwc"},
                    "nhwc: x holds channels-last images (N, H, W, C), transposed on load to (N, C, H, W)"),
-        limit_key()}},
-      {"csv", csv_source_keys()},
+        limit_key()},
+       "NumPy .npy arrays: samples x and targets y"},
+      {"csv", csv_source_keys(), "a CSV (or whitespace-separated) table, one sample per row"},
       {"sequences",
        {file_key("sequences", "path", "reuters_train.txt", "one sample per line: label, then token ids"),
         integer_key("maxlen", 0, 0, 1 << 24, "pad or truncate to this length (0: the longest)"),
         choice_key("padding", "pre", {"pre", "post"}, "where short sequences are padded"),
-        choice_key("truncating", "pre", {"pre", "post"}, "where long sequences are cut"), limit_key()}},
-      {"image_folder", image_keys("image_folder", "images/train",
-                                  "a folder with one subfolder of PNG/JPEG images per class")},
+        choice_key("truncating", "pre", {"pre", "post"}, "where long sequences are cut"), limit_key()},
+       "token id sequences, one text line per sample (Keras' pad_sequences applied)"},
+      {"image_folder",
+       image_keys("image_folder", "images/train", "a folder with one subfolder of PNG/JPEG images per class"),
+       "PNG/JPEG images in one subfolder per class (torchvision's ImageFolder)"},
       {"image_list",
-       image_keys("image_list", "train_list.csv", "a CSV of file,label rows (files relative to it)")},
-      {"disc", generated_keys("points in [0,1]^2")},
-      {"random", generated_keys("normal features of model.input_shape, uniform labels")},
+       image_keys("image_list", "train_list.csv", "a CSV of file,label rows (files relative to it)"),
+       "PNG/JPEG images listed in a CSV of file,label rows"},
+      {"disc", generated_keys("points in [0,1]^2"),
+       "generated: 2-D points, label 1 inside a quarter disc (a toy problem)"},
+      {"random", generated_keys("normal features of model.input_shape, uniform labels"),
+       "generated: random features and labels (benchmarks, tests)"},
   };
   return formats;
 }
@@ -96,7 +104,7 @@ namespace {
 
 KeyValues read_section(const YAML::Node& section, const std::string& path, const std::string& file) {
   NodeReader r(section, path, file);
-  KeyValues s = read_variant(r, "format", "idx", data_source_keys());
+  KeyValues s = read_variant(r, "format", kDefaultDataFormat, data_source_keys());
   if (s.string("format") == "csv") check_csv_section(s, section, path, file);
   return s;
 }

@@ -25,8 +25,9 @@ struct KeyVariant;
 using KeyVariants = std::vector<KeyVariant>;
 
 // Every data `format` with the keys it declares (lib/config/key_spec.h); load_config() validates
-// data.train and data.validation with them.
+// data.train and data.validation with them. The format when none is given: idx.
 const KeyVariants& data_source_keys();
+inline constexpr const char* kDefaultDataFormat = "idx";
 
 // What the run knows before a source is read.
 struct SourceContext {

@@ -82,6 +82,50 @@ TEST_CASE("a --set override reaches any key, including list items, and wins over
   REQUIRE_THROWS_WITH(parse(kGood, {"optimizer.lr=abc"}), Contains("--set: optimizer.lr"));
 }
 
+TEST_CASE("a --set override on an aliased item changes that item only (copy on write)", "[config]") {
+  // yaml-cpp shares one node between an anchor (&d) and its aliases (*d): writing through it
+  // changed every place. Issue 30, item 5.
+  const std::string text = replace(kGood, "    - {type: conv2d, filters: 2, kernel_size: 3}\n",
+                                   "    - &c {type: conv2d, filters: 2, kernel_size: [3, 3]}\n    - *c\n");
+  const auto units = [](const Config& c, size_t i) { return c.layers[i]["filters"].as<int>(); };
+  const auto kernel = [](const Config& c, size_t i, size_t k) { return c.layers[i]["kernel_size"][k].as<int>(); };
+  Config plain = parse(text);
+  REQUIRE(plain.layers.size() == 4);
+  REQUIRE(units(plain, 0) == 2);
+  REQUIRE(units(plain, 1) == 2);
+
+  Config alias = parse(text, {"model.layers.1.filters=5"});
+  CHECK(units(alias, 0) == 2);
+  CHECK(units(alias, 1) == 5);
+  CHECK(kernel(alias, 1, 0) == 3);  // the rest of the item is still the anchored one's
+
+  Config anchor = parse(text, {"model.layers.0.filters=6"});
+  CHECK(units(anchor, 0) == 6);
+  CHECK(units(anchor, 1) == 2);
+
+  // A list inside the shared item, one element of it, and the whole item.
+  Config element = parse(text, {"model.layers.1.kernel_size.0=1"});
+  CHECK(kernel(element, 0, 0) == 3);
+  CHECK(kernel(element, 1, 0) == 1);
+  CHECK(kernel(element, 1, 1) == 3);
+  Config whole = parse(text, {"model.layers.1={type: conv2d, filters: 4, kernel_size: 1}"});
+  CHECK(units(whole, 0) == 2);
+  CHECK(units(whole, 1) == 4);
+  // Two overrides in turn, through the same alias.
+  Config both = parse(text, {"model.layers.1.filters=7", "model.layers.0.kernel_size.1=1"});
+  CHECK(units(both, 0) == 2);
+  CHECK(units(both, 1) == 7);
+  CHECK(kernel(both, 0, 1) == 1);
+  CHECK(kernel(both, 1, 1) == 3);
+
+  // A merge key (<<) shares the merged values with the anchored mapping.
+  const std::string merged = replace(text, "    - *c\n", "    - {<<: *c, filters: 3}\n");
+  Config m = parse(merged, {"model.layers.1.kernel_size.1=2"});
+  CHECK(units(m, 1) == 3);
+  CHECK(kernel(m, 0, 1) == 3);
+  CHECK(kernel(m, 1, 1) == 2);
+}
+
 TEST_CASE("invalid YAML reports the line", "[config]") {
   REQUIRE_THROWS_WITH(parse("model: [1, 2\n"), Contains("test.yaml:") && Contains("invalid YAML"));
 }

@@ -42,6 +42,74 @@ static std::string quoted_override(const std::string& assignment) {
   return "--set " + (assignment.size() <= 200 ? assignment : assignment.substr(0, 200) + "...");
 }
 
+// Whether `target` is held in more than one place of the tree: through an alias (*name), or a
+// merge key (<<) whose values the loader shares with the merged mapping. yaml-cpp writes through
+// such a node to every place, so --set copies it first. (Node::operator= writes through as well:
+// the walk rebinds with reset().) The walk is bounded as the loader bounds
+// a config's walk with its aliases followed (kMaxConfigNodes).
+static bool held_elsewhere(const YAML::Node& root, const YAML::Node& target) {
+  int64_t places = 0, visited = 0;
+  std::vector<YAML::Node> todo{root};
+  while (!todo.empty() && places < 2 && ++visited <= kMaxConfigNodes) {
+    const YAML::Node n = todo.back();
+    todo.pop_back();
+    const auto look = [&](const YAML::Node& child) {
+      if (child.is(target)) ++places;
+      else if (child.IsMap() || child.IsSequence()) todo.push_back(child);
+    };
+    if (n.IsSequence())
+      for (const auto& item : n) look(item);
+    else if (n.IsMap())
+      for (auto it = n.begin(); it != n.end(); ++it) look(it->second);
+  }
+  return places >= 2;
+}
+
+// A new list or mapping holding the same items (which keep their positions in the file).
+static YAML::Node shallow_copy(const YAML::Node& n) {
+  if (n.IsSequence()) {
+    YAML::Node out(YAML::NodeType::Sequence);
+    for (const auto& item : n) out.push_back(item);
+    return out;
+  }
+  if (n.IsMap()) {
+    YAML::Node out(YAML::NodeType::Map);
+    for (auto it = n.begin(); it != n.end(); ++it) out[it->first] = it->second;
+    return out;
+  }
+  return clone_unmarked(n);
+}
+
+// The child `part` of a list or mapping, as a handle that shares the tree's memory holder.
+static YAML::Node child_of(YAML::Node node, const std::string& part) {
+  return node.IsSequence() ? YAML::Node(node[size_t(std::stoul(part))]) : YAML::Node(node[part]);
+}
+
+// Sets the child parts[i] of chain[i] to `value` without writing through a shared node: a
+// mapping's key is rebound; a list's item is assigned in place when the item is held nowhere
+// else, otherwise the list is rebuilt around the new item and rebound in its own parent.
+// chain[k] is the node at parts[0..k), each reached from the root: yaml-cpp keeps a tree's nodes
+// in a memory that handles share through one holder, and a handle with a holder of its own
+// (a new node's) may point at a memory that the root no longer reaches after a merge, so nodes
+// created through it would be freed with it. The caller walks the chain again afterwards.
+static void put_child(const YAML::Node& root, const std::vector<YAML::Node>& chain,
+                      const std::vector<std::string>& parts, size_t i, const YAML::Node& value) {
+  YAML::Node parent = chain[i];
+  if (parent.IsMap()) {
+    parent.remove(parts[i]);
+    parent[parts[i]] = value;
+    return;
+  }
+  const size_t idx = size_t(std::stoul(parts[i]));
+  if (!held_elsewhere(root, parent[idx])) {
+    parent[idx] = value;
+    return;
+  }
+  YAML::Node rebuilt(YAML::NodeType::Sequence);
+  for (size_t k = 0; k < parent.size(); ++k) rebuilt.push_back(k == idx ? value : YAML::Node(parent[k]));
+  put_child(root, chain, parts, i - 1, rebuilt);  // i > 0: the root is a mapping
+}
+
 void apply_override(YAML::Node& root, const std::string& assignment) {
   const std::string flag = quoted_override(assignment);
   const auto eq = assignment.find('=');
@@ -68,40 +136,44 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   }
   // The value is YAML under the same bounds as a config file; "--set k=" sets k to null (its default).
   const YAML::Node value = clone_unmarked(load_yaml_document(assignment.substr(eq + 1), "--set " + key));
-  YAML::Node cur = root;
+  // chain[i] is the node at parts[0..i) (chain[0] the root); the walk copies on write, so that
+  // a node an alias (*name) or a merge key (<<) shares with other places is never written through.
+  std::vector<YAML::Node> chain{root};
+  const auto walk_again = [&](size_t levels) {
+    chain.resize(1);
+    for (size_t k = 0; k < levels; ++k) chain.push_back(child_of(chain.back(), parts[k]));
+  };
   std::string walked;
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& p = parts[i];
     const bool last = i + 1 == parts.size();
+    const YAML::Node cur = chain.back();
     if (cur.IsSequence()) {
       const size_t n = cur.size();
       const std::string range = n == 0 ? "it is empty" : "allowed: 0 to " + std::to_string(n - 1);
       if (p.find_first_not_of("0123456789") != std::string::npos)
         throw ConfigError(flag + ": '" + walked + "' is a list of " + std::to_string(n) + " items; '" + p +
                           "' is not an index in it (" + range + ")");
-      size_t idx = 0;  // digits only; more than 9 of them are out of range of any list we accept
-      if (p.size() > 9 || (idx = size_t(std::stoul(p))) >= n)
+      // digits only; more than 9 of them are out of range of any list we accept
+      if (p.size() > 9 || size_t(std::stoul(p)) >= n)
         throw ConfigError(flag + ": '" + walked + "' is a list of " + std::to_string(n) + " items; index " +
                           (p.size() > 24 ? p.substr(0, 24) + "..." : p) + " is out of range (" + range + ")");
-      if (last) {
-        cur[idx] = value;
-        return;
-      }
-      YAML::Node next = cur[idx];
-      cur.reset(next);
-    } else {
-      if (cur.IsScalar()) throw ConfigError(flag + ": '" + walked + "' is a value, not a section");
-      if (last) {
-        // Rebind the key instead of writing through its value node, which an alias (*name) or a
-        // merge key (<<) may share with other mappings.
-        cur.remove(p);
-        cur[p] = value;
-        return;
-      }
-      if (!cur[p] || cur[p].IsNull()) cur[p] = YAML::Node(YAML::NodeType::Map);
-      YAML::Node next = cur[p];
-      cur.reset(next);
+    } else if (cur.IsScalar()) {
+      throw ConfigError(flag + ": '" + walked + "' is a value, not a section");
     }
+    if (last) {
+      put_child(root, chain, parts, i, value);
+      return;
+    }
+    const YAML::Node next = child_of(cur, p);
+    if (!cur.IsSequence() && (!next || next.IsNull())) {
+      put_child(root, chain, parts, i, YAML::Node(YAML::NodeType::Map));
+      walk_again(i);
+    } else if (held_elsewhere(root, next)) {
+      put_child(root, chain, parts, i, shallow_copy(next));
+      walk_again(i);
+    }
+    chain.push_back(child_of(chain.back(), p));
     walked += (walked.empty() ? "" : ".") + p;
   }
 }

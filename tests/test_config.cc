@@ -88,7 +88,9 @@ TEST_CASE("a --set override on an aliased item changes that item only (copy on w
   const std::string text = replace(kGood, "    - {type: conv2d, filters: 2, kernel_size: 3}\n",
                                    "    - &c {type: conv2d, filters: 2, kernel_size: [3, 3]}\n    - *c\n");
   const auto units = [](const Config& c, size_t i) { return c.layers[i]["filters"].as<int>(); };
-  const auto kernel = [](const Config& c, size_t i, size_t k) { return c.layers[i]["kernel_size"][k].as<int>(); };
+  const auto kernel = [](const Config& c, size_t i, size_t k) {
+    return c.layers[i]["kernel_size"][k].as<int>();
+  };
   Config plain = parse(text);
   REQUIRE(plain.layers.size() == 4);
   REQUIRE(units(plain, 0) == 2);

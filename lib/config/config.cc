@@ -54,8 +54,10 @@ static bool held_elsewhere(const YAML::Node& root, const YAML::Node& target) {
     const YAML::Node n = todo.back();
     todo.pop_back();
     const auto look = [&](const YAML::Node& child) {
-      if (child.is(target)) ++places;
-      else if (child.IsMap() || child.IsSequence()) todo.push_back(child);
+      if (child.is(target))
+        ++places;
+      else if (child.IsMap() || child.IsSequence())
+        todo.push_back(child);
     };
     if (n.IsSequence())
       for (const auto& item : n) look(item);

@@ -128,6 +128,14 @@ TEST_CASE("a --set override on an aliased item changes that item only (copy on w
   CHECK(kernel(m, 1, 1) == 2);
 }
 
+TEST_CASE("a range's bounds are shown as they would be written", "[config]") {
+  // 1e-12, not 9.9999999999999998e-13 (yaml-cpp's 17 digits); 1000000, not 1e+06.
+  const std::string bn = replace(kGood, "{type: flatten}", "{type: batchnorm, epsilon: 0}");
+  REQUIRE_THROWS_WITH(parse(bn), Contains("epsilon: value 0 is out of range; allowed: [1e-12, 1]"));
+  const std::string lr = replace(kGood, "{type: flatten}", "{type: leaky_relu, alpha: -1}");
+  REQUIRE_THROWS_WITH(parse(lr), Contains("allowed: [0, 1000000]"));
+}
+
 TEST_CASE("invalid YAML reports the line", "[config]") {
   REQUIRE_THROWS_WITH(parse("model: [1, 2\n"), Contains("test.yaml:") && Contains("invalid YAML"));
 }

@@ -1,6 +1,7 @@
 #include "lib/config/node_reader.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 
@@ -85,6 +86,16 @@ std::string NodeReader::scalar_text(const YAML::Node& n) const {
   return "nothing";
 }
 
+// A range's bound as a message shows it: the shortest text that reads back (1e-12, not
+// 9.9999999999999998e-13; 1, not 1.0).
+static std::string bound_text(double v) {
+  char buf[400];  // a double's fixed form has at most 309 + 17 digits
+  auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  if (res.ec == std::errc() && res.ptr - buf <= 12) return std::string(buf, res.ptr);
+  res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
 double NodeReader::number(const std::string& key, double def, double lo, double hi) {
   YAML::Node n = get(key);
   if (!n || n.IsNull()) return resolved_[key] = def, def;
@@ -92,8 +103,8 @@ double NodeReader::number(const std::string& key, double def, double lo, double 
   if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v))
     fail(key, "expected a number, got " + scalar_text(n));
   if (v < lo || v > hi)
-    fail(key, "value " + n.Scalar() + " is out of range; allowed: [" + YAML::Node(lo).Scalar() + ", " +
-                  YAML::Node(hi).Scalar() + "]");
+    fail(key, "value " + n.Scalar() + " is out of range; allowed: [" + bound_text(lo) + ", " +
+                  bound_text(hi) + "]");
   resolved_[key] = v;
   return v;
 }

@@ -12,6 +12,9 @@
 include(GNUInstallDirs)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/configs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/trainer/configs
         FILES_MATCHING PATTERN "*.yaml")
+# Beside the configs, so that their first line (# yaml-language-server: $schema=../docs/...)
+# points an editor at the schema in the installed tree too.
+install(FILES ${CMAKE_SOURCE_DIR}/docs/trainer.schema.json DESTINATION ${CMAKE_INSTALL_DATADIR}/trainer/docs)
 install(PROGRAMS ${CMAKE_SOURCE_DIR}/scripts/plot.py DESTINATION ${CMAKE_INSTALL_DATADIR}/trainer/scripts)
 install(FILES ${CMAKE_SOURCE_DIR}/README.md ${CMAKE_SOURCE_DIR}/CHANGELOG.md ${CMAKE_SOURCE_DIR}/CONTRIBUTING.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})

@@ -143,6 +143,9 @@ if [ "$status" -eq 0 ]; then
       echo '\$ apt-get install ./$(basename "$deb")' && tail -1 /tmp/apt.log
       echo '\$ trainer --version' && trainer --version | head -2
       echo '\$ ls /usr/share/trainer/configs | head -3' && ls /usr/share/trainer/configs | head -3
+      echo '\$ trainer schema | cmp - /usr/share/trainer/docs/trainer.schema.json && echo same' &&
+        trainer schema | cmp - /usr/share/trainer/docs/trainer.schema.json && echo same
+      echo '\$ trainer help optimizer.nesterov' && trainer help optimizer.nesterov
       echo '\$ trainer fit /usr/share/trainer/configs/fashion_mnist_cnn.yaml --set train.epochs=1 --out /tmp/run'
       trainer fit /usr/share/trainer/configs/fashion_mnist_cnn.yaml --set train.epochs=1 --out /tmp/run 2>&1 | tail -3
       echo '\$ trainer plot /tmp/run --out /tmp/run.png' && trainer plot /tmp/run --out /tmp/run.png && ls -l /tmp/run.png

@@ -669,6 +669,90 @@ srow "SIGINT to eval" 130 "test_signals.cc: the first SIGINT or SIGTERM ends eva
 [ "$(cat victim.txt)" = precious ] || { echo "MISMATCH: a run wrote through a symbolic link into victim.txt" >&2; mismatches=$((mismatches + 1)); }
 
 # ---------------------------------------------------------------------------------------------
+# The hostile probe of issue 30, item by item: the rows above cover items 8, 11, 12, 14-17, 19,
+# 21, 23 and 24; these the rest. A row whose input is now accepted shows its evidence as a
+# "shows:" line (the summary's layer, the recorded value, the two outputs compared).
+# ---------------------------------------------------------------------------------------------
+section "Hostile probe, item by item (issue 30)"
+"$T" fit idx.yaml --out run_idx >/dev/null 2>&1 || { echo "bad_input_table: the idx run failed" >&2; exit 2; }
+"$T" fit tiny.yaml --out run9 --epochs 3 >/dev/null 2>&1 || { echo "bad_input_table: the 3-epoch run failed" >&2; exit 2; }
+cp -r run9 run17 && rm run17/metrics.csv && mkdir run17/metrics.csv
+cp -r run9 run18 && echo "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20" >>run18/metrics.csv
+python3 - <<'PY'
+import gzip, json, struct
+def npy(path, descr, shape, payload):
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, "".join(f"{s}," for s in shape))
+    h = h.ljust(118) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + payload)
+# The same five 4x4 images as uint8 NPY and as CSV numbers 0..255.
+img = open("img.idx", "rb").read()[16:16 + 5 * 16]
+npy("x5.npy", "|u1", (5, 1, 4, 4), img)
+open("x5.csv", "w").write("".join(",".join(str(b) for b in img[i * 16:(i + 1) * 16]) + "\n" for i in range(5)))
+# Channels-last images for a channels-first model.
+npy("x-nhwc.npy", "<f4", (40, 4, 4, 3), struct.pack("<1920f", *[(i % 9) / 9 for i in range(1920)]))
+# Weights that are all NaN.
+b = open("good/model.safetensors", "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+data = bytearray(b[8 + n:]); nan = struct.pack("<f", float("nan"))
+for i in range(0, len(data), 4): data[i:i + 4] = nan
+open("nan.safetensors", "wb").write(b[:8 + n] + bytes(data))
+# A class-names file of 40 KB that inflates to 40 MiB.
+with gzip.open("bomb-names.txt.gz", "wb", compresslevel=9) as f:
+    for _ in range(40): f.write(b"a" * (1 << 20))
+# CIFAR-10 as 1,000 files of one record each.
+import os
+os.makedirs("c1000", exist_ok=True)
+rec = lambda label: bytes([label]) + bytes((i * 3) % 256 for i in range(3072))
+for k in range(1000): open(f"c1000/f{k:04d}.bin", "wb").write(rec(k % 10))
+files = ", ".join(f"c1000/f{k:04d}.bin" for k in range(1000))
+open("cifar1000.yaml", "w").write(open("cifar.yaml").read().replace("files: [cifar.bin]", "files: [" + files + "]"))
+PY
+sed 's/{format: csv, path: good.csv}/{format: npy, x: x-nhwc.npy, y: y.npy}/; s/input_shape: \[2\]/input_shape: [3, 4, 4]/; s/layers: \[{type: dense/layers: [{type: flatten}, {type: dense/' csv.yaml >nhwc.yaml
+sed 's/units: 8/units: 032/' tiny.yaml >octal.yaml
+sed 's/^    - {type: dense, units: 8}/    - \&d {type: dense, units: 8}\n    - {type: relu}\n    - *d/' tiny.yaml >alias.yaml
+sed 's/^    - {type: dense, units: 8}/    - {type: dense, units: 8, name: dense_2}/' tiny.yaml >dupname.yaml
+sed 's/^    - {type: relu}/    - {type: batchnorm}/' tiny.yaml >bn.yaml
+MSG_PATTERN='^(error|warning|shows):'
+srow "30.1 the default byte scale (1/255) in the resolved config" 0 "test_run_config_scale.cc" \
+  "trainer fit idx.yaml --print-config | grep scale" \
+  '"$T" fit idx.yaml --print-config | grep -m1 "scale:" | sed "s/^ */shows: data.normalize./" >&2'
+srow "30.2 predict: the same pixels as uint8 .npy and as .csv" 0 "test_run_config_scale.cc" \
+  "trainer predict run_idx --input x5.npy --output a.csv; ... --input x5.csv --output b.csv; cmp a.csv b.csv" \
+  '"$T" predict run_idx --input x5.npy --output a.csv 2>/dev/null && "$T" predict run_idx --input x5.csv --output b.csv 2>/dev/null && cmp a.csv b.csv && echo "shows: a.csv and b.csv are byte-identical (5 x 10 probabilities)" >&2'
+row "30.3 (N, 4, 4, 3) NPY for input_shape [3, 4, 4]" 4 "test_layout_guard.cc" -- fit nhwc.yaml --no-out
+srow "30.4 units: 032 (a leading zero)" 0 "test_yaml_integers.cc" "trainer summary octal.yaml | grep dense_1" \
+  '"$T" summary octal.yaml | grep -m1 "^dense_1" | sed "s/^/shows: /; s/  */ /g" >&2'
+srow "30.5 --set on an aliased item (- *d)" 0 "test_config.cc: a --set override on an aliased item changes that item only ..." \
+  "trainer summary alias.yaml --set model.layers.2.units=5 | grep dense_[12]" \
+  '"$T" summary alias.yaml --set model.layers.2.units=5 | grep "^dense_[12] " | sed "s/  */ /g" | paste -sd";" | sed "s/^/shows: /" >&2'
+row "30.6 maxpool2d padding above half its window" 3 "test_layer_rules.cc; test_probe_messages.cc" -- \
+  fit tiny.yaml --no-out --set 'model.input_shape=[1,4,4]' --set 'model.layers.0={type: maxpool2d, pool_size: 2, padding: 2}'
+row "30.7 weights that are all NaN (eval)" 4 "test_layer_rules.cc" -- eval tiny.yaml --weights nan.safetensors
+srow "30.9 summary.json after a resume with nothing left to do" 0 "crash/test_run_dir_hostile.cc" \
+  "trainer fit tiny.yaml --resume run9 --epochs 3; jq .best_val_accuracy,.final_lr run9/summary.json" \
+  'before=$(python3 -c "import json; s = json.load(open(\"run9/summary.json\")); print(s[\"best_val_accuracy\"], s[\"final_lr\"])"); "$T" fit tiny.yaml --resume run9 --epochs 3 >/dev/null 2>&1 || exit $?; after=$(python3 -c "import json; s = json.load(open(\"run9/summary.json\")); print(s[\"best_val_accuracy\"], s[\"final_lr\"])"); echo "shows: best_val_accuracy, final_lr $before before, $after after" >&2; [ "$before" = "$after" ]'
+srow "30.13 sweep.sh lr=0.3,0.3" 0 "tests/scripts/sweep_test.sh" "scripts/sweep.sh tiny.yaml optimizer.lr=0.3,0.3 --out sw -- --epochs 1" \
+  'bash "'"$repo"'/scripts/sweep.sh" tiny.yaml optimizer.lr=0.3,0.3 --out sw -- --epochs 1 2>&1 | grep "runs," | sed "s/^sweep: /shows: /" >&2'
+row "30.17 metrics.csv a directory (--resume)" 4 "crash/test_run_dir_hostile.cc" -- fit tiny.yaml --resume run17 --epochs 4
+MSG_PATTERN='^(error|warning|shows|plot):'
+srow "30.18 plot: a metrics row longer than its header" 4 "tests/scripts/plot_test.sh" "trainer plot run18 --out p.png" \
+  '"$T" plot run18 --out p.png'
+MSG_PATTERN='^(error|warning|shows):'
+row "30.20 class names: 40 KB of gzip inflating to 40 MiB" 4 "test_class_names.cc" -- \
+  fit tiny.yaml --no-out --set data.class_names=bomb-names.txt.gz
+srow "30.20 CIFAR-10 in 1,000 files" 0 "(a measurement: this row)" "time trainer fit cifar1000.yaml --no-out --epochs 1" \
+  's=$(date +%s%N); "$T" fit cifar1000.yaml --no-out --epochs 1 >/dev/null 2>&1 || exit $?; echo "shows: loaded and trained in $(( ($(date +%s%N) - s) / 1000000 )) ms" >&2'
+srow "30.22 --set data.class_names= (the default)" 0 "test_class_names.cc" "trainer fit tiny.yaml --no-out --epochs 1 --set data.class_names=" \
+  '"$T" fit tiny.yaml --no-out --epochs 1 --set data.class_names= 2>&1 | grep -m1 "done:" | sed "s/^\[[^]]*\] /shows: /" >&2'
+row "30.25 a default name taken by a named layer" 3 "test_probe_messages.cc" -- summary dupname.yaml
+row "30.25 --mem-limit abc" 2 "test_probe_messages.cc" -- fit tiny.yaml --no-out --mem-limit abc
+row "30.25 --out given twice" 2 "test_probe_messages.cc" -- fit tiny.yaml --out a1 --out a2
+row "30.26 batchnorm with a batch of 1" 3 "test_probe_messages.cc" -- fit bn.yaml --no-out --batch-size 1
+row "30.26 input_shape: [] (summary)" 3 "test_probe_messages.cc" -- summary tiny.yaml --set 'model.input_shape=[]'
+row "30.26 top_k_accuracy with k above the class count" 3 "test_probe_messages.cc" -- \
+  fit tiny.yaml --no-out --set 'metrics=[{type: top_k_accuracy, k: 5}]'
+MSG_PATTERN='^(error|warning):'
+
+# ---------------------------------------------------------------------------------------------
 echo "| case | command | message | exit | expected | test |"
 echo "|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

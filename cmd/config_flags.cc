@@ -11,6 +11,7 @@
 
 #include "lib/backend/device_spec.h"
 #include "lib/core/error.h"
+#include "lib/dist/world.h"
 
 namespace trainer::cmd {
 
@@ -158,7 +159,9 @@ ReportOptions OutputFlags::options() const {
   r.log_every = log_every;
   const int fd = r.format == LogFormat::json ? STDERR_FILENO : STDOUT_FILENO;
   const char* term = std::getenv("TERM");
-  r.live = !quiet && ::isatty(fd) && !(term && std::strcmp(term, "dumb") == 0);
+  // Under mpirun a rank's output is a pseudo-terminal of Open MPI's, whatever mpirun's own output
+  // is (a log file, a pipe): no live line there, or its \r and escape codes land in the log.
+  r.live = !quiet && ::isatty(fd) && !(term && std::strcmp(term, "dumb") == 0) && launcher_world_size() == 0;
   struct winsize ws {};
   if (r.live && ::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) r.columns = ws.ws_col;
   if (quiet) spdlog::set_level(spdlog::level::warn);

@@ -83,6 +83,13 @@ for np in 2 3; do
   say "-np $np: max |weight difference| to one process $d; epoch 4 losses: $(tail -1 one/metrics.csv | cut -d, -f2) (one) $(tail -1 "np$np/metrics.csv" | cut -d, -f2) (np $np)"
 done
 
+# 1b. Without -q, into a file: Open MPI gives each rank a pseudo-terminal, but no live progress
+# line (carriage returns, escape codes) may reach the log (issue 30, item 26).
+timeout 300 mpirun -np 2 "$trainer" fit mlp.yaml --out np2_log --epochs 2 >log.out 2>&1 ||
+  { cat log.out >&2; fail "mpirun -np 2 fit into a log failed"; }
+if grep -q $'\r\|\x1b' log.out; then fail "a live progress line reached mpirun's log: $(grep -c $'\r' log.out) lines"; fi
+say "mpirun -np 2 fit > log: $(wc -l <log.out) lines, none with a carriage return or an escape code"
+
 # 2. A failing rank stops all. Samples 0..199 in order (no shuffle), batches of 100: rank 1's shard
 # of batch 2 is 150..199, and sample 170 is NaN: rank 1 fails at its second step, rank 0 would
 # wait for it forever in the all-reduce.

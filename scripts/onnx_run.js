@@ -6,7 +6,7 @@
 //
 // INPUT.npy: float32 or uint8 (converted to float32), C order, shape (N, ...) as the model's input
 // 'input' takes it; OUT.npy: float32 (N, K), the output NAME (default: 'probabilities' when the
-// model has it, else 'output'). Prints one JSON line: the runtime's version, the output's name and
+// model has it, else 'values' (a regression with normalize_targets), else 'output'). Prints one JSON line: the runtime's version, the output's name and
 // shape. onnxruntime-node is looked up in $ONNX_PEER/node_modules (default build/onnx-peer), where
 // `npm install --prefix build/onnx-peer onnxruntime-node` puts it.
 'use strict';
@@ -85,7 +85,8 @@ async function main() {
   const [modelPath, inputPath, outPath] = positional;
   const ort = loadRuntime();
   const session = await ort.InferenceSession.create(modelPath, {executionProviders: ['cpu']});
-  if (!outputName) outputName = session.outputNames.includes('probabilities') ? 'probabilities' : 'output';
+  if (!outputName)  // what trainer predict writes: probabilities, values (normalize_targets) or output
+    outputName = ['probabilities', 'values', 'output'].find((n) => session.outputNames.includes(n));
   if (!session.outputNames.includes(outputName))
     usage(`the model has no output '${outputName}' (outputs: ${session.outputNames.join(', ')})`);
   const input = readNpy(inputPath);

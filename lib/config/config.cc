@@ -324,6 +324,19 @@ static void read_data(Config& c, NodeReader& r) {
     dr.fail("num_classes",
             "is required: the number of classes, e.g. num_classes: 10 (csv and image folder sources discover "
             "it)");
+  // Standardized targets are a regression's: 0/1 targets and class labels have no scale to learn.
+  if (d.boolean("normalize_targets") && (!values || c.loss_config.formula == ValueLoss::bce_logits))
+    dr.fail("normalize_targets", "goes with a regression loss (mse, mae, huber); loss " + c.loss_config.type +
+                                     " takes " + (values ? "0/1 targets" : "class labels"));
+  if (dr.has("target_statistics")) {
+    if (!d.boolean("normalize_targets"))
+      dr.fail("target_statistics", "is learned with normalize_targets: true, which this config does not set");
+    NodeReader m(dr.child("target_statistics"), "data.target_statistics", c.file);
+    const size_t k = m.number_list("mean", {}, -3.4e38, 3.4e38).size();
+    if (k == 0) m.fail("mean", "is required: one value per model output");
+    if (m.number_list("std", {}, 1e-30, 3.4e38).size() != k) m.fail("std", "needs one value per mean");
+    m.finish();
+  }
   dc.batch_size = d.integer("batch_size");
   dc.shuffle = d.boolean("shuffle");
   dc.drop_last = d.boolean("drop_last");

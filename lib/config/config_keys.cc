@@ -107,6 +107,10 @@ const KeySpecs& data_keys() {
       number_key("validation_split", 0, 0, 0.99, "the short form of split: {fraction: f}"),
       section_key("split", "hold out part of the training data for validation"),
       section_key("normalize", "x * scale, then (x - mean) / std per channel"),
+      bool_key("normalize_targets", false,
+               "regression: train on (y - mean) / std per output, with the training rows' statistics; "
+               "metrics, predictions and exports stay in the targets' units"),
+      mapping_key("target_statistics", "learned: {mean: [...], std: [...]} per output (normalize_targets)"),
       section_key("augment", "random changes to each training image"),
   };
   return keys;

@@ -89,6 +89,7 @@ onnx::Model onnx_model(const Config& cfg, const Model& model, const HostWeights&
   const std::string input = b.unique("input");
   b.unique("output");
   b.unique("probabilities");
+  b.unique("values");
   const std::string first = onnx::add_input_preprocessing(b, cfg, input, &steps);
   std::vector<std::string> value(model.layers().size());  // each layer's output value
   for (size_t i = 0; i < model.layers().size(); ++i) {
@@ -111,6 +112,20 @@ onnx::Model onnx_model(const Config& cfg, const Model& model, const HostWeights&
     g.nodes.push_back(n);
     g.outputs.push_back({"probabilities", onnx::DataType::float32, batched(out_shape),
                          "what `trainer predict` writes: " + op + " of output"});
+  }
+  // data.normalize_targets: the network learned standardized targets; `values` is what predict
+  // writes, output * std + mean per output (lib/train/target_scale.h).
+  if (const TargetScale t = recorded_target_scale(cfg); t.on()) {
+    const int64_t K = out_shape.numel();
+    if (int64_t(t.mean.size()) != K)
+      throw ConfigError(cfg.file + ": data.target_statistics has " + std::to_string(t.mean.size()) +
+                        " values per statistic, the model " + std::to_string(K) + " outputs");
+    std::vector<float> sd(t.std.begin(), t.std.end()), mean(t.mean.begin(), t.mean.end());
+    const std::string scaled = b.node("Mul", {"output", b.floats("target.std", {K}, sd)}, "values.scaled");
+    g.nodes.push_back(
+        onnx::Node{"Add", "values", {scaled, b.floats("target.mean", {K}, mean)}, {"values"}, {}, ""});
+    g.outputs.push_back({"values", onnx::DataType::float32, batched(out_shape),
+                         "what `trainer predict` writes: output * data.target_statistics.std + mean"});
   }
   g.doc = "exported by trainer " + std::string(TRAINER_VERSION) + " from " + cfg.file;
   m.metadata.push_back({"trainer.class_names", nlohmann::json(cfg.data.class_names).dump()});

@@ -148,7 +148,7 @@ EvalResult evaluate_weights(const Config& config, const EvalOptions& o, std::ost
   spdlog::info("device: {}", s->backend->description());
   BatchLoader loader(d, cfg.data.batch_size, false, false, normalization_for(cfg, d), cfg.seed, 0, 1,
                      loader_threads_for(cfg, *s));
-  r.sums = evaluate_pass(*s->executor, loader);
+  r.sums = in_target_units(evaluate_pass(*s->executor, loader), data.target_scale);
   r.samples = r.sums.samples;
   const Task task = cfg.loss_config.task(s->classes);
   r.metrics = compute_metrics(r.sums, cfg.metrics, s->classes, task);
@@ -226,6 +226,12 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
         cfg.file +
         ": data.num_classes is left out (the training data gives the classes): predict with the "
         "run directory (trainer predict RUN), whose config.yaml records them");
+  const TargetScale scale = recorded_target_scale(cfg);
+  if (normalize_targets(cfg) && !scale.on())
+    throw ConfigError(cfg.file +
+                      ": data.normalize_targets: the targets' statistics are learned by fit and recorded in "
+                      "the run's config.yaml (data.target_statistics): predict with the run directory "
+                      "(trainer predict RUN)");
   std::vector<std::string> files;  // image inputs: each sample's file
   Dataset d = read_inputs(cfg, o.input, &files);
   const int64_t B = cfg.data.batch_size, N = d.size(), C = cfg.data.num_classes;
@@ -253,6 +259,10 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
     at += rows;
   }
   if (loss.on_values()) {
+    if (scale.on() && int64_t(scale.mean.size()) != K)
+      throw ConfigError(cfg.file + ": data.target_statistics has " + std::to_string(scale.mean.size()) +
+                        " values per statistic, the model " + std::to_string(K) + " outputs");
+    to_target_units(probs.data(), N, scale);  // data.normalize_targets: back to the targets' units
     // A binary model's one output is the positive class, the second of two class names.
     std::vector<std::string> names = cfg.data.class_names;
     if (sigmoid && K == 1 && names.size() == 2) names.erase(names.begin());

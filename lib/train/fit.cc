@@ -243,6 +243,8 @@ void FitRun::setup() {
   // What the data taught (a CSV's encoding, discovered classes): eval and predict of this run
   // read their data the same way.
   record_learned(resolved_["data"], data_.learned, data_.class_names, cfg_.data.num_classes);
+  if (data_.target_scale.on())
+    resolved_["data"]["target_statistics"] = target_statistics_node(data_.target_scale);
   resolved_["model"]["layers"] = s_->model->describe_layers();
 
   const double lr = base_lr(cfg_.optimizer, ranks);
@@ -297,7 +299,7 @@ MetricSums FitRun::evaluate(bool* complete) {
   broadcast_buffers(comm_, s_->runner(), *s_->model);
   const MetricSums local = evaluate_pass(
       s_->runner(), *val_loader_, [this] { return agree_stop(); }, complete);
-  return all_reduce_sums(comm_, local);
+  return in_target_units(all_reduce_sums(comm_, local), data_.target_scale);
 }
 
 void FitRun::resume(const CheckpointInfo& ck) {
@@ -627,7 +629,7 @@ Json FitRun::summary_record() {
 
 // The loss of the batches that count: skipped batches (on_nan: skip) are not in loss_sum.
 MetricList FitRun::train_metrics(const MetricSums& sums) const {
-  MetricSums m = sums;
+  MetricSums m = in_target_units(sums, data_.target_scale);
   const auto skipped = int64_t(sums.nonfinite.samples);
   if (skipped > 0)
     m.loss_sum = sums.samples > skipped

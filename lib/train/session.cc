@@ -367,7 +367,10 @@ RunData load_run_data(const Config& cfg, bool need_train) {
   const YAML::Node& train = cfg.data.train;
   const bool unrecorded =
       train["format"] && train["format"].IsScalar() && train["format"].Scalar() == "csv" && !train["columns"];
-  if (need_train || split || (cfg.data.num_classes == 0 && !values) || unrecorded) {
+  // Standardized targets need the training rows' statistics, unless a run recorded them.
+  const TargetScale recorded = recorded_target_scale(cfg);
+  const bool learn_scale = normalize_targets(cfg) && !recorded.on();
+  if (need_train || split || (cfg.data.num_classes == 0 && !values) || unrecorded || learn_scale) {
     SplitOptions split_options;
     split_options.fraction = cfg.data.validation_split;
     split_options.shuffle = cfg.data.split_shuffle;
@@ -407,6 +410,11 @@ RunData load_run_data(const Config& cfg, bool need_train) {
   }
   d.class_names = ctx.class_names;
   d.num_classes = ctx.num_classes;
+  if (normalize_targets(cfg)) {
+    d.target_scale = learn_scale ? target_statistics(d.train) : recorded;
+    if (d.has_train) standardize_targets(d.train, d.target_scale, "data.train");
+    if (d.has_val) standardize_targets(d.val, d.target_scale, split ? "data.train" : "data.validation");
+  }
   // Classes that one side lacks: a validation accuracy that cannot mean what it seems to.
   if (d.has_train && d.has_val) {
     const std::string w = class_coverage_warning(d.train, d.val, d.class_names);

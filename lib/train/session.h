@@ -16,6 +16,7 @@
 #include "lib/model/executor.h"
 #include "lib/model/model.h"
 #include "lib/model/pipeline.h"
+#include "lib/train/target_scale.h"
 
 namespace trainer {
 
@@ -69,13 +70,17 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
 // when the classes are discovered (data.num_classes left out), and when it is a CSV whose learned
 // encoding is not recorded yet (the validation data is encoded as the training data is). The
 // validation source is read with what the training source learned. When both are read, a warning
-// names every class that one side has and the other lacks.
+// names every class that one side has and the other lacks. With data.normalize_targets the
+// targets of both are standardized (lib/train/target_scale.h).
 struct RunData {
   Dataset train, val;
   bool has_train = false, has_val = false;
   YAML::Node learned;                    // keys data.train learned (lib/train/data_sources.h)
   std::vector<std::string> class_names;  // data.class_names, or the names the training data gave
   int64_t num_classes = 0;               // data.num_classes, or what the training data gave
+  // data.normalize_targets: the statistics the targets of train and val were standardized with
+  // (recorded by the run, else learned from the training rows); empty when off.
+  TargetScale target_scale;
 };
 RunData load_run_data(const Config& cfg, bool need_train);
 // What the config's loss takes as targets: class indices, or one float value per model output.

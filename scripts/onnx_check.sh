@@ -14,8 +14,9 @@
 #
 # --epochs N trains every config N epochs (default: 1, and their own for the small data sets below);
 # --work DIR keeps the runs, models, inputs and outputs there (default: a temporary folder).
-# Default configs: every configs/*.yaml and the two layer-zoo configs tests/scripts/onnx_layers_*.yaml
-# (every layer type the registry has, in odd geometries). Data Debian ships is used as it is
+# Default configs: every configs/*.yaml, the two layer-zoo configs tests/scripts/onnx_layers_*.yaml
+# (every layer type the registry has, in odd geometries) and tests/scripts/onnx_targets_normalized.yaml
+# (a regression's `values` output with data.normalize_targets). Data Debian ships is used as it is
 # (Fashion-MNIST, scikit-learn's CSVs; wine_multilabel's and fashion_mnist_folder's files are made
 # from them by their scripts); configs whose data it does not ship (CIFAR-10, MNIST, ImageNet,
 # Reuters) train on `format: random` data for one short epoch instead, and are fed generated test
@@ -42,7 +43,7 @@ while [ $# -gt 0 ]; do
     *) configs+=("$(realpath "$1")"); shift ;;
   esac
 done
-[ ${#configs[@]} -eq 0 ] && configs=("$repo"/configs/*.yaml "$repo"/tests/scripts/onnx_layers_*.yaml)
+[ ${#configs[@]} -eq 0 ] && configs=("$repo"/configs/*.yaml "$repo"/tests/scripts/onnx_layers_*.yaml "$repo"/tests/scripts/onnx_targets_normalized.yaml)
 # onnxruntime-node lives in the build folder of the trainer checked (build/onnx-peer).
 export ONNX_PEER="${ONNX_PEER:-$(dirname "$trainer")/onnx-peer}"
 py=/usr/bin/python3  # Debian's python: python3-onnx is its package, not a pyenv's on PATH

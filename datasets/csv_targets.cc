@@ -75,11 +75,24 @@ void CsvTargets::add_class(std::string_view cell, const std::string& where) {
   if (!in_range) {
     std::string expected = o_.num_classes > 0 ? "an integer in 0.." + std::to_string(o_.num_classes - 1)
                                               : std::string("an integer class index >= 0");
+    // A fraction, or a value past the classes: perhaps a regression target given to a
+    // classification loss.
+    std::string hint;
+    if (!number)
+      hint =
+          " (the column's first label was a number, so its labels are class ids; string labels are mapped "
+          "through data.class_names, or discovered when every label is a string)";
+    else if (v != std::floor(v))
+      hint =
+          " (class labels are integers; a column of values to predict needs a regression loss: mse, mae or "
+          "huber)";
+    else if (v >= 0)
+      hint =
+          " (past the last class; if the column holds values to predict rather than classes, use a "
+          "regression "
+          "loss: mse, mae or huber)";
     throw DataError(where + columns_[0] + " (label): expected " + expected + ", found " + quoted(cell) +
-                    (number ? std::string()
-                            : " (the column's first label was a number, so its labels are class ids; string "
-                              "labels are mapped through data.class_names, or discovered when every label "
-                              "is a string)"));
+                    hint);
   }
   ids_.push_back(int32_t(v));
 }

@@ -204,6 +204,7 @@ open("cat-val.csv", "w").write("size,color,y\n1,red,0\n2,purple,1\n")
 # Multi-label lists over class_names [a, b]; a regression target that is a word.
 open("multilabel.csv", "w").write("x1,x2,tags\n" + "".join(f"{(i % 7) / 7:.3f},{(i % 5) / 5:.3f},{('a', 'b', 'a|b')[i % 3]}\n" for i in range(5)) + "0.5,0.5,a|zebra\n")
 open("regression.csv", "w").write("\n".join(rows[:3]) + "\n0.5,0.5,high\n")
+open("fraction.csv", "w").write("\n".join(rows[:5]) + "\n0.5,0.5,2.75\n")
 # NPY: x (40, 2) float32, y (40,) int64.
 def npy(path, descr, shape, payload, fortran=False):
     h = "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }" % (descr, fortran, "".join(f"{s}," for s in shape))
@@ -457,6 +458,8 @@ row "CSV label out of range" 4 "$TAB: bad-input table: data rows" -- fit csv.yam
 row "CSV empty file" 4 "$TAB: bad-input table: data rows" -- fit csv.yaml --no-out --set data.train.path=empty.csv
 row "CSV string label in a numeric label column" 4 "$TAB: bad-input table: CSV table rows" -- \
   fit csv.yaml --no-out --set data.train.path=label-string.csv
+row "CSV fractional label for a classification loss" 4 "$TAB: bad-input table: CSV table rows" -- \
+  fit csv.yaml --no-out --set data.train.path=fraction.csv
 row "CSV missing value" 4 "$TAB: bad-input table: CSV table rows" -- fit csv.yaml --no-out --set data.train.path=missing.csv
 row "CSV unseen category" 4 "$TAB: bad-input table: CSV table rows" -- fit category.yaml --no-out
 row "CSV multi-label row with an unknown label" 4 "$TAB: bad-input table: CSV task rows" -- fit multilabel.yaml --no-out

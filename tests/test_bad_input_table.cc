@@ -333,6 +333,7 @@ TEST_CASE("bad-input table: CSV table rows", "[bad_input]") {
   test::write_file(dir, "csv.yaml", kCsvYaml);
   test::write_file(dir, "label-string.csv", std::string(kCsvRows) + "0.5,0.5,setosa\n");
   test::write_file(dir, "missing.csv", std::string(kCsvRows).substr(0, 42) + "0.5,,1\n");
+  test::write_file(dir, "fraction.csv", std::string(kCsvRows) + "0.5,0.5,2.75\n");
   std::string train = "size,color,y\n";
   for (int i = 0; i < 40; ++i)
     train += std::to_string(i % 7) + "," + std::vector<std::string>{"red", "blue", "green"}[size_t(i % 3)] +
@@ -350,6 +351,11 @@ TEST_CASE("bad-input table: CSV table rows", "[bad_input]") {
                        "label-string.csv:6: column 3 (label): expected an integer in 0..1, found 'setosa' "
                        "(the column's first label was a number, so its labels are class ids; string labels "
                        "are mapped through data.class_names"},
+                      // A regression target given to a classification loss: the guard names the fix.
+                      {"fit csv.yaml --no-out --set data.train.path=fraction.csv", 4,
+                       "fraction.csv:6: column 3 (label): expected an integer in 0..1, found '2.75' (class "
+                       "labels are integers; a column of values to predict needs a regression loss: mse, mae "
+                       "or huber)"},
                       {"fit csv.yaml --no-out --set data.train.path=missing.csv", 4,
                        "missing.csv:4: column 2: missing value (an empty cell); set missing: {fill: "
                        "mean|zero|VALUE} on the data source to fill it"},

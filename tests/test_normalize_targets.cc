@@ -95,8 +95,9 @@ TEST_CASE("target statistics are the population mean and std per output; a const
   for (size_t i = 0; i < back.size(); ++i) REQUIRE(back[i] == Approx(original[i]));
   Dataset wide = d;
   wide.target_width = 1;
-  REQUIRE_THROWS_WITH(standardize_targets(wide, t, "data.validation"),
-                      Contains("data.validation: its samples have 1 target values, data.target_statistics has 2"));
+  REQUIRE_THROWS_WITH(
+      standardize_targets(wide, t, "data.validation"),
+      Contains("data.validation: its samples have 1 target values, data.target_statistics has 2"));
 }
 
 TEST_CASE("normalize_targets goes with a regression loss, and target_statistics with normalize_targets",
@@ -116,8 +117,10 @@ data:
   REQUIRE_THROWS_WITH(parse_config(bce, "t.yaml", {}),
                       Contains("t.yaml:8:22: data.normalize_targets: goes with a regression loss (mse, mae, "
                                "huber); loss binary_cross_entropy takes 0/1 targets"));
-  REQUIRE_THROWS_WITH(parse_config(base, "t.yaml", {"data.normalize_targets=false", "data.target_statistics={mean: [1], std: [2]}"}),
-                      Contains("data.target_statistics: is learned with normalize_targets: true"));
+  REQUIRE_THROWS_WITH(
+      parse_config(base, "t.yaml",
+                   {"data.normalize_targets=false", "data.target_statistics={mean: [1], std: [2]}"}),
+      Contains("data.target_statistics: is learned with normalize_targets: true"));
   REQUIRE_THROWS_WITH(parse_config(base, "t.yaml", {"data.target_statistics={mean: [1], std: [0]}"}),
                       Contains("data.target_statistics.std"));
   REQUIRE_THROWS_WITH(parse_config(base, "t.yaml", {"data.target_statistics={mean: [1, 2], std: [1]}"}),
@@ -144,14 +147,16 @@ TEST_CASE("fit, eval, predict and export with normalize_targets work in the targ
     sum_y += y;
   }
   test::write_file(dir, "t.csv", csv.str());
-  test::write_file(dir, "t.yaml", std::string(R"(model:
+  test::write_file(dir, "t.yaml",
+                   std::string(R"(model:
   input_shape: [2]
   layers: [{type: dense, units: 16}, {type: relu}, {type: dense, units: 1}]
 loss: mse
 optimizer: {type: adam, lr: 0.01}
 metrics: [mae, rmse, r2]
 data:
-  train: {format: csv, header: true, label_column: y, path: )") + dir + R"(/t.csv}
+  train: {format: csv, header: true, label_column: y, path: )") +
+                       dir + R"(/t.csv}
   batch_size: 20
   normalize_targets: true
 train: {epochs: 30, seed: 1}

@@ -44,14 +44,6 @@ int launcher_world_size() {
   return 0;
 }
 
-bool built_with_mpi() {
-#ifdef TRAINER_HAVE_MPI
-  return true;
-#else
-  return false;
-#endif
-}
-
 Communicator& world() {
   if (g_world) return *g_world;
   const int launched = launcher_world_size();

@@ -26,8 +26,6 @@ void finalize_world();
 // variables; -1: a launcher that does not say how many, e.g. PMIx).
 int launcher_world_size();
 
-// Whether this build can join an MPI world.
-bool built_with_mpi();
 // The MPI library this build runs with ("Open MPI v4.1.4"), "" without MPI (trainer --version).
 std::string mpi_library();
 

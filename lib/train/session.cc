@@ -462,13 +462,4 @@ MetricSums evaluate_pass(StepRunner& ex, BatchLoader& loader, const std::functio
   return ex.read_metrics();
 }
 
-MetricSums merge_sums(const MetricSums& a, const MetricSums& b) {
-  MetricSums m = b;
-  m.loss_sum += a.loss_sum;
-  m.samples += a.samples;
-  for (size_t i = 0; i < m.confusion.size() && i < a.confusion.size(); ++i) m.confusion[i] += a.confusion[i];
-  for (size_t i = 0; i < m.topk.size() && i < a.topk.size(); ++i) m.topk[i] += a.topk[i];
-  return m;
-}
-
 }  // namespace trainer

@@ -103,7 +103,4 @@ Normalization normalization_for(const Config& cfg, const Dataset& d);
 MetricSums evaluate_pass(StepRunner& ex, BatchLoader& loader, const std::function<bool()>& stop = {},
                          bool* complete = nullptr);
 
-// Element-wise sum of two accumulations (a resumed epoch's two halves).
-MetricSums merge_sums(const MetricSums& a, const MetricSums& b);
-
 }  // namespace trainer

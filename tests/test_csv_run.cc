@@ -300,3 +300,44 @@ train: {epochs: 1}
   REQUIRE(p.exit_code == 0);
   REQUIRE_THAT(test::slurp(dir + "/o.csv"), Contains("no,yes"));
 }
+
+// Issue 29, item 5: an error about a data file names the config file, line and column of the key
+// that names the file, and the key, as a config error does.
+TEST_CASE("a data file's error names the config key and its file:line:column", "[csv][cli]") {
+  const std::string dir = test::temp_dir("data_error_place");
+  test::write_file(dir, "bad.csv", "a,b,label\n1,2,0\n1,abc,1\n");
+  const std::string yaml =
+      "model:\n  input_shape: [2]\n  layers: [{type: dense, units: 2}]\n"
+      "loss: cross_entropy\ndata:\n  train:\n    format: csv\n    header: true\n"
+      "    path: " +
+      dir + "/PATH\n  num_classes: 2\n";
+  const auto with_path = [&](const std::string& p) {
+    std::string y = yaml;
+    y.replace(y.find("PATH"), 4, p);
+    return y;
+  };
+  test::write_file(dir, "missing.yaml", with_path("nothere.csv"));
+  test::write_file(dir, "bad.yaml", with_path("bad.csv"));
+  // Missing: found by the check before any data is read.
+  auto r = test::run_trainer("fit " + dir + "/missing.yaml --no-out");
+  REQUIRE(r.exit_code == 4);
+  REQUIRE_THAT(r.err, Catch::Contains("missing.yaml:9:11: data.train.path: cannot open '" + dir +
+                                      "/nothere.csv': No such file or directory"));
+  // A bad cell: the file's own place follows the config's.
+  r = test::run_trainer("fit " + dir + "/bad.yaml --no-out");
+  REQUIRE(r.exit_code == 4);
+  REQUIRE_THAT(r.err, Catch::Contains("bad.yaml:9:11: data.train.path: " + dir +
+                                      "/bad.csv:3: column 2 ('b'): expected a finite float32 number, found 'abc'"));
+  // A path given with --set has no line in the file.
+  r = test::run_trainer("fit " + dir + "/bad.yaml --no-out --set data.train.path=" + dir + "/nothere.csv");
+  REQUIRE(r.exit_code == 4);
+  REQUIRE_THAT(r.err, Catch::Contains("error: --set: data.train.path: cannot open"));
+  // A shape that does not fit the model: the source's place, its key said once.
+  test::write_file(dir, "good.csv", "a,b,label\n1,2,0\n1,3,1\n");
+  test::write_file(dir, "good.yaml", with_path("good.csv"));
+  r = test::run_trainer("fit " + dir + "/good.yaml --no-out --set 'model.input_shape=[3]'");
+  REQUIRE(r.exit_code == 4);
+  REQUIRE_THAT(r.err,
+               Catch::Contains("good.yaml:7:5: data.train: samples have shape (2,) but model.input_shape "
+                               "is (3,)"));
+}

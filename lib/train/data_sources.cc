@@ -21,6 +21,7 @@
 #include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
 #include "lib/train/csv_source.h"
+#include "lib/train/input_files.h"
 
 namespace trainer {
 namespace {
@@ -371,7 +372,25 @@ bool source_discovers_classes(const YAML::Node& section) {
          (section["format"].Scalar() == "csv" || is_image_format(section["format"].Scalar()));
 }
 
+namespace {
+
+Dataset read_source(const YAML::Node& section, const std::string& path, const std::string& file,
+                    const SourceContext& ctx, YAML::Node* learned);
+
+}  // namespace
+
 Dataset load_source(const YAML::Node& section, const std::string& path, const std::string& file,
+                    const SourceContext& ctx, YAML::Node* learned) {
+  try {
+    return read_source(section, path, file, ctx, learned);
+  } catch (const DataError& e) {
+    throw DataError(data_error_place(section, path, file, e.what()) + e.what());  // input_files.h
+  }
+}
+
+namespace {
+
+Dataset read_source(const YAML::Node& section, const std::string& path, const std::string& file,
                     const SourceContext& ctx, YAML::Node* learned) {
   const KeyValues s = read_section(section, path, file);
   const std::string format = s.string("format");
@@ -457,6 +476,8 @@ Dataset load_source(const YAML::Node& section, const std::string& path, const st
   d.name = path;
   return d;
 }
+
+}  // namespace
 
 Dataset load_predict_csv(const std::string& input, const YAML::Node& train, const std::string& file,
                          const SourceContext& ctx) {

@@ -45,15 +45,40 @@ std::vector<std::string> files_of(const YAML::Node& section) {
 
 }  // namespace
 
+std::string data_error_place(const YAML::Node& section, const std::string& path, const std::string& file,
+                             const std::string& message) {
+  if (message.rfind(path + ":", 0) == 0 || message.rfind(path + ".", 0) == 0)
+    return node_location(file, section) + ": ";
+  if (section.IsMap())
+    for (const char* key : {"images", "labels", "x", "y", "path", "targets", "files"}) {
+      const YAML::Node v = section[key];
+      if (!v) continue;
+      std::vector<YAML::Node> names;
+      if (v.IsScalar()) names.push_back(v);
+      if (v.IsSequence())
+        for (const auto& item : v)
+          if (item.IsScalar()) names.push_back(item);
+      for (const YAML::Node& f : names) {
+        const std::string& name = f.Scalar();
+        if (!name.empty() && (message.find("'" + name + "'") != std::string::npos ||
+                              message.rfind(name + ":", 0) == 0 || message.rfind(name + "/", 0) == 0))
+          return node_location(file, f) + ": " + path + "." + key + ": ";
+      }
+    }
+  return node_location(file, section) + ": " + path + ": ";
+}
+
 void check_input_files(const Config& cfg, bool need_train) {
-  std::vector<std::string> paths;
-  if (need_train || !present(cfg.data.validation)) {
-    paths = files_of(cfg.data.train);
-    check_folder(cfg.data.train);
-  }
-  for (const auto& p : files_of(cfg.data.validation)) paths.push_back(p);
-  check_folder(cfg.data.validation);
-  for (const auto& p : paths) DataFile probe(p, DataFile::Gzip::never);
+  const auto check = [&cfg](const YAML::Node& section, const std::string& path) {
+    try {
+      check_folder(section);
+      for (const auto& p : files_of(section)) DataFile probe(p, DataFile::Gzip::never);
+    } catch (const DataError& e) {
+      throw DataError(data_error_place(section, path, cfg.file, e.what()) + e.what());
+    }
+  };
+  if (need_train || !present(cfg.data.validation)) check(cfg.data.train, "data.train");
+  check(cfg.data.validation, "data.validation");
 }
 
 }  // namespace trainer

@@ -326,8 +326,9 @@ TEST_CASE("a data file's error names the config key and its file:line:column", "
   // A bad cell: the file's own place follows the config's.
   r = test::run_trainer("fit " + dir + "/bad.yaml --no-out");
   REQUIRE(r.exit_code == 4);
-  REQUIRE_THAT(r.err, Catch::Contains("bad.yaml:9:11: data.train.path: " + dir +
-                                      "/bad.csv:3: column 2 ('b'): expected a finite float32 number, found 'abc'"));
+  REQUIRE_THAT(r.err,
+               Catch::Contains("bad.yaml:9:11: data.train.path: " + dir +
+                               "/bad.csv:3: column 2 ('b'): expected a finite float32 number, found 'abc'"));
   // A path given with --set has no line in the file.
   r = test::run_trainer("fit " + dir + "/bad.yaml --no-out --set data.train.path=" + dir + "/nothere.csv");
   REQUIRE(r.exit_code == 4);

@@ -120,6 +120,11 @@ TEST_CASE("a --set override on an aliased item changes that item only (copy on w
   CHECK(kernel(both, 0, 1) == 1);
   CHECK(kernel(both, 1, 1) == 3);
 
+  // A null item (`- ` or a comment alone) becomes a mapping, as before (fuzz_config found the
+  // copy-on-write walk treating it as a list).
+  const std::string with_null = replace(text, "    - *c\n", "    - # nothing here\n");
+  REQUIRE_THROWS_AS(parse(with_null, {"model.layers.1.filters=8"}), ConfigError);
+  REQUIRE_THROWS_WITH(parse(with_null, {"model.layers.1.filters=8"}), Contains("model.layers.1"));
   // A merge key (<<) shares the merged values with the anchored mapping.
   const std::string merged = replace(text, "    - *c\n", "    - {<<: *c, filters: 3}\n");
   Config m = parse(merged, {"model.layers.1.kernel_size.1=2"});

@@ -97,7 +97,7 @@ static YAML::Node child_of(YAML::Node node, const std::string& part) {
 static void put_child(const YAML::Node& root, const std::vector<YAML::Node>& chain,
                       const std::vector<std::string>& parts, size_t i, const YAML::Node& value) {
   YAML::Node parent = chain[i];
-  if (parent.IsMap()) {
+  if (!parent.IsSequence()) {  // a mapping, or a null item (`- ` or `- # comment`) that becomes one
     parent.remove(parts[i]);
     parent[parts[i]] = value;
     return;

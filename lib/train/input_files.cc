@@ -30,16 +30,26 @@ void check_folder(const YAML::Node& section) {
                     "images per class");
 }
 
+// Every file a source section names, with its key: the scalar keys (images, labels, x, y, path,
+// targets) and the items of `files` (the config's validation has checked which is which).
+std::vector<std::pair<const char*, YAML::Node>> file_nodes(const YAML::Node& section) {
+  std::vector<std::pair<const char*, YAML::Node>> out;
+  if (!section.IsMap()) return out;
+  for (const char* key : {"images", "labels", "x", "y", "path", "targets", "files"}) {
+    const YAML::Node v = section[key];
+    if (v && v.IsScalar()) out.emplace_back(key, v);
+    if (v && v.IsSequence())
+      for (const auto& item : v)
+        if (item.IsScalar()) out.emplace_back(key, item);
+  }
+  return out;
+}
+
 std::vector<std::string> files_of(const YAML::Node& section) {
   std::vector<std::string> paths;
-  if (!section.IsMap()) return paths;
   if (is_format(section, "disc") || is_format(section, "random") || is_format(section, "image_folder"))
     return paths;
-  for (const char* key : {"images", "labels", "x", "y", "path", "targets"})
-    if (section[key] && section[key].IsScalar()) paths.push_back(section[key].Scalar());
-  if (section["files"] && section["files"].IsSequence())
-    for (const auto& f : section["files"])
-      if (f.IsScalar()) paths.push_back(f.Scalar());
+  for (const auto& [key, node] : file_nodes(section)) paths.push_back(node.Scalar());
   return paths;
 }
 
@@ -49,22 +59,13 @@ std::string data_error_place(const YAML::Node& section, const std::string& path,
                              const std::string& message) {
   if (message.rfind(path + ":", 0) == 0 || message.rfind(path + ".", 0) == 0)
     return node_location(file, section) + ": ";
-  if (section.IsMap())
-    for (const char* key : {"images", "labels", "x", "y", "path", "targets", "files"}) {
-      const YAML::Node v = section[key];
-      if (!v) continue;
-      std::vector<YAML::Node> names;
-      if (v.IsScalar()) names.push_back(v);
-      if (v.IsSequence())
-        for (const auto& item : v)
-          if (item.IsScalar()) names.push_back(item);
-      for (const YAML::Node& f : names) {
-        const std::string& name = f.Scalar();
-        if (!name.empty() && (message.find("'" + name + "'") != std::string::npos ||
-                              message.rfind(name + ":", 0) == 0 || message.rfind(name + "/", 0) == 0))
-          return node_location(file, f) + ": " + path + "." + key + ": ";
-      }
-    }
+  // The readers quote a path ('x.npy') or start a line's place with it (x.csv:12:).
+  for (const auto& [key, f] : file_nodes(section)) {
+    const std::string& name = f.Scalar();
+    if (!name.empty() && (message.find("'" + name + "'") != std::string::npos ||
+                          message.rfind(name + ":", 0) == 0 || message.rfind(name + "/", 0) == 0))
+      return node_location(file, f) + ": " + path + "." + key + ": ";
+  }
   return node_location(file, section) + ": " + path + ": ";
 }
 

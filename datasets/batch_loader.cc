@@ -14,6 +14,7 @@
 #include <numeric>
 #include <thread>
 
+#include "datasets/sample_stream.h"
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
 #include "lib/core/shard.h"
@@ -114,8 +115,11 @@ BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, 
                     " samples, fewer than one batch of " + std::to_string(batch_size) +
                     ", and drop_last is set: no batch would remain");
   numel_ = data.sample_numel();
-  const size_t stored = data.dtype == SampleDtype::u8 ? data.u8.size() : data.f32.size();
-  if (numel_ < 1 || stored != static_cast<size_t>(n * numel_))
+  const size_t stored = data.stream                     ? size_t(data.stream->size() * numel_)
+                        : data.dtype == SampleDtype::u8 ? data.u8.size()
+                                                        : data.f32.size();
+  if (numel_ < 1 || stored != static_cast<size_t>(n * numel_) ||
+      (data.stream && data.dtype != SampleDtype::u8))
     throw InternalError("dataset '" + data.name + "' holds " + std::to_string(stored) + " values for " +
                         std::to_string(n) + " samples of shape " + data.sample_shape.str());
   channels_ = channels_of(data.sample_shape);
@@ -154,6 +158,7 @@ BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, 
     x_buf_[s].resize(max_rows * out_numel_);
     y_buf_[s].resize(size_t(max_rows) * size_t(std::max<int64_t>(data_.target_width, 1)));
   }
+  if (data.stream) staged_.resize(size_t(max_rows * numel_));
   worker_ = std::thread(&BatchLoader::worker_loop, this);
 }
 
@@ -171,7 +176,10 @@ void BatchLoader::set_threads(int threads) {
   threads_ = std::max(1, threads);
 }
 
-void BatchLoader::start_epoch(int64_t epoch) {
+void BatchLoader::start_epoch(int64_t epoch, int64_t first_batch) {
+  if (first_batch < 0 || first_batch > batches_)
+    throw InternalError("BatchLoader::start_epoch: first batch " + std::to_string(first_batch) + " of " +
+                        std::to_string(batches_));
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !filling_; });
   std::iota(perm_.begin(), perm_.end(), int64_t(0));
@@ -179,7 +187,7 @@ void BatchLoader::start_epoch(int64_t epoch) {
     SplitMix64 rng(mix64(seed_) + static_cast<uint64_t>(epoch));
     for (size_t i = perm_.size() - 1; i > 0; --i) std::swap(perm_[i], perm_[rng.next_below(i + 1)]);
   }
-  produced_ = 0;
+  produced_ = first_batch;
   ready_ = -1;
   error_ = nullptr;
   active_ = true;
@@ -243,6 +251,14 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
   uint32_t* targets = y_buf_[slot].data();
   const int64_t width = data_.target_width;  // 0: class indices
   const bool is_u8 = data_.dtype == SampleDtype::u8;
+  const SampleStream* stream = data_.stream.get();
+  // Row r's stored sample: in the dataset, or read from the stream into staged_ row r.
+  const auto sample_u8 = [&](int64_t r, int64_t idx) -> const uint8_t* {
+    if (!stream) return data_.u8.data() + idx * numel_;
+    uint8_t* row = staged_.data() + r * numel_;
+    stream->read(idx, row);
+    return row;
+  };
   // Rows are independent: threads_ threads share them (a batch of cifar-sized rows is memory-bound
   // on one core: 1.4 ms per 512 rows, more than a GPU step). A non-finite value only marks its
   // row (the lowest such row is kept); that row is searched again afterwards for the error message.
@@ -255,18 +271,19 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
       else
         std::memcpy(targets + r * width, data_.targets.data() + idx * width, size_t(width) * sizeof(float));
       float* o = out + r * out_numel_;
+      const uint8_t* u8 = is_u8 ? sample_u8(r, idx) : nullptr;
+      const float* f32 = is_u8 ? nullptr : data_.f32.data() + idx * numel_;
       if (crop_.active()) {
-        crop_row(idx, first + r, o);
+        crop_row(u8, f32, first + r, o);
       } else
         for (int64_t c = 0; c < channels_; ++c) {
           const float m = mul_[c], a = add_[c];
-          const int64_t base = idx * numel_ + c * inner_;
           float* oc = o + c * inner_;
           if (is_u8) {
-            const uint8_t* src = data_.u8.data() + base;
+            const uint8_t* src = u8 + c * inner_;
             for (int64_t j = 0; j < inner_; ++j) oc[j] = static_cast<float>(src[j]) * m + a;
           } else {
-            const float* src = data_.f32.data() + base;
+            const float* src = f32 + c * inner_;
             for (int64_t j = 0; j < inner_; ++j) oc[j] = src[j] * m + a;
           }
         }
@@ -277,10 +294,20 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
       }
     }
   };
-  const int threads = rows * numel_ >= kParallelValues ? max_threads : 1;
+  // Streamed rows are decoded, each taking its own time: the threads take them one at a time.
+  const int threads = int(std::min<int64_t>(rows, stream                             ? max_threads
+                                                  : rows * numel_ >= kParallelValues ? max_threads
+                                                                                     : 1));
   if (threads > 1) {
     if (!workers_ || workers_->threads() != threads) workers_ = std::make_unique<RowWorkers>(threads);
-    workers_->run(rows, fill_rows);
+    if (stream) {
+      std::atomic<int64_t> next_row{0};
+      workers_->run(threads, [&](int64_t, int64_t) {
+        for (int64_t r; (r = next_row.fetch_add(1)) < rows;) fill_rows(r, r + 1);
+      });
+    } else {
+      workers_->run(rows, fill_rows);
+    }
   } else {
     fill_rows(0, rows);
   }
@@ -290,7 +317,9 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
     for (int64_t k = 0; k < out_numel_; ++k) {
       if (!std::isfinite(o[k])) {
         const int64_t at = crop_.active() ? 0 : k;  // a crop's value comes from several stored ones
-        const double in = is_u8 ? data_.u8[idx * numel_ + at] : data_.f32[idx * numel_ + at];
+        const double in = !is_u8   ? data_.f32[idx * numel_ + at]
+                          : stream ? staged_[size_t(r * numel_ + at)]
+                                   : data_.u8[idx * numel_ + at];
         throw DataError("dataset '" + data_.name + "': sample " + std::to_string(idx) + ", element " +
                         std::to_string(k) + " is " + fmt_float(o[k]) + " after normalization (stored value " +
                         fmt_float(in) + ")");
@@ -304,16 +333,15 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
 // One row's RandomResizedCrop: the drawn box of sample idx resized to (out_h, out_w) by bilinear
 // interpolation (align_corners false: source = (x + 0.5) * scale - 0.5, clamped to the box), then
 // normalized as every value is.
-void BatchLoader::crop_row(int64_t idx, int64_t position, float* o) const {
+void BatchLoader::crop_row(const uint8_t* u8, const float* f32, int64_t position, float* o) const {
   const int64_t H = data_.sample_shape[1], W = data_.sample_shape[2], OH = crop_.out_h, OW = crop_.out_w;
   const CropBox b = draw_crop(crop_, H, W, seed_, epoch_, position);
   const double sy = double(b.crop_h) / double(OH), sx = double(b.crop_w) / double(OW);
-  const bool is_u8 = data_.dtype == SampleDtype::u8;
   for (int64_t c = 0; c < channels_; ++c) {
-    const int64_t base = idx * numel_ + c * inner_;
+    const int64_t base = c * inner_;
     const auto at = [&](int64_t y, int64_t x) -> float {
       const int64_t k = base + (b.top + y) * W + (b.left + x);
-      return is_u8 ? float(data_.u8[size_t(k)]) : data_.f32[size_t(k)];
+      return u8 ? float(u8[k]) : f32[k];
     };
     const float m = mul_[c], a = add_[c];
     float* oc = o + c * OH * OW;

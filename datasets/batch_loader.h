@@ -14,6 +14,11 @@
 // between batches): one core gathering shuffled rows is memory-bound, 1.4 ms per 512 CIFAR-sized
 // rows, which is longer than a GPU step.
 //
+// Streamed datasets (Dataset::stream: image folders larger than their cache) are read here: the
+// rows of the batch being filled are decoded by all the loader's threads, each taking the next row
+// as it finishes one, into a staging buffer of one batch, then converted as stored rows are. So
+// decoding runs one batch ahead of the step, and memory stays at three batches whatever the set.
+//
 // Data parallelism: a loader made for rank r of R ranks yields only its shard of each global
 // batch (lib/core/shard.h): the same batches in the same shuffled order as one process's loader,
 // cut into R contiguous pieces; a piece may be empty (rows = 0).
@@ -96,8 +101,10 @@ class BatchLoader {
 
   // Begins epoch `epoch` (any value; the same (seed, epoch) always gives the same order): a
   // Fisher-Yates permutation drawn from SplitMix64(mix64(seed) + epoch), identity when !shuffle.
-  // Abandons the rest of the previous epoch. The worker starts preparing batch 0 immediately.
-  void start_epoch(int64_t epoch);
+  // Abandons the rest of the previous epoch. The worker starts preparing batch `first_batch`
+  // immediately: a resumed epoch skips the batches it trained without reading them (0 <= first_batch
+  // <= batches_per_epoch()).
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
 
   // Blocks until the next batch is ready; returns false at the end of the epoch (and keeps
   // returning false until start_epoch). The pointers stay valid until the following next() call
@@ -115,7 +122,8 @@ class BatchLoader {
  private:
   void worker_loop();
   void fill(int slot, int64_t batch, int max_threads);  // runs on the worker, without the lock
-  void crop_row(int64_t idx, int64_t position, float* o) const;
+  // Sample u8 (or f32: the other is null), cropped for its position in the epoch, into o.
+  void crop_row(const uint8_t* u8, const float* f32, int64_t position, float* o) const;
 
   const Dataset& data_;
   const int64_t batch_size_;
@@ -132,6 +140,7 @@ class BatchLoader {
   std::vector<int64_t> perm_;     // sample order of the current epoch
   std::vector<float> x_buf_[2];
   std::vector<uint32_t> y_buf_[2];   // the targets' 4-byte words (int32 or float), as the dataset's
+  std::vector<uint8_t> staged_;      // a streamed dataset's rows of the batch being filled
   int64_t rows_[2] = {0, 0};         // this shard's rows of the batch in each buffer
   int64_t global_rows_[2] = {0, 0};  // the whole batch's
 

@@ -8,12 +8,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "lib/core/shape.h"
 
 namespace trainer {
+
+class SampleStream;  // datasets/sample_stream.h
 
 enum class SampleDtype { u8, f32 };
 
@@ -38,7 +41,10 @@ struct Dataset {
   std::string name;    // for messages: "train", "test", or the file it came from
   Shape sample_shape;  // per sample, e.g. (1, 28, 28) for IDX images, (3, 32, 32) for CIFAR
   SampleDtype dtype = SampleDtype::u8;
-  std::vector<uint8_t> u8;      // N * sample_shape.numel() when dtype == u8
+  std::vector<uint8_t> u8;  // N * sample_shape.numel() when dtype == u8 and !stream
+  // Non-null: the uint8 samples are read from it by index as batches are drawn (an image folder
+  // larger than its cache budget), and u8 is empty.
+  std::shared_ptr<const SampleStream> stream;
   std::vector<float> f32;       // N * sample_shape.numel() when dtype == f32
   std::vector<int32_t> labels;  // N class indices, each in [0, num_classes), when target_width == 0
   std::vector<float> targets;   // N * target_width values, when target_width > 0

@@ -1,9 +1,12 @@
 #include "datasets/image_loader.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -11,6 +14,7 @@
 
 #include "datasets/file_bytes.h"
 #include "datasets/image_resize.h"
+#include "datasets/sample_stream.h"
 #include "lib/core/error.h"
 #include "lib/core/usable_cores.h"
 
@@ -21,7 +25,98 @@ std::string hw(int64_t h, int64_t w) { return std::to_string(h) + "x" + std::to_
 
 std::string mib(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
 
+// Decoded images of the first `slots` files in listing order, kept once read. Each slot is
+// written once: the reader that finds it empty claims it (empty -> writing), copies the image in
+// and publishes it (ready, release); a reader that sees ready (acquire) copies it out. Memory is
+// reserved, not touched, until a slot is written, so the resident size grows with the cache.
+class ImageCacheSlots {
+ public:
+  ImageCacheSlots(int64_t slots, int64_t sample) : slots_(slots), sample_(sample) {
+    if (slots_ <= 0) return;
+    try {
+      bytes_.reset(new uint8_t[size_t(slots_ * sample_)]);
+      state_.reset(new std::atomic<uint8_t>[size_t(slots_)]);
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemoryError("out of host memory for an image cache of " + mib(uint64_t(slots_ * sample_)));
+    }
+    for (int64_t i = 0; i < slots_; ++i) state_[size_t(i)].store(kEmpty, std::memory_order_relaxed);
+  }
+  // Copies image i into dst when it is cached.
+  bool get(int64_t i, uint8_t* dst) const {
+    if (i >= slots_ || state_[size_t(i)].load(std::memory_order_acquire) != kReady) return false;
+    std::memcpy(dst, bytes_.get() + i * sample_, size_t(sample_));
+    return true;
+  }
+  void put(int64_t i, const uint8_t* src) {
+    if (i >= slots_) return;
+    uint8_t expected = kEmpty;
+    if (!state_[size_t(i)].compare_exchange_strong(expected, kWriting, std::memory_order_acq_rel)) return;
+    std::memcpy(bytes_.get() + i * sample_, src, size_t(sample_));
+    state_[size_t(i)].store(kReady, std::memory_order_release);
+  }
+
+ private:
+  static constexpr uint8_t kEmpty = 0, kWriting = 1, kReady = 2;
+  const int64_t slots_, sample_;
+  std::unique_ptr<uint8_t[]> bytes_;
+  std::unique_ptr<std::atomic<uint8_t>[]> state_;
+};
+
+// The streamed images: file rows_[i] of the listing (all of them in order when rows_ is empty).
+class ImageStream : public SampleStream {
+ public:
+  struct Shared {
+    std::vector<std::string> paths;  // the listing's files
+    ImageLoadOptions options;        // without progress
+    int64_t sample = 0;              // C * H * W
+    std::unique_ptr<ImageCacheSlots> cache;
+  };
+  ImageStream(std::shared_ptr<Shared> shared, std::vector<int64_t> rows)
+      : shared_(std::move(shared)), rows_(std::move(rows)) {}
+
+  int64_t size() const override {
+    return rows_.empty() ? int64_t(shared_->paths.size()) : int64_t(rows_.size());
+  }
+
+  void read(int64_t i, uint8_t* dst) const override {
+    if (i < 0 || i >= size())
+      throw InternalError("image stream: sample " + std::to_string(i) + " of " + std::to_string(size()));
+    const int64_t file = rows_.empty() ? i : rows_[size_t(i)];
+    if (shared_->cache && shared_->cache->get(file, dst)) return;
+    const std::string& path = shared_->paths[size_t(file)];
+    try {
+      const std::vector<uint8_t> bytes = read_stored_file(path);
+      prepare_image(bytes.data(), bytes.size(), path, shared_->options, dst);
+    } catch (const DataError& e) {  // met mid-training: say which source it belongs to
+      throw DataError(shared_->options.key + ": " + e.what());
+    }
+    if (shared_->cache) shared_->cache->put(file, dst);
+  }
+
+  std::shared_ptr<const SampleStream> subset(const std::vector<int64_t>& rows) const override {
+    std::vector<int64_t> files;
+    files.reserve(rows.size());
+    for (int64_t r : rows) {
+      if (r < 0 || r >= size())
+        throw InternalError("image stream subset: row " + std::to_string(r) + " of " +
+                            std::to_string(size()));
+      files.push_back(rows_.empty() ? r : rows_[size_t(r)]);
+    }
+    return std::make_shared<ImageStream>(shared_, std::move(files));
+  }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  std::vector<int64_t> rows_;
+};
+
 }  // namespace
+
+int64_t cached_image_count(const ImageLoadOptions& o, int64_t n) {
+  if (o.cache == ImageCache::none) return 0;
+  const int64_t sample = std::max<int64_t>(1, o.channels * o.height * o.width);
+  return std::min<int64_t>(n, (o.cache_mb << 20) / sample);
+}
 
 void prepare_image(const uint8_t* bytes, size_t size, const std::string& name, const ImageLoadOptions& o,
                    uint8_t* dst) {
@@ -84,24 +179,40 @@ Dataset load_images(const ImageListing& listing, const ImageLoadOptions& o) {
                       std::to_string(o.channels) + " channels");
   const int64_t N = int64_t(listing.files.size()), sample = o.channels * o.height * o.width;
   const uint64_t bytes = uint64_t(N) * uint64_t(sample), budget = uint64_t(o.cache_mb) << 20;
-  if (bytes > budget)
+  if (bytes > budget && o.cache == ImageCache::memory)
     throw DataError(o.key + ": " + std::to_string(N) + " images of " + std::to_string(o.channels) + "x" +
                     hw(o.height, o.width) + " take " + std::to_string(bytes) + " bytes (" + mib(bytes) +
                     ") decoded, more than the budget " + o.key + ".cache_mb: " + std::to_string(o.cache_mb) +
-                    " MiB; raise it if this machine has the memory (streaming from disk is not built yet)");
-  check_fits_in_memory(o.key, bytes, "the decoded images");
+                    " MiB; raise it if this machine has the memory, or set " + o.key +
+                    ".cache: auto to stream the images from disk");
   Dataset d;
   d.sample_shape = Shape{o.channels, o.height, o.width};
   d.dtype = SampleDtype::u8;
+  d.labels.reserve(size_t(N));
+  for (const ImageFile& f : listing.files) d.labels.push_back(f.label);
+  d.num_classes = listing.num_classes;
+  d.class_names = listing.class_names;
+  if (o.cache == ImageCache::none || bytes > budget) {
+    auto shared = std::make_shared<ImageStream::Shared>();
+    shared->paths.reserve(size_t(N));
+    for (const ImageFile& f : listing.files) shared->paths.push_back(f.path);
+    shared->options = o;
+    shared->options.progress = nullptr;
+    shared->sample = sample;
+    const int64_t slots = cached_image_count(o, N);
+    if (slots > 0) {
+      check_fits_in_memory(o.key, uint64_t(slots) * uint64_t(sample), "the image cache");
+      shared->cache = std::make_unique<ImageCacheSlots>(slots, sample);
+    }
+    d.stream = std::make_shared<ImageStream>(std::move(shared), std::vector<int64_t>{});
+    return d;
+  }
+  check_fits_in_memory(o.key, bytes, "the decoded images");
   try {
     d.u8.resize(size_t(bytes));
   } catch (const std::bad_alloc&) {
     throw OutOfMemoryError(o.key + ": out of host memory for the decoded images (" + mib(bytes) + ")");
   }
-  d.labels.reserve(size_t(N));
-  for (const ImageFile& f : listing.files) d.labels.push_back(f.label);
-  d.num_classes = listing.num_classes;
-  d.class_names = listing.class_names;
 
   std::atomic<int64_t> next{0}, done{0};
   std::atomic<bool> failed{false};

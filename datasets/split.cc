@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "datasets/sample_stream.h"
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
 
@@ -48,15 +49,16 @@ Dataset take_rows(const Dataset& d, const std::vector<int64_t>& rows, const std:
   out.target_width = d.target_width;
   out.class_names = d.class_names;
   const int64_t k = d.sample_numel(), w = d.target_width;
-  if (d.dtype == SampleDtype::u8)
+  if (d.stream) {
+    out.stream = d.stream->subset(rows);  // the rows' images, still read as batches are drawn
+  } else if (d.dtype == SampleDtype::u8) {
     out.u8.reserve(size_t(int64_t(rows.size()) * k));
-  else
+    for (int64_t r : rows) out.u8.insert(out.u8.end(), d.u8.begin() + r * k, d.u8.begin() + (r + 1) * k);
+  } else {
     out.f32.reserve(size_t(int64_t(rows.size()) * k));
+    for (int64_t r : rows) out.f32.insert(out.f32.end(), d.f32.begin() + r * k, d.f32.begin() + (r + 1) * k);
+  }
   for (int64_t r : rows) {
-    if (d.dtype == SampleDtype::u8)
-      out.u8.insert(out.u8.end(), d.u8.begin() + r * k, d.u8.begin() + (r + 1) * k);
-    else
-      out.f32.insert(out.f32.end(), d.f32.begin() + r * k, d.f32.begin() + (r + 1) * k);
     if (w > 0)
       out.targets.insert(out.targets.end(), d.targets.begin() + r * w, d.targets.begin() + (r + 1) * w);
     else

@@ -103,7 +103,8 @@ const KeySpecs& data_keys() {
       bool_key("drop_last", false, "drop the last partial batch of an epoch"),
       integer_key(
           "loader_threads", 0, 0, 256,
-          "threads that fill a large batch (0: on a GPU half the usable cores, 1 to 8; on the CPU 1)"),
+          "threads that fill a large batch (0: on a GPU half the usable cores, 1 to 8, or all but one "
+          "for streamed images; on the CPU 1)"),
       number_key("validation_split", 0, 0, 0.99, "the short form of split: {fraction: f}"),
       section_key("split", "hold out part of the training data for validation"),
       section_key("normalize", "x * scale, then (x - mean) / std per channel"),

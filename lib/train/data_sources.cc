@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 
 #include "datasets/cifar10_reader.h"
 #include "datasets/csv_reader.h"
@@ -15,6 +16,7 @@
 #include "datasets/image_loader.h"
 #include "datasets/npy_reader.h"
 #include "datasets/random_generator.h"
+#include "datasets/sample_stream.h"
 #include "datasets/sequence_reader.h"
 #include "lib/config/key_spec.h"
 #include "lib/config/node_reader.h"
@@ -50,8 +52,12 @@ KeySpecs image_keys(const std::string& format, const std::string& example, const
                      "[H, W]: antialiased bilinear resize (torchvision Resize); {shorter: S}: the shorter "
                      "side to S, aspect kept"),
       size_pair_key("center_crop", 0, 1, 1 << 16, "[H, W]: the centred window, after resize"),
+      choice_key("cache", "auto", {"auto", "memory", "none"},
+                 "memory: decode every image before training (refused over cache_mb); none: stream from "
+                 "disk, decoding ahead of each step; auto: memory when the set fits cache_mb, else stream "
+                 "with cache_mb of decoded images cached"),
       integer_key("cache_mb", 8192, 1, int64_t(1) << 30,
-                  "MiB the decoded uint8 images may take; a larger set is refused"),
+                  "MiB of decoded uint8 images to hold in memory (cache: memory and auto)"),
       integer_key("max_pixels", default_max_image_pixels, 1, int64_t(1) << 40,
                   "width x height above which an image is refused before decoding (Pillow's limit)")};
 }
@@ -113,7 +119,11 @@ KeyValues read_section(const YAML::Node& section, const std::string& path, const
 Dataset first_n(Dataset d, int64_t limit) {
   if (limit <= 0 || limit >= d.size()) return d;
   const int64_t n = d.sample_numel() * limit;
-  if (d.dtype == SampleDtype::u8)
+  if (d.stream) {
+    std::vector<int64_t> rows(static_cast<size_t>(limit));
+    std::iota(rows.begin(), rows.end(), int64_t(0));
+    d.stream = d.stream->subset(rows);
+  } else if (d.dtype == SampleDtype::u8)
     d.u8.resize(size_t(n));
   else
     d.f32.resize(size_t(n));
@@ -164,6 +174,10 @@ ImageLoadOptions image_options(const KeyValues& s, const std::string& path, cons
     o.sizing.crop_h = c[0];
     o.sizing.crop_w = c[1];
   }
+  const std::string cache = s.string("cache");
+  o.cache = cache == "memory" ? ImageCache::memory
+            : cache == "none" ? ImageCache::none
+                              : ImageCache::automatic;
   o.cache_mb = s.integer("cache_mb");
   o.max_pixels = s.integer("max_pixels");
   return o;
@@ -220,6 +234,16 @@ Dataset load_image_source(const KeyValues& s, const std::string& path, int num_c
   o.progress = decode_progress(path);
   const auto t0 = std::chrono::steady_clock::now();
   Dataset d = load_images(listing, o);
+  if (d.stream) {
+    const int64_t n = d.size(), cached = cached_image_count(o, n);
+    const double gib = double(n) * double(d.sample_numel()) / double(1 << 30);
+    spdlog::info(
+        "{}: streaming {} images from {} ({:.1f} GiB decoded{}): decoded as batches are drawn{}", path, n,
+        where, gib,
+        o.cache == ImageCache::none ? ", cache: none" : ", over cache_mb " + std::to_string(o.cache_mb),
+        cached == 0 ? std::string() : "; the first " + std::to_string(cached) + " stay cached once read");
+    return d;
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("{}: decoded {} images from {} in {:.2f} s ({:.0f} images/s)", path, d.size(), where, seconds,
                double(d.size()) / std::max(seconds, 1e-9));

@@ -147,7 +147,7 @@ EvalResult evaluate_weights(const Config& config, const EvalOptions& o, std::ost
   upload_weights(*s, w);
   spdlog::info("device: {}", s->backend->description());
   BatchLoader loader(d, cfg.data.batch_size, false, false, normalization_for(cfg, d), cfg.seed, 0, 1,
-                     loader_threads_for(cfg, *s));
+                     loader_threads_for(cfg, *s, d));
   r.sums = in_target_units(evaluate_pass(*s->executor, loader), data.target_scale);
   r.samples = r.sums.samples;
   const Task task = cfg.loss_config.task(s->classes);
@@ -240,7 +240,7 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
   auto s = open_session(cfg, o.device, sizes, std::move(model));
   upload_weights(*s, w);
   BatchLoader loader(d, B, false, false, normalization_for(cfg, d), cfg.seed, 0, 1,
-                     loader_threads_for(cfg, *s));
+                     loader_threads_for(cfg, *s, d));
   loader.start_epoch(0);
   const LossConfig& loss = cfg.loss_config;
   const int64_t K = s->classes;  // the model's outputs: C classes, or K values

@@ -129,6 +129,11 @@ class FitRun {
   MetricSums evaluate(bool* complete);
   std::string resume_command() const;
   [[noreturn]] void interrupt(int64_t epoch, int64_t batches_done, const MetricSums& partial);
+  // A training batch that could not be read (a streamed image that does not decode) after
+  // `batches_done` batches of `epoch`: one process saves what it trained, then the error with the
+  // command that continues. Several processes rethrow (launcher_world_size: mpirun ends them all).
+  [[noreturn]] void data_failed(const DataError& e, int64_t epoch, int64_t batches_done, int64_t skipped,
+                                const MetricSums& sums);
   void fill_state(int64_t epochs_done, int64_t batches_done, const MetricSums& partial);
   CheckpointInfo checkpoint();
   MetricList train_metrics(const MetricSums& sums) const;
@@ -237,8 +242,8 @@ void FitRun::setup() {
   }
   sizes = shard_batch_sizes(sizes, ranks);  // one rank: the sizes themselves
   s_ = open_session(cfg_, opt_.device, sizes, std::move(model), &comm_, /*stages=*/true);
-  train_loader_->set_threads(loader_threads_for(cfg_, *s_));
-  if (val_loader_) val_loader_->set_threads(loader_threads_for(cfg_, *s_));
+  train_loader_->set_threads(loader_threads_for(cfg_, *s_, data_.train));
+  if (val_loader_) val_loader_->set_threads(loader_threads_for(cfg_, *s_, data_.val));
   resolved_ = YAML::Clone(cfg_.resolved);
   // What the data taught (a CSV's encoding, discovered classes): eval and predict of this run
   // read their data the same way.
@@ -433,6 +438,20 @@ CheckpointInfo FitRun::checkpoint() {
 // with its memory cap and growth, math, threads).
 std::string FitRun::resume_command() const { return "trainer fit --resume " + shell_quote(run_->path()); }
 
+void FitRun::data_failed(const DataError& e, int64_t epoch, int64_t batches_done, int64_t skipped,
+                         const MetricSums& sums) {
+  if (!run_ || comm_.size() > 1 || batches_done <= skipped) throw e;  // nothing new to save
+  check_nonfinite(epoch, sums.nonfinite);
+  fill_state(epoch - 1, batches_done, sums);
+  const CheckpointInfo ck = checkpoint();
+  run_->event({{"event", "data_error"}, {"epoch", epoch}, {"step", t_}, {"checkpoint", ck.weights()}});
+  throw DataError(
+      std::string(e.what()) + "; the " + std::to_string(batches_done) + " batches of epoch " +
+      std::to_string(epoch) + " trained so far are saved in " + ck.weights() +
+      "; make the file readable again (a resumed epoch needs the same files), then continue with: " +
+      resume_command());
+}
+
 void FitRun::interrupt(int64_t epoch, int64_t batches_done, const MetricSums& partial) {
   std::string where = "epoch " + std::to_string(epoch) + ", step " + std::to_string(t_);
   if (!run_) throw InterruptedError("interrupted at " + where + " (no run directory: nothing saved)");
@@ -464,27 +483,30 @@ bool FitRun::run_epoch(int64_t epoch) {
     ex.restore_metrics(carried);
   }
   epoch_t0_ = t_ - skip;
-  train_loader_->start_epoch(epoch - 1);
+  train_loader_->start_epoch(epoch - 1, skip);  // not reading the batches trained before the resume
   const float* x;
   const void* y;
-  int64_t rows, global_rows, done = 0;
-  while (done < skip && train_loader_->next(&x, &y, &rows)) ++done;  // batches trained before the resume
+  int64_t rows, global_rows, done = skip;
   bool interrupted = false;
-  while (done < N && train_loader_->next(&x, &y, &rows, &global_rows)) {
-    const double lr = sched_->lr_at(t_ + 1);
-    ex.train_step(rows, x, y, ++t_, float(lr), global_rows);
-    ++done;
-    if (rep_.wants_refresh(done)) {
-      // A sync the live line makes anyway. Data parallel: rank 0's shard only, and no divergence
-      // check (the live line comes at different steps on different ranks; the epoch's end checks).
-      const MetricSums running = ex.read_metrics();
-      if (comm_.size() == 1) check_nonfinite(epoch, running.nonfinite);
-      rep_.refresh(done, train_metrics(running));
+  try {
+    while (done < N && train_loader_->next(&x, &y, &rows, &global_rows)) {
+      const double lr = sched_->lr_at(t_ + 1);
+      ex.train_step(rows, x, y, ++t_, float(lr), global_rows);
+      ++done;
+      if (rep_.wants_refresh(done)) {
+        // A sync the live line makes anyway. Data parallel: rank 0's shard only, and no divergence
+        // check (the live line comes at different steps on different ranks; the epoch's end checks).
+        const MetricSums running = ex.read_metrics();
+        if (comm_.size() == 1) check_nonfinite(epoch, running.nonfinite);
+        rep_.refresh(done, train_metrics(running));
+      }
+      if (agree_stop()) {
+        interrupted = true;
+        break;
+      }
     }
-    if (agree_stop()) {
-      interrupted = true;
-      break;
-    }
+  } catch (const DataError& e) {
+    data_failed(e, epoch, done, skip, ex.read_metrics());
   }
   const MetricSums train_sums = all_reduce_sums(comm_, ex.read_metrics());
   check_nonfinite(epoch, train_sums.nonfinite);  // before any checkpoint of these weights
@@ -494,7 +516,11 @@ bool FitRun::run_epoch(int64_t epoch) {
   MetricList val_m;
   if (data_.has_val) {
     bool complete = true;
-    last_val_ = evaluate(&complete);
+    try {
+      last_val_ = evaluate(&complete);
+    } catch (const DataError& e) {
+      data_failed(e, epoch, N, skip, train_sums);  // the epoch's training is saved; resuming evaluates again
+    }
     if (!complete) interrupt(epoch, N, train_sums);
     val_m = compute_metrics(last_val_, cfg_.metrics, C, cfg_.loss_config.task(C));
   }

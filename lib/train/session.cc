@@ -243,9 +243,10 @@ bool Session::trains_on_host() const {
   return false;
 }
 
-int loader_threads_for(const Config& cfg, const Session& s) {
+int loader_threads_for(const Config& cfg, const Session& s, const Dataset& d) {
   if (cfg.data.loader_threads > 0) return int(cfg.data.loader_threads);
-  return s.trains_on_host() ? 1 : default_loader_threads(usable_cores());
+  if (s.trains_on_host()) return 1;
+  return d.stream ? std::max(1, usable_cores() - 1) : default_loader_threads(usable_cores());
 }
 
 size_t Session::peak_bytes() const {

@@ -211,12 +211,13 @@ TEST_CASE("load_images names the file of a wrong size, a corrupt image, and refu
   first_and_empty.files.erase(first_and_empty.files.begin() + 1);
   REQUIRE_THROWS_WITH(load_images(first_and_empty, o),
                       "'" + dir.path("r/a/3.png") + "' is empty (0 bytes), not an image");
+  o.cache = ImageCache::memory;
   o.cache_mb = 1;
   o.height = o.width = 1024;
   REQUIRE_THROWS_WITH(load_images(l, o),
                       "data.train: 3 images of 1x1024x1024 take 3145728 bytes (3 MiB) decoded, "
                       "more than the budget data.train.cache_mb: 1 MiB; raise it if this machine "
-                      "has the memory (streaming from disk is not built yet)");
+                      "has the memory, or set data.train.cache: auto to stream the images from disk");
 }
 
 TEST_CASE("image_list reads file,label rows relative to the list, by class name or index",

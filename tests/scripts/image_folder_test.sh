@@ -2,7 +2,8 @@
 # ctest "image_folder_fashion_mnist": scripts/make_image_folder.py writes 50 real Fashion-MNIST
 # images per class as PNG class folders (train and test); configs/fashion_mnist_folder.yaml
 # trains one epoch from them; predict reads a PNG, a JPEG (when python3-pil can write one) and a
-# folder, and writes a file column first; bad images exit 4 naming the file.
+# folder, and writes a file column first; a streamed run (cache: none) trains the same weights; bad
+# images exit 4 naming the file, and one met while streaming saves the batches trained first.
 #   tests/scripts/image_folder_test.sh TRAINER_BINARY
 set -euo pipefail
 trainer=$(realpath "$1")
@@ -38,6 +39,16 @@ fi
 [ "$(wc -l <all.csv)" -eq 501 ] || fail "all.csv: expected a header and 500 rows"
 head -1 all.csv | grep -q '^file,predicted_id,predicted_name$' || fail "all.csv header: $(head -1 all.csv)"
 
+# Streamed (cache: none): decoded as batches are drawn, the same training bit for bit.
+"$trainer" fit "$repo/configs/fashion_mnist_folder.yaml" --epochs 1 --out run_stream \
+  --set data.train.cache=none --set data.validation.cache=none >stream.txt 2>&1 ||
+  fail "streamed fit failed: $(cat stream.txt)"
+grep -q "data.train: streaming 500 images" stream.txt || fail "no streaming line: $(cat stream.txt)"
+# The tensors, not the files: the header records each run's config, cache key included.
+tensors() { python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; sys.stdout.buffer.write(b[8+n:])' "$1"; }
+cmp -s <(tensors run/model.safetensors) <(tensors run_stream/model.safetensors) ||
+  fail "streamed weights differ from the in-memory run's"
+
 # Bad images: exit 4 (data) and the file named.
 expect() {  # expect CODE TEXT -- command...
   local code=$1 text=$2 rc=0
@@ -53,4 +64,17 @@ mkdir data/fashion_mnist_folder/train/Unknown
 cp "$one" data/fashion_mnist_folder/train/Unknown/
 expect 4 "class subfolder 'data/fashion_mnist_folder/train/Unknown' is not one of data.class_names" -- \
   "$trainer" fit "$repo/configs/fashion_mnist_folder.yaml" --epochs 1 --out bad2
+
+# A bad file met while streaming: the batches trained so far are saved, and --resume continues
+# once the file is mended.
+cp -r data/fashion_mnist_folder/train streamed && rm -rf streamed/Unknown
+: >streamed/Bag/zz_empty.png
+expect 4 "data.train: 'streamed/Bag/zz_empty.png' is empty (0 bytes), not an image; the " -- "$trainer" fit \
+  "$repo/configs/fashion_mnist_folder.yaml" --epochs 1 --out bad3 --set data.train.path=streamed \
+  --set data.train.cache=none --set data.batch_size=20
+grep -qF "trained so far are saved in" out.txt || fail "no checkpoint named: $(cat out.txt)"
+grep -qF "continue with: trainer fit --resume" out.txt || fail "no resume command: $(cat out.txt)"
+cp "$one" streamed/Bag/zz_empty.png
+"$trainer" fit --resume bad3 >resumed.txt 2>&1 || fail "resume after mending failed: $(cat resumed.txt)"
+grep -qE "epoch 1/1 .*val_accuracy=" resumed.txt || fail "the resumed run did not finish the epoch: $(cat resumed.txt)"
 echo "image_folder_test: ok"

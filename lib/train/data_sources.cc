@@ -23,87 +23,17 @@
 #include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
 #include "lib/train/csv_source.h"
+#include "lib/train/data_formats.h"
 #include "lib/train/input_files.h"
 
 namespace trainer {
-namespace {
-
-// A key naming a file that the format needs.
-KeySpec file_key(const std::string& format, const std::string& key, const std::string& example,
-                 const std::string& doc) {
-  return string_key(key, "", doc)
-      .require("is required for format " + format + ", e.g. " + key + ": " + example);
-}
-
-KeySpec limit_key() {
-  return integer_key("limit", 0, 0, int64_t(1) << 40, "keep the first N samples (0: all)");
-}
-
-KeySpecs generated_keys(const std::string& what) {
-  return {integer_key("samples", 1000, 1, int64_t(1) << 32, what),
-          integer_key("seed", 0, 0, int64_t(1) << 62, "seed of the generator")};
-}
-
-// image_folder and image_list: how images are sized to model.input_shape and the memory budget.
-KeySpecs image_keys(const std::string& format, const std::string& example, const std::string& doc) {
-  return {
-      file_key(format, "path", example, doc),
-      image_size_key("resize", 1, 1 << 16,
-                     "[H, W]: antialiased bilinear resize (torchvision Resize); {shorter: S}: the shorter "
-                     "side to S, aspect kept"),
-      size_pair_key("center_crop", 0, 1, 1 << 16, "[H, W]: the centred window, after resize"),
-      choice_key("cache", "auto", {"auto", "memory", "none"},
-                 "memory: decode every image before training (refused over cache_mb); none: stream from "
-                 "disk, decoding ahead of each step; auto: memory when the set fits cache_mb, else stream "
-                 "with cache_mb of decoded images cached"),
-      integer_key("cache_mb", 8192, 1, int64_t(1) << 30,
-                  "MiB of decoded uint8 images to hold in memory (cache: memory and auto)"),
-      integer_key("max_pixels", default_max_image_pixels, 1, int64_t(1) << 40,
-                  "width x height above which an image is refused before decoding (Pillow's limit)")};
-}
-
-}  // namespace
 
 const KeyVariants& data_source_keys() {
-  static const KeyVariants formats{
-      {"idx",
-       {file_key("idx", "images", "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
-                 "IDX images, gzipped or raw"),
-        file_key("idx", "labels", "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz",
-                 "IDX labels, gzipped or raw"),
-        limit_key()},
-       "MNIST's IDX files: an images file and a labels file"},
-      {"cifar10",
-       {string_list_key("files", "CIFAR-10 binary batches")
-            .require("is required: the CIFAR-10 .bin files, e.g. files: [data_batch_1.bin]"),
-        limit_key()},
-       "the CIFAR-10 binary version: records of a label byte and 3x32x32 pixel bytes"},
-      {"npy",
-       {file_key("npy", "x", "x_train.npy", "samples, (N, ...)"),
-        file_key("npy", "y", "y_train.npy",
-                 "targets: (N) class indices, or float values (N) or (N, K) for losses that take values"),
-        choice_key("layout", "nchw", {"nchw", "nhwc"},
-                   "nhwc: x holds channels-last images (N, H, W, C), transposed on load to (N, C, H, W)"),
-        limit_key()},
-       "NumPy .npy arrays: samples x and targets y"},
-      {"csv", csv_source_keys(), "a CSV (or whitespace-separated) table, one sample per row"},
-      {"sequences",
-       {file_key("sequences", "path", "reuters_train.txt", "one sample per line: label, then token ids"),
-        integer_key("maxlen", 0, 0, 1 << 24, "pad or truncate to this length (0: the longest)"),
-        choice_key("padding", "pre", {"pre", "post"}, "where short sequences are padded"),
-        choice_key("truncating", "pre", {"pre", "post"}, "where long sequences are cut"), limit_key()},
-       "token id sequences, one text line per sample (Keras' pad_sequences applied)"},
-      {"image_folder",
-       image_keys("image_folder", "images/train", "a folder with one subfolder of PNG/JPEG images per class"),
-       "PNG/JPEG images in one subfolder per class (torchvision's ImageFolder)"},
-      {"image_list",
-       image_keys("image_list", "train_list.csv", "a CSV of file,label rows (files relative to it)"),
-       "PNG/JPEG images listed in a CSV of file,label rows"},
-      {"disc", generated_keys("points in [0,1]^2"),
-       "generated: 2-D points, label 1 inside a quarter disc (a toy problem)"},
-      {"random", generated_keys("normal features of model.input_shape, uniform labels"),
-       "generated: random features and labels (benchmarks, tests)"},
-  };
+  static const KeyVariants formats = [] {
+    KeyVariants v;
+    for (const DataFormat& f : data_formats()) v.push_back({f.name, f.keys, f.doc});
+    return v;
+  }();
   return formats;
 }
 
@@ -116,28 +46,6 @@ KeyValues read_section(const YAML::Node& section, const std::string& path, const
   return s;
 }
 
-Dataset first_n(Dataset d, int64_t limit) {
-  if (limit <= 0 || limit >= d.size()) return d;
-  const int64_t n = d.sample_numel() * limit;
-  if (d.stream) {
-    std::vector<int64_t> rows(static_cast<size_t>(limit));
-    std::iota(rows.begin(), rows.end(), int64_t(0));
-    d.stream = d.stream->subset(rows);
-  } else if (d.dtype == SampleDtype::u8)
-    d.u8.resize(size_t(n));
-  else
-    d.f32.resize(size_t(n));
-  if (d.target_width > 0)
-    d.targets.resize(size_t(limit * d.target_width));
-  else
-    d.labels.resize(size_t(limit));
-  return d;
-}
-
-// The keys that name files or folders: the resolved config records them as absolute paths, so
-// that a run directory's config.yaml reads the same data from any directory.
-const std::vector<std::string> kFileKeys{"images", "labels", "x", "y", "path", "files", "targets"};
-
 std::string absolute_path(const std::string& p) {
   std::error_code ec;
   const std::filesystem::path a = std::filesystem::absolute(p, ec);
@@ -145,110 +53,6 @@ std::string absolute_path(const std::string& p) {
 }
 
 bool is_image_format(const std::string& format) { return format == "image_folder" || format == "image_list"; }
-
-ImageLoadOptions image_options(const KeyValues& s, const std::string& path, const Shape& input_shape) {
-  ImageLoadOptions o;
-  o.key = path;
-  if (input_shape.rank() != 3 || (input_shape[0] != 1 && input_shape[0] != 3))
-    throw ConfigError(path + ": format " + s.string("format") +
-                      " needs model.input_shape [1, H, W] (gray) or [3, H, W] (RGB), not " +
-                      input_shape.str() +
-                      (input_shape.rank() == 3 && (input_shape[2] == 1 || input_shape[2] == 3)
-                           ? " (channels come first: [" + std::to_string(input_shape[2]) + ", " +
-                                 std::to_string(input_shape[0]) + ", " + std::to_string(input_shape[1]) + "])"
-                           : ""));
-  o.channels = input_shape[0];
-  o.height = input_shape[1];
-  o.width = input_shape[2];
-  if (s.has("resize")) {
-    const YAML::Node r = s.node("resize");
-    if (r.IsMap()) {
-      o.sizing.shorter = r["shorter"].as<int64_t>();
-    } else {
-      o.sizing.resize_h = r[0].as<int64_t>();
-      o.sizing.resize_w = r[1].as<int64_t>();
-    }
-  }
-  if (s.has("center_crop")) {
-    const std::vector<int64_t> c = s.integers("center_crop");
-    o.sizing.crop_h = c[0];
-    o.sizing.crop_w = c[1];
-  }
-  const std::string cache = s.string("cache");
-  o.cache = cache == "memory" ? ImageCache::memory
-            : cache == "none" ? ImageCache::none
-                              : ImageCache::automatic;
-  o.cache_mb = s.integer("cache_mb");
-  o.max_pixels = s.integer("max_pixels");
-  return o;
-}
-
-// A line redrawn on a terminal while a large set is decoded ("data.train: decoding images
-// 12000/60000 (20%)"); nothing elsewhere, where the summary line after it says enough.
-std::function<void(int64_t, int64_t)> decode_progress(const std::string& key) {
-  if (!::isatty(STDERR_FILENO)) return {};
-  return [key, drawn = false](int64_t done, int64_t total) mutable {
-    if (total < 1000) return;
-    if (done < total) {
-      std::fprintf(stderr, "\r%s: decoding images %lld/%lld (%d%%)", key.c_str(), (long long)done,
-                   (long long)total, int(100 * done / total));
-      drawn = true;
-    } else if (drawn) {
-      std::fprintf(stderr, "\r\033[K");
-    }
-    std::fflush(stderr);
-  };
-}
-
-Dataset load_image_source(const KeyValues& s, const std::string& path, int num_classes,
-                          const Shape& input_shape, const std::vector<std::string>& class_names,
-                          bool any_image_size) {
-  ImageLoadOptions o = image_options(s, path, input_shape);
-  if (any_image_size) {  // random_resized_crop's training images: the size the source's sizing gives
-    if (o.sizing.crop_h > 0) {
-      o.height = o.sizing.crop_h, o.width = o.sizing.crop_w;
-    } else if (o.sizing.resize_h > 0) {
-      o.height = o.sizing.resize_h, o.width = o.sizing.resize_w;
-    } else if (o.sizing.shorter > 0) {
-      s.fail("resize",
-             "gives images of different sizes; random_resized_crop's training images need one size: add "
-             "center_crop: [S, S] (e.g. resize: {shorter: 256} and center_crop: [256, 256])");
-    }
-  }
-  ListingOptions lo;
-  lo.class_names = class_names;
-  lo.num_classes = num_classes;
-  lo.key = path;
-  const std::string where = s.string("path");
-  const ImageListing listing =
-      s.string("format") == "image_folder" ? list_image_folder(where, lo) : list_image_list(where, lo);
-  if (!listing.skipped.empty()) {
-    std::string examples;
-    for (size_t i = 0; i < listing.skipped.size() && i < 3; ++i)
-      examples += (i ? "; " : "") + listing.skipped[i];
-    spdlog::warn("{}: skipped {} {} of {} that {} not images to read: {}{}", path, listing.skipped.size(),
-                 listing.skipped.size() == 1 ? "entry" : "entries", where,
-                 listing.skipped.size() == 1 ? "is" : "are", examples,
-                 listing.skipped.size() > 3 ? "; ..." : "");
-  }
-  o.progress = decode_progress(path);
-  const auto t0 = std::chrono::steady_clock::now();
-  Dataset d = load_images(listing, o);
-  if (d.stream) {
-    const int64_t n = d.size(), cached = cached_image_count(o, n);
-    const double gib = double(n) * double(d.sample_numel()) / double(1 << 30);
-    spdlog::info(
-        "{}: streaming {} images from {} ({:.1f} GiB decoded{}): decoded as batches are drawn{}", path, n,
-        where, gib,
-        o.cache == ImageCache::none ? ", cache: none" : ", over cache_mb " + std::to_string(o.cache_mb),
-        cached == 0 ? std::string() : "; the first " + std::to_string(cached) + " stay cached once read");
-    return d;
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spdlog::info("{}: decoded {} images from {} in {:.2f} s ({:.0f} images/s)", path, d.size(), where, seconds,
-               double(d.size()) / std::max(seconds, 1e-9));
-  return d;
-}
 
 }  // namespace
 
@@ -261,8 +65,11 @@ bool image_source_options(const YAML::Node& section, const std::string& path, co
 }
 
 YAML::Node describe_source(const YAML::Node& section, const std::string& path, const std::string& file) {
-  YAML::Node out = YAML::Clone(read_section(section, path, file).resolved());
-  for (const std::string& key : kFileKeys) {
+  const KeyValues s = read_section(section, path, file);
+  YAML::Node out = YAML::Clone(s.resolved());
+  // The keys that name files or folders: the resolved config records them as absolute paths, so
+  // that a run directory's config.yaml reads the same data from any directory.
+  for (const std::string& key : find_data_format(s.string("format"))->file_keys) {
     YAML::Node v = out[key];
     if (!v || v.IsNull()) continue;
     if (v.IsScalar()) {
@@ -279,16 +86,7 @@ YAML::Node describe_source(const YAML::Node& section, const std::string& path, c
 std::optional<double> default_scale(const YAML::Node& section, const std::string& path,
                                     const std::string& file) {
   const KeyValues s = read_section(section, path, file);
-  const std::string format = s.string("format");
-  if (format == "idx" || format == "cifar10") return 1.0 / 255.0;
-  if (format == "csv" || format == "sequences" || format == "disc" || format == "random") return 1.0;
-  if (format != "npy") return std::nullopt;
-  try {
-    const NpyArray head = read_npy_header(s.string("x"));
-    return head.descr == "|u1" || head.descr == "<u1" ? 1.0 / 255.0 : 1.0;
-  } catch (const Error&) {
-    return std::nullopt;  // reading the file will say what is wrong with it
-  }
+  return find_data_format(s.string("format"))->scale(s);
 }
 
 namespace {
@@ -392,8 +190,9 @@ void to_value_targets(Dataset& d, const TargetLayout& target, const std::string&
 }
 
 bool source_discovers_classes(const YAML::Node& section) {
-  return section.IsMap() && section["format"] && section["format"].IsScalar() &&
-         (section["format"].Scalar() == "csv" || is_image_format(section["format"].Scalar()));
+  if (!section.IsMap() || !section["format"] || !section["format"].IsScalar()) return false;
+  const DataFormat* f = find_data_format(section["format"].Scalar());
+  return f && f->discovers_classes;
 }
 
 namespace {
@@ -423,56 +222,14 @@ Dataset read_source(const YAML::Node& section, const std::string& path, const st
   const Shape& input_shape = ctx.input_shape;
   const TargetLayout& target = ctx.target;
   if (learned) *learned = YAML::Node(YAML::NodeType::Map);
-  if (num_classes == 0 && format != "csv" && !is_image_format(format) &&
-      target.kind == TargetKind::class_index)
+  const DataFormat& f = *find_data_format(format);  // read_section checked the name
+  if (num_classes == 0 && !f.discovers_classes && target.kind == TargetKind::class_index)
     throw ConfigError(file + ": data.num_classes is required with " + path + ".format " + format +
                       " (only csv and image folder sources discover their classes)");
   // A loss on values takes the readers' integer labels as they are (to_value_targets below):
   // no class range to check them against.
   const int classes = target.kind == TargetKind::values ? (1 << 30) : num_classes;
-  Dataset d;
-  if (format == "idx") {
-    d = read_idx(s.string("images"), s.string("labels"), classes, limit);
-  } else if (format == "cifar10") {
-    d = first_n(read_cifar10(s.strings("files")), limit);
-  } else if (format == "npy") {
-    d = first_n(dataset_from_npy(s.string("x"), s.string("y"), classes, s.string("layout") == "nhwc", target),
-                limit);
-  } else if (format == "csv") {
-    const CsvOptions o = csv_options(s, ctx.learned_from, ctx);
-    CsvEncoding e;
-    d = first_n(read_csv(s.string("path"), o, &e), limit);
-    if (learned && !o.encoding.known) *learned = csv_learned_keys(e, o);
-  } else if (format == "sequences") {
-    SequenceOptions o;
-    o.maxlen = s.integer("maxlen");
-    o.pad_pre = s.string("padding") == "pre";
-    o.trunc_pre = s.string("truncating") == "pre";
-    o.num_classes = classes;
-    d = first_n(read_sequences(s.string("path"), o), limit);
-  } else if (is_image_format(format)) {
-    d = load_image_source(s, path, num_classes, input_shape, ctx.class_names, ctx.any_image_size);
-  } else if (format == "disc" || format == "random") {
-    // A generator makes every sample in host memory up front: a count that cannot fit is the
-    // config's mistake, said before a container is asked for more than it can hold.
-    const int64_t n = s.integer("samples");
-    const int64_t per_sample = format == "disc" ? 2 : std::max<int64_t>(input_shape.numel(), 1);
-    const double bytes = double(n) * double(per_sample + 1) * 4.0;
-    const double host = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
-    if (host > 0 && bytes > host)
-      throw ConfigError(path + ".samples: " + std::to_string(n) + " generated samples of " +
-                        std::to_string(per_sample) + " values need " + std::to_string(int64_t(bytes / 1e9)) +
-                        " GB of host memory, more than this machine's " +
-                        std::to_string(int64_t(host / 1e9)) + " GB; generate fewer");
-  }
-  if (format == "disc") {
-    d = make_disc(s.integer("samples"), uint64_t(s.integer("seed")));
-  } else if (format == "random") {
-    d = target.kind == TargetKind::values
-            ? make_random_values(s.integer("samples"), input_shape, target.width, target.binary,
-                                 uint64_t(s.integer("seed")))
-            : make_random(s.integer("samples"), input_shape, num_classes, uint64_t(s.integer("seed")));
-  }
+  Dataset d = f.read(SourceRead{s, path, ctx, classes, limit, learned});
   if (target.kind == TargetKind::values) {
     to_value_targets(d, target, path);
     num_classes = 0;  // no class range to check
@@ -491,7 +248,7 @@ Dataset read_source(const YAML::Node& section, const std::string& path, const st
           ? std::string()
           : sample_shape_mismatch(
                 d.sample_shape, input_shape,
-                format == "npy" ? "add layout: nhwc to " + path + " to transpose them on load" : "");
+                s.has("layout") ? "add layout: nhwc to " + path + " to transpose them on load" : "");
   if (!mismatch.empty())
     throw DataError(
         path + ": " + mismatch +

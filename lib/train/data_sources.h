@@ -1,4 +1,5 @@
-// Turns a config data source section into a Dataset through the readers in datasets/.
+// Turns a config data source section into a Dataset through the readers in datasets/, by the
+// format table (lib/train/data_formats.h):
 //   format: idx | cifar10 | npy | csv | sequences | image_folder | image_list | disc | random
 //
 // What a reader learns from the training data (a CSV's categories, standardize statistics and
@@ -68,11 +69,6 @@ Dataset load_predict_csv(const std::string& input, const YAML::Node& train, cons
 // data.num_classes) where the config left them out.
 void record_learned(YAML::Node data, const YAML::Node& learned, const std::vector<std::string>& class_names,
                     int64_t num_classes);
-
-// For a section of format image_folder or image_list: fills *out with how its images are decoded
-// and sized (predict reads its inputs the same way) and returns true; false for other formats.
-bool image_source_options(const YAML::Node& section, const std::string& path, const std::string& file,
-                          const Shape& input_shape, ImageLoadOptions* out);
 
 // For a section of format image_folder or image_list: fills *out with how its images are decoded
 // and sized (predict reads its inputs the same way) and returns true; false for other formats.

@@ -1,5 +1,6 @@
 #include "lib/train/input_files.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -7,35 +8,48 @@
 #include "datasets/file_bytes.h"
 #include "lib/config/node_reader.h"
 #include "lib/core/error.h"
+#include "lib/train/data_formats.h"
 
 namespace trainer {
 namespace {
 
-// The file paths of one source section; the format's keys are validated later, by the reader.
-bool is_format(const YAML::Node& section, const char* name) {
-  const YAML::Node format = section.IsMap() ? section["format"] : YAML::Node();
-  return format && format.IsScalar() && format.Scalar() == name;
+// The format a source section names, or the default one (null: an unknown name or a format that
+// is not a string, which the config's validation has refused, or no section).
+const DataFormat* format_of(const YAML::Node& section) {
+  if (!section.IsMap()) return nullptr;
+  const YAML::Node format = section["format"];
+  if (!format) return find_data_format(kDefaultDataFormat);
+  return format.IsScalar() ? find_data_format(format.Scalar()) : nullptr;
 }
 
-// format image_folder: `path` is a folder (its images are listed when it is read).
+// A folder format (image_folder): `path` must be a folder; its files are listed when it is read.
 void check_folder(const YAML::Node& section) {
-  if (!is_format(section, "image_folder") || !section["path"] || !section["path"].IsScalar()) return;
+  const DataFormat* f = format_of(section);
+  if (!f || !f->folder || !section["path"] || !section["path"].IsScalar()) return;
   const std::string path = section["path"].Scalar();
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   if (ec) throw DataError("cannot open '" + path + "': " + ec.message());
   if (!std::filesystem::is_directory(st))
-    throw DataError("'" + path +
-                    "' is not a folder; format image_folder reads a folder with one subfolder of "
-                    "images per class");
+    throw DataError("'" + path + "' is not a folder; format " + f->name + " reads " +
+                    key_named(f->keys, "path").doc);
 }
 
-// Every file a source section names, with its key: the scalar keys (images, labels, x, y, path,
-// targets) and the items of `files` (the config's validation has checked which is which).
-std::vector<std::pair<const char*, YAML::Node>> file_nodes(const YAML::Node& section) {
-  std::vector<std::pair<const char*, YAML::Node>> out;
+// Every file a source section names, with its key: the format's file keys, scalars or the items
+// of lists (the config's validation has checked which is which). A section of no known format
+// takes every format's file keys.
+std::vector<std::pair<std::string, YAML::Node>> file_nodes(const YAML::Node& section) {
+  std::vector<std::pair<std::string, YAML::Node>> out;
   if (!section.IsMap()) return out;
-  for (const char* key : {"images", "labels", "x", "y", "path", "targets", "files"}) {
+  std::vector<std::string> keys;
+  if (const DataFormat* f = format_of(section)) {
+    keys = f->file_keys;
+  } else {
+    for (const DataFormat& g : data_formats())
+      for (const std::string& k : g.file_keys)
+        if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  }
+  for (const std::string& key : keys) {
     const YAML::Node v = section[key];
     if (v && v.IsScalar()) out.emplace_back(key, v);
     if (v && v.IsSequence())
@@ -45,10 +59,11 @@ std::vector<std::pair<const char*, YAML::Node>> file_nodes(const YAML::Node& sec
   return out;
 }
 
+// The files to probe before reading: a folder format's are checked as a folder instead.
 std::vector<std::string> files_of(const YAML::Node& section) {
   std::vector<std::string> paths;
-  if (is_format(section, "disc") || is_format(section, "random") || is_format(section, "image_folder"))
-    return paths;
+  const DataFormat* f = format_of(section);
+  if (f && f->folder) return paths;
   for (const auto& [key, node] : file_nodes(section)) paths.push_back(node.Scalar());
   return paths;
 }

@@ -56,10 +56,10 @@ struct Pass {
   std::vector<int32_t> y;
   std::vector<int64_t> rows;
 };
-Pass drain(const Dataset& d, int64_t batch, int threads, int epochs, RandomResizedCrop crop = {}, int rank = 0,
-           int ranks = 1) {
-  BatchLoader loader(d, batch, true, false, Normalization{1.f / 255.f, {0.5f}, {0.25f}}, 42, rank, ranks, threads,
-                     crop);
+Pass drain(const Dataset& d, int64_t batch, int threads, int epochs, RandomResizedCrop crop = {},
+           int rank = 0, int ranks = 1) {
+  BatchLoader loader(d, batch, true, false, Normalization{1.f / 255.f, {0.5f}, {0.25f}}, 42, rank, ranks,
+                     threads, crop);
   Pass p;
   for (int e = 0; e < epochs; ++e) {
     loader.start_epoch(e);
@@ -109,7 +109,8 @@ TEST_CASE("a streamed image folder gives the in-memory set's batches, in the sam
   RandomResizedCrop crop;
   crop.out_h = crop.out_w = 4;
   REQUIRE(drain(streamed, 5, 2, 2, crop).x == drain(memory, 5, 1, 2, crop).x);
-  const Pass shard_memory = drain(memory, 6, 1, 1, {}, 1, 2), shard_stream = drain(streamed, 6, 2, 1, {}, 1, 2);
+  const Pass shard_memory = drain(memory, 6, 1, 1, {}, 1, 2),
+             shard_stream = drain(streamed, 6, 2, 1, {}, 1, 2);
   REQUIRE(shard_stream.x == shard_memory.x);
   REQUIRE(shard_stream.y == shard_memory.y);
 }
@@ -163,9 +164,10 @@ TEST_CASE("cache: auto streams a set over cache_mb and keeps the first files dec
 
   // cache: memory refuses the set instead; auto holds a set that fits.
   o.cache = ImageCache::memory;
-  REQUIRE_THROWS_WITH(load_images(l, o),  // before any file is read
-                      Contains("more than the budget data.train.cache_mb: 1 MiB; raise it if this machine has "
-                               "the memory, or set data.train.cache: auto to stream the images from disk"));
+  REQUIRE_THROWS_WITH(
+      load_images(l, o),  // before any file is read
+      Contains("more than the budget data.train.cache_mb: 1 MiB; raise it if this machine has "
+               "the memory, or set data.train.cache: auto to stream the images from disk"));
   o.cache = ImageCache::automatic;
   o.cache_mb = 2;
   fs::remove_all(dir.path("root"));
@@ -201,8 +203,9 @@ TEST_CASE("data.train.cache is read from the config, and an unknown value names 
   c.num_classes = 3;
   c.input_shape = Shape{1, 4, 4};
   const std::string path = "path: '" + dir.path("root") + "'";
-  REQUIRE(load_source(YAML::Load("{format: image_folder, " + path + ", cache: none}"), "data.train", "t.yaml", c)
-              .stream != nullptr);
+  REQUIRE(
+      load_source(YAML::Load("{format: image_folder, " + path + ", cache: none}"), "data.train", "t.yaml", c)
+          .stream != nullptr);
   REQUIRE(load_source(YAML::Load("{format: image_folder, " + path + "}"), "data.train", "t.yaml", c).stream ==
           nullptr);
   REQUIRE_THROWS_WITH(

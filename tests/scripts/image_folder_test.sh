@@ -48,6 +48,12 @@ grep -q "data.train: streaming 500 images" stream.txt || fail "no streaming line
 tensors() { python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; sys.stdout.buffer.write(b[8+n:])' "$1"; }
 cmp -s <(tensors run/model.safetensors) <(tensors run_stream/model.safetensors) ||
   fail "streamed weights differ from the in-memory run's"
+# predict with the streamed run's config streams its --input folder too: the same rows.
+"$trainer" predict run_stream --input data/fashion_mnist_folder/test --output stream.csv --write class \
+  >/dev/null 2>&1 || fail "predict on a folder, streamed, failed"
+"$trainer" predict run --input data/fashion_mnist_folder/test --output memory.csv --write class >/dev/null 2>&1 ||
+  fail "predict on a folder failed"
+cmp -s stream.csv memory.csv || fail "streamed predict differs: $(diff stream.csv memory.csv | head -3)"
 
 # Bad images: exit 4 (data) and the file named.
 expect() {  # expect CODE TEXT -- command...

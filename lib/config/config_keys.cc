@@ -104,7 +104,7 @@ const KeySpecs& data_keys() {
       integer_key(
           "loader_threads", 0, 0, 256,
           "threads that fill a large batch (0: on a GPU half the usable cores, 1 to 8, or all but one "
-          "for streamed images; on the CPU 1)"),
+          "for streamed images and random_resized_crop; on the CPU 1)"),
       number_key("validation_split", 0, 0, 0.99, "the short form of split: {fraction: f}"),
       section_key("split", "hold out part of the training data for validation"),
       section_key("normalize", "x * scale, then (x - mean) / std per channel"),

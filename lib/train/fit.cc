@@ -242,7 +242,7 @@ void FitRun::setup() {
   }
   sizes = shard_batch_sizes(sizes, ranks);  // one rank: the sizes themselves
   s_ = open_session(cfg_, opt_.device, sizes, std::move(model), &comm_, /*stages=*/true);
-  train_loader_->set_threads(loader_threads_for(cfg_, *s_, data_.train));
+  train_loader_->set_threads(loader_threads_for(cfg_, *s_, data_.train, crop.active()));
   if (val_loader_) val_loader_->set_threads(loader_threads_for(cfg_, *s_, data_.val));
   resolved_ = YAML::Clone(cfg_.resolved);
   // What the data taught (a CSV's encoding, discovered classes): eval and predict of this run

@@ -243,10 +243,12 @@ bool Session::trains_on_host() const {
   return false;
 }
 
-int loader_threads_for(const Config& cfg, const Session& s, const Dataset& d) {
+int loader_threads_for(const Config& cfg, const Session& s, const Dataset& d, bool cropped) {
   if (cfg.data.loader_threads > 0) return int(cfg.data.loader_threads);
   if (s.trains_on_host()) return 1;
-  return d.stream ? std::max(1, usable_cores() - 1) : default_loader_threads(usable_cores());
+  // Rows that cost a decode or a resize each (streamed images, random_resized_crop) get every core
+  // but the one that runs the steps; a gather of stored rows is memory-bound at a few threads.
+  return d.stream || cropped ? std::max(1, usable_cores() - 1) : default_loader_threads(usable_cores());
 }
 
 size_t Session::peak_bytes() const {

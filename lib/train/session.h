@@ -45,10 +45,11 @@ struct Session {
 
 // data.loader_threads, or when 0 its default for this session and data: on a GPU,
 // default_loader_threads(usable_cores()) (datasets/batch_loader.h), or every usable core but one
-// when `d` is streamed (its images are decoded as batches are drawn: on one H200 host's 16 cores,
-// 8 threads decoded and cropped ~3,900 JPEGs/s for a GPU step of ~5,200); 1 where a backend trains
-// on the CPU's cores, which the step uses.
-int loader_threads_for(const Config& cfg, const Session& s, const Dataset& d);
+// when each row costs a decode or a resize: `d` streamed (its images decoded as batches are drawn)
+// or `cropped` (random_resized_crop). On one H200 host's 16 cores, 8 threads decoded and cropped
+// ~3,900 JPEGs/s for a resnet18 step of ~5,100. 1 where a backend trains on the CPU's cores,
+// which the step uses.
+int loader_threads_for(const Config& cfg, const Session& s, const Dataset& d, bool cropped = false);
 
 // The model of the config, checked against data.num_classes (ConfigError on a mismatch; not
 // checked while the classes are still to be discovered from the data, num_classes 0).

@@ -553,8 +553,8 @@ wait_for() { for _ in $(seq 3000); do compgen -G "$1" >/dev/null && return 0; sl
 '
 for sig in INT TERM; do
   srow "SIG$sig during start-up" 130 "test_signals.cc: SIGTERM during start-up stops before the first step with one message and exit 130" \
-    "trainer fit configs/fashion_mnist_cnn.yaml --out start_$sig & kill -$sig \$!  # 0.2 s in: reading the data" \
-    "$helpers"'"$T" fit "'"$repo"'/configs/fashion_mnist_cnn.yaml" --out start_'$sig' & p=$!; sleep 0.2; kill -'$sig' $p; wait $p'
+    "trainer fit configs/fashion_mnist_cnn.yaml --out start_$sig & kill -$sig \$!  # once start_$sig exists: reading the data" \
+    "$helpers"'"$T" fit "'"$repo"'/configs/fashion_mnist_cnn.yaml" --out start_'$sig' & p=$!; wait_for start_'$sig'; kill -'$sig' $p; wait $p'
   srow "SIG$sig during training" 130 "$TAB: bad-input table: signal rows (... during training ...)" \
     "trainer fit slow.yaml --out train_$sig & kill -$sig \$!  # in epoch 2" \
     "$helpers"'"$T" fit slow.yaml --out train_'$sig' & p=$!; wait_for "train_'$sig'/checkpoints/epoch-0001.state.safetensors" && sleep 0.2; kill -'$sig' $p; wait $p'

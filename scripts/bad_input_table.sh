@@ -756,6 +756,68 @@ row "30.26 top_k_accuracy with k above the class count" 3 "test_probe_messages.c
 MSG_PATTERN='^(error|warning):'
 
 # ---------------------------------------------------------------------------------------------
+# Image folders (issue 28): bad images, bad folders, and a bad image met while streaming
+# ---------------------------------------------------------------------------------------------
+section "Image folders"
+/usr/bin/python3 - "$repo" <<'PY'
+import os, shutil, struct, sys, zlib
+repo = sys.argv[1]
+def png(path, w, h, value=7, claim=None):  # an 8-bit gray PNG; claim: the (w, h) its header says
+    cw, ch = claim or (w, h)
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    raw = b"".join(b"\0" + bytes([value]) * w for _ in range(h))
+    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", cw, ch, 8, 0, 0, 0, 0)) +
+                           chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+def folder(root, per_class=4):
+    shutil.rmtree(root, ignore_errors=True)
+    for c in ("cat", "dog"):
+        os.makedirs(f"{root}/{c}")
+        for i in range(per_class): png(f"{root}/{c}/{i:02d}.png", 4, 4, (20 * i + (c == "dog") * 100) % 256)
+folder("imgs")
+for name in ("cut", "zero", "huge", "jpegcut", "size", "emptyclass", "loop"): folder(f"imgs-{name}")
+good = open("imgs/cat/00.png", "rb").read()
+open("imgs-cut/cat/01.png", "wb").write(good[:len(good) // 2])
+open("imgs-zero/cat/01.png", "wb").write(b"")
+png("imgs-huge/cat/01.png", 4, 4, claim=(100000, 100000))
+jpeg = open(f"{repo}/tests/fuzz/corpus/fuzz_jpeg/baseline", "rb").read()[3:]  # after the fuzz target's 3 option bytes
+open("imgs-jpegcut/cat/01.jpg", "wb").write(jpeg[:len(jpeg) * 2 // 3])
+png("imgs-size/cat/01.png", 5, 4)
+shutil.rmtree("imgs-emptyclass/dog"); os.makedirs("imgs-emptyclass/dog")
+os.symlink("loop-b", "imgs-loop/cat/loop-a"); os.symlink("loop-a", "imgs-loop/cat/loop-b")
+folder("imgs-stream", 10)
+open("imgs-stream/dog/09.png", "wb").write(b"")  # the last file: met after some batches
+os.makedirs("imgs-none", exist_ok=True)
+PY
+cat >img.yaml <<'EOF'
+model:
+  input_shape: [1, 4, 4]
+  layers: [{type: flatten}, {type: dense, units: 2}]
+loss: {type: sparse_categorical_crossentropy, from_logits: true}
+data:
+  train: {format: image_folder, path: imgs}
+  batch_size: 4
+train: {epochs: 1, seed: 1}
+EOF
+IMG="datasets/test_image_folder.cc"
+STREAM="datasets/test_image_stream.cc"
+row "a good image folder" 0 "$IMG" -- fit img.yaml --no-out
+row "truncated PNG" 4 "$IMG" -- fit img.yaml --no-out --set data.train.path=imgs-cut
+row "zero-byte PNG" 4 "$IMG" -- fit img.yaml --no-out --set data.train.path=imgs-zero
+row "PNG header claiming 100000x100000" 4 "$IMG" -- fit img.yaml --no-out --set data.train.path=imgs-huge
+row "truncated JPEG" 4 "$IMG" -- fit img.yaml --no-out --set data.train.path=imgs-jpegcut
+row "an image of another size, no resize" 4 "$IMG" -- fit img.yaml --no-out --set data.train.path=imgs-size
+row "an empty class folder" 4 "$IMG" -- fit img.yaml --no-out --set data.train.path=imgs-emptyclass
+row "a folder with no class folders" 4 "$IMG" -- fit img.yaml --no-out --set data.train.path=imgs-none
+row "a symlink loop in a class folder" 4 "$IMG" -- fit img.yaml --no-out --set data.train.path=imgs-loop
+row "image_folder path is a file" 4 "$IMG" -- fit img.yaml --no-out --set data.train.path=img.yaml
+row "cache: disk" 3 "$STREAM" -- fit img.yaml --no-out --set data.train.cache=disk
+row "cache: memory over cache_mb" 4 "$STREAM" -- fit img.yaml --no-out --set data.train.cache=memory \
+  --set data.train.cache_mb=1 --set data.train.resize=1024 --set 'model.input_shape=[1, 1024, 1024]'
+row "a bad image met while streaming (cache: none)" 4 "$STREAM; tests/scripts/image_folder_test.sh" -- \
+  fit img.yaml --out stream_run --set data.train.path=imgs-stream --set data.train.cache=none --set data.shuffle=false
+MSG_PATTERN='^(error|warning):'
+
+# ---------------------------------------------------------------------------------------------
 echo "| case | command | message | exit | expected | test |"
 echo "|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

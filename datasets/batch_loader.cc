@@ -295,9 +295,8 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
     }
   };
   // Streamed rows are decoded, each taking its own time: the threads take them one at a time.
-  const int threads = int(std::min<int64_t>(rows, stream                             ? max_threads
-                                                  : rows * numel_ >= kParallelValues ? max_threads
-                                                                                     : 1));
+  const bool parallel = stream || rows * numel_ >= kParallelValues;
+  const int threads = parallel ? int(std::min<int64_t>(rows, max_threads)) : 1;
   if (threads > 1) {
     if (!workers_ || workers_->threads() != threads) workers_ = std::make_unique<RowWorkers>(threads);
     if (stream) {

@@ -25,6 +25,13 @@ std::string hw(int64_t h, int64_t w) { return std::to_string(h) + "x" + std::to_
 
 std::string mib(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
 
+// Reads the image file at `path` and prepares it into dst (prepare_image), as the up-front decode
+// and the stream both do.
+void prepare_image_file(const std::string& path, const ImageLoadOptions& o, uint8_t* dst) {
+  const std::vector<uint8_t> bytes = read_stored_file(path);
+  prepare_image(bytes.data(), bytes.size(), path, o, dst);
+}
+
 // Decoded images of the first `slots` files in listing order, kept once read. Each slot is
 // written once: the reader that finds it empty claims it (empty -> writing), copies the image in
 // and publishes it (ready, release); a reader that sees ready (acquire) copies it out. Memory is
@@ -68,7 +75,6 @@ class ImageStream : public SampleStream {
   struct Shared {
     std::vector<std::string> paths;  // the listing's files
     ImageLoadOptions options;        // without progress
-    int64_t sample = 0;              // C * H * W
     std::unique_ptr<ImageCacheSlots> cache;
   };
   ImageStream(std::shared_ptr<Shared> shared, std::vector<int64_t> rows)
@@ -85,8 +91,7 @@ class ImageStream : public SampleStream {
     if (shared_->cache && shared_->cache->get(file, dst)) return;
     const std::string& path = shared_->paths[size_t(file)];
     try {
-      const std::vector<uint8_t> bytes = read_stored_file(path);
-      prepare_image(bytes.data(), bytes.size(), path, shared_->options, dst);
+      prepare_image_file(path, shared_->options, dst);
     } catch (const DataError& e) {  // met mid-training: say which source it belongs to
       throw DataError(shared_->options.key + ": " + e.what());
     }
@@ -198,7 +203,6 @@ Dataset load_images(const ImageListing& listing, const ImageLoadOptions& o) {
     for (const ImageFile& f : listing.files) shared->paths.push_back(f.path);
     shared->options = o;
     shared->options.progress = nullptr;
-    shared->sample = sample;
     const int64_t slots = cached_image_count(o, N);
     if (slots > 0) {
       check_fits_in_memory(o.key, uint64_t(slots) * uint64_t(sample), "the image cache");
@@ -224,8 +228,7 @@ Dataset load_images(const ImageListing& listing, const ImageLoadOptions& o) {
     for (int64_t i; !failed.load() && (i = next.fetch_add(1)) < N;) {
       const std::string& path = listing.files[size_t(i)].path;
       try {
-        const std::vector<uint8_t> bytes_of_file = read_stored_file(path);
-        prepare_image(bytes_of_file.data(), bytes_of_file.size(), path, o, d.u8.data() + i * sample);
+        prepare_image_file(path, o, d.u8.data() + i * sample);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu);
         if (i < error_index) error_index = i, error = std::current_exception();

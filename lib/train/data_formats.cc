@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <numeric>
 
 #include "datasets/cifar10_reader.h"
 #include "datasets/csv_reader.h"
@@ -16,7 +15,6 @@
 #include "datasets/idx_reader.h"
 #include "datasets/npy_reader.h"
 #include "datasets/random_generator.h"
-#include "datasets/sample_stream.h"
 #include "datasets/sequence_reader.h"
 #include "lib/core/error.h"
 #include "lib/train/csv_source.h"
@@ -58,14 +56,11 @@ KeySpecs image_keys(const std::string& format, const std::string& example, const
                   "width x height above which an image is refused before decoding (Pillow's limit)")};
 }
 
+// The `limit` key of the formats that read into memory (no image format has one).
 Dataset first_n(Dataset d, int64_t limit) {
   if (limit <= 0 || limit >= d.size()) return d;
   const int64_t n = d.sample_numel() * limit;
-  if (d.stream) {
-    std::vector<int64_t> rows(static_cast<size_t>(limit));
-    std::iota(rows.begin(), rows.end(), int64_t(0));
-    d.stream = d.stream->subset(rows);
-  } else if (d.dtype == SampleDtype::u8)
+  if (d.dtype == SampleDtype::u8)
     d.u8.resize(size_t(n));
   else
     d.f32.resize(size_t(n));
@@ -147,10 +142,14 @@ std::function<void(int64_t, int64_t)> decode_progress(const std::string& key) {
   };
 }
 
-Dataset load_image_source(const KeyValues& s, const std::string& path, int num_classes,
-                          const Shape& input_shape, const std::vector<std::string>& class_names,
-                          bool any_image_size) {
-  ImageLoadOptions o = image_options(s, path, input_shape);
+using ImageLister = ImageListing (*)(const std::string&, const ListingOptions&);
+
+// An image format's reader: `list` gives the files (list_image_folder, list_image_list).
+Dataset read_images(const SourceRead& r, ImageLister list) {
+  const KeyValues& s = r.keys;
+  const std::string& path = r.path;
+  ImageLoadOptions o = image_options(s, path, r.ctx.input_shape);
+  const bool any_image_size = r.ctx.any_image_size;
   if (any_image_size) {  // random_resized_crop's training images: the size the source's sizing gives
     if (o.sizing.crop_h > 0) {
       o.height = o.sizing.crop_h, o.width = o.sizing.crop_w;
@@ -163,12 +162,11 @@ Dataset load_image_source(const KeyValues& s, const std::string& path, int num_c
     }
   }
   ListingOptions lo;
-  lo.class_names = class_names;
-  lo.num_classes = num_classes;
+  lo.class_names = r.ctx.class_names;
+  lo.num_classes = r.ctx.num_classes;
   lo.key = path;
   const std::string where = s.string("path");
-  const ImageListing listing =
-      s.string("format") == "image_folder" ? list_image_folder(where, lo) : list_image_list(where, lo);
+  const ImageListing listing = list(where, lo);
   if (!listing.skipped.empty()) {
     std::string examples;
     for (size_t i = 0; i < listing.skipped.size() && i < 3; ++i)
@@ -197,11 +195,6 @@ Dataset load_image_source(const KeyValues& s, const std::string& path, int num_c
   return d;
 }
 
-Dataset read_images(const SourceRead& r) {
-  return load_image_source(r.keys, r.path, r.ctx.num_classes, r.ctx.input_shape, r.ctx.class_names,
-                           r.ctx.any_image_size);
-}
-
 std::vector<DataFormat> make_formats() {
   const auto u8_scale = [](const KeyValues&) -> std::optional<double> { return 1.0 / 255.0; };
   const auto unit_scale = [](const KeyValues&) -> std::optional<double> { return 1.0; };
@@ -215,8 +208,8 @@ std::vector<DataFormat> make_formats() {
                          "IDX labels, gzipped or raw"),
                 limit_key()},
                {"images", "labels"},
-               false,
-               false,
+               /*folder=*/false,
+               /*discovers_classes=*/false,
                u8_scale,
                [](const SourceRead& r) {
                  return read_idx(r.keys.string("images"), r.keys.string("labels"), r.classes, r.limit);
@@ -227,8 +220,8 @@ std::vector<DataFormat> make_formats() {
                     .require("is required: the CIFAR-10 .bin files, e.g. files: [data_batch_1.bin]"),
                 limit_key()},
                {"files"},
-               false,
-               false,
+               /*folder=*/false,
+               /*discovers_classes=*/false,
                u8_scale,
                [](const SourceRead& r) { return first_n(read_cifar10(r.keys.strings("files")), r.limit); }});
   f.push_back(
@@ -241,8 +234,8 @@ std::vector<DataFormat> make_formats() {
                    "nhwc: x holds channels-last images (N, H, W, C), transposed on load to (N, C, H, W)"),
         limit_key()},
        {"x", "y"},
-       false,
-       false,
+       /*folder=*/false,
+       /*discovers_classes=*/false,
        [](const KeyValues& s) -> std::optional<double> {
          try {
            const NpyArray head = read_npy_header(s.string("x"));
@@ -260,8 +253,8 @@ std::vector<DataFormat> make_formats() {
                "a CSV (or whitespace-separated) table, one sample per row",
                csv_source_keys(),
                {"path", "targets"},
-               false,
-               true,
+               /*folder=*/false,
+               /*discovers_classes=*/true,
                unit_scale,
                [](const SourceRead& r) {
                  const CsvOptions o = csv_options(r.keys, r.ctx.learned_from, r.ctx);
@@ -278,8 +271,8 @@ std::vector<DataFormat> make_formats() {
         choice_key("padding", "pre", {"pre", "post"}, "where short sequences are padded"),
         choice_key("truncating", "pre", {"pre", "post"}, "where long sequences are cut"), limit_key()},
        {"path"},
-       false,
-       false,
+       /*folder=*/false,
+       /*discovers_classes=*/false,
        unit_scale,
        [](const SourceRead& r) {
          SequenceOptions o;
@@ -294,24 +287,24 @@ std::vector<DataFormat> make_formats() {
        "PNG/JPEG images in one subfolder per class (torchvision's ImageFolder)",
        image_keys("image_folder", "images/train", "a folder with one subfolder of PNG/JPEG images per class"),
        {"path"},
-       true,
-       true,
+       /*folder=*/true,
+       /*discovers_classes=*/true,
        sample_scale,
-       read_images});
+       [](const SourceRead& r) { return read_images(r, list_image_folder); }});
   f.push_back({"image_list",
                "PNG/JPEG images listed in a CSV of file,label rows",
                image_keys("image_list", "train_list.csv", "a CSV of file,label rows (files relative to it)"),
                {"path"},
-               false,
-               true,
+               /*folder=*/false,
+               /*discovers_classes=*/true,
                sample_scale,
-               read_images});
+               [](const SourceRead& r) { return read_images(r, list_image_list); }});
   f.push_back({"disc",
                "generated: 2-D points, label 1 inside a quarter disc (a toy problem)",
                generated_keys("points in [0,1]^2"),
                {},
-               false,
-               false,
+               /*folder=*/false,
+               /*discovers_classes=*/false,
                unit_scale,
                [](const SourceRead& r) {
                  check_generated_fits(r, 2);
@@ -321,8 +314,8 @@ std::vector<DataFormat> make_formats() {
                "generated: random features and labels (benchmarks, tests)",
                generated_keys("normal features of model.input_shape, uniform labels"),
                {},
-               false,
-               false,
+               /*folder=*/false,
+               /*discovers_classes=*/false,
                unit_scale,
                [](const SourceRead& r) {
                  const Shape& in = r.ctx.input_shape;
@@ -347,6 +340,13 @@ const DataFormat* find_data_format(const std::string& name) {
   for (const DataFormat& f : data_formats())
     if (f.name == name) return &f;
   return nullptr;
+}
+
+const DataFormat* section_format(const YAML::Node& section) {
+  if (!section.IsMap()) return nullptr;
+  const YAML::Node format = section["format"];
+  if (!format) return find_data_format(kDefaultDataFormat);
+  return format.IsScalar() ? find_data_format(format.Scalar()) : nullptr;
 }
 
 }  // namespace trainer

@@ -50,6 +50,10 @@ struct DataFormat {
 const std::vector<DataFormat>& data_formats();
 // The entry named `name`, or null.
 const DataFormat* find_data_format(const std::string& name);
+// The entry a source section names, the default one (kDefaultDataFormat) when it names none; null
+// for a section that is not a mapping, or a format that is not a string or not in the table
+// (which config validation refuses).
+const DataFormat* section_format(const YAML::Node& section);
 
 // How a section of format image_folder or image_list decodes and sizes its images.
 ImageLoadOptions image_options(const KeyValues& s, const std::string& path, const Shape& input_shape);

@@ -1,23 +1,13 @@
 #include "lib/train/data_sources.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
 
-#include "datasets/cifar10_reader.h"
 #include "datasets/csv_reader.h"
-#include "datasets/disc_generator.h"
-#include "datasets/idx_reader.h"
 #include "datasets/image_loader.h"
-#include "datasets/npy_reader.h"
-#include "datasets/random_generator.h"
-#include "datasets/sample_stream.h"
-#include "datasets/sequence_reader.h"
 #include "lib/config/key_spec.h"
 #include "lib/config/node_reader.h"
 #include "lib/config/yaml_floats.h"
@@ -190,8 +180,7 @@ void to_value_targets(Dataset& d, const TargetLayout& target, const std::string&
 }
 
 bool source_discovers_classes(const YAML::Node& section) {
-  if (!section.IsMap() || !section["format"] || !section["format"].IsScalar()) return false;
-  const DataFormat* f = find_data_format(section["format"].Scalar());
+  const DataFormat* f = section_format(section);
   return f && f->discovers_classes;
 }
 

@@ -1,6 +1,5 @@
 #include "lib/train/input_files.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -13,18 +12,9 @@
 namespace trainer {
 namespace {
 
-// The format a source section names, or the default one (null: an unknown name or a format that
-// is not a string, which the config's validation has refused, or no section).
-const DataFormat* format_of(const YAML::Node& section) {
-  if (!section.IsMap()) return nullptr;
-  const YAML::Node format = section["format"];
-  if (!format) return find_data_format(kDefaultDataFormat);
-  return format.IsScalar() ? find_data_format(format.Scalar()) : nullptr;
-}
-
 // A folder format (image_folder): `path` must be a folder; its files are listed when it is read.
 void check_folder(const YAML::Node& section) {
-  const DataFormat* f = format_of(section);
+  const DataFormat* f = section_format(section);
   if (!f || !f->folder || !section["path"] || !section["path"].IsScalar()) return;
   const std::string path = section["path"].Scalar();
   std::error_code ec;
@@ -36,20 +26,12 @@ void check_folder(const YAML::Node& section) {
 }
 
 // Every file a source section names, with its key: the format's file keys, scalars or the items
-// of lists (the config's validation has checked which is which). A section of no known format
-// takes every format's file keys.
+// of lists (the config's validation has checked which is which; it refuses an unknown format).
 std::vector<std::pair<std::string, YAML::Node>> file_nodes(const YAML::Node& section) {
   std::vector<std::pair<std::string, YAML::Node>> out;
-  if (!section.IsMap()) return out;
-  std::vector<std::string> keys;
-  if (const DataFormat* f = format_of(section)) {
-    keys = f->file_keys;
-  } else {
-    for (const DataFormat& g : data_formats())
-      for (const std::string& k : g.file_keys)
-        if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-  }
-  for (const std::string& key : keys) {
+  const DataFormat* f = section_format(section);
+  if (!f) return out;
+  for (const std::string& key : f->file_keys) {
     const YAML::Node v = section[key];
     if (v && v.IsScalar()) out.emplace_back(key, v);
     if (v && v.IsSequence())
@@ -62,7 +44,7 @@ std::vector<std::pair<std::string, YAML::Node>> file_nodes(const YAML::Node& sec
 // The files to probe before reading: a folder format's are checked as a folder instead.
 std::vector<std::string> files_of(const YAML::Node& section) {
   std::vector<std::string> paths;
-  const DataFormat* f = format_of(section);
+  const DataFormat* f = section_format(section);
   if (f && f->folder) return paths;
   for (const auto& [key, node] : file_nodes(section)) paths.push_back(node.Scalar());
   return paths;

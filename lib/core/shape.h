@@ -22,9 +22,8 @@ constexpr int64_t kMaxTensorElements = (int64_t(1) << 31) - 1;
 // any machine holds, so that byte counts (x4 bytes, x optimizer slots) can never overflow.
 constexpr int64_t kMaxArenaElements = int64_t(1) << 40;
 
-// a * b and a + b into *out; false when the exact result does not fit in int64.
+// a * b into *out; false when the exact result does not fit in int64.
 inline bool checked_mul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
-inline bool checked_add(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
 
 // "21,840"
 inline std::string with_thousands(int64_t v) {

@@ -51,7 +51,6 @@ class Model {
   const std::vector<int>& layer_inputs(size_t i) const { return inputs_.at(i); }
   // The layers that take layer `producer`'s output (-1: the model's input) as an input.
   std::vector<int> consumers(int producer) const;
-  InitScheme init_scheme() const { return init_; }
 
   // Parameters: one flat arena, layer by layer, in declaration order; every tensor starts on the
   // one alignment (lib/model/arena_layout.h), and the arena's size is a multiple of it, so the

@@ -35,7 +35,7 @@ Run run(const Model& model, bool plain, int64_t batch) {
   CpuBackend backend;
   OptimizerConfig oc;
   oc.type = "sgd";
-  oc.sgd.momentum = 0.9f;
+  oc.hyper.set("momentum", 0.9);
   Optimizer opt(oc);
   ExecutorOptions eo = test::classifier_options({batch}, kClasses);
   eo.plain_layouts = plain;

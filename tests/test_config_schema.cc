@@ -130,7 +130,7 @@ TEST_CASE("optimizers and data formats declare their keys per type and the confi
       Contains("unknown key 'optimizer.beta1'") &&
           Contains("allowed keys in 'optimizer': dampening, lr, momentum, nesterov, scale_lr, "
                    "type, weight_decay"));
-  REQUIRE(parse(kBase, {"optimizer.type=adam", "optimizer.beta1=0.8"}).optimizer.adam.beta1 == 0.8f);
+  REQUIRE(parse(kBase, {"optimizer.type=adam", "optimizer.beta1=0.8"}).optimizer.hyper.f("beta1") == 0.8f);
   // Data sources are validated when the config loads, before any verb reads a file.
   REQUIRE_THROWS_WITH(parse(kBase, {"data.train.format=idxx"}),
                       Contains("data.train.format: 'idxx' is not allowed (did you mean 'idx'?)"));
@@ -403,7 +403,7 @@ data:
   Config c = parse(text);
   REQUIRE(c.optimizer.type == "sgd");
   REQUIRE(c.optimizer.lr == 0.5);
-  REQUIRE(c.optimizer.sgd.momentum == 0.9f);
+  REQUIRE(c.optimizer.hyper.f("momentum") == 0.9f);
   Model m(c.input_shape, c.layers, c.init, c.file);
   REQUIRE(m.num_params() == (2 * 9 + 2) + (4 * 2 * 9 + 4) + (6 * 4 * 25 + 6) + (6 * 4 * 4 * 3 + 3));
   REQUIRE(m.layers()[2]->output_shape() == Shape{6, 4, 4});

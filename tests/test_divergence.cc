@@ -57,30 +57,7 @@ TEST_CASE("check_finite flags NaN and infinities, and only them, in the step's s
   }
 }
 
-TEST_CASE("an optimizer step whose loss or gradients are not finite changes neither weights nor state",
-          "[divergence][ops]") {
-  CpuBackend be;
-  std::vector<float> w{1.f, 2.f, 3.f}, g{0.5f, std::nanf(""), 0.25f}, m{0.1f, 0.2f, 0.3f},
-      v{0.4f, 0.5f, 0.6f}, buf{0.f, 0.f, 0.f};
-  const auto w0 = w, m0 = m, v0 = v;
-  for (uint32_t bits : {uint32_t(kNonfiniteGradients), uint32_t(kNonfiniteLoss)}) {
-    StepScalars s;
-    s.lr = 0.1f;
-    s.nonfinite = bits;
-    be.adam_step(AdamHyper{}, w.data(), g.data(), m.data(), v.data(), 3, &s);
-    be.sgd_step(SgdHyper{0.9f, 0.f, 0.f, false}, w.data(), g.data(), m.data(), 3, &s);
-    be.rmsprop_step(RmspropHyper{}, w.data(), g.data(), m.data(), v.data(), buf.data(), 3, &s);
-    REQUIRE(w == w0);
-    REQUIRE(m == m0);
-    REQUIRE(v == v0);
-  }
-  StepScalars ok;  // only weights flagged (after an update): the next update is not skipped
-  ok.lr = 0.1f;
-  ok.nonfinite = 0;
-  g[1] = 1.f;
-  be.sgd_step(SgdHyper{}, w.data(), g.data(), nullptr, 3, &ok);
-  REQUIRE(w != w0);
-}
+// The optimizers' skip of a flagged step: tests/test_optimizers.cc, for every optimizer.
 
 TEST_CASE("commit_step adds a finite step's loss and records a non-finite one instead", "[divergence][ops]") {
   CpuBackend be;

@@ -136,7 +136,7 @@ Trained train(const Model& model, const Batches& b, Communicator* comm, bool syn
   OptimizerConfig oc;
   oc.type = "sgd";
   oc.lr = 0.05;
-  oc.sgd.momentum = 0.9;
+  oc.hyper.set("momentum", 0.9);
   Optimizer opt(oc);
   ExecutorOptions o = test::classifier_options(shard_batch_sizes(b.rows, ranks), kClasses);
   o.comm = comm;

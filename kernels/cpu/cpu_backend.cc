@@ -158,17 +158,6 @@ void CpuBackend::update_loss_scale(const LossScaleHyper& h, LossScaleState* st, 
 void CpuBackend::commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) {
   cpu::commit_step(*s, batch, loss_sum, *record);
 }
-// A step with a non-finite loss or gradient updates nothing (the CUDA kernels check the same).
-void CpuBackend::sgd_step(const SgdHyper& h, float* w, const float* g, float* vel, int64_t n,
-                          StepScalars* s) {
-  if (s->nonfinite & kNonfiniteSkipsUpdate) return;
-  cpu::sgd_step(h, w, g, vel, n, *s);
-}
-void CpuBackend::adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
-                           StepScalars* s) {
-  if (s->nonfinite & kNonfiniteSkipsUpdate) return;
-  cpu::adam_step(h, w, g, m, v, n, *s);
-}
 void CpuBackend::clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
   cpu::clip_grad_norm(g, n, max_norm, partials, record);
 }
@@ -180,11 +169,6 @@ void CpuBackend::clip_grad_sum_squares(const float* g, int64_t n, double* partia
 void CpuBackend::clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials,
                                        int groups, ClipRecord* record) {
   cpu::clip_grad_by_partials(g, n, max_norm, partials, groups, record);
-}
-void CpuBackend::rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
-                              float* avg, int64_t n, StepScalars* s) {
-  if (s->nonfinite & kNonfiniteSkipsUpdate) return;
-  cpu::rmsprop_step(h, w, g, sq, buf, avg, n, *s);
 }
 
 DnnlContext& dnnl_of(const KernelContext& ctx) {

@@ -46,16 +46,10 @@ class CpuBackend : public Backend {
   void scale_loss_gradient(float* dout, int64_t n, const LossScaleState* st) override;
   void unscale_gradients(float* g, int64_t n, const LossScaleState* st, StepScalars* s) override;
   void update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) override;
-  void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
-                StepScalars* s) override;
-  void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
-                 StepScalars* s) override;
   void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) override;
   void clip_grad_sum_squares(const float* g, int64_t n, double* partials) override;
   void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,
                              ClipRecord* record) override;
-  void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf, float* avg,
-                    int64_t n, StepScalars* s) override;
 
   // "oneDNN 2.6.3 (cpu isa: avx2)", for `trainer devices`.
   static std::string onednn_version();

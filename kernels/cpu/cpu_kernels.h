@@ -10,9 +10,12 @@
 namespace trainer {
 
 class Registry;
+class OptimizerRegistry;
 
 // Adds every CPU kernel to `r` under the backend name "cpu" (called by register_backends()).
 void register_cpu_kernels(Registry& r);
+// Adds the CPU step of every optimizer (kernels/cpu/optimizer_steps.cc).
+void register_cpu_optimizers(OptimizerRegistry& r);
 
 std::unique_ptr<LayerKernel> make_conv2d_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_dense_cpu(const Layer& l, const KernelContext& ctx);

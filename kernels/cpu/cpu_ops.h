@@ -25,16 +25,11 @@ void commit_step(const StepScalars& s, int64_t batch, float* loss_sum, Nonfinite
 void scale_loss_gradient(float* dout, int64_t n, const LossScaleState& st);
 void unscale_gradients(float* g, int64_t n, const LossScaleState& st, StepScalars& s);
 void update_loss_scale(const LossScaleHyper& h, LossScaleState& st, const StepScalars& s);
-void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n, const StepScalars& s);
-void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
-               const StepScalars& s);
 // g: (n) scaled in place to the global norm max_norm; partials: kClipPartials doubles.
 void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record);
 void clip_grad_sum_squares(const float* g, int64_t n, double* partials);
 void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,
                            ClipRecord* record);
-void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf, float* avg,
-                  int64_t n, const StepScalars& s);
 // Dropout: y = x * mask / (1 - rate); mask kept (as 0/scale floats) for backward.
 // channel_size = 1 for element-wise, H*W for dropout2d.
 void dropout_forward(const float* x, float* y, float* mask, int64_t n, int64_t channel_size, float rate,

@@ -2,6 +2,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "lib/layers/activation.h"
 #include "lib/losses/losses.h"
+#include "lib/optim/optimizer.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
@@ -32,6 +33,7 @@ void register_cpu_kernels(Registry& r) {
   r.add_kernel("softmax", "cpu", make_softmax_cpu);
   r.add_kernel("log_softmax", "cpu", make_softmax_cpu);
   LossRegistry::global().add_kernel("cpu", make_value_loss_cpu);
+  register_cpu_optimizers(OptimizerRegistry::global());
 }
 
 }  // namespace trainer

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "kernels/cuda/adam_step.cuh"
 #include "kernels/cuda/arch_probe.cuh"
 #include "kernels/cuda/augment.cuh"
 #include "kernels/cuda/classification_loss.cuh"
@@ -16,8 +15,6 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/loss_scale.cuh"
 #include "kernels/cuda/nonfinite_guard.cuh"
-#include "kernels/cuda/rmsprop_step.cuh"
-#include "kernels/cuda/sgd_step.cuh"
 #include "kernels/cuda/topk_correct.cuh"
 #include "kernels/cuda/unpack_upload.cuh"
 #ifdef TRAINER_HAVE_NCCL
@@ -320,14 +317,6 @@ void CudaBackend::update_loss_scale(const LossScaleHyper& h, LossScaleState* st,
 void CudaBackend::commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) {
   cuda::launch_commit_step(s, batch, loss_sum, record, stream_);
 }
-void CudaBackend::sgd_step(const SgdHyper& h, float* w, const float* g, float* vel, int64_t n,
-                           StepScalars* s) {
-  cuda::launch_sgd_step(h, w, g, vel, n, s, stream_);
-}
-void CudaBackend::adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
-                            StepScalars* s) {
-  cuda::launch_adam_step(h, w, g, m, v, n, s, stream_);
-}
 void CudaBackend::clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
   cuda::launch_clip_grad_norm(g, n, max_norm, partials, record, stream_);
 }
@@ -339,10 +328,6 @@ void CudaBackend::clip_grad_sum_squares(const float* g, int64_t n, double* parti
 void CudaBackend::clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials,
                                         int groups, ClipRecord* record) {
   cuda::launch_clip_by_partials(g, n, max_norm, partials, groups, record, stream_);
-}
-void CudaBackend::rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
-                               float* avg, int64_t n, StepScalars* s) {
-  cuda::launch_rmsprop_step(h, w, g, sq, buf, avg, n, s, stream_);
 }
 
 CudaBackend& cuda_of(const KernelContext& ctx) {

@@ -67,7 +67,6 @@ class CudaBackend : public Backend {
   void loss_and_metrics(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
                         int64_t classes, float* dout, float* loss_sum, float smoothing, StepScalars* guard,
                         uint32_t guard_bit, float* m, const float* weights = nullptr) override;
-  bool optimizer_checks_weights() const override { return true; }
   void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                  float* confusion) override;
   void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,
@@ -79,16 +78,10 @@ class CudaBackend : public Backend {
   void scale_loss_gradient(float* dout, int64_t n, const LossScaleState* st) override;
   void unscale_gradients(float* g, int64_t n, const LossScaleState* st, StepScalars* s) override;
   void update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) override;
-  void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
-                StepScalars* s) override;
-  void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
-                 StepScalars* s) override;
   void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) override;
   void clip_grad_sum_squares(const float* g, int64_t n, double* partials) override;
   void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,
                              ClipRecord* record) override;
-  void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf, float* avg,
-                    int64_t n, StepScalars* s) override;
 
   bool supports_capture() const override { return true; }
   // bf16 needs BF16 tensor cores (compute capability 8.0, Ampere, or later).

@@ -10,9 +10,12 @@
 namespace trainer {
 
 class Registry;
+class OptimizerRegistry;
 
 // Adds every CUDA kernel to `r` under the backend name "cuda" (called by register_backends()).
 void register_cuda_kernels(Registry& r);
+// Adds the CUDA step of every optimizer (kernels/cuda/optimizer_steps.cu).
+void register_cuda_optimizers(OptimizerRegistry& r);
 
 std::unique_ptr<LayerKernel> make_conv2d_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_dense_cuda(const Layer& l, const KernelContext& ctx);

@@ -7,6 +7,7 @@
 // before a batchnorm goes into the batchnorm (kBiasToBatchnorm, kTakesBias).
 #include "kernels/cuda/cuda_kernels.h"
 #include "lib/losses/losses.h"
+#include "lib/optim/optimizer.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
@@ -35,6 +36,7 @@ void register_cuda_kernels(Registry& r) {
   r.add_kernel("softmax", "cuda", make_softmax_cuda);
   r.add_kernel("log_softmax", "cuda", make_softmax_cuda);
   LossRegistry::global().add_kernel("cuda", make_value_loss_cuda);
+  register_cuda_optimizers(OptimizerRegistry::global());
 }
 
 }  // namespace trainer

@@ -24,23 +24,6 @@ enum class LossKind {
   cross_entropy_probs,   // sparse categorical crossentropy, from_logits: false (Keras clips to [eps, 1-eps])
 };
 
-struct SgdHyper {
-  float momentum = 0.f, dampening = 0.f, weight_decay = 0.f;
-  bool nesterov = false;
-};
-
-// Adam, AdamW (decoupled weight decay) and Nadam share moments and bias corrections.
-enum class AdamVariant { adam, adamw, nadam };
-struct AdamHyper {
-  AdamVariant variant = AdamVariant::adam;
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f;
-};
-
-struct RmspropHyper {
-  float alpha = 0.99f, eps = 1e-8f, momentum = 0.f, weight_decay = 0.f;
-  bool centered = false;
-};
-
 // The non-finite guard (train.on_nan): what a training step found, as bits of
 // StepScalars::nonfinite. A step with a non-finite loss or gradient does not update anything:
 // every optimizer op returns without touching weights or state when either bit is set.
@@ -181,19 +164,8 @@ class Backend {
   // kGradientOverflow), grows after h.growth_interval good steps; a fixed scale only counts.
   virtual void update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) = 0;
 
-  // Optimizer updates over one flat arena of n parameters (PyTorch's formulas,
-  // lib/core/optimizer_formulas.h); the state arenas are laid out like the parameters. velocity
-  // may be null when h.momentum is 0. Each updates nothing, on the device, when
-  // s->nonfinite & kNonfiniteSkipsUpdate. Where optimizer_checks_weights(), they also OR
-  // kNonfiniteWeights into s->nonfinite when a weight is not finite afterwards (skipped or not),
-  // the check the executor otherwise runs as check_finite after them.
-  virtual bool optimizer_checks_weights() const { return false; }
-  virtual void sgd_step(const SgdHyper& h, float* w, const float* g, float* velocity, int64_t n,
-                        StepScalars* s) = 0;
-  virtual void adam_step(const AdamHyper& h, float* w, const float* g, float* m, float* v, int64_t n,
-                         StepScalars* s) = 0;
-  virtual void rmsprop_step(const RmspropHyper& h, float* w, const float* g, float* sq, float* buf,
-                            float* avg, int64_t n, StepScalars* s) = 0;
+  // Optimizer updates are not here: each optimizer's step is an OptimizerKernel that the
+  // backends register per optimizer (lib/backend/optimizer_kernel.h, lib/optim/optimizer.h).
 
   // g: n floats (the gradient arena; padding between tensors is zero). partials: kClipPartials
   // doubles of backend memory. Deterministic for a given n.

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "lib/core/error.h"
+#include "lib/core/optimizer_formulas.h"
 #include "lib/core/shape.h"
 
 namespace trainer {
@@ -37,12 +38,11 @@ class Layer;
 // new values: the host (or a device kernel) updates them before each step.
 struct StepScalars {
   float lr = 0.f;
-  float bias_correction1 = 1.f;  // 1 - beta1^t (Adam family)
-  float bias_correction2 = 1.f;  // 1 - beta2^t
-  float momentum_product = 1.f;  // Nadam's running product of mu_t
-  float mu_t = 0.f;              // Nadam's mu at t
-  float mu_next = 0.f;           // Nadam's mu at t+1
-  uint64_t step = 0;             // global step counter, 0-based; seeds dropout masks
+  // The optimizer's own per-step scalars, written by its rule's prepare() on the host
+  // (lib/core/optimizer_formulas.h): the Adam family's bias corrections 1 - beta^t in [0] and [1],
+  // Nadam's momentum schedule in [2..4]. Checkpoints keep them (Nadam's product runs on).
+  float optim[kOptimizerScalars] = {0.f, 0.f, 0.f, 0.f, 0.f};
+  uint64_t step = 0;  // global step counter, 0-based; seeds dropout masks
   uint64_t seed = 0;
   // Written on the device during a training step (the non-finite guard, lib/backend/backend.h); the
   // host's copy of these scalars before each step resets them to zero.

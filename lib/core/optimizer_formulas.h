@@ -4,13 +4,53 @@
 //               (learning rate, bias corrections), computed once per launch;
 //   *_update(): one parameter w with its gradient g and state, in place.
 // Every operation rounds once (lib/core/host_device.h), so both backends give the same bits.
+//
+// Each optimizer is a *rule* (the structs at the end): its hyper-parameters and the functions the
+// generic step kernels run (kernels/cpu/optimizer_steps.cc, kernels/cuda/optimizer_steps.cu), one
+// template per backend for every rule. lib/optim/optimizers.cc declares each rule's config keys
+// and checkpoint names. Adding an optimizer: its rule here, its entry there, one line in each
+// backend's optimizer_steps file, and its rows in tests/test_optimizers.cc.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <map>
+#include <string>
 
+#include "lib/core/error.h"
 #include "lib/core/host_device.h"
 
 namespace trainer {
+
+// The validated hyper-parameters of one optimizer section, by key (booleans as 0 or 1): what a
+// rule's constructor reads. lib/optim fills it from the config, every declared key present.
+class OptimizerHyper {
+ public:
+  void set(const std::string& key, double value) { values_[key] = value; }
+  bool has(const std::string& key) const { return values_.count(key) > 0; }
+  double get(const std::string& key) const {
+    auto it = values_.find(key);
+    if (it == values_.end()) throw InternalError("an optimizer rule read the undeclared key '" + key + "'");
+    return it->second;
+  }
+  float f(const std::string& key) const { return float(get(key)); }
+  const std::map<std::string, double>& values() const { return values_; }
+
+ private:
+  std::map<std::string, double> values_;
+};
+
+// The most state arrays a rule keeps (RMSprop's three), and the per-step scalars a rule's
+// prepare() may write (StepScalars::optim: the Adam family's bias corrections, Nadam's schedule).
+constexpr int kMaxOptimizerSlots = 3;
+constexpr int kOptimizerScalars = 5;
+
+// A rule's state arrays, each laid out like the parameter arena: at(k, i) is slot k of parameter i.
+// Passed by value to the CUDA kernels.
+struct OptimizerState {
+  float* p[kMaxOptimizerSlots] = {nullptr, nullptr, nullptr};
+  TRAINER_HD float& at(int k, int64_t i) const { return p[k][i]; }
+};
 
 // ---- SGD: momentum, dampening, Nesterov, L2 weight decay (torch.optim.SGD) ----
 //   g' = g + wd*w;  b = g' on the first step, else mu*b + (1-dampening)*g'
@@ -144,5 +184,126 @@ TRAINER_HD void rmsprop_update(const RmspropCoeffs& c, float& w, float g, float&
     w = sub_rn(wi, div_rn(mul_rn(c.lr, gi), denom));
   }
 }
+
+// ==== The rules ====
+// A rule is constructed on the host from OptimizerHyper and passed by value to the kernels:
+//   kName            the config's optimizer.type
+//   kSlots           the most state arrays it keeps (checkpoint names: lib/optim/optimizers.cc)
+//   kTensorwise      false: update() per element
+//   slots()          how many state arrays it keeps with these hyper-parameters
+//   prepare(t, sc)   on the host, the per-step scalars of update t (1-based) into
+//                    sc[kOptimizerScalars] (StepScalars::optim), which keeps them between calls
+//   coeffs(lr, step, sc)  the constants of one launch (step: t - 1), on the device
+//   update(c, w, g, st, i)  parameter i in place
+
+struct SgdRule {
+  static constexpr const char* kName = "sgd";
+  static constexpr int kSlots = 1;
+  static constexpr bool kTensorwise = false;
+  using Coeffs = SgdCoeffs;
+  float momentum, dampening, weight_decay;
+  bool nesterov;
+  explicit SgdRule(const OptimizerHyper& h)
+      : momentum(h.f("momentum")),
+        dampening(h.f("dampening")),
+        weight_decay(h.f("weight_decay")),
+        nesterov(h.get("nesterov") != 0) {}
+  int slots() const { return momentum > 0.f ? 1 : 0; }
+  void prepare(int64_t, float*) const {}
+  TRAINER_HD Coeffs coeffs(float lr, uint64_t step, const float*) const {
+    return sgd_coeffs(momentum, dampening, weight_decay, nesterov, lr, step);
+  }
+  // No momentum: no state array (it may be null), so the velocity is a local that sgd_update leaves.
+  TRAINER_HD static void update(const Coeffs& c, float& w, float g, const OptimizerState& st, int64_t i) {
+    float unused = 0.f;
+    sgd_update(c, w, g, c.mu != 0.f ? st.at(0, i) : unused);
+  }
+};
+
+// The Adam family's bias corrections 1 - b^t, in double, into sc[0] and sc[1].
+inline void adam_bias_corrections(double beta1, double beta2, int64_t t, float* sc) {
+  sc[0] = float(1.0 - std::pow(beta1, double(t)));
+  sc[1] = float(1.0 - std::pow(beta2, double(t)));
+}
+
+struct AdamRule {
+  static constexpr const char* kName = "adam";
+  static constexpr int kSlots = 2;
+  static constexpr bool kTensorwise = false;
+  using Coeffs = AdamCoeffs;
+  float beta1, beta2, eps, weight_decay;
+  bool decoupled;
+  explicit AdamRule(const OptimizerHyper& h, bool decoupled_decay = false)
+      : beta1(h.f("beta1")),
+        beta2(h.f("beta2")),
+        eps(h.f("eps")),
+        weight_decay(h.f("weight_decay")),
+        decoupled(decoupled_decay) {}
+  int slots() const { return 2; }
+  void prepare(int64_t t, float* sc) const { adam_bias_corrections(beta1, beta2, t, sc); }
+  TRAINER_HD Coeffs coeffs(float lr, uint64_t, const float* sc) const {
+    return adam_coeffs(beta1, beta2, eps, weight_decay, decoupled, lr, sc[0], sc[1]);
+  }
+  TRAINER_HD static void update(const Coeffs& c, float& w, float g, const OptimizerState& st, int64_t i) {
+    adam_update(c, w, g, st.at(0, i), st.at(1, i));
+  }
+};
+
+struct AdamWRule : AdamRule {
+  static constexpr const char* kName = "adamw";
+  explicit AdamWRule(const OptimizerHyper& h) : AdamRule(h, true) {}
+};
+
+// Keras' momentum schedule: sc[2] the running product of mu up to t (carried between calls and in
+// checkpoints), sc[3] mu_t, sc[4] mu_{t+1}.
+struct NadamRule {
+  static constexpr const char* kName = "nadam";
+  static constexpr int kSlots = 2;
+  static constexpr bool kTensorwise = false;
+  using Coeffs = NadamCoeffs;
+  float beta1, beta2, eps, weight_decay;
+  explicit NadamRule(const OptimizerHyper& h)
+      : beta1(h.f("beta1")), beta2(h.f("beta2")), eps(h.f("eps")), weight_decay(h.f("weight_decay")) {}
+  int slots() const { return 2; }
+  void prepare(int64_t t, float* sc) const {
+    adam_bias_corrections(beta1, beta2, t, sc);
+    const double b1 = beta1;
+    auto mu = [&](int64_t k) { return float(b1 * (1.0 - 0.5 * std::pow(0.96, double(k) * 0.004))); };
+    if (t == 1) sc[2] = 1.f;
+    sc[3] = mu(t);
+    sc[4] = mu(t + 1);
+    sc[2] *= sc[3];
+  }
+  TRAINER_HD Coeffs coeffs(float lr, uint64_t, const float* sc) const {
+    return nadam_coeffs(beta1, beta2, eps, weight_decay, lr, sc[1], sc[2], sc[3], sc[4]);
+  }
+  TRAINER_HD static void update(const Coeffs& c, float& w, float g, const OptimizerState& st, int64_t i) {
+    nadam_update(c, w, g, st.at(0, i), st.at(1, i));
+  }
+};
+
+// Three arrays always (square average, momentum buffer, centered average), as PyTorch's state.
+struct RmspropRule {
+  static constexpr const char* kName = "rmsprop";
+  static constexpr int kSlots = 3;
+  static constexpr bool kTensorwise = false;
+  using Coeffs = RmspropCoeffs;
+  float alpha, eps, momentum, weight_decay;
+  bool centered;
+  explicit RmspropRule(const OptimizerHyper& h)
+      : alpha(h.f("alpha")),
+        eps(h.f("eps")),
+        momentum(h.f("momentum")),
+        weight_decay(h.f("weight_decay")),
+        centered(h.get("centered") != 0) {}
+  int slots() const { return 3; }
+  void prepare(int64_t, float*) const {}
+  TRAINER_HD Coeffs coeffs(float lr, uint64_t, const float*) const {
+    return rmsprop_coeffs(alpha, eps, momentum, weight_decay, centered, lr);
+  }
+  TRAINER_HD static void update(const Coeffs& c, float& w, float g, const OptimizerState& st, int64_t i) {
+    rmsprop_update(c, w, g, st.at(0, i), st.at(1, i), st.at(2, i));
+  }
+};
 
 }  // namespace trainer

@@ -70,6 +70,14 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     const ClipRecord none;
     be_.copy_to_device(clip_, &none, sizeof none);
   }
+  // The optimizer's step over the parameter arena, with its tensors (LAMB's norms are per tensor).
+  {
+    std::vector<ParamRange> tensors;
+    for (const TensorSlot& t : model_.params()) tensors.push_back({t.offset, t.shape.numel()});
+    opt_step_ = optimizer.make_kernel(be_, model_.param_arena_floats(), std::move(tensors));
+    if (const size_t bytes = opt_step_->scratch_bytes())
+      opt_step_->bind(allocate(bytes, "optimizer scratch (per-tensor sums)"));
+  }
   // The gradient sum reads each step's shard weight from the step scalars (device memory), in
   // buckets cut once here.
   if (o_.collective) {

@@ -291,6 +291,7 @@ class Executor : public StepRunner {
   const Model& model_;
   Backend& be_;
   const Optimizer& opt_;
+  std::unique_ptr<OptimizerKernel> opt_step_;  // the optimizer's update on this backend
   ExecutorOptions o_;
   std::map<std::pair<int, int64_t>, std::unique_ptr<Plan>> plans_;  // by (activation slot, batch)
   std::vector<void*> allocations_;

@@ -89,9 +89,7 @@ void Executor::enqueue_update(int64_t batch, size_t buckets_launched) {
   // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
   // finite; weights are checked after it; the host reads the record only with the metrics.
   if (!scaler_) be_.check_finite(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
-  opt_.step(be_, params_, grads_, state_.data(), n_param_floats_, scalars_);
-  if (!be_.optimizer_checks_weights())
-    be_.check_finite(params_, n_param_floats_, kNonfiniteWeights, scalars_);
+  opt_step_->step(params_, grads_, state_.data(), scalars_);  // checks the weights after it
   if (scaler_) be_.update_loss_scale(o_.loss_scale, scaler_, scalars_);
   be_.commit_step(scalars_, batch, metrics_, nonfinite_);
 }

@@ -89,20 +89,6 @@ void check_pair(const CheckpointInfo& ck, const TrainState& st) {
 }
 
 // PyTorch's names for each optimizer's per-parameter state.
-std::vector<std::string> slot_names(const OptimizerConfig& c, int slots) {
-  std::vector<std::string> names;
-  if (c.type == "sgd")
-    names = {"momentum_buffer"};
-  else if (c.type == "rmsprop")
-    names = {"square_avg", "momentum_buffer", "grad_avg"};
-  else
-    names = {"exp_avg", "exp_avg_sq"};
-  names.resize(size_t(slots));
-  for (int i = 0; i < slots; ++i)
-    if (names[size_t(i)].empty()) names[size_t(i)] = "state" + std::to_string(i);
-  return names;
-}
-
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
@@ -231,7 +217,7 @@ CheckpointInfo save_checkpoint(const std::string& dir, Session& s, const TrainSt
                 {kCheckpointIdKey, saved.checkpoint_id},
                 {"trainer.config", config_yaml}});
 
-  const auto names = slot_names(s.optimizer->config(), slots);
+  const std::vector<std::string> names = s.optimizer->state_names();
   std::vector<TensorRef> refs;
   for (int k = 0; k < slots; ++k)
     for (const TensorSlot& t : m.params())
@@ -304,7 +290,7 @@ TrainState load_checkpoint(const CheckpointInfo& ck, Session& s, const Config& c
                       st.optimizer + " but the config says " + cfg.optimizer.type +
                       " (the optimizer state cannot carry over)");
   const int slots = s.optimizer->state_slots();
-  const auto names = slot_names(s.optimizer->config(), slots);
+  const std::vector<std::string> names = s.optimizer->state_names();
   std::vector<float> state(size_t(s.runner().optimizer_state_floats()), 0.f);
   for (int k = 0; k < slots; ++k)
     for (const TensorSlot& t : m.params()) {

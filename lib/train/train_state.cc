@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "lib/core/error.h"
@@ -14,11 +15,7 @@ const char* kStateKey = "trainer.state";
 nlohmann::json scalars_json(const StepScalars& s) {
   // Floats widen to doubles exactly and JSON keeps doubles exactly: the values come back bit for bit.
   return {{"lr", s.lr},
-          {"bias_correction1", s.bias_correction1},
-          {"bias_correction2", s.bias_correction2},
-          {"momentum_product", s.momentum_product},
-          {"mu_t", s.mu_t},
-          {"mu_next", s.mu_next},
+          {"optimizer_scalars", std::vector<double>(std::begin(s.optim), std::end(s.optim))},
           {"step", s.step},
           {"seed", s.seed}};
 }
@@ -122,11 +119,22 @@ TrainState train_state_from_json(const nlohmann::json& j, const std::string& pat
   s.step = count(j, "step", 0);
   const nlohmann::json& sc = at(j, "scalars");
   s.scalars.lr = float(number(sc, "lr", true));
-  s.scalars.bias_correction1 = float(number(sc, "bias_correction1", true));
-  s.scalars.bias_correction2 = float(number(sc, "bias_correction2", true));
-  s.scalars.momentum_product = float(number(sc, "momentum_product", true));
-  s.scalars.mu_t = float(number(sc, "mu_t", true));
-  s.scalars.mu_next = float(number(sc, "mu_next", true));
+  // The optimizer's scalars (StepScalars::optim); checkpoints before the optimizer registry named
+  // the Adam family's five, in the same order.
+  if (sc.is_object() && sc.contains("optimizer_scalars")) {
+    const std::vector<double> o = numbers(sc, "optimizer_scalars");
+    if (o.size() != size_t(kOptimizerScalars))
+      throw damaged("'optimizer_scalars' has " + std::to_string(o.size()) + " numbers, not " +
+                    std::to_string(kOptimizerScalars));
+    for (size_t k = 0; k < o.size(); ++k) {
+      if (!std::isfinite(o[k])) throw damaged("'optimizer_scalars' holds a number that is not finite");
+      s.scalars.optim[k] = float(o[k]);
+    }
+  } else {
+    const char* legacy[kOptimizerScalars] = {"bias_correction1", "bias_correction2", "momentum_product",
+                                             "mu_t", "mu_next"};
+    for (int k = 0; k < kOptimizerScalars; ++k) s.scalars.optim[k] = float(number(sc, legacy[k], true));
+  }
   s.scalars.step = unsigned_count(sc, "step");
   s.scalars.seed = unsigned_count(sc, "seed");
   const nlohmann::json& p = at(j, "partial");

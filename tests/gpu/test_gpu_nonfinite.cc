@@ -15,6 +15,7 @@
 #include "lib/core/error.h"
 #include "lib/train/fit.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/optimizer_rows.h"
 #include "tests/warning_sink.h"
 
 using namespace trainer;
@@ -72,20 +73,21 @@ TEST_CASE("gpu check_finite flags NaN and infinities anywhere, like the CPU", "[
 }
 
 TEST_CASE("gpu optimizer kernels update nothing in a step flagged non-finite", "[gpu][nonfinite][optim]") {
-  const char* configs[] = {"{type: sgd, lr: 0.1, momentum: 0.9}", "{type: adam, lr: 0.01}",
-                           "{type: nadam, lr: 0.002}",
-                           "{type: rmsprop, lr: 0.01, centered: true, momentum: 0.8}"};
   const int64_t n = 10007;
   CudaBackend& be = cuda_backend();
-  for (const char* yaml : configs) {
-    for (uint32_t bits : {uint32_t(kNonfiniteLoss), uint32_t(kNonfiniteGradients)}) {
-      INFO("optimizer " << yaml << ", bits " << bits);
-      const Optimizer opt(make_optimizer(yaml));
+  for (const optim_tests::OptimizerRow& row : optim_tests::optimizer_rows()) {
+    for (uint32_t bits :
+         {uint32_t(kNonfiniteLoss), uint32_t(kNonfiniteGradients), uint32_t(kGradientOverflow)}) {
+      INFO("optimizer " << row.yaml << ", bits " << bits);
+      const Optimizer opt(optim_tests::optimizer_from(row.yaml));
+      auto step = opt.make_kernel(be, n);
       const size_t state_n = std::max<size_t>(size_t(opt.state_slots()) * size_t(n), 1);
       const std::vector<float> w0 = random_vector(size_t(n), 3), st0 = random_vector(state_n, 4, 0.f, 1.f);
       std::vector<float> g = random_vector(size_t(n), 6);
       g[17] = std::numeric_limits<float>::quiet_NaN();
-      Buffer wb(be, size_t(n) * 4), gb(be, size_t(n) * 4), sb(be, state_n * 4), scb(be, sizeof(StepScalars));
+      Buffer wb(be, size_t(n) * 4), gb(be, size_t(n) * 4), sb(be, state_n * 4), scb(be, sizeof(StepScalars)),
+          scratch(be, step->scratch_bytes());
+      step->bind(scratch.get());
       wb.upload(w0);
       gb.upload(g);
       sb.upload(st0);
@@ -94,9 +96,15 @@ TEST_CASE("gpu optimizer kernels update nothing in a step flagged non-finite", "
       s.nonfinite = bits;
       be.copy_to_device(scb.get(), &s, sizeof s);
       float* slots[] = {sb.as(), sb.as() + n, sb.as() + 2 * n};  // state arenas back to back
-      opt.step(be, wb.as(), gb.as(), slots, n, scb.as<StepScalars>());
+      step->step(wb.as(), gb.as(), slots, scb.as<StepScalars>());
       REQUIRE(wb.download(size_t(n)) == w0);
       REQUIRE(sb.download(state_n) == st0);
+      REQUIRE(gpu_scalars_after(be, scb).nonfinite == bits);
+      std::vector<float> w1 = w0;  // a non-finite weight is flagged on a skipped step too
+      w1[n - 1] = std::numeric_limits<float>::infinity();
+      wb.upload(w1);
+      step->step(wb.as(), gb.as(), slots, scb.as<StepScalars>());
+      REQUIRE(gpu_scalars_after(be, scb).nonfinite == (bits | kNonfiniteWeights));
     }
   }
 }

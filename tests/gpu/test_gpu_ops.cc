@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/optimizer_rows.h"
 
 using namespace trainer;
 using namespace trainer::gpu_test;
@@ -196,40 +197,45 @@ TEST_CASE("gpu loss, non-finite check and confusion in one kernel equal them apa
     }
 }
 
+// Every row of the optimizer conformance table (tests/optimizer_rows.h) on the GPU against the CPU:
+// an arena of tensors of several sizes (LAMB's per-tensor norms span several chunks in the largest)
+// with padding between them, three steps.
 TEST_CASE("gpu optimizer steps match the CPU", "[gpu][optim]") {
-  const char* configs[] = {
-      "{type: sgd, lr: 0.1}",
-      "{type: sgd, lr: 0.1, momentum: 0.9, dampening: 0.1}",
-      "{type: sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.001}",
-      "{type: adam, lr: 0.01, weight_decay: 0.01}",
-      "{type: adamw, lr: 0.01}",
-      "{type: nadam, lr: 0.002}",
-      "{type: rmsprop, lr: 0.01}",
-      "{type: rmsprop, lr: 0.01, centered: true, momentum: 0.8, weight_decay: 0.001}",
-  };
-  const int64_t n = 10007;  // not a multiple of anything convenient
-  for (const char* yaml : configs) {
-    INFO("optimizer " << yaml);
-    const Optimizer opt(make_optimizer(yaml));
+  const std::vector<ParamRange> tensors = {{0, 10007}, {10016, 33}, {10112, 20000}, {30208, 1}};
+  const int64_t n = 30224;
+  CudaBackend& be = cuda_backend();
+  for (const optim_tests::OptimizerRow& row : optim_tests::optimizer_rows()) {
+    INFO("optimizer " << row.yaml);
+    const Optimizer opt(optim_tests::optimizer_from(row.yaml));
     const size_t slots = size_t(opt.state_slots());
-    const std::vector<float> w0 = random_vector(size_t(n), 21);
+    std::vector<float> w0(size_t(n), 0.f);
+    const std::vector<float> r0 = random_vector(size_t(n), 21);
+    for (const ParamRange& t : tensors) std::copy_n(r0.begin() + t.offset, t.size, w0.begin() + t.offset);
     std::vector<float> w_cpu = w0, state_cpu(std::max<size_t>(slots * size_t(n), 1), 0.f);
-    CudaBackend& be = cuda_backend();
+    auto cpu_step = opt.make_kernel(cpu_backend(), n, tensors);
+    std::vector<char> cpu_scratch(cpu_step->scratch_bytes() + 1);
+    cpu_step->bind(cpu_scratch.data());
+    auto gpu_step = opt.make_kernel(be, n, tensors);
     Buffer wb(be, size_t(n) * 4), gb(be, size_t(n) * 4), sb(be, state_cpu.size() * 4),
-        scb(be, sizeof(StepScalars));
+        scb(be, sizeof(StepScalars)), scratch(be, gpu_step->scratch_bytes());
+    gpu_step->bind(scratch.get());
     wb.upload(w0);
     sb.upload(state_cpu);
     StepScalars s_cpu, s_gpu;
     for (int64_t t = 1; t <= 3; ++t) {
-      const std::vector<float> g = random_vector(size_t(n), 100 + uint64_t(t), -0.1f, 0.1f);
+      std::vector<float> g = random_vector(size_t(n), 100 + uint64_t(t), -0.1f, 0.1f);
+      for (int64_t i = 0; i < n; ++i)  // padding gradients are zero, as in the executor's arena
+        if (std::none_of(tensors.begin(), tensors.end(),
+                         [&](const ParamRange& r) { return i >= r.offset && i < r.offset + r.size; }))
+          g[size_t(i)] = 0.f;
       opt.prepare(s_cpu, t, 0.01f * float(t));
       float* cpu_slots[] = {state_cpu.data(), state_cpu.data() + n, state_cpu.data() + 2 * n};
-      opt.step(cpu_backend(), w_cpu.data(), g.data(), cpu_slots, n, &s_cpu);
+      cpu_step->step(w_cpu.data(), g.data(), cpu_slots, &s_cpu);
       opt.prepare(s_gpu, t, 0.01f * float(t));
       be.copy_to_device(scb.get(), &s_gpu, sizeof s_gpu);  // read by the kernel, not passed by value
       gb.upload(g);
       float* gpu_slots[] = {sb.as(), sb.as() + n, sb.as() + 2 * n};
-      opt.step(be, wb.as(), gb.as(), gpu_slots, n, scb.as<StepScalars>());
+      gpu_step->step(wb.as(), gb.as(), gpu_slots, scb.as<StepScalars>());
     }
     const std::vector<float> w_gpu = wb.download(size_t(n));
     const std::vector<float> state_gpu = sb.download(state_cpu.size());
@@ -244,6 +250,7 @@ TEST_CASE("gpu optimizer steps match the CPU", "[gpu][optim]") {
     CHECK(ew < 1e-6);
     CHECK(edw < 1e-6);
     CHECK(es < 1e-6);
+    CHECK(scb.download<StepScalars>(1)[0].nonfinite == 0);
   }
 }
 

@@ -1,0 +1,52 @@
+// OptimizerKernel: a backend's implementation of one optimizer's update over the flat parameter
+// arena (lib/optim registers which optimizers exist and their keys; kernels/cpu and kernels/cuda
+// register a step per optimizer and backend, as layers' kernels are: optimizer_steps.{cc,cu}).
+// Made once when the executor plans, with the arena's tensors: whatever memory it needs is taken
+// then (scratch_bytes, bind), never inside a step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "lib/backend/layer_kernel.h"
+#include "lib/core/optimizer_formulas.h"
+
+namespace trainer {
+
+class Backend;
+
+// One parameter tensor inside the arena, in floats.
+struct ParamRange {
+  int64_t offset = 0, size = 0;
+};
+
+struct OptimizerSpec {
+  Backend* backend = nullptr;
+  OptimizerHyper hyper;  // the section's validated values, every declared key present
+  int64_t n = 0;         // floats of the arena (padding between tensors included)
+  // The parameter tensors in the arena, in order: per-tensor rules (LAMB's trust ratio) reduce
+  // over each; empty: one tensor [0, n).
+  std::vector<ParamRange> tensors;
+};
+
+class OptimizerKernel {
+ public:
+  virtual ~OptimizerKernel() = default;
+  // Backend memory the kernel needs between launches (per-tensor partial sums), which the
+  // executor takes before the first step and hands to bind(); 0: none.
+  virtual size_t scratch_bytes() const { return 0; }
+  virtual void bind(void* scratch) { (void)scratch; }
+  // One update of the arena: w, g: n floats; state[k]: slot k's arena (laid out like w), for the
+  // slots the optimizer keeps (state may be null when it keeps none); s: the step's scalars in
+  // backend memory. Updates nothing when s->nonfinite & kNonfiniteSkipsUpdate (on the device,
+  // so a captured step replays it), and ORs kNonfiniteWeights into s->nonfinite when a weight is
+  // not finite afterwards, skipped or not.
+  virtual void step(float* w, const float* g, float* const* state, StepScalars* s) = 0;
+};
+
+using OptimizerKernelFactory = std::function<std::unique_ptr<OptimizerKernel>(const OptimizerSpec&)>;
+
+}  // namespace trainer

@@ -1,6 +1,6 @@
 // The optimizer conformance table: one or more rows per registered optimizer, each a config and a
 // float64 reference of the published update (torch.optim's SGD, Adam, AdamW, RMSprop; Keras'
-// Nadam). tests/test_optimizers.cc
+// Nadam; Lion: Chen et al. 2023, Algorithm 2, as lucidrains' lion-pytorch). tests/test_optimizers.cc
 // runs every row on the CPU against its reference; tests/gpu/test_gpu_ops.cc runs it on the GPU
 // against the CPU. Adding an optimizer adds a row (test_optimizers.cc fails until it has one).
 #pragma once
@@ -122,6 +122,16 @@ inline void rmsprop_ref(RefStep& s) {
   });
 }
 
+inline void lion_ref(RefStep& s) {
+  const double b1 = s.h.get("beta1"), b2 = s.h.get("beta2"), wd = s.h.get("weight_decay");
+  each(s, [&](size_t i) {
+    double &w = s.w[i], &m = s.st[0][i];
+    const double c = b1 * m + (1 - b1) * s.g[i];
+    w = w * (1 - s.lr * wd) - s.lr * double((c > 0) - (c < 0));
+    m = b2 * m + (1 - b2) * s.g[i];
+  });
+}
+
 inline const std::vector<OptimizerRow>& optimizer_rows() {
   static const std::vector<OptimizerRow> rows = {
       {"{type: sgd, lr: 0.1}", sgd_ref},
@@ -132,6 +142,8 @@ inline const std::vector<OptimizerRow>& optimizer_rows() {
       {"{type: nadam, lr: 0.002}", nadam_ref},
       {"{type: rmsprop, lr: 0.01}", rmsprop_ref},
       {"{type: rmsprop, lr: 0.01, centered: true, momentum: 0.8, weight_decay: 0.001}", rmsprop_ref},
+      {"{type: lion, lr: 0.001}", lion_ref},
+      {"{type: lion, lr: 0.0003, beta1: 0.95, beta2: 0.98, weight_decay: 0.1}", lion_ref},
   };
   return rows;
 }

@@ -55,6 +55,7 @@ void register_cpu_optimizers(OptimizerRegistry& r) {
   add<AdamWRule>(r);
   add<NadamRule>(r);
   add<RmspropRule>(r);
+  add<LionRule>(r);
 }
 
 }  // namespace trainer

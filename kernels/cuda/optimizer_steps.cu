@@ -68,6 +68,7 @@ void register_cuda_optimizers(OptimizerRegistry& r) {
   add<AdamWRule>(r);
   add<NadamRule>(r);
   add<RmspropRule>(r);
+  add<LionRule>(r);
 }
 
 }  // namespace trainer

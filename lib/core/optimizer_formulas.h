@@ -1,5 +1,5 @@
 // The optimizer updates, per element, one formula for the CPU and CUDA kernels (PyTorch's
-// torch.optim forms; Nadam as Keras). Each update has two parts:
+// torch.optim forms; Nadam as Keras; Lion as its paper). Each update has two parts:
 //   *_coeffs(): the per-step constants, from the hyper-parameters and the step's scalars
 //               (learning rate, bias corrections), computed once per launch;
 //   *_update(): one parameter w with its gradient g and state, in place.
@@ -185,6 +185,24 @@ TRAINER_HD void rmsprop_update(const RmspropCoeffs& c, float& w, float g, float&
   }
 }
 
+// ---- Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms", Algorithm 2) ----
+//   c = b1 m + (1-b1) g;  w = w (1 - lr wd) - lr sign(c);  m = b2 m + (1-b2) g      (sign(0) = 0)
+struct LionCoeffs {
+  float lr, b1, one_b1, b2, one_b2, decay;
+};
+
+TRAINER_HD LionCoeffs lion_coeffs(float beta1, float beta2, float weight_decay, float lr) {
+  return {lr, beta1, sub_rn(1.f, beta1), beta2, sub_rn(1.f, beta2), sub_rn(1.f, mul_rn(lr, weight_decay))};
+}
+
+TRAINER_HD void lion_update(const LionCoeffs& c, float& w, float g, float& m) {
+  const float wi = mul_rn(w, c.decay);
+  const float ci = add_rn(mul_rn(c.b1, m), mul_rn(c.one_b1, g));
+  const float sign = ci > 0.f ? 1.f : (ci < 0.f ? -1.f : 0.f);
+  w = sub_rn(wi, mul_rn(c.lr, sign));
+  m = add_rn(mul_rn(c.b2, m), mul_rn(c.one_b2, g));
+}
+
 // ==== The rules ====
 // A rule is constructed on the host from OptimizerHyper and passed by value to the kernels:
 //   kName            the config's optimizer.type
@@ -303,6 +321,24 @@ struct RmspropRule {
   }
   TRAINER_HD static void update(const Coeffs& c, float& w, float g, const OptimizerState& st, int64_t i) {
     rmsprop_update(c, w, g, st.at(0, i), st.at(1, i), st.at(2, i));
+  }
+};
+
+struct LionRule {
+  static constexpr const char* kName = "lion";
+  static constexpr int kSlots = 1;
+  static constexpr bool kTensorwise = false;
+  using Coeffs = LionCoeffs;
+  float beta1, beta2, weight_decay;
+  explicit LionRule(const OptimizerHyper& h)
+      : beta1(h.f("beta1")), beta2(h.f("beta2")), weight_decay(h.f("weight_decay")) {}
+  int slots() const { return 1; }
+  void prepare(int64_t, float*) const {}
+  TRAINER_HD Coeffs coeffs(float lr, uint64_t, const float*) const {
+    return lion_coeffs(beta1, beta2, weight_decay, lr);
+  }
+  TRAINER_HD static void update(const Coeffs& c, float& w, float g, const OptimizerState& st, int64_t i) {
+    lion_update(c, w, g, st.at(0, i));
   }
 };
 

@@ -1,5 +1,5 @@
-// Every built-in optimizer: its config keys (defaults as PyTorch's; Nadam's eps as Keras'), its
-// state's checkpoint names (PyTorch's state
+// Every built-in optimizer: its config keys (defaults as PyTorch's; Nadam's eps as Keras'; Lion's
+// as its paper), its state's checkpoint names (PyTorch's state
 // keys) and its rule (lib/core/optimizer_formulas.h). Each backend registers a step per rule in
 // kernels/*/optimizer_steps.*.
 #include "lib/optim/optimizer.h"
@@ -59,6 +59,13 @@ void register_builtin_optimizers(OptimizerRegistry& r) {
              number_key("weight_decay", 0, 0, big, "L2 penalty added to the gradient"),
              bool_key("centered", false, "normalize by the centered second moment")},
             {"square_avg", "momentum_buffer", "grad_avg"}));
+  r.add<LionRule>(
+      entry("Lion: the sign of an interpolated momentum (Chen et al. 2023); use a learning rate 3-10x "
+            "smaller than AdamW's",
+            {lr(1e-4), scale_lr, number_key("beta1", 0.9, 0, 0.999999, "interpolation of the update"),
+             number_key("beta2", 0.99, 0, 0.999999, "decay of the momentum"),
+             number_key("weight_decay", 0, 0, big, "decoupled weight decay")},
+            {"exp_avg"}));
 }
 
 }  // namespace trainer

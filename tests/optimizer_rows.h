@@ -1,6 +1,7 @@
 // The optimizer conformance table: one or more rows per registered optimizer, each a config and a
 // float64 reference of the published update (torch.optim's SGD, Adam, AdamW, RMSprop; Keras'
-// Nadam; Lion: Chen et al. 2023, Algorithm 2, as lucidrains' lion-pytorch). tests/test_optimizers.cc
+// Nadam; Lion: Chen et al. 2023, Algorithm 2, as lucidrains' lion-pytorch; LAMB: You et al. 2020,
+// Algorithm 2, with Adam's bias correction as NVIDIA apex's FusedLAMB). tests/test_optimizers.cc
 // runs every row on the CPU against its reference; tests/gpu/test_gpu_ops.cc runs it on the GPU
 // against the CPU. Adding an optimizer adds a row (test_optimizers.cc fails until it has one).
 #pragma once
@@ -132,6 +133,27 @@ inline void lion_ref(RefStep& s) {
   });
 }
 
+inline void lamb_ref(RefStep& s) {
+  const double b1 = s.h.get("beta1"), b2 = s.h.get("beta2"), eps = s.h.get("eps"),
+               wd = s.h.get("weight_decay");
+  const double bc1 = 1 - std::pow(b1, double(s.t)), bc2 = 1 - std::pow(b2, double(s.t));
+  for (const ParamRange& r : s.tensors) {
+    std::vector<double> u(size_t(r.size));
+    double w_sq = 0, u_sq = 0;
+    for (int64_t k = 0; k < r.size; ++k) {
+      const size_t i = size_t(r.offset + k);
+      double &m = s.st[0][i], &v = s.st[1][i];
+      m = b1 * m + (1 - b1) * s.g[i];
+      v = b2 * v + (1 - b2) * s.g[i] * s.g[i];
+      u[size_t(k)] = (m / bc1) / (std::sqrt(v / bc2) + eps) + wd * s.w[i];
+      w_sq += s.w[i] * s.w[i];
+      u_sq += u[size_t(k)] * u[size_t(k)];
+    }
+    const double ratio = w_sq > 0 && u_sq > 0 ? std::sqrt(w_sq) / std::sqrt(u_sq) : 1.0;
+    for (int64_t k = 0; k < r.size; ++k) s.w[size_t(r.offset + k)] -= s.lr * ratio * u[size_t(k)];
+  }
+}
+
 inline const std::vector<OptimizerRow>& optimizer_rows() {
   static const std::vector<OptimizerRow> rows = {
       {"{type: sgd, lr: 0.1}", sgd_ref},
@@ -144,6 +166,8 @@ inline const std::vector<OptimizerRow>& optimizer_rows() {
       {"{type: rmsprop, lr: 0.01, centered: true, momentum: 0.8, weight_decay: 0.001}", rmsprop_ref},
       {"{type: lion, lr: 0.001}", lion_ref},
       {"{type: lion, lr: 0.0003, beta1: 0.95, beta2: 0.98, weight_decay: 0.1}", lion_ref},
+      {"{type: lamb, lr: 0.01}", lamb_ref},
+      {"{type: lamb, lr: 0.005, weight_decay: 0, eps: 1e-8}", lamb_ref},
   };
   return rows;
 }

@@ -126,9 +126,10 @@ TEST_CASE("trainer help prints a key's documentation, the layer types with their
           "  Nesterov momentum (needs momentum > 0, dampening 0)\n");
   const auto lr = test::run_trainer("help optimizer.lr");
   REQUIRE_THAT(
-      lr.out, Contains("optimizer.lr (type sgd, rmsprop): a number from 0 to 1e6; default 0.01") &&
-                  Contains("optimizer.lr (type adam, adamw, nadam): a number from 0 to 1e6; default 0.001") &&
-                  Contains("optimizer.lr (type lion): a number from 0 to 1e6; default 0.0001"));
+      lr.out,
+      Contains("optimizer.lr (type sgd, rmsprop): a number from 0 to 1e6; default 0.01") &&
+          Contains("optimizer.lr (type adam, adamw, nadam, lamb): a number from 0 to 1e6; default 0.001") &&
+          Contains("optimizer.lr (type lion): a number from 0 to 1e6; default 0.0001"));
   const auto format = test::run_trainer("help data.train.format");
   REQUIRE(format.exit_code == 0);
   REQUIRE_THAT(format.out, Contains("data.train.format: one of these (default idx)") &&

@@ -117,6 +117,10 @@ TEST_CASE("optimizer configs: defaults, constraints and names", "[optim][config]
   CHECK(lion.config().lr == Approx(1e-4));
   CHECK(lion.config().hyper.get("beta2") == Approx(0.99));
   CHECK(lion.state_names() == std::vector<std::string>{"exp_avg"});
+  const Optimizer lamb(optimizer_from("{type: lamb}"));
+  CHECK(lamb.config().hyper.get("eps") == Approx(1e-6));
+  CHECK(lamb.config().hyper.get("weight_decay") == Approx(0.01));
+  CHECK(lamb.state_names() == std::vector<std::string>{"exp_avg", "exp_avg_sq"});
   CHECK(Optimizer(optimizer_from("{type: sgd}")).state_slots() == 0);
   CHECK(Optimizer(optimizer_from("{type: sgd, momentum: 0.5}")).state_names() ==
         std::vector<std::string>{"momentum_buffer"});
@@ -124,6 +128,6 @@ TEST_CASE("optimizer configs: defaults, constraints and names", "[optim][config]
   CHECK(Optimizer(OptimizerConfig{}).config().hyper.get("beta1") == Approx(0.9));
   REQUIRE_THROWS_WITH(optimizer_from("{type: sgd, nesterov: true}"), Catch::Contains("needs momentum > 0"));
   REQUIRE_THROWS_WITH(optimizer_from("{type: lion, eps: 1e-8}"), Catch::Contains("eps"));
-  REQUIRE_THROWS_WITH(optimizer_from("{type: lion, beta1: 1.5}"), Catch::Contains("beta1"));
-  REQUIRE_THROWS_WITH(optimizer_from("{type: lino}"), Catch::Contains("lion"));
+  REQUIRE_THROWS_WITH(optimizer_from("{type: lamb, beta1: 1.5}"), Catch::Contains("beta1"));
+  REQUIRE_THROWS_WITH(optimizer_from("{type: lanb}"), Catch::Contains("lamb"));
 }

@@ -49,4 +49,25 @@ class OptimizerKernel {
 
 using OptimizerKernelFactory = std::function<std::unique_ptr<OptimizerKernel>(const OptimizerSpec&)>;
 
+// The chunks of a per-tensor reduction: each tensor cut into pieces of at most `chunk` floats, in
+// order. Both backends sum each chunk, then each tensor's chunks in order, so the result does not
+// depend on the thread count.
+struct TensorChunk {
+  int64_t begin = 0, end = 0;  // floats of the arena
+  int32_t first = 0;           // the tensor's first chunk
+  int32_t count = 0;           // the tensor's chunks
+};
+inline std::vector<TensorChunk> tensor_chunks(const OptimizerSpec& spec, int64_t chunk) {
+  std::vector<ParamRange> tensors = spec.tensors;
+  if (tensors.empty()) tensors.push_back({0, spec.n});
+  std::vector<TensorChunk> out;
+  for (const ParamRange& t : tensors) {
+    const int32_t first = int32_t(out.size());
+    for (int64_t b = t.offset; b < t.offset + t.size; b += chunk)
+      out.push_back({b, std::min(b + chunk, t.offset + t.size), first, 0});
+    for (size_t k = size_t(first); k < out.size(); ++k) out[k].count = int32_t(out.size()) - first;
+  }
+  return out;
+}
+
 }  // namespace trainer

@@ -1,5 +1,5 @@
 // The optimizer updates, per element, one formula for the CPU and CUDA kernels (PyTorch's
-// torch.optim forms; Nadam as Keras; Lion as its paper). Each update has two parts:
+// torch.optim forms; Nadam as Keras; Lion and LAMB as their papers). Each update has two parts:
 //   *_coeffs(): the per-step constants, from the hyper-parameters and the step's scalars
 //               (learning rate, bias corrections), computed once per launch;
 //   *_update(): one parameter w with its gradient g and state, in place.
@@ -203,16 +203,58 @@ TRAINER_HD void lion_update(const LionCoeffs& c, float& w, float g, float& m) {
   m = add_rn(mul_rn(c.b2, m), mul_rn(c.one_b2, g));
 }
 
+// ---- LAMB (You et al. 2020, "Large Batch Optimization for Deep Learning", Algorithm 2, with
+// Adam's bias correction as NVIDIA's apex FusedLAMB) ----
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+//   u = (m / bc1) / (sqrt(v / bc2) + eps) + wd w                    per element
+//   r = ||w|| / ||u|| over each parameter tensor (1 when either norm is 0)
+//   w -= lr r u
+// Two passes: lamb_moments() updates the moments and returns u; lamb_direction() gives u again
+// from the updated moments for the second pass, after the tensor's norms are known.
+struct LambCoeffs {
+  float lr, b1, b2, one_b1, one_b2, eps, wd, bc1, bc2;
+};
+
+TRAINER_HD LambCoeffs lamb_coeffs(float beta1, float beta2, float eps, float weight_decay, float lr,
+                                  float bias_correction1, float bias_correction2) {
+  return {lr,
+          beta1,
+          beta2,
+          sub_rn(1.f, beta1),
+          sub_rn(1.f, beta2),
+          eps,
+          weight_decay,
+          bias_correction1,
+          bias_correction2};
+}
+
+TRAINER_HD float lamb_direction(const LambCoeffs& c, float w, float m, float v) {
+  const float denom = add_rn(sqrt_rn(div_rn(v, c.bc2)), c.eps);
+  return add_rn(div_rn(div_rn(m, c.bc1), denom), mul_rn(c.wd, w));
+}
+
+TRAINER_HD float lamb_moments(const LambCoeffs& c, float w, float g, float& m, float& v) {
+  m = add_rn(mul_rn(c.b1, m), mul_rn(c.one_b1, g));
+  v = add_rn(mul_rn(c.b2, v), mul_rn(mul_rn(c.one_b2, g), g));
+  return lamb_direction(c, w, m, v);
+}
+
+// The trust ratio from the tensor's sums of squares of w and of u.
+TRAINER_HD float lamb_trust_ratio(double w_sq, double u_sq) {
+  return w_sq > 0.0 && u_sq > 0.0 ? float(sqrt(w_sq) / sqrt(u_sq)) : 1.f;
+}
+
 // ==== The rules ====
 // A rule is constructed on the host from OptimizerHyper and passed by value to the kernels:
 //   kName            the config's optimizer.type
 //   kSlots           the most state arrays it keeps (checkpoint names: lib/optim/optimizers.cc)
-//   kTensorwise      false: update() per element
+//   kTensorwise      false: update() per element; true: moments() and apply() with per-tensor norms
 //   slots()          how many state arrays it keeps with these hyper-parameters
 //   prepare(t, sc)   on the host, the per-step scalars of update t (1-based) into
 //                    sc[kOptimizerScalars] (StepScalars::optim), which keeps them between calls
 //   coeffs(lr, step, sc)  the constants of one launch (step: t - 1), on the device
-//   update(c, w, g, st, i)  parameter i in place
+//   update(c, w, g, st, i)  element-wise: parameter i in place
+//   moments(c, w, g, st, i, &u) / apply(c, w, st, i, lr_ratio)  tensor-wise (LAMB)
 
 struct SgdRule {
   static constexpr const char* kName = "sgd";
@@ -340,6 +382,31 @@ struct LionRule {
   TRAINER_HD static void update(const Coeffs& c, float& w, float g, const OptimizerState& st, int64_t i) {
     lion_update(c, w, g, st.at(0, i));
   }
+};
+
+struct LambRule {
+  static constexpr const char* kName = "lamb";
+  static constexpr int kSlots = 2;
+  static constexpr bool kTensorwise = true;
+  using Coeffs = LambCoeffs;
+  float beta1, beta2, eps, weight_decay;
+  explicit LambRule(const OptimizerHyper& h)
+      : beta1(h.f("beta1")), beta2(h.f("beta2")), eps(h.f("eps")), weight_decay(h.f("weight_decay")) {}
+  int slots() const { return 2; }
+  void prepare(int64_t t, float* sc) const { adam_bias_corrections(beta1, beta2, t, sc); }
+  TRAINER_HD Coeffs coeffs(float lr, uint64_t, const float* sc) const {
+    return lamb_coeffs(beta1, beta2, eps, weight_decay, lr, sc[0], sc[1]);
+  }
+  // The first pass: the moments of parameter i, and its direction u.
+  TRAINER_HD static float moments(const Coeffs& c, float w, float g, const OptimizerState& st, int64_t i) {
+    return lamb_moments(c, w, g, st.at(0, i), st.at(1, i));
+  }
+  // The second pass: w -= lr * r * u, with ratio = r from lamb_trust_ratio over the tensor.
+  TRAINER_HD static void apply(const Coeffs& c, float& w, const OptimizerState& st, int64_t i, float ratio) {
+    const float u = lamb_direction(c, w, st.at(0, i), st.at(1, i));
+    w = sub_rn(w, mul_rn(mul_rn(c.lr, ratio), u));
+  }
+  TRAINER_HD static float ratio(double w_sq, double u_sq) { return lamb_trust_ratio(w_sq, u_sq); }
 };
 
 }  // namespace trainer

@@ -1,5 +1,5 @@
 // Every built-in optimizer: its config keys (defaults as PyTorch's; Nadam's eps as Keras'; Lion's
-// as its paper), its state's checkpoint names (PyTorch's state
+// and LAMB's as their papers and NVIDIA's apex), its state's checkpoint names (PyTorch's state
 // keys) and its rule (lib/core/optimizer_formulas.h). Each backend registers a step per rule in
 // kernels/*/optimizer_steps.*.
 #include "lib/optim/optimizer.h"
@@ -66,6 +66,9 @@ void register_builtin_optimizers(OptimizerRegistry& r) {
              number_key("beta2", 0.99, 0, 0.999999, "decay of the momentum"),
              number_key("weight_decay", 0, 0, big, "decoupled weight decay")},
             {"exp_avg"}));
+  r.add<LambRule>(
+      entry("LAMB: Adam scaled per tensor by ||w|| / ||update|| for large batches (You et al. 2020)",
+            adam_like(0.001, 1e-6, 0.01, "decoupled weight decay, inside the trust ratio"), moments));
 }
 
 }  // namespace trainer

@@ -73,14 +73,17 @@ TEST_CASE("a ModelProto encodes to the bytes onnx's own serializer writes for it
   g.name = "g";
   g.doc = "graph doc";
   Node gemm{
-      "Gemm", "fc", {"x", "W"}, {"h"}, {Attribute::of_float("alpha", 0.5f), Attribute::of_int("transB", 1)}};
+      "Gemm", "fc", {"x", "W"}, {"h"}, {Attribute::of_float("alpha", 0.5f), Attribute::of_int("transB", 1)},
+      ""};
   Node pad{"Pad",
            "",
            {"h"},
            {"y"},
            {Attribute::of_string("mode", "edge"), Attribute::of_ints("pads", {0, -1}),
-            Attribute::of_floats("scales", {1.5f, -2.f})}};
-  Node constant{"Constant", "", {}, {"k"}, {Attribute::of_tensor("value", Tensor::floats("c", {}, {0.25f}))}};
+            Attribute::of_floats("scales", {1.5f, -2.f})},
+           ""};
+  Node constant{"Constant", "", {}, {"k"}, {Attribute::of_tensor("value", Tensor::floats("c", {}, {0.25f}))},
+                ""};
   g.nodes = {gemm, pad, constant};
   g.initializers = {Tensor::floats("W", {2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6}),
                     Tensor::int64s("b", {2}, {-1, 300})};

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "kernels/cpu/cpu_ops.h"
 #include "lib/config/config.h"
@@ -21,6 +22,8 @@ using namespace trainer;
 namespace {
 
 struct Case {
+  Case(std::string n, ValueLoss f, float d = 1.f, float s = 1.f, std::vector<float> pw = {})
+      : name(std::move(n)), formula(f), delta(d), scale(s), pos_weight(std::move(pw)) {}
   std::string name;
   ValueLoss formula;
   float delta = 1.f, scale = 1.f;

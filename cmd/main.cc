@@ -45,7 +45,7 @@ namespace {
 // with AVX-512) just below that thread's rsp. oneDNN's JIT f32 GEMM kernels point rsp into a
 // heap workspace while they run (their packing buffer), so a signal that landed in one wrote that
 // frame over malloc's chunk headers below the workspace, and the run aborted in a later free()
-// (exit 134, "corrupted size vs. prev_size"; tests/test_bad_input_table.cc).
+// (exit 134, "corrupted size vs. prev_size"; tests/test_signal_threads.cc).
 //
 // Only fit can stop gracefully (finish the step, save a checkpoint); it is the verb that claims
 // the first signal. Every other verb (eval, predict, bench, ...) has nothing to save: the first

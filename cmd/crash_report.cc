@@ -22,6 +22,7 @@
 namespace trainer::cmd {
 namespace {
 
+#ifndef TRAINER_SANITIZED  // under a sanitizer, its own report serves (install_crash_report)
 void say(const char* s) {
   const ssize_t ignored = write(STDERR_FILENO, s, strlen(s));
   (void)ignored;
@@ -45,6 +46,7 @@ void on_fatal_signal(int sig) {
   signal(sig, SIG_DFL);
   raise(sig);
 }
+#endif
 
 }  // namespace
 

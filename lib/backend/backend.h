@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "lib/backend/device_collective.h"
 #include "lib/backend/layer_kernel.h"
 #include "lib/core/augment_formula.h"
-#include "lib/dist/device_collective.h"
 #include "lib/memory/allocator.h"
 
 namespace trainer {
@@ -199,7 +199,7 @@ class Backend {
   virtual void abort_capture() noexcept {}
   virtual void replay(int graph) {}
 
-  // Device collectives (lib/dist/device_collective.h): data parallelism with the gradients
+  // Device collectives (lib/backend/device_collective.h): data parallelism with the gradients
   // all-reduced in backend memory, on the device (NCCL on the CUDA backend). The CPU backend has
   // none: its ranks all-reduce host memory through the host Communicator.
   // "" when this backend can join one; otherwise why not, for the user.

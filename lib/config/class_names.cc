@@ -1,7 +1,7 @@
 #include "lib/config/class_names.h"
 
 #include "datasets/file_bytes.h"
-#include "lib/config/node_reader.h"
+#include "lib/keys/node_reader.h"
 
 namespace trainer {
 namespace {

@@ -8,11 +8,11 @@
 #include "lib/config/class_names.h"
 #include "lib/config/config_keys.h"
 #include "lib/config/device_section.h"
-#include "lib/config/node_reader.h"
-#include "lib/config/yaml_loader.h"
 #include "lib/core/augment_formula.h"
 #include "lib/core/error.h"
-#include "lib/train/data_sources.h"
+#include "lib/data/data_sources.h"
+#include "lib/keys/node_reader.h"
+#include "lib/keys/yaml_loader.h"
 
 namespace trainer {
 
@@ -394,7 +394,7 @@ static void read_data(Config& c, NodeReader& r) {
     c.resolved["data"].remove("num_classes");  // discovered: recorded by the run (record_learned)
   if (present(aug)) c.resolved["data"]["augment"] = ar.resolved();
   if (rrc_resolved.IsMap()) c.resolved["data"]["augment"]["random_resized_crop"] = rrc_resolved;
-  // Each source's keys, as declared by its format (lib/train/data_sources.cc); no file is read.
+  // Each source's keys, as declared by its format (lib/data/data_sources.cc); no file is read.
   c.resolved["data"]["train"] = describe_source(dc.train, "data.train", c.file);
   if (present(dc.validation))
     c.resolved["data"]["validation"] = describe_source(dc.validation, "data.validation", c.file);

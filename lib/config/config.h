@@ -41,7 +41,7 @@ struct AugmentConfig {
 };
 
 struct DataConfig {
-  YAML::Node train, validation;  // source sections, read by lib/train/data_sources.cc
+  YAML::Node train, validation;  // source sections, read by lib/data/data_sources.cc
   int64_t num_classes = 0;
   int64_t batch_size = 32;
   bool shuffle = true;
@@ -56,7 +56,7 @@ struct DataConfig {
   AugmentConfig augment;
   bool scale_given = false;  // data.normalize.scale was given
   // normalize.scale holds the scale for every source: given, or the default for data.train's
-  // samples (1/255 for uint8, 1 otherwise; lib/train/data_sources.h default_scale). False only
+  // samples (1/255 for uint8, 1 otherwise; lib/data/data_sources.h default_scale). False only
   // when data.train's dtype cannot be told before reading it (then each source's own dtype decides).
   bool scale_known = false;
   std::vector<std::string> class_names;  // data.class_names (lib/config/class_names.h); empty: ids

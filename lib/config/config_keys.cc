@@ -77,17 +77,6 @@ const KeySpecs& model_keys() {
   return keys;
 }
 
-const KeySpecs& block_keys() {
-  static const KeySpecs keys{
-      section_key("params",
-                  "the block's parameters and their defaults, ~ for one every use must give; a layer's value "
-                  "$name takes the use's value"),
-      section_key("layers", "the block's layers; inputs: names its own layers, or input (the block's input)")
-          .require("is required: a non-empty list of layers, e.g. - {type: conv2d, filters: $filters}"),
-  };
-  return keys;
-}
-
 const KeySpecs& data_keys() {
   static const KeySpecs keys{
       section_key("train", "the training data: a source of some format (trainer help data.train.format)")

@@ -2,19 +2,18 @@
 // with them (read_keys, read_variant), and the schema, docs/config.md and `trainer help` print them
 // (lib/schema). The sections whose keys are declared where their reader is registered live there:
 // layers (lib/registry), losses (lib/losses), optimizers (lib/optim), data sources
-// (lib/train/data_sources.h) and the device (lib/config/device_section.h).
+// (lib/data/data_sources.h) and the device (lib/config/device_section.h).
 //
 // A key of Type::section (model.layers, data.train, loss, ...) is a value of its own form, read by
 // its section's code; lib/schema/config_tree.h says which form each one takes.
 #pragma once
 
-#include "lib/config/key_spec.h"
+#include "lib/keys/key_spec.h"
 
 namespace trainer {
 
 const KeySpecs& root_keys();                 // model, loss, optimizer, metrics, data, train, ...
 const KeySpecs& model_keys();                // model: input_shape, init, layers, blocks, stages
-const KeySpecs& block_keys();                // model.blocks.NAME: params, layers
 const KeySpecs& data_keys();                 // data: train, validation, num_classes, batch_size, ...
 const KeySpecs& split_keys();                // data.split
 const KeySpecs& normalize_keys();            // data.normalize

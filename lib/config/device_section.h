@@ -8,7 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "lib/config/config.h"
-#include "lib/config/key_spec.h"
+#include "lib/keys/key_spec.h"
 
 namespace trainer {
 

@@ -2,7 +2,7 @@
 // and the network, so that the graph takes values as they are stored (pixel bytes 0..255, a
 // CSV's numbers, token ids), as float32, in the model's input shape (N, *model.input_shape).
 //
-//   1. a CSV source's learned encoding (lib/train/csv_source.h), per feature, as the reader does:
+//   1. a CSV source's learned encoding (lib/data/csv_source.h), per feature, as the reader does:
 //        missing.fill   Where(IsNaN(x), fill, x)
 //        standardize    (x - mean) * float(1 / std)
 //      A CSV with categorical columns is refused when either applies: the reader one-hot encodes

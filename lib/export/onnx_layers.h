@@ -26,7 +26,7 @@
 
 #include "lib/core/shape.h"
 #include "lib/export/onnx_graph.h"
-#include "lib/model/layer.h"
+#include "lib/registry/layer.h"
 
 namespace trainer::onnx {
 

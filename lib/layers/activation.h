@@ -3,8 +3,8 @@
 //   in PyTorch); softmax and log_softmax over the features of a flat (B, F) input.
 #pragma once
 
-#include "lib/config/key_spec.h"
-#include "lib/model/layer.h"
+#include "lib/keys/key_spec.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 

@@ -3,7 +3,7 @@
 //   x_k: (B, d...) -> y: (B, d...);  dx_k = dy for every k
 #pragma once
 
-#include "lib/model/layer.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 

@@ -10,8 +10,8 @@
 // Eval: the running statistics take the place of the batch's, and nothing is updated.
 #pragma once
 
-#include "lib/config/key_spec.h"
-#include "lib/model/layer.h"
+#include "lib/keys/key_spec.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 

@@ -3,7 +3,7 @@
 //   x_k: (B, C_k, d...) -> y: (B, sum C_k, d...)
 #pragma once
 
-#include "lib/model/layer.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 

@@ -5,8 +5,8 @@
 // W: (filters, C / G, kh, kw); G = C = filters is a depthwise convolution.
 #pragma once
 
-#include "lib/config/key_spec.h"
-#include "lib/model/layer.h"
+#include "lib/keys/key_spec.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 

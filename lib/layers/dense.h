@@ -1,8 +1,8 @@
 // dense: y = x W^T + b.  x: (B, in)  W: (units, in)  b: (units)  y: (B, units)
 #pragma once
 
-#include "lib/config/key_spec.h"
-#include "lib/model/layer.h"
+#include "lib/keys/key_spec.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 

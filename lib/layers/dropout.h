@@ -4,8 +4,8 @@
 // same mask for the same step and no RNG state lives on the device.
 #pragma once
 
-#include "lib/config/key_spec.h"
-#include "lib/model/layer.h"
+#include "lib/keys/key_spec.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 

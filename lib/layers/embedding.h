@@ -14,8 +14,8 @@
 // Init: PyTorch N(0, 1), Keras U(-0.05, 0.05) (ParamRole::embedding, see lib/model/model.cc).
 #pragma once
 
-#include "lib/config/key_spec.h"
-#include "lib/model/layer.h"
+#include "lib/keys/key_spec.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 

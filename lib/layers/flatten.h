@@ -1,7 +1,7 @@
 // flatten: (B, d1, d2, ...) -> (B, d1*d2*...). A view: no kernel runs, memory is shared.
 #pragma once
 
-#include "lib/model/layer.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 

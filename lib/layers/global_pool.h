@@ -5,7 +5,7 @@
 //   x: (B, C, d1, ...) -> y: (B, C); the input needs at least one spatial axis.
 #pragma once
 
-#include "lib/model/layer.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 

@@ -2,7 +2,7 @@
 // Useful as a named branch point (`{type: identity, name: shortcut}`) or a block's pass-through.
 #pragma once
 
-#include "lib/model/layer.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 

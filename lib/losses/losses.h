@@ -1,4 +1,4 @@
-// The loss registry: every loss's name, declared keys (lib/config/key_spec.h), the targets it
+// The loss registry: every loss's name, declared keys (lib/keys/key_spec.h), the targets it
 // takes, the task it declares and the metrics that fit that task; and per backend the kernel that
 // runs the losses on float targets (registered in kernels/cpu/register_cpu_kernels.cc and
 // kernels/cuda/register_cuda_kernels.cc, as layers' kernels are).
@@ -19,7 +19,7 @@
 #include "datasets/dataset.h"
 #include "lib/backend/backend.h"
 #include "lib/backend/loss_kernel.h"
-#include "lib/config/key_spec.h"
+#include "lib/keys/key_spec.h"
 
 namespace trainer {
 

@@ -67,7 +67,7 @@ struct ExecutorOptions {
   // rank applies the same update. Without `collective` the sum is the host Communicator's, on
   // host memory (a backend with host_memory() only: CPU ranks).
   Communicator* comm = nullptr;
-  // The device collective of the same ranks (NCCL on GPUs; lib/dist/device_collective.h): the
+  // The device collective of the same ranks (NCCL on GPUs; lib/backend/device_collective.h): the
   // weighting, the gradient sum and the OR of the non-finite flags are enqueued on the backend's
   // stream (the gradient buckets on the collective's side stream, forked from it and joined back
   // before the update), without a host wait, and stay inside the step's CUDA graph. Also with one rank (the

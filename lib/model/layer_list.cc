@@ -4,12 +4,23 @@
 #include <map>
 #include <mutex>
 
-#include "lib/config/config_keys.h"
-#include "lib/config/node_reader.h"
 #include "lib/core/error.h"
+#include "lib/keys/node_reader.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
+
+const KeySpecs& block_keys() {
+  static const KeySpecs keys{
+      section_key("params",
+                  "the block's parameters and their defaults, ~ for one every use must give; a layer's value "
+                  "$name takes the use's value"),
+      section_key("layers", "the block's layers; inputs: names its own layers, or input (the block's input)")
+          .require("is required: a non-empty list of layers, e.g. - {type: conv2d, filters: $filters}"),
+  };
+  return keys;
+}
+
 namespace {
 
 constexpr size_t kMaxBlockDepth = 16;

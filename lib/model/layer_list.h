@@ -29,11 +29,14 @@
 #include <string>
 #include <vector>
 
-#include "lib/config/key_spec.h"
+#include "lib/keys/key_spec.h"
 
 namespace trainer {
 
 struct LayerEntry;
+
+// The keys of one block of model.blocks (model.blocks.NAME): params, layers.
+const KeySpecs& block_keys();
 
 // One input of a declared layer: a layer by name, a declaration by index, or the model's input.
 struct InputRef {

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <map>
 
-#include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
+#include "lib/keys/node_reader.h"
 #include "lib/model/arena_layout.h"
 #include "lib/registry/registry.h"
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "lib/config/key_spec.h"
-#include "lib/model/layer.h"
+#include "lib/keys/key_spec.h"
 #include "lib/model/layer_list.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 

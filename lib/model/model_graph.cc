@@ -4,8 +4,8 @@
 #include <map>
 #include <set>
 
-#include "lib/config/node_reader.h"
 #include "lib/core/error.h"
+#include "lib/keys/node_reader.h"
 #include "lib/model/model.h"
 
 namespace trainer {

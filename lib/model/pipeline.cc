@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <map>
 
-#include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/core/shard.h"
+#include "lib/keys/node_reader.h"
 #include "lib/memory/allocator.h"
 
 namespace trainer {

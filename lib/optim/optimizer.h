@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "lib/backend/optimizer_kernel.h"
-#include "lib/config/key_spec.h"
+#include "lib/keys/key_spec.h"
 
 namespace trainer {
 
@@ -77,7 +77,7 @@ class OptimizerRegistry {
 // Defined in lib/optim/optimizers.cc: sgd, adam, adamw, nadam, rmsprop, lion, lamb.
 void register_builtin_optimizers(OptimizerRegistry& r);
 
-// Every optimizer `type` with the keys it declares (lib/config/key_spec.h); the type when none is given.
+// Every optimizer `type` with the keys it declares (lib/keys/key_spec.h); the type when none is given.
 const KeyVariants& optimizer_keys();
 inline constexpr const char* kDefaultOptimizer = "adam";
 // Validates the `optimizer:` section with those declarations (an unknown key is an error) and

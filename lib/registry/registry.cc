@@ -1,8 +1,8 @@
 #include "lib/registry/registry.h"
 
-#include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/core/printable.h"
+#include "lib/keys/node_reader.h"
 
 namespace trainer {
 

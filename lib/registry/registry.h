@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "lib/backend/layer_kernel.h"
-#include "lib/config/key_spec.h"
-#include "lib/model/layer.h"
+#include "lib/keys/key_spec.h"
+#include "lib/registry/layer.h"
 
 namespace trainer {
 
-// Builds a layer from its validated keys (lib/config/key_spec.h).
+// Builds a layer from its validated keys (lib/keys/key_spec.h).
 using LayerFactory = std::function<std::unique_ptr<Layer>(const KeyValues&)>;
 // A macro layer: its validated keys -> the layers it stands for, one YAML mapping each
 // ({type: dense, units: 4}, {type: relu}, ...), validated and built like written-out layers.

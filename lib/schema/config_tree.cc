@@ -3,10 +3,11 @@
 #include "lib/config/config_keys.h"
 #include "lib/config/device_section.h"
 #include "lib/core/error.h"
+#include "lib/data/data_sources.h"
 #include "lib/losses/losses.h"
+#include "lib/model/layer_list.h"
 #include "lib/optim/optimizer.h"
 #include "lib/registry/registry.h"
-#include "lib/train/data_sources.h"
 
 namespace trainer {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/config/key_spec.h"
+#include "lib/keys/key_spec.h"
 
 namespace trainer {
 

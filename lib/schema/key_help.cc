@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/core/printable.h"
+#include "lib/keys/node_reader.h"
 #include "lib/schema/config_tree.h"
 #include "lib/schema/key_text.h"
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "lib/config/key_spec.h"
+#include "lib/keys/key_spec.h"
 #include "lib/schema/config_tree.h"
 
 namespace trainer {

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "lib/backend/backend.h"
+#include "lib/backend/device_collective.h"
 #include "lib/dist/communicator.h"
-#include "lib/dist/device_collective.h"
 #include "lib/model/executor.h"
 #include "lib/model/model.h"
 

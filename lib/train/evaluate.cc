@@ -12,13 +12,13 @@
 #include "datasets/image_folder.h"
 #include "datasets/image_loader.h"
 #include "datasets/npy_reader.h"
-#include "lib/config/node_reader.h"
 #include "lib/core/error.h"
+#include "lib/data/data_sources.h"
+#include "lib/data/input_files.h"
+#include "lib/keys/node_reader.h"
 #include "lib/metrics/metrics.h"
 #include "lib/train/checkpointing.h"
-#include "lib/train/data_sources.h"
 #include "lib/train/fit.h"
-#include "lib/train/input_files.h"
 #include "lib/train/predict_output.h"
 #include "lib/train/session.h"
 
@@ -124,7 +124,7 @@ EvalResult evaluate_weights(const Config& config, const EvalOptions& o, std::ost
   r.weights = resolve_weights(o.weights);
   if (o.split != "validation" && o.split != "train")
     throw UsageError("--split " + o.split + ": allowed: validation, train");
-  check_input_files(config, o.split == "train");
+  check_input_files(config.data.train, config.data.validation, config.file, o.split == "train");
   auto model = make_model(config);
   HostWeights w = load_weights(r.weights, *model, "--weights");
   RunData data = load_run_data(config, o.split == "train");

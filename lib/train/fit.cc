@@ -31,17 +31,17 @@
 #include <ostream>
 
 #include "datasets/file_bytes.h"
-#include "lib/config/node_reader.h"
-#include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
 #include "lib/core/shard.h"
+#include "lib/data/data_sources.h"
+#include "lib/data/input_files.h"
+#include "lib/keys/node_reader.h"
+#include "lib/keys/yaml_floats.h"
 #include "lib/metrics/metrics.h"
 #include "lib/train/callbacks.h"
 #include "lib/train/checkpointing.h"
 #include "lib/train/data_parallel.h"
-#include "lib/train/data_sources.h"
 #include "lib/train/divergence.h"
-#include "lib/train/input_files.h"
 #include "lib/train/run_claim.h"
 #include "lib/train/run_dir.h"
 #include "lib/train/schedules.h"
@@ -216,7 +216,7 @@ void FitRun::setup() {
     claim_ = claim_resume_dir(opt_.resume_dir, root());
   else if (!opt_.out_dir.empty() && root())
     claim_ = claim_out_dir(opt_.out_dir);
-  check_input_files(cfg_, true);
+  check_input_files(cfg_.data.train, cfg_.data.validation, cfg_.file, true);
   auto model = make_model(cfg_);  // config errors before data errors
   data_ = load_run_data(cfg_, true);
   cfg_ = with_data_classes(cfg_, data_, *model);

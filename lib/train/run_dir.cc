@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "lib/checkpoint/atomic_file.h"
-#include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
 #include "lib/core/json_text.h"
+#include "lib/keys/yaml_floats.h"
 #include "lib/train/checkpointing.h"
 #include "lib/train/fit.h"
 #include "lib/train/run_files.h"

@@ -7,13 +7,13 @@
 #include "datasets/batch_loader.h"
 #include "datasets/split.h"
 #include "lib/backend/device_spec.h"
-#include "lib/config/node_reader.h"
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
 #include "lib/core/usable_cores.h"
+#include "lib/data/data_sources.h"
+#include "lib/keys/node_reader.h"
 #include "lib/metrics/metrics.h"
 #include "lib/train/data_parallel.h"
-#include "lib/train/data_sources.h"
 
 namespace trainer {
 

@@ -79,7 +79,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
 struct RunData {
   Dataset train, val;
   bool has_train = false, has_val = false;
-  YAML::Node learned;                    // keys data.train learned (lib/train/data_sources.h)
+  YAML::Node learned;                    // keys data.train learned (lib/data/data_sources.h)
   std::vector<std::string> class_names;  // data.class_names, or the names the training data gave
   int64_t num_classes = 0;               // data.num_classes, or what the training data gave
   // data.normalize_targets: the statistics the targets of train and val were standardized with

@@ -1,9 +1,9 @@
 // Turns a config data source section into a Dataset through the readers in datasets/, by the
-// format table (lib/train/data_formats.h):
+// format table (lib/data/data_formats.h):
 //   format: idx | cifar10 | npy | csv | sequences | image_folder | image_list | disc | random
 //
 // What a reader learns from the training data (a CSV's categories, standardize statistics and
-// fill values: lib/train/csv_source.h) comes back as keys of the source's section; the run
+// fill values: lib/data/csv_source.h) comes back as keys of the source's section; the run
 // records them in data.train of its config.yaml, and any later read of that config (validation,
 // eval, predict, resume) takes them from there instead of learning. Class names a reader
 // discovers (Dataset::class_names) are recorded as data.class_names and data.num_classes
@@ -25,7 +25,7 @@ namespace trainer {
 struct KeyVariant;
 using KeyVariants = std::vector<KeyVariant>;
 
-// Every data `format` with the keys it declares (lib/config/key_spec.h); load_config() validates
+// Every data `format` with the keys it declares (lib/keys/key_spec.h); load_config() validates
 // data.train and data.validation with them. The format when none is given: idx.
 const KeyVariants& data_source_keys();
 inline constexpr const char* kDefaultDataFormat = "idx";

@@ -1,13 +1,13 @@
-#include "lib/train/input_files.h"
+#include "lib/data/input_files.h"
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "datasets/file_bytes.h"
-#include "lib/config/node_reader.h"
 #include "lib/core/error.h"
-#include "lib/train/data_formats.h"
+#include "lib/data/data_formats.h"
+#include "lib/keys/node_reader.h"
 
 namespace trainer {
 namespace {
@@ -66,17 +66,18 @@ std::string data_error_place(const YAML::Node& section, const std::string& path,
   return node_location(file, section) + ": " + path + ": ";
 }
 
-void check_input_files(const Config& cfg, bool need_train) {
-  const auto check = [&cfg](const YAML::Node& section, const std::string& path) {
+void check_input_files(const YAML::Node& train, const YAML::Node& validation, const std::string& file,
+                       bool need_train) {
+  const auto check = [&file](const YAML::Node& section, const std::string& path) {
     try {
       check_folder(section);
       for (const auto& p : files_of(section)) DataFile probe(p, DataFile::Gzip::never);
     } catch (const DataError& e) {
-      throw DataError(data_error_place(section, path, cfg.file, e.what()) + e.what());
+      throw DataError(data_error_place(section, path, file, e.what()) + e.what());
     }
   };
-  if (need_train || !present(cfg.data.validation)) check(cfg.data.train, "data.train");
-  check(cfg.data.validation, "data.validation");
+  if (need_train || !present(validation)) check(train, "data.train");
+  check(validation, "data.validation");
 }
 
 }  // namespace trainer

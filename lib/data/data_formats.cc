@@ -1,6 +1,6 @@
-// The data format table (lib/train/data_formats.h): one entry per format, its keys and its
+// The data format table (lib/data/data_formats.h): one entry per format, its keys and its
 // reader, which calls the format's reader in datasets/.
-#include "lib/train/data_formats.h"
+#include "lib/data/data_formats.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 #include "datasets/random_generator.h"
 #include "datasets/sequence_reader.h"
 #include "lib/core/error.h"
-#include "lib/train/csv_source.h"
+#include "lib/data/csv_source.h"
 
 namespace trainer {
 namespace {

@@ -1,4 +1,4 @@
-#include "lib/model/model_json.h"
+#include "lib/train/model_json.h"
 
 #include <cerrno>
 #include <cstdlib>

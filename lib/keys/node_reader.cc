@@ -1,4 +1,4 @@
-#include "lib/config/node_reader.h"
+#include "lib/keys/node_reader.h"
 
 #include <algorithm>
 #include <charconv>

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "datasets/csv_reader.h"
-#include "lib/config/key_spec.h"
+#include "lib/keys/key_spec.h"
 
 namespace trainer {
 

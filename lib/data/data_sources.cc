@@ -1,4 +1,4 @@
-#include "lib/train/data_sources.h"
+#include "lib/data/data_sources.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,13 +8,13 @@
 
 #include "datasets/csv_reader.h"
 #include "datasets/image_loader.h"
-#include "lib/config/key_spec.h"
-#include "lib/config/node_reader.h"
-#include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
-#include "lib/train/csv_source.h"
-#include "lib/train/data_formats.h"
-#include "lib/train/input_files.h"
+#include "lib/data/csv_source.h"
+#include "lib/data/data_formats.h"
+#include "lib/data/input_files.h"
+#include "lib/keys/key_spec.h"
+#include "lib/keys/node_reader.h"
+#include "lib/keys/yaml_floats.h"
 
 namespace trainer {
 

@@ -1,4 +1,4 @@
-#include "lib/model/layer.h"
+#include "lib/registry/layer.h"
 
 #include "lib/core/error.h"
 

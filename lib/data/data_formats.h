@@ -1,8 +1,8 @@
 // The data formats a source section may name (data.train.format), registered in one table as
 // layers are: each entry's keys, the keys that name its files, what it knows about its classes and
 // its bytes' scale, and its reader. Config validation (data_source_keys), the pre-read file probe
-// (lib/train/input_files.h), the run's recorded absolute paths (describe_source), the scale's
-// default and load_source (lib/train/data_sources.h) all read this table, so a new format is its
+// (lib/data/input_files.h), the run's recorded absolute paths (describe_source), the scale's
+// default and load_source (lib/data/data_sources.h) all read this table, so a new format is its
 // reader in datasets/, one entry in data_formats.cc and its test.
 #pragma once
 
@@ -15,8 +15,8 @@
 
 #include "datasets/dataset.h"
 #include "datasets/image_loader.h"
-#include "lib/config/key_spec.h"
-#include "lib/train/data_sources.h"
+#include "lib/data/data_sources.h"
+#include "lib/keys/key_spec.h"
 
 namespace trainer {
 

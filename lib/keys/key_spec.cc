@@ -1,4 +1,4 @@
-#include "lib/config/key_spec.h"
+#include "lib/keys/key_spec.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "lib/config/yaml_floats.h"
+#include "lib/keys/yaml_floats.h"
 
 #include <charconv>
 #include <cstdlib>

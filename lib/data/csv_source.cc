@@ -1,11 +1,11 @@
-#include "lib/train/csv_source.h"
+#include "lib/data/csv_source.h"
 
 #include <charconv>
 
-#include "lib/config/node_reader.h"
-#include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
-#include "lib/train/data_sources.h"
+#include "lib/data/data_sources.h"
+#include "lib/keys/node_reader.h"
+#include "lib/keys/yaml_floats.h"
 
 namespace trainer {
 

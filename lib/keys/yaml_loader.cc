@@ -1,4 +1,4 @@
-#include "lib/config/yaml_loader.h"
+#include "lib/keys/yaml_loader.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

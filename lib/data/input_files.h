@@ -2,14 +2,17 @@
 // regular file. Reading Fashion-MNIST takes seconds; a misspelt path should fail at once.
 #pragma once
 
-#include "lib/config/config.h"
+#include <yaml-cpp/yaml.h>
+
+#include <string>
 
 namespace trainer {
 
-// Opens (and closes) every file of data.train (when need_train, or when the validation split
-// comes from it) and data.validation. Throws DataError naming the first that is missing,
-// unreadable or not a regular file, in the words the readers use.
-void check_input_files(const Config& cfg, bool need_train);
+// Opens (and closes) every file of data.train (`train`: when need_train, or when the validation
+// split comes from it) and data.validation (`validation`) of the config `file`. Throws DataError
+// naming the first that is missing, unreadable or not a regular file, in the words the readers use.
+void check_input_files(const YAML::Node& train, const YAML::Node& validation, const std::string& file,
+                       bool need_train);
 
 // Where in the config a data error about the source `section` (at `path`, "data.train") belongs, as
 // a prefix for its message: file:line:column of the file key whose value the message quotes

@@ -8,7 +8,7 @@
 #include "cmd/config_flags.h"
 #include "lib/core/json_text.h"
 #include "lib/model/model.h"
-#include "lib/model/model_json.h"
+#include "lib/train/model_json.h"
 #include "lib/train/session.h"
 
 namespace trainer::cmd {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "lib/config/node_reader.h"  // closest_match
+#include "lib/keys/node_reader.h"  // closest_match
 
 namespace trainer::cmd {
 namespace {

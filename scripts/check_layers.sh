@@ -4,7 +4,14 @@
 #
 #   lib/core  errors, shapes, RNG, printable: the leaves; includes nothing of the project
 #   datasets  readers, generators, batch loader; may include lib/core only
-#   lib       backend contract (lib/backend), config, registry, layers, model, optim, train...
+#   lib       in an order of its own, each folder including only from the folders before it
+#             (folders of one rank, written a | b, include neither each other):
+#               keys < memory | checkpoint < backend < dist < registry < layers < losses | optim
+#               < model < data < config < metrics < train < export | schema
+#             keys: the key declarations and their validator, YAML loading; backend: the device
+#             contract (memory, streams, kernels' interfaces, collectives); registry: what a layer
+#             is and which exist; data: the data sources and formats of a config; config: the
+#             Config a run reads, assembled from all the sections below it.
 #   kernels   the backends: kernels/cpu and kernels/cuda (siblings: neither includes the other),
 #             and kernels/register_backends.cc, which registers both
 #   cmd       the CLI verbs
@@ -31,10 +38,22 @@ grep -rnH --include='*.h' --include='*.cc' --include='*.cu' --include='*.cuh' \
       if (path ~ /^tests\//) return 5
       return -1
     }
+    # lib/<folder>/...: the rank of the folder in the order inside lib (lib/core is its own layer).
+    function librank(path,   f) {
+      if (path !~ /^lib\/[^\/]+\//) return -1
+      f = substr(path, 5); f = substr(f, 1, index(f, "/") - 1)
+      return (f in rank) ? rank[f] : -2
+    }
+    function libdir(path,   f) { f = substr(path, 5); return substr(f, 1, index(f, "/") - 1) }
     function backend(path) {  # "cpu", "cuda" or "" for kernels/<backend>/...
       return (path ~ /^kernels\/[^\/]+\//) ? substr(path, 9, index(substr(path, 9), "/") - 1) : ""
     }
-    BEGIN { split("lib/core datasets lib kernels cmd tests", name, " "); bad = 0 }
+    BEGIN {
+      split("lib/core datasets lib kernels cmd tests", name, " "); bad = 0
+      order = "keys memory|checkpoint backend dist registry layers losses|optim model data config metrics train export|schema"
+      n = split(order, ranks, " ")
+      for (i = 1; i <= n; i++) { m = split(ranks[i], fs, "|"); for (j = 1; j <= m; j++) rank[fs[j]] = i }
+    }
     {
       colon1 = index($0, ":"); rest = substr($0, colon1 + 1); colon2 = index(rest, ":")
       file = substr($0, 1, colon1 - 1); line = substr(rest, 1, colon2 - 1)
@@ -53,6 +72,13 @@ grep -rnH --include='*.h' --include='*.cc' --include='*.cu' --include='*.cuh' \
       if (to > from) {
         printf "%s:%s: #include \"%s\": layer %s includes from %s, a layer above it (%s)\n", file, line, inc, name[from + 1], name[to + 1], "lib/core < datasets < lib < kernels < cmd < tests"
         bad++
+      } else if (from == 2 && to == 2 && librank(file) != -1 && librank(inc) != -1 && libdir(file) != libdir(inc) &&
+                 (librank(file) == -2 || librank(inc) == -2 || librank(inc) >= librank(file))) {
+        if (librank(file) == -2 || librank(inc) == -2)
+          printf "%s:%s: #include \"%s\": lib/%s is not in lib'"'"'s order (scripts/check_layers.sh)\n", file, line, inc, librank(file) == -2 ? libdir(file) : libdir(inc)
+        else
+          printf "%s:%s: #include \"%s\": lib/%s includes from lib/%s, which is not before it in lib'"'"'s order (%s)\n", file, line, inc, libdir(file), libdir(inc), order
+        bad++
       } else if (from == 3 && backend(file) != "" && backend(inc) != "" && backend(file) != backend(inc)) {
         printf "%s:%s: #include \"%s\": kernels/%s includes from kernels/%s; backends are siblings and share only lib\n", file, line, inc, backend(file), backend(inc)
         bad++
@@ -61,5 +87,5 @@ grep -rnH --include='*.h' --include='*.cc' --include='*.cu' --include='*.cuh' \
     }
     END {
       if (bad) { printf "check_layers: %d include(s) against the layering\n", bad; exit 1 }
-      printf "check_layers: OK: %d files, %d project includes, none upward; layers lib/core < datasets < lib < kernels (cpu | cuda) < cmd < tests\n", files, checked
+      printf "check_layers: OK: %d files, %d project includes, none upward; layers lib/core < datasets < lib < kernels (cpu | cuda) < cmd < tests; inside lib: %s\n", files, checked, order
     }'

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/config/node_reader.h"
+#include "lib/keys/node_reader.h"
 #include "lib/optim/optimizer.h"
 
 namespace trainer::optim_tests {

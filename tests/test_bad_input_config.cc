@@ -7,9 +7,9 @@
 #include <cstdio>
 
 #include "lib/config/config.h"
-#include "lib/config/yaml_loader.h"
 #include "lib/core/error.h"
 #include "lib/core/printable.h"
+#include "lib/keys/yaml_loader.h"
 #include "lib/model/model.h"
 #include "tests/test_util.h"
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "lib/config/config.h"
-#include "lib/config/yaml_floats.h"
+#include "lib/keys/yaml_floats.h"
 #include "lib/train/progress.h"
 #include "tests/test_util.h"
 

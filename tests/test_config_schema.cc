@@ -6,12 +6,12 @@
 #include "lib/backend/backend_registry.h"
 #include "lib/backend/device_spec.h"
 #include "lib/config/config.h"
-#include "lib/config/key_spec.h"
 #include "lib/core/error.h"
+#include "lib/data/data_sources.h"
+#include "lib/keys/key_spec.h"
 #include "lib/model/model.h"
 #include "lib/optim/optimizer.h"
 #include "lib/registry/registry.h"
-#include "lib/train/data_sources.h"
 #include "tests/test_util.h"
 
 using namespace trainer;

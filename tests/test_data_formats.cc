@@ -1,12 +1,12 @@
-// The data format table (lib/train/data_formats.h): every entry is complete and consistent with
+// The data format table (lib/data/data_formats.h): every entry is complete and consistent with
 // what validation, the file probe, describe_source and default_scale read from it.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <set>
 
-#include "lib/config/key_spec.h"
-#include "lib/train/data_formats.h"
-#include "lib/train/data_sources.h"
+#include "lib/data/data_formats.h"
+#include "lib/data/data_sources.h"
+#include "lib/keys/key_spec.h"
 
 using namespace trainer;
 

@@ -6,7 +6,7 @@
 #include "datasets/npy_reader.h"
 #include "lib/config/config.h"
 #include "lib/core/error.h"
-#include "lib/train/data_sources.h"
+#include "lib/data/data_sources.h"
 #include "lib/train/session.h"
 #include "tests/test_util.h"
 

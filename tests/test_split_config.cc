@@ -6,8 +6,8 @@
 
 #include "datasets/npy_reader.h"
 #include "lib/config/config.h"
-#include "lib/config/yaml_floats.h"
 #include "lib/core/error.h"
+#include "lib/keys/yaml_floats.h"
 #include "lib/train/session.h"
 #include "tests/test_util.h"
 #include "tests/warning_sink.h"

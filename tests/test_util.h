@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "lib/config/node_reader.h"
 #include "lib/core/rng.h"
+#include "lib/keys/node_reader.h"
 #include "lib/model/executor.h"
-#include "lib/model/layer.h"
+#include "lib/registry/layer.h"
 #include "lib/registry/registry.h"
 
 namespace trainer::test {

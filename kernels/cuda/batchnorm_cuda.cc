@@ -30,8 +30,8 @@
 #include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "lib/backend/device_collective.h"
 #include "lib/core/error.h"
-#include "lib/dist/device_collective.h"
 #include "lib/layers/batchnorm.h"
 
 namespace trainer {

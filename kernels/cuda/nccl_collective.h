@@ -1,4 +1,4 @@
-// NcclCollective: the device collectives (lib/dist/device_collective.h) of one replica over NCCL,
+// NcclCollective: the device collectives (lib/backend/device_collective.h) of one replica over NCCL,
 // on one CudaBackend's device and stream. Compiled only in a build with NCCL (TRAINER_HAVE_NCCL).
 //
 // One communicator per replica (ncclCommInitRank: the replica's thread or process joins with the
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/dist/device_collective.h"
+#include "lib/backend/device_collective.h"
 
 namespace trainer {
 

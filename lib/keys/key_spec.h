@@ -1,6 +1,6 @@
 // Key declarations: what a config section accepts, declared once where the thing that reads it is
-// registered (a layer in lib/layers/register_layers.cc, an optimizer in lib/optim/optimizer.cc, a
-// data format in lib/data/data_sources.cc, the config's own sections in lib/config/config_keys.cc),
+// registered (a layer in lib/layers/register_layers.cc, an optimizer in lib/optim/optimizers.cc, a
+// data format in lib/data/data_formats.cc, the config's own sections in lib/config/config_keys.cc),
 // and the one validator that walks a section with them. `trainer schema` and `trainer help` print
 // them (lib/schema).
 //

@@ -11,10 +11,10 @@
 #include <sstream>
 
 #include "kernels/cpu/cpu_backend.h"
-#include "lib/config/node_reader.h"
 #include "lib/core/bf16.h"
 #include "lib/core/fp16.h"
 #include "lib/core/rng.h"
+#include "lib/keys/node_reader.h"
 #include "lib/model/arena_layout.h"
 #include "lib/registry/registry.h"
 #include "tests/warning_sink.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/model/layer.h"
+#include "lib/registry/layer.h"
 
 namespace trainer::conformance {
 

@@ -8,7 +8,7 @@
 #include "datasets/image_folder.h"
 #include "datasets/image_loader.h"
 #include "lib/core/error.h"
-#include "lib/train/data_sources.h"
+#include "lib/data/data_sources.h"
 #include "tests/datasets/image_writers.h"
 #include "tests/datasets/temp_files.h"
 #include "tests/warning_sink.h"

@@ -11,7 +11,7 @@
 #include "datasets/sample_stream.h"
 #include "datasets/split.h"
 #include "lib/core/error.h"
-#include "lib/train/data_sources.h"
+#include "lib/data/data_sources.h"
 #include "tests/datasets/image_writers.h"
 #include "tests/datasets/temp_files.h"
 

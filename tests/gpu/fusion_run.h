@@ -5,8 +5,8 @@
 
 #include <vector>
 
+#include "lib/backend/device_collective.h"
 #include "lib/config/config.h"
-#include "lib/dist/device_collective.h"
 #include "lib/model/executor.h"
 #include "tests/gpu/gpu_test_util.h"
 

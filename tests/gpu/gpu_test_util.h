@@ -16,10 +16,10 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "lib/backend/backend_registry.h"
-#include "lib/config/node_reader.h"
 #include "lib/core/rng.h"
-#include "lib/model/layer.h"
+#include "lib/keys/node_reader.h"
 #include "lib/optim/optimizer.h"
+#include "lib/registry/layer.h"
 #include "lib/registry/registry.h"
 
 namespace trainer::gpu_test {

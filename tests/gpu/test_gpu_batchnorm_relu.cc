@@ -10,8 +10,8 @@
 //     collective), whose reductions and dx read z and dz too.
 #include <iostream>
 
+#include "lib/backend/device_collective.h"
 #include "lib/config/config.h"
-#include "lib/dist/device_collective.h"
 #include "lib/model/executor.h"
 #include "tests/gpu/fusion_run.h"
 #include "tests/gpu/gpu_test_util.h"

@@ -8,8 +8,8 @@
 // (compare_16).
 #include <iostream>
 
+#include "lib/backend/device_collective.h"
 #include "lib/config/config.h"
-#include "lib/dist/device_collective.h"
 #include "tests/gpu/fusion_run.h"
 
 using namespace trainer;

@@ -1,4 +1,4 @@
-// Data parallelism over NCCL (lib/dist/device_collective.h, kernels/cuda/nccl_collective.h):
+// Data parallelism over NCCL (lib/backend/device_collective.h, kernels/cuda/nccl_collective.h):
 //   - one GPU (the degenerate case every GPU machine runs): an executor whose gradients go through
 //     a one-replica NCCL collective (weighted all-reduce, flag OR) trains bit for bit like one
 //     without, and its steps are still recorded as CUDA graphs; the flag OR and the broadcast of

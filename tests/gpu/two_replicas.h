@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
-#include "lib/dist/device_collective.h"
+#include "lib/backend/device_collective.h"
 #include "lib/dist/thread_world.h"
 #include "lib/train/data_parallel.h"
 

@@ -56,7 +56,7 @@ inline ScaleTrace trace_steps(Backend& be, const ScaleSetup& s) {
   ExecutorOptions eo;
   eo.batch_sizes = {batch};
   eo.num_classes = 4;
-  eo.loss = LossKind::cross_entropy_logits;
+  eo.loss = loss_config("cross_entropy");
   eo.math = s.math;
   eo.loss_scaling = s.scaling;
   eo.loss_scale_init = s.init;

@@ -67,7 +67,7 @@ TEST_CASE("a wrong type or out-of-range value names the key, the value and what 
   REQUIRE_THROWS_AS(parse(replace(kGood, "type: sgd", "type: sgdd")), ConfigError);
   REQUIRE_THROWS_WITH(parse(kGood, {"loss.label_smoothing=1.5"}),
                       Contains("loss.label_smoothing") && Contains("out of range") && Contains("[0, 1]"));
-  REQUIRE(parse(kGood, {"loss.label_smoothing=0.1"}).label_smoothing == 0.1f);
+  REQUIRE(parse(kGood, {"loss.label_smoothing=0.1"}).loss_config.label_smoothing == 0.1f);
 }
 
 TEST_CASE("a --set override reaches any key, including list items, and wins over the file", "[config]") {

@@ -8,7 +8,7 @@
 
 using namespace trainer;
 
-static double loss_of(LossKind kind, std::vector<float> out, const std::vector<int32_t>& y, int64_t B,
+static double loss_of(ClassScores kind, std::vector<float> out, const std::vector<int32_t>& y, int64_t B,
                       int64_t C) {
   std::vector<float> d(out.size());
   float sum = 0;
@@ -19,11 +19,11 @@ static double loss_of(LossKind kind, std::vector<float> out, const std::vector<i
 TEST_CASE("loss gradients match finite differences", "[gradient][loss]") {
   const int64_t B = 4, C = 5;
   std::vector<int32_t> y{0, 3, 4, 1};
-  for (LossKind kind : {LossKind::nll, LossKind::cross_entropy_logits, LossKind::cross_entropy_probs}) {
+  for (ClassScores kind : {ClassScores::log_probabilities, ClassScores::logits, ClassScores::probabilities}) {
     std::vector<float> out = test::random_vector(size_t(B * C), 5, -2.f, 2.f);
-    if (kind == LossKind::nll)  // log-probabilities
+    if (kind == ClassScores::log_probabilities)  // log-probabilities
       for (auto& v : out) v = -std::abs(v) - 0.1f;
-    if (kind == LossKind::cross_entropy_probs)
+    if (kind == ClassScores::probabilities)
       for (auto& v : out) v = 0.05f + 0.9f * (v + 2.f) / 4.f;
     std::vector<float> d(out.size());
     float sum = 0;
@@ -49,7 +49,7 @@ TEST_CASE("cross entropy from logits equals nll of log_softmax", "[loss]") {
     for (int c = 0; c < 3; ++c) z += std::exp(double(logits[size_t(b * 3 + c)]));
     expected += std::log(z) - logits[size_t(b * 3 + y[size_t(b)])];
   }
-  REQUIRE(loss_of(LossKind::cross_entropy_logits, logits, y, 2, 3) == Approx(expected / 2).epsilon(1e-6));
+  REQUIRE(loss_of(ClassScores::logits, logits, y, 2, 3) == Approx(expected / 2).epsilon(1e-6));
 }
 
 TEST_CASE("confusion matrix and top-k count predictions", "[metrics]") {
@@ -74,23 +74,23 @@ TEST_CASE("label smoothing is PyTorch's, and its gradients match finite differen
     const std::vector<int32_t> y{0};
     std::vector<float> d(3);
     float sum = 0;
-    cpu::classification_loss(LossKind::cross_entropy_logits, out.data(), y.data(), 1, 3, d.data(), &sum,
-                             0.1f);
+    cpu::classification_loss(ClassScores::logits, out.data(), y.data(), 1, 3, d.data(), &sum, 0.1f);
     CHECK(std::abs(double(sum) - 2.3076059644) < 1e-6);
     // The same network as log_softmax + nll.
     const double log_z = 3.4076059644;
     const std::vector<float> logp{float(1 - log_z), float(2 - log_z), float(3 - log_z)};
     float nll = 0;
-    cpu::classification_loss(LossKind::nll, logp.data(), y.data(), 1, 3, d.data(), &nll, 0.1f);
+    cpu::classification_loss(ClassScores::log_probabilities, logp.data(), y.data(), 1, 3, d.data(), &nll,
+                             0.1f);
     CHECK(std::abs(double(nll) - 2.3076059644) < 1e-6);
   }
   const int64_t B = 4, C = 5;
   std::vector<int32_t> y{0, 3, 4, 1};
-  for (LossKind kind : {LossKind::nll, LossKind::cross_entropy_logits, LossKind::cross_entropy_probs}) {
+  for (ClassScores kind : {ClassScores::log_probabilities, ClassScores::logits, ClassScores::probabilities}) {
     std::vector<float> out = test::random_vector(size_t(B * C), 6, -2.f, 2.f);
-    if (kind == LossKind::nll)
+    if (kind == ClassScores::log_probabilities)
       for (auto& v : out) v = -std::abs(v) - 0.1f;
-    if (kind == LossKind::cross_entropy_probs)
+    if (kind == ClassScores::probabilities)
       for (auto& v : out) v = 0.05f + 0.9f * (v + 2.f) / 4.f;
     auto loss = [&](const std::vector<float>& o) {
       std::vector<float> d(o.size());

@@ -41,7 +41,7 @@ inline ExecutorOptions classifier_options(std::vector<int64_t> batch_sizes, int6
   ExecutorOptions o;
   o.batch_sizes = std::move(batch_sizes);
   o.num_classes = classes;
-  o.loss = LossKind::cross_entropy_logits;
+  o.loss = loss_config("cross_entropy");
   return o;
 }
 

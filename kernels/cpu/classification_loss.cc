@@ -6,15 +6,18 @@
 //   out: (B, C)  labels: (B)  dout: (B, C) = d(mean loss)/d(out)
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "lib/core/error.h"
 
 namespace trainer::cpu {
 
 namespace {
 
-void smoothed_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                   float* dout, float* loss_sum, float s, const float* weights) {
+void smoothed_loss(ClassScores scores, const float* out, const int32_t* labels, int64_t batch,
+                   int64_t classes, float* dout, float* loss_sum, float s, const float* weights) {
   const double off = double(s) / double(classes), on = 1.0 - double(s) + off;
   double total = 0;
   for (int64_t i = 0; i < batch; ++i) {
@@ -24,14 +27,14 @@ void smoothed_loss(LossKind kind, const float* out, const int32_t* labels, int64
     const double w = weights ? double(weights[y]) : 1.0, inv_b = w / double(batch);
     const double before = total;
     auto q = [&](int64_t c) { return c == y ? on : off; };
-    switch (kind) {
-      case LossKind::nll:
+    switch (scores) {
+      case ClassScores::log_probabilities:
         for (int64_t c = 0; c < classes; ++c) {
           d[c] = float(-q(c) * inv_b);
           total -= q(c) * double(o[c]);
         }
         break;
-      case LossKind::cross_entropy_logits: {
+      case ClassScores::logits: {
         float mx = *std::max_element(o, o + classes);
         double sum = 0;
         for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(o[c] - mx));
@@ -42,7 +45,7 @@ void smoothed_loss(LossKind kind, const float* out, const int32_t* labels, int64
         }
         break;
       }
-      case LossKind::cross_entropy_probs: {
+      case ClassScores::probabilities: {
         const float eps = 1e-7f;
         for (int64_t c = 0; c < classes; ++c) {
           const float p = o[c], pc = std::min(std::max(p, eps), 1.f - eps);
@@ -59,11 +62,11 @@ void smoothed_loss(LossKind kind, const float* out, const int32_t* labels, int64
 
 }  // namespace
 
-void classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
+void classification_loss(ClassScores scores, const float* out, const int32_t* labels, int64_t batch,
                          int64_t classes, float* dout, float* loss_sum, float smoothing,
                          const float* weights) {
   if (smoothing != 0.f)
-    return smoothed_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing, weights);
+    return smoothed_loss(scores, out, labels, batch, classes, dout, loss_sum, smoothing, weights);
   double total = 0;
   for (int64_t i = 0; i < batch; ++i) {
     const float* o = out + i * classes;
@@ -71,13 +74,13 @@ void classification_loss(LossKind kind, const float* out, const int32_t* labels,
     const int32_t y = labels[i];
     // A class weight (Keras' class_weight): the row's loss and gradient times it; 1 without.
     const float w = weights ? weights[y] : 1.f, inv_b = (1.f / float(batch)) * w;
-    switch (kind) {
-      case LossKind::nll:
+    switch (scores) {
+      case ClassScores::log_probabilities:
         std::fill(d, d + classes, 0.f);
         d[y] = -inv_b;
         total -= double(w) * double(o[y]);
         break;
-      case LossKind::cross_entropy_logits: {
+      case ClassScores::logits: {
         float mx = *std::max_element(o, o + classes);
         double sum = 0;
         for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(o[c] - mx));
@@ -87,7 +90,7 @@ void classification_loss(LossKind kind, const float* out, const int32_t* labels,
         total += double(w) * (log_z - o[y]);
         break;
       }
-      case LossKind::cross_entropy_probs: {
+      case ClassScores::probabilities: {
         // Keras: clip to [eps, 1 - eps] with eps = 1e-7, then -log p[y].
         const float eps = 1e-7f;
         std::fill(d, d + classes, 0.f);
@@ -103,3 +106,39 @@ void classification_loss(LossKind kind, const float* out, const int32_t* labels,
 }
 
 }  // namespace trainer::cpu
+
+namespace trainer {
+namespace {
+
+// The losses on class indices (nll, cross_entropy, sparse_categorical_crossentropy) as a
+// LossKernel: the loss above, then the guard, the top-k counts and the confusion matrix.
+class ClassificationLossCpu : public LossKernel {
+ public:
+  explicit ClassificationLossCpu(const LossSpec& s) : s_(s) {
+    if (s.on_values())
+      throw InternalError("loss '" + s.type + "': the classification kernel takes class indices");
+  }
+
+  void run(const LossRun& r) override {
+    const auto* labels = static_cast<const int32_t*>(r.targets);
+    const int64_t C = s_.width;
+    const float* weights = r.training && !s_.class_weights.empty() ? s_.class_weights.data() : nullptr;
+    cpu::classification_loss(s_.scores, r.out, labels, r.batch, C, r.dout, r.loss_sum, s_.smoothing, weights);
+    if (r.guard) cpu::check_finite(r.loss_sum, 1, r.guard_bit, *r.guard);
+    if (!r.sums) return;
+    for (size_t k = 0; k < s_.top_k.size(); ++k)
+      cpu::topk_correct(r.out, labels, r.batch, C, s_.top_k[k], r.sums + k);
+    cpu::confusion_accumulate(r.out, labels, r.batch, C, r.sums + s_.top_k.size());
+  }
+
+ private:
+  LossSpec s_;
+};
+
+}  // namespace
+
+std::unique_ptr<LossKernel> make_classification_loss_cpu(const LossSpec& s) {
+  return std::make_unique<ClassificationLossCpu>(s);
+}
+
+}  // namespace trainer

@@ -127,18 +127,6 @@ void CpuBackend::convert(void* dst, DType dst_type, const void* src, DType src_t
   cpu::convert(dst, dst_type, src, src_type, n, accumulate);
 }
 
-void CpuBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                      float* dout, float* loss_sum, float smoothing, const float* weights) {
-  cpu::classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing, weights);
-}
-void CpuBackend::confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                           float* m) {
-  cpu::confusion_accumulate(out, labels, batch, classes, m);
-}
-void CpuBackend::topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                              int64_t k, float* correct) {
-  cpu::topk_correct(out, labels, batch, classes, k, correct);
-}
 void CpuBackend::augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
                          const StepScalars* s) {
   cpu::augment(spec, in, out, batch, *s);

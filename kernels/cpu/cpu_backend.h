@@ -33,12 +33,6 @@ class CpuBackend : public Backend {
   static bool has_bf16_instructions();
   void synchronize() override { dnnl_.stream.wait(); }
 
-  void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-            float* dout, float* loss_sum, float smoothing = 0.f, const float* weights = nullptr) override;
-  void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                 float* confusion) override;
-  void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,
-                    float* correct) override;
   void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) override;
   void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
                const StepScalars* s) override;

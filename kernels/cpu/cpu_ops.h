@@ -5,11 +5,12 @@
 #include <cstdint>
 
 #include "lib/backend/backend.h"
+#include "lib/backend/loss_kernel.h"
 
 namespace trainer::cpu {
 
 // smoothing: label smoothing, target (1 - s) one_hot + s / C (PyTorch's label_smoothing).
-void classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
+void classification_loss(ClassScores scores, const float* out, const int32_t* labels, int64_t batch,
                          int64_t classes, float* dout, float* loss_sum, float smoothing = 0.f,
                          const float* weights = nullptr);
 void confusion_accumulate(const float* out, const int32_t* labels, int64_t batch, int64_t classes,

@@ -32,7 +32,11 @@ void register_cpu_kernels(Registry& r) {
     r.add_kernel(t, "cpu", make_eltwise_cpu, any_layout);
   r.add_kernel("softmax", "cpu", make_softmax_cpu);
   r.add_kernel("log_softmax", "cpu", make_softmax_cpu);
-  LossRegistry::global().add_kernel("cpu", make_value_loss_cpu);
+  LossRegistry& losses = LossRegistry::global();
+  for (const char* t : {"nll", "cross_entropy", "sparse_categorical_crossentropy"})
+    losses.add_kernel(t, "cpu", make_classification_loss_cpu);
+  for (const char* t : {"mse", "mae", "l1", "huber", "smooth_l1", "binary_cross_entropy"})
+    losses.add_kernel(t, "cpu", make_value_loss_cpu);
   register_cpu_optimizers(OptimizerRegistry::global());
 }
 

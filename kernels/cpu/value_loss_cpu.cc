@@ -20,11 +20,13 @@ bool finite_bits(float x) {
 
 class ValueLossCpu : public LossKernel {
  public:
-  explicit ValueLossCpu(const ValueLossSpec& s)
+  explicit ValueLossCpu(const LossSpec& s)
       : s_(s), column_sums_(size_t(s.width) * (s.binary_metrics ? kBinarySums : kRegressionSums)) {}
 
-  void run(const float* out, const float* targets, int64_t batch, float* dout, float* loss_sum,
-           StepScalars* guard, uint32_t guard_bit, float* sums) override {
+  void run(const LossRun& r) override {
+    const float *out = r.out, *targets = static_cast<const float*>(r.targets);
+    const int64_t batch = r.batch;
+    float *dout = r.dout, *loss_sum = r.loss_sum, *sums = r.sums;
     const int64_t K = s_.width;
     const double inv_n = double(s_.scale) / double(batch * K), inv_k = double(s_.scale) / double(K);
     double total = 0;
@@ -44,7 +46,7 @@ class ValueLossCpu : public LossKernel {
       total += row * inv_k;
     }
     *loss_sum += float(total);
-    if (guard && !finite_bits(*loss_sum)) guard->nonfinite |= guard_bit;
+    if (r.guard && !finite_bits(*loss_sum)) r.guard->nonfinite |= r.guard_bit;
     if (sums)
       for (size_t j = 0; j < column_sums_.size(); ++j) sums[j] += float(column_sums_[j]);
   }
@@ -66,13 +68,13 @@ class ValueLossCpu : public LossKernel {
     c[4 + (positive ? 0 : kAucBins) + auc_bin(o)] += 1;
   }
 
-  ValueLossSpec s_;
+  LossSpec s_;
   std::vector<double> column_sums_;  // one batch's, sized when made
 };
 
 }  // namespace
 
-std::unique_ptr<LossKernel> make_value_loss_cpu(const ValueLossSpec& s) {
+std::unique_ptr<LossKernel> make_value_loss_cpu(const LossSpec& s) {
   return std::make_unique<ValueLossCpu>(s);
 }
 

@@ -8,7 +8,7 @@
 // finishes last (a ticket counter) adds the partials in block order, so the result is
 // deterministic without float atomics, and resets the counter for the next launch. The same pass
 // may also check the loss sum for the non-finite guard and add each row's (label, argmax) to the
-// confusion matrix (Backend::loss_and_metrics): a small network's step then runs one kernel here
+// confusion matrix (ClassificationLossCuda): a small network's step then runs one kernel here
 // instead of three.
 //   out, dout: (B, C)  labels: (B)  confusion: (C, C)  scratch: LossScratch (kLossMaxBlocks partials)
 #include <algorithm>
@@ -24,7 +24,7 @@ namespace {
 
 constexpr int kWarps = 8;  // a block's warps
 
-// A row's argmax as confusion_accumulate.cu takes it (best = 0, then each c with o[c] > o[best]):
+// A row's argmax as kernels/cpu/confusion_accumulate.cc takes it (best = 0, then each c with o[c] > o[best]):
 // the first index of the largest value, a NaN never chosen, and 0 when o[0] is NaN. Each lane
 // offers its candidate (not ok: none, or a NaN); the warp keeps the larger value, on a tie the
 // lower index (a total order: every lane ends with the same answer).
@@ -54,19 +54,19 @@ __device__ __forceinline__ int warp_argmax(ArgMax a, bool first_is_nan) {
 
 // Label smoothing s (kernels/cpu/classification_loss.cc is the reference): target q = (1 - s)
 // one_hot + s / C; one row per warp, the row's loss summed over the lanes in double.
-__device__ double smoothed_row(LossKind kind, const float* o, float* d, int32_t y, int64_t classes,
+__device__ double smoothed_row(ClassScores kind, const float* o, float* d, int32_t y, int64_t classes,
                                double inv_b, float s, int lane) {
   const double off = double(s) / double(classes), on = 1.0 - double(s) + off;
   double row = 0;
   switch (kind) {
-    case LossKind::nll:
+    case ClassScores::log_probabilities:
       for (int64_t c = lane; c < classes; c += 32) {
         const double q = c == y ? on : off;
         d[c] = float(-q * inv_b);
         row -= q * double(o[c]);
       }
       break;
-    case LossKind::cross_entropy_logits: {
+    case ClassScores::logits: {
       float mx = -INFINITY;
       for (int64_t c = lane; c < classes; c += 32) mx = fmaxf(mx, o[c]);
       mx = warp_max(mx);
@@ -81,7 +81,7 @@ __device__ double smoothed_row(LossKind kind, const float* o, float* d, int32_t 
       }
       break;
     }
-    case LossKind::cross_entropy_probs: {
+    case ClassScores::probabilities: {
       const float eps = 1e-7f;
       for (int64_t c = lane; c < classes; c += 32) {
         const double q = c == y ? on : off;
@@ -96,7 +96,7 @@ __device__ double smoothed_row(LossKind kind, const float* o, float* d, int32_t 
 }
 
 __global__ void __launch_bounds__(kWarps * 32)
-    classification_loss_kernel(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
+    classification_loss_kernel(ClassScores kind, const float* out, const int32_t* labels, int64_t batch,
                                int64_t classes, float* dout, float* loss_sum, float smoothing,
                                StepScalars* guard, uint32_t guard_bit, float* confusion, LossScratch* scratch,
                                const float* weights) {
@@ -126,9 +126,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       float* d = dout + i * classes;
       const float oy = __shfl_sync(0xffffffffu, v, y >= 0 && y < 32 ? y : 0);
       // The row's largest value, NaNs aside (fmaxf drops them); the loss from logits needs it anyway.
-      const float mx = kind == LossKind::cross_entropy_logits || confusion
-                           ? warp_max(has ? fmaxf(-INFINITY, v) : -INFINITY)
-                           : 0.f;
+      const float mx =
+          kind == ClassScores::logits || confusion ? warp_max(has ? fmaxf(-INFINITY, v) : -INFINITY) : 0.f;
       if (confusion) {  // the argmax: the first lane holding mx; 0 when o[0] is NaN or none does
         const unsigned at_max = __ballot_sync(0xffffffffu, has && v == mx);
         const bool first_nan = (__ballot_sync(0xffffffffu, has && nan_bits(v)) & 1u) != 0;
@@ -136,11 +135,11 @@ __global__ void __launch_bounds__(kWarps * 32)
         if (lane == 0) atomicAdd(confusion + int64_t(y) * classes + best, 1.f);
       }
       switch (kind) {
-        case LossKind::nll:
+        case ClassScores::log_probabilities:
           if (has) d[lane] = lane == y ? -inv_b : 0.f;
           if (lane == 0) total -= oy;
           break;
-        case LossKind::cross_entropy_logits: {  // mx: as the loop's, NaN -> -inf
+        case ClassScores::logits: {  // mx: as the loop's, NaN -> -inf
           const double sum = warp_sum(has ? exp(double(__fsub_rn(v, mx))) : 0.0);
           const double log_z = double(mx) + log(sum);
           if (has) {
@@ -150,7 +149,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           if (lane == 0) total += log_z - oy;
           break;
         }
-        case LossKind::cross_entropy_probs: {
+        case ClassScores::probabilities: {
           const float eps = 1e-7f;
           const float pc = fminf(fmaxf(oy, eps), 1.f - eps);
           if (has) d[lane] = lane == y ? ((oy == pc) ? -inv_b / pc : 0.f) : 0.f;
@@ -186,11 +185,11 @@ __global__ void __launch_bounds__(kWarps * 32)
         continue;
       }
       switch (kind) {
-        case LossKind::nll:
+        case ClassScores::log_probabilities:
           for (int64_t c = lane; c < classes; c += 32) d[c] = c == y ? -inv_bw : 0.f;
           if (lane == 0) total -= double(w) * double(o[y]);
           break;
-        case LossKind::cross_entropy_logits: {
+        case ClassScores::logits: {
           float mx = -INFINITY;
           for (int64_t c = lane; c < classes; c += 32) mx = fmaxf(mx, o[c]);
           mx = warp_max(mx);
@@ -205,7 +204,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           if (lane == 0) total += double(w) * (log_z - o[y]);
           break;
         }
-        case LossKind::cross_entropy_probs: {
+        case ClassScores::probabilities: {
           // Keras: clip to [eps, 1 - eps] with eps = 1e-7, then -log p[y].
           const float eps = 1e-7f;
           const float p = o[y];
@@ -237,7 +236,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 }  // namespace
 
-void launch_classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
+void launch_classification_loss(ClassScores kind, const float* out, const int32_t* labels, int64_t batch,
                                 int64_t classes, float* dout, float* loss_sum, float smoothing,
                                 LossScratch* scratch, cudaStream_t stream, StepScalars* guard,
                                 uint32_t guard_bit, float* confusion, const float* weights) {

@@ -4,11 +4,12 @@
 
 #include <cuda_runtime.h>
 
-#include "lib/backend/backend.h"
+#include "lib/backend/loss_kernel.h"
 
 namespace trainer::cuda {
 
-// Device memory the loss kernel's blocks sum through (CudaBackend keeps one, zeroed once): each
+// Device memory the loss kernel's blocks sum through (each ClassificationLossCuda keeps one in
+// its scratch, zeroed when bound): each
 // block's partial sum, and how many blocks have arrived (reset to 0 by the last).
 constexpr int kLossMaxBlocks = 256;
 struct LossScratch {
@@ -18,12 +19,12 @@ struct LossScratch {
 
 // dout = d(mean loss)/d(out); *loss_sum += the batch's summed loss. Deterministic (a fixed order
 // of sums for a given batch).
-// smoothing: label smoothing (Backend::loss). In the same pass (Backend::loss_and_metrics):
+// smoothing: label smoothing (LossSpec). In the same pass:
 // guard not null: guard_bit ORed into guard->nonfinite when the loss sum is not finite;
-// confusion not null: one added at (label, argmax of the row) per row (as confusion_accumulate.cu).
-// weights not null: C class weights in device memory, each row's loss and gradient times its
-// label's (Backend::loss).
-void launch_classification_loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
+// confusion not null: one added at (label, argmax of the row) per row (as
+// kernels/cpu/confusion_accumulate.cc). weights not null: C class weights in device memory, each row's loss
+// and gradient times its label's (LossSpec::class_weights).
+void launch_classification_loss(ClassScores kind, const float* out, const int32_t* labels, int64_t batch,
                                 int64_t classes, float* dout, float* loss_sum, float smoothing,
                                 LossScratch* scratch, cudaStream_t stream, StepScalars* guard = nullptr,
                                 uint32_t guard_bit = 0, float* confusion = nullptr,

@@ -8,14 +8,11 @@
 
 #include "kernels/cuda/arch_probe.cuh"
 #include "kernels/cuda/augment.cuh"
-#include "kernels/cuda/classification_loss.cuh"
 #include "kernels/cuda/clip_grad_norm.cuh"
-#include "kernels/cuda/confusion_accumulate.cuh"
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/loss_scale.cuh"
 #include "kernels/cuda/nonfinite_guard.cuh"
-#include "kernels/cuda/topk_correct.cuh"
 #include "kernels/cuda/unpack_upload.cuh"
 #ifdef TRAINER_HAVE_NCCL
 #include "kernels/cuda/nccl_collective.h"
@@ -88,9 +85,6 @@ CudaBackend::CudaBackend(int device, const DeviceRequest& req)
     if (cublas_workspace_bytes_)
       cublas_workspace_ = alloc_->allocate(cublas_workspace_bytes_, "the cuBLAS workspace");
     CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_bytes_));
-    loss_scratch_ = static_cast<cuda::LossScratch*>(
-        alloc_->allocate(sizeof(cuda::LossScratch), "the loss kernel's block sums"));
-    CUDA_CHECK(cudaMemsetAsync(loss_scratch_, 0, sizeof(cuda::LossScratch), stream_));
     staging_ = std::make_unique<cuda::StagingRing>(stream_);
     CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&landing_free_, cudaEventDisableTiming));
@@ -123,8 +117,6 @@ void CudaBackend::release() noexcept {
   cudnn_ = nullptr;
   if (alloc_ && cublas_workspace_) alloc_->deallocate(cublas_workspace_);
   cublas_workspace_ = nullptr;
-  if (alloc_ && loss_scratch_) alloc_->deallocate(loss_scratch_);
-  loss_scratch_ = nullptr;
   alloc_.reset();  // returns every chunk; allocations still held by others are lost with it
   heap_.reset();
   if (stream_) cudaStreamDestroy(stream_);
@@ -279,25 +271,6 @@ void CudaBackend::replay(int graph) {
   CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(graph)], stream_));
 }
 
-void CudaBackend::loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                       float* dout, float* loss_sum, float smoothing, const float* weights) {
-  cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing,
-                                   loss_scratch_, stream_, nullptr, 0, nullptr, weights);
-}
-void CudaBackend::loss_and_metrics(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
-                                   int64_t classes, float* dout, float* loss_sum, float smoothing,
-                                   StepScalars* guard, uint32_t guard_bit, float* m, const float* weights) {
-  cuda::launch_classification_loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing,
-                                   loss_scratch_, stream_, guard, guard_bit, m, weights);
-}
-void CudaBackend::confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                            float* m) {
-  cuda::launch_confusion_accumulate(out, labels, batch, classes, m, stream_);
-}
-void CudaBackend::topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                               int64_t k, float* correct) {
-  cuda::launch_topk_correct(out, labels, batch, classes, k, correct, stream_);
-}
 void CudaBackend::augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
                           const StepScalars* s) {
   cuda::launch_augment(spec, in, out, batch, s, stream_);

@@ -2,7 +2,7 @@
 // every byte of device memory from a CappedDeviceAllocator over cudaMalloc (--mem-limit,
 // --mem-growth), the cuBLAS workspace included.
 //
-// Ops (loss, metrics, optimizer updates) are hand-written kernels, one per kernels/cuda/<op>.cu,
+// Ops (the non-finite guard, loss scaling, clipping) are hand-written kernels, one per kernels/cuda/<op>.cu,
 // launched on the stream; they read per-step scalars (lr, step, seed) from device memory so a
 // whole step can later be captured as a CUDA graph. Nothing in an op allocates, creates a
 // descriptor or waits for the device; only copy_to_host() and synchronize() wait.
@@ -24,10 +24,6 @@
 #include "lib/backend/backend.h"
 #include "lib/backend/backend_registry.h"
 #include "lib/memory/device_allocator.h"
-
-namespace trainer::cuda {
-struct LossScratch;
-}
 
 namespace trainer {
 
@@ -62,15 +58,6 @@ class CudaBackend : public Backend {
                bool accumulate) override;
   void synchronize() override;
 
-  void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-            float* dout, float* loss_sum, float smoothing = 0.f, const float* weights = nullptr) override;
-  void loss_and_metrics(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
-                        int64_t classes, float* dout, float* loss_sum, float smoothing, StepScalars* guard,
-                        uint32_t guard_bit, float* m, const float* weights = nullptr) override;
-  void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                 float* confusion) override;
-  void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,
-                    float* correct) override;
   void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) override;
   void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
                const StepScalars* s) override;
@@ -148,7 +135,6 @@ class CudaBackend : public Backend {
   std::unique_ptr<CappedDeviceAllocator> alloc_;
   void* cublas_workspace_ = nullptr;
   size_t cublas_workspace_bytes_ = 0;
-  cuda::LossScratch* loss_scratch_ = nullptr;  // the loss kernel's block sums (classification_loss.cuh)
   std::unique_ptr<cuda::StagingRing> staging_;
   // upload_inputs: the copy engine's stream, and the landing zone's two states: free (its last
   // pieces moved out, on stream_) and full (the next pieces landed, on copy_stream_).

@@ -32,7 +32,9 @@ std::unique_ptr<LayerKernel> make_add_cuda(const Layer& l, const KernelContext& 
 std::unique_ptr<LayerKernel> make_concat_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_batchnorm_cuda(const Layer& l, const KernelContext& ctx);
 
-// The losses on float targets (lib/losses), registered in the loss registry.
-std::unique_ptr<LossKernel> make_value_loss_cuda(const ValueLossSpec& s);
+// The losses (lib/losses), registered in the loss registry: on class indices
+// (classification_loss_cuda.cc) and on float targets (value_loss_cuda.cc).
+std::unique_ptr<LossKernel> make_classification_loss_cuda(const LossSpec& s);
+std::unique_ptr<LossKernel> make_value_loss_cuda(const LossSpec& s);
 
 }  // namespace trainer

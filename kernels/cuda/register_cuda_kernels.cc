@@ -35,7 +35,11 @@ void register_cuda_kernels(Registry& r) {
     r.add_kernel(t, "cuda", make_eltwise_cuda, follow_any);
   r.add_kernel("softmax", "cuda", make_softmax_cuda);
   r.add_kernel("log_softmax", "cuda", make_softmax_cuda);
-  LossRegistry::global().add_kernel("cuda", make_value_loss_cuda);
+  LossRegistry& losses = LossRegistry::global();
+  for (const char* t : {"nll", "cross_entropy", "sparse_categorical_crossentropy"})
+    losses.add_kernel(t, "cuda", make_classification_loss_cuda);
+  for (const char* t : {"mse", "mae", "l1", "huber", "smooth_l1", "binary_cross_entropy"})
+    losses.add_kernel(t, "cuda", make_value_loss_cuda);
   register_cuda_optimizers(OptimizerRegistry::global());
 }
 

@@ -14,7 +14,7 @@ namespace {
 
 class ValueLossCuda : public LossKernel {
  public:
-  explicit ValueLossCuda(const ValueLossSpec& s) : s_(s), be_(static_cast<CudaBackend&>(*s.backend)) {
+  explicit ValueLossCuda(const LossSpec& s) : s_(s), be_(static_cast<CudaBackend&>(*s.backend)) {
     a_.formula = s.formula;
     a_.width = s.width;
     a_.delta = s.delta;
@@ -35,16 +35,16 @@ class ValueLossCuda : public LossKernel {
     a_.pos_weight = w;
   }
 
-  void run(const float* out, const float* targets, int64_t batch, float* dout, float* loss_sum,
-           StepScalars* guard, uint32_t guard_bit, float* sums) override {
+  void run(const LossRun& r) override {
     if (!partials_) throw InternalError("value loss kernel run before its scratch was bound");
     cuda::ValueLossArgs a = a_;
-    a.batch = batch;
-    cuda::launch_value_loss(a, out, targets, dout, loss_sum, partials_, guard, guard_bit, sums, be_.stream());
+    a.batch = r.batch;
+    cuda::launch_value_loss(a, r.out, static_cast<const float*>(r.targets), r.dout, r.loss_sum, partials_,
+                            r.guard, r.guard_bit, r.sums, be_.stream());
   }
 
  private:
-  ValueLossSpec s_;
+  LossSpec s_;
   CudaBackend& be_;
   cuda::ValueLossArgs a_;
   double* partials_ = nullptr;
@@ -52,7 +52,7 @@ class ValueLossCuda : public LossKernel {
 
 }  // namespace
 
-std::unique_ptr<LossKernel> make_value_loss_cuda(const ValueLossSpec& s) {
+std::unique_ptr<LossKernel> make_value_loss_cuda(const LossSpec& s) {
   return std::make_unique<ValueLossCuda>(s);
 }
 

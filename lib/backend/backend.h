@@ -18,12 +18,6 @@
 
 namespace trainer {
 
-enum class LossKind {
-  nll,                   // input: log-probabilities
-  cross_entropy_logits,  // sparse categorical crossentropy, from_logits: true
-  cross_entropy_probs,   // sparse categorical crossentropy, from_logits: false (Keras clips to [eps, 1-eps])
-};
-
 // The non-finite guard (train.on_nan): what a training step found, as bits of
 // StepScalars::nonfinite. A step with a non-finite loss or gradient does not update anything:
 // every optimizer op returns without touching weights or state when either bit is set.
@@ -117,30 +111,6 @@ class Backend {
   virtual void convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n,
                        bool accumulate) = 0;
   virtual void synchronize() = 0;
-
-  // out: (B, C). Writes dout = d(mean loss)/d(out) and adds the batch's summed loss to *loss_sum.
-  // smoothing: PyTorch's label_smoothing, the target is (1 - s) one_hot(label) + s / C.
-  // weights: null, or C class weights in backend memory (Keras' class_weight): each sample's loss
-  // and gradient times its label's weight, the mean still over the batch.
-  virtual void loss(LossKind kind, const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                    float* dout, float* loss_sum, float smoothing = 0.f, const float* weights = nullptr) = 0;
-  // confusion: (C, C) row = true label, column = argmax(out); adds one per sample.
-  virtual void confusion(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                         float* confusion) = 0;
-  // The end of a forward pass with a loss: loss(), then (guard not null) check_finite of the loss
-  // sum with guard_bit, then (m not null) confusion(). A backend may do it in fewer passes (the
-  // GPU: one kernel instead of three, each a few microseconds of a small network's step).
-  virtual void loss_and_metrics(LossKind kind, const float* out, const int32_t* labels, int64_t batch,
-                                int64_t classes, float* dout, float* loss_sum, float smoothing,
-                                StepScalars* guard, uint32_t guard_bit, float* m,
-                                const float* weights = nullptr) {
-    loss(kind, out, labels, batch, classes, dout, loss_sum, smoothing, weights);
-    if (guard) check_finite(loss_sum, 1, guard_bit, guard);
-    if (m) confusion(out, labels, batch, classes, m);
-  }
-  // Adds the number of samples whose label is among the k largest outputs.
-  virtual void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
-                            int64_t k, float* correct) = 0;
 
   // The non-finite guard; everything comes from backend memory, so a captured step replays it.
   // ORs `bit` into s->nonfinite when any of x[0, n) is NaN or infinite.

@@ -1,14 +1,17 @@
-// LossKernel: a backend's implementation of a loss on float targets (lib/losses registers which
-// losses exist; kernels/cpu and kernels/cuda register a kernel for them per backend, as layers'
-// kernels are). Made once when the executor plans its steps, with the largest batch it will see:
-// whatever memory it needs is taken then, never inside a step.
+// LossKernel: a backend's implementation of a loss (lib/losses registers which losses exist, with
+// their keys and targets; kernels/cpu and kernels/cuda register a kernel for each loss per backend,
+// as layers' kernels are). Made once when the executor plans its steps, with the largest batch it
+// will see: whatever memory it needs is taken then, never inside a step. Backend has no loss of
+// its own.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "datasets/dataset.h"
 #include "lib/backend/layer_kernel.h"
 #include "lib/core/value_loss_formula.h"
 
@@ -16,37 +19,75 @@ namespace trainer {
 
 class Backend;
 
-struct ValueLossSpec {
+// What a loss on class indices takes as the model's outputs.
+enum class ClassScores {
+  logits,             // cross_entropy; sparse_categorical_crossentropy with from_logits: true
+  probabilities,      // sparse_categorical_crossentropy (Keras clips to [eps, 1 - eps])
+  log_probabilities,  // nll (PyTorch's NLLLoss after log_softmax)
+};
+
+// Everything a loss kernel is made from: the validated loss section (lib/losses) and the
+// executor's shapes.
+struct LossSpec {
+  std::string type;  // the registry's name, which picks the kernel
   Backend* backend = nullptr;
-  ValueLoss formula = ValueLoss::mse;
-  int64_t width = 1;      // outputs per sample = target values per sample (K)
+  TargetKind target = TargetKind::class_index;
+  int64_t width = 1;      // outputs per sample: classes, or K target values
   int64_t max_batch = 1;  // the largest batch run() will be given
-  float delta = 1.f;      // huber's
-  float scale = 1.f;      // multiplies every element's loss and gradient (smooth_l1: 1 / beta)
+
+  // Losses on class indices (int32 labels, one a sample).
+  ClassScores scores = ClassScores::logits;
+  float smoothing = 0.f;  // PyTorch's label_smoothing: target (1 - s) one_hot(label) + s / classes
+  // Keras' class_weight (empty: none): in training runs each sample's loss and gradient times its
+  // label's weight, the mean still over the batch.
+  std::vector<float> class_weights;
+  std::vector<int64_t> top_k;  // the top-k counts to add to the metric sums, in this order
+
+  // Losses on float targets (K floats a sample).
+  ValueLoss formula = ValueLoss::mse;
+  float delta = 1.f;  // huber's
+  float scale = 1.f;  // multiplies every element's loss and gradient (smooth_l1: 1 / beta)
   // bce: PyTorch's pos_weight, one per output (empty: 1 for every output).
   std::vector<float> pos_weight;
   // The metric sums per output column (lib/core/value_loss_formula.h): binary counts and score
   // histograms, or regression sums.
   bool binary_metrics = false;
-  int64_t metric_floats() const { return width * (binary_metrics ? kBinarySums : kRegressionSums); }
+
+  bool on_values() const { return target == TargetKind::values; }
+  // The metric sums run() adds to: class indices, one count per top_k then the (C, C) confusion
+  // matrix (row = label, column = argmax of the outputs); float targets, the per-column sums.
+  int64_t metric_floats() const {
+    if (!on_values()) return int64_t(top_k.size()) + width * width;
+    return width * (binary_metrics ? kBinarySums : kRegressionSums);
+  }
+};
+
+// One launch: backend memory throughout.
+struct LossRun {
+  const float* out = nullptr;     // (batch, width) f32
+  const void* targets = nullptr;  // int32 labels (batch), or f32 values (batch, width)
+  int64_t batch = 0;
+  float* dout = nullptr;      // written: d(mean loss)/d(out), (batch, width)
+  float* loss_sum = nullptr;  // the batch's summed per-sample loss is added here
+  // Not null: guard_bit is ORed into guard->nonfinite when *loss_sum is not finite afterwards.
+  StepScalars* guard = nullptr;
+  uint32_t guard_bit = 0;
+  float* sums = nullptr;  // not null: the batch's metric sums are added (spec.metric_floats())
+  bool training = false;  // class_weights apply to training runs only (validation is unweighted)
 };
 
 class LossKernel {
  public:
   virtual ~LossKernel() = default;
-  // Backend memory the kernel needs between launches (its partial sums), which the executor
-  // takes from its plan before the first step and hands to bind(); 0: none.
+  // Backend memory the kernel needs between launches (partial sums, weights), which the
+  // executor takes from its plan before the first step and hands to bind(); 0: none.
   virtual size_t scratch_bytes() const { return 0; }
   virtual void bind(void* scratch) { (void)scratch; }
-  // out, dout: (batch, K) f32 backend memory; targets: (batch, K). Writes dout = d(mean loss)/d(out)
-  // (the mean over batch * K elements, as PyTorch's reduction 'mean') and adds the batch's summed
-  // per-sample loss (the mean over K of each row's elements) to *loss_sum, so that loss_sum / samples
-  // is the mean. guard not null: ORs guard_bit into guard->nonfinite when *loss_sum is not finite
-  // afterwards. sums not null: adds the batch's metric sums (spec.metric_floats() floats).
-  virtual void run(const float* out, const float* targets, int64_t batch, float* dout, float* loss_sum,
-                   StepScalars* guard, uint32_t guard_bit, float* sums) = 0;
+  // The mean is PyTorch's reduction 'mean': over the batch for class indices, over batch * width
+  // elements for float targets (each sample's loss in loss_sum is then its row's mean).
+  virtual void run(const LossRun& r) = 0;
 };
 
-using LossKernelFactory = std::function<std::unique_ptr<LossKernel>(const ValueLossSpec&)>;
+using LossKernelFactory = std::function<std::unique_ptr<LossKernel>(const LossSpec&)>;
 
 }  // namespace trainer

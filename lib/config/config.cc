@@ -214,8 +214,6 @@ static void read_loss(Config& c, NodeReader& r) {
   }
   NodeReader lr(section, "loss", c.file);
   c.loss_config = read_loss_config(lr);
-  c.loss = c.loss_config.kind;
-  c.label_smoothing = c.loss_config.label_smoothing;
   lr.finish();
   c.resolved["loss"] = lr.resolved();
 }

@@ -120,11 +120,7 @@ struct Config {
   // 2, 3, ... begin (empty: one stage), and pipeline.micro_batches (GPipe's M).
   std::vector<std::string> stages;
   int64_t micro_batches = 1;
-  // loss: the validated section (lib/losses); `loss` and `label_smoothing` repeat its
-  // classification fields.
-  LossConfig loss_config;
-  LossKind loss = LossKind::cross_entropy_logits;
-  float label_smoothing = 0.f;  // loss.label_smoothing
+  LossConfig loss_config;  // loss: the validated section (lib/losses)
   OptimizerConfig optimizer;
   std::vector<MetricSpec> metrics;
   DataConfig data;

@@ -42,12 +42,12 @@ onnx::LayerTensors layer_tensors(const Model& model, const HostWeights& w, int i
 const char* probabilities_op(const Config& cfg) {
   const LossConfig& loss = cfg.loss_config;
   if (loss.on_values()) return loss.formula == ValueLoss::bce_logits ? "Sigmoid" : "";
-  switch (cfg.loss) {
-    case LossKind::nll:
+  switch (loss.scores) {
+    case ClassScores::log_probabilities:
       return "Exp";
-    case LossKind::cross_entropy_probs:
+    case ClassScores::probabilities:
       return "Identity";
-    case LossKind::cross_entropy_logits:
+    case ClassScores::logits:
       return "Softmax";
   }
   return "";
@@ -100,7 +100,7 @@ onnx::Model onnx_model(const Config& cfg, const Model& model, const HostWeights&
   }
   g.nodes.push_back(onnx::Node{"Identity", "output", {value.back()}, {"output"}, {}, ""});
 
-  const Shape out_shape = model.output_shape();
+  const Shape& out_shape = model.output_shape();
   g.inputs.push_back(
       {input, onnx::DataType::float32, batched(cfg.input_shape), input_description(cfg, steps)});
   g.outputs.push_back({"output", onnx::DataType::float32, batched(out_shape),

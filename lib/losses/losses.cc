@@ -1,6 +1,9 @@
 #include "lib/losses/losses.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include "lib/core/error.h"
+#include "lib/keys/node_reader.h"
 
 namespace trainer {
 namespace {
@@ -92,16 +95,44 @@ void LossRegistry::add(LossEntry e) {
   entries_.push_back(std::move(e));
 }
 
-void LossRegistry::add_kernel(const std::string& backend, LossKernelFactory make) {
-  kernels_[backend] = std::move(make);
+void LossRegistry::add_kernel(const std::string& loss, const std::string& backend, LossKernelFactory make) {
+  bool known = false;
+  for (const LossEntry& e : entries_) known = known || e.name == loss;
+  if (!known)
+    throw InternalError("a " + backend + " kernel for loss '" + loss + "', which is not registered");
+  kernels_[{loss, backend}] = std::move(make);
+}
+
+bool LossRegistry::has_kernel(const std::string& loss, const std::string& backend) const {
+  return kernels_.count({loss, backend}) != 0;
 }
 
 std::unique_ptr<LossKernel> LossRegistry::make_kernel(const std::string& backend,
-                                                      const ValueLossSpec& spec) const {
-  const auto it = kernels_.find(backend);
+                                                      const LossSpec& spec) const {
+  const auto it = kernels_.find({spec.type, backend});
   if (it == kernels_.end())
-    throw ConfigError("the " + backend + " backend has no kernel for the losses on float targets");
+    throw ConfigError("loss '" + spec.type + "' has no kernel on the " + backend + " backend");
   return it->second(spec);
+}
+
+LossSpec LossConfig::spec(int64_t width, std::vector<int64_t> top_k) const {
+  LossSpec s;
+  s.type = type;
+  s.target = target;
+  s.width = width;
+  if (!on_values()) {
+    s.scores = scores;
+    s.smoothing = label_smoothing;
+    s.class_weights = class_weights;
+    s.top_k = std::move(top_k);
+    return s;
+  }
+  s.formula = formula;
+  s.delta = delta;
+  s.scale = scale;
+  s.pos_weight = pos_weight;
+  s.binary_metrics = formula == ValueLoss::bce_logits;
+  return s;
 }
 
 LossConfig read_loss_config(NodeReader& r) {
@@ -116,9 +147,9 @@ LossConfig read_loss_config(NodeReader& r) {
   c.target = e->target;
   if (!c.on_values()) {
     if (c.type == "nll")
-      c.kind = LossKind::nll;
+      c.scores = ClassScores::log_probabilities;
     else
-      c.kind = v.boolean("from_logits") ? LossKind::cross_entropy_logits : LossKind::cross_entropy_probs;
+      c.scores = v.boolean("from_logits") ? ClassScores::logits : ClassScores::probabilities;
     c.label_smoothing = float(v.number("label_smoothing"));
     if (v.has("class_weights")) c.class_weights = floats(v.numbers("class_weights"));
     return c;
@@ -138,6 +169,19 @@ LossConfig read_loss_config(NodeReader& r) {
     c.formula = ValueLoss::bce_logits;
     if (v.has("pos_weight")) c.pos_weight = floats(v.numbers("pos_weight"));
   }
+  return c;
+}
+
+LossConfig loss_config(const std::string& yaml) {
+  YAML::Node n = YAML::Load(yaml);
+  if (n.IsScalar()) {  // the `loss: mse` shortcut
+    YAML::Node m;
+    m["type"] = n.as<std::string>();
+    n = m;
+  }
+  NodeReader r(n, "loss", "<code>");
+  LossConfig c = read_loss_config(r);
+  r.finish();
   return c;
 }
 

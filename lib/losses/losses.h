@@ -1,11 +1,11 @@
 // The loss registry: every loss's name, declared keys (lib/keys/key_spec.h), the targets it
-// takes, the task it declares and the metrics that fit that task; and per backend the kernel that
-// runs the losses on float targets (registered in kernels/cpu/register_cpu_kernels.cc and
-// kernels/cuda/register_cuda_kernels.cc, as layers' kernels are).
+// takes, the task it declares and the metrics that fit that task; and per loss and backend the
+// kernel that runs it (lib/backend/loss_kernel.h; registered in kernels/cpu/register_cpu_kernels.cc
+// and kernels/cuda/register_cuda_kernels.cc, as layers' kernels are). tests/loss_rows.h holds a
+// conformance row for every registered loss.
 //
 // Tasks and targets:
 //   classification  nll, sparse_categorical_crossentropy, cross_entropy: one class index a sample
-//                   (the backend's fused classification kernels, Backend::loss_and_metrics)
 //   regression      mse, mae (l1), huber, smooth_l1: K float targets a sample, K outputs
 //   binary          binary_cross_entropy on logits with one output: a 0/1 target a sample
 //   multi-label     binary_cross_entropy with K outputs: a multi-hot row of K 0/1 targets
@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "datasets/dataset.h"
@@ -30,8 +31,8 @@ const char* task_name(Task t);  // "classification", "regression", "binary", "mu
 struct LossConfig {
   std::string type = "sparse_categorical_crossentropy";  // the registry's name
   TargetKind target = TargetKind::class_index;
-  // Classification losses: the classification kernels' kind and PyTorch's label_smoothing.
-  LossKind kind = LossKind::cross_entropy_probs;
+  // Losses on class indices: what the model's outputs are, and PyTorch's label_smoothing.
+  ClassScores scores = ClassScores::probabilities;
   float label_smoothing = 0.f;
   // Keras' class_weight (empty: none): each training sample's loss and gradient times its class's
   // weight, the mean still over the batch; validation and eval are unweighted, as in Keras.
@@ -45,6 +46,9 @@ struct LossConfig {
   // The task for a model with `outputs` outputs a sample: binary_cross_entropy is binary with one
   // output, multi-label with several.
   Task task(int64_t outputs) const;
+  // The kernel's spec for a model with `width` outputs a sample, adding the top-k counts named
+  // (class indices only); the executor fills in the backend and the largest batch.
+  LossSpec spec(int64_t width, std::vector<int64_t> top_k = {}) const;
 };
 
 struct LossEntry {
@@ -61,19 +65,20 @@ class LossRegistry {
   static LossRegistry& global();
 
   void add(LossEntry e);
-  // The kernel that runs the losses on float targets on `backend` ("cpu", "cuda").
-  void add_kernel(const std::string& backend, LossKernelFactory make);
+  // The kernel that runs loss `loss` on `backend` ("cpu", "cuda").
+  void add_kernel(const std::string& loss, const std::string& backend, LossKernelFactory make);
+  bool has_kernel(const std::string& loss, const std::string& backend) const;
 
   const std::vector<LossEntry>& entries() const { return entries_; }
   // The loss section's keys per type, for read_variant.
   const KeyVariants& variants() const { return variants_; }
-  // Throws ConfigError naming the backend when it has no kernel for the losses on values.
-  std::unique_ptr<LossKernel> make_kernel(const std::string& backend, const ValueLossSpec& spec) const;
+  // The kernel for spec.type on `backend`; throws ConfigError naming both when there is none.
+  std::unique_ptr<LossKernel> make_kernel(const std::string& backend, const LossSpec& spec) const;
 
  private:
   std::vector<LossEntry> entries_;
   KeyVariants variants_;
-  std::map<std::string, LossKernelFactory> kernels_;
+  std::map<std::pair<std::string, std::string>, LossKernelFactory> kernels_;  // (loss, backend)
 };
 
 // The loss when the config names none.
@@ -82,6 +87,9 @@ inline constexpr const char* kDefaultLoss = "sparse_categorical_crossentropy";
 // Reads a loss section (a mapping, or the `loss: mse` shortcut already expanded) with the
 // registry's keys. Errors at file:line:column name the key and what is allowed.
 LossConfig read_loss_config(NodeReader& r);
+// The same from YAML text, e.g. "nll" or "{type: huber, delta: 0.5}" (tests, and callers that
+// name a loss in code).
+LossConfig loss_config(const std::string& yaml);
 
 // The metrics that fit a task, for config checks and messages: classification accuracy,
 // top_k_accuracy, precision, recall, f1; regression mae, mse, rmse, r2; binary and multi-label

@@ -44,20 +44,26 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   const Registry& reg = Registry::global();
 
   // 1. Small control block first: step scalars and metric accumulators.
-  if (o_.value_loss) {  // the loss on float targets: its kernel for this backend, and its scratch
-    o_.value_spec.backend = &be_;
-    o_.value_spec.width = o_.num_classes;
-    o_.value_spec.max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
-    value_loss_ = LossRegistry::global().make_kernel(be_.name(), o_.value_spec);
-    if (size_t bytes = value_loss_->scratch_bytes()) value_loss_->bind(allocate(bytes, "loss partial sums"));
-  }
-  if (!o_.class_weights.empty()) {
-    if (int64_t(o_.class_weights.size()) != o_.num_classes)
-      throw ConfigError("loss.class_weights has " + std::to_string(o_.class_weights.size()) + " values for " +
-                        std::to_string(o_.num_classes) +
-                        " classes: give one weight per class, in class id order");
-    class_weights_ = static_cast<float*>(allocate(o_.class_weights.size() * sizeof(float), "class weights"));
-    be_.copy_to_device(class_weights_, o_.class_weights.data(), o_.class_weights.size() * sizeof(float));
+  // The loss's kernel for this backend, and its scratch (block sums, class weights).
+  if (!o_.loss.class_weights.empty() && int64_t(o_.loss.class_weights.size()) != o_.num_classes)
+    throw ConfigError("loss.class_weights has " + std::to_string(o_.loss.class_weights.size()) +
+                      " values for " + std::to_string(o_.num_classes) +
+                      " classes: give one weight per class, in class id order");
+  if (o_.loss.on_values() && !o_.top_k.empty())
+    throw InternalError("executor: top-k counts with loss '" + o_.loss.type + "' on float targets");
+  LossSpec spec = o_.loss.spec(o_.num_classes, o_.top_k);
+  spec.backend = &be_;
+  spec.max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
+  const auto make_loss = [&](const LossSpec& s) {
+    std::unique_ptr<LossKernel> k = LossRegistry::global().make_kernel(be_.name(), s);
+    if (size_t bytes = k->scratch_bytes()) k->bind(allocate(bytes, "the loss's partial sums and weights"));
+    return k;
+  };
+  loss_ = make_loss(spec);
+  if (loss_foldable()) {
+    spec.type = "cross_entropy";
+    spec.scores = ClassScores::logits;
+    logits_loss_ = make_loss(spec);
   }
   const size_t n_metrics = metric_floats();
   scalars_ = static_cast<StepScalars*>(allocate(sizeof(StepScalars), "step scalars"));
@@ -106,7 +112,11 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   std::vector<std::pair<int, int64_t>> keys;  // (activation slot, batch)
   for (int slot = 0; slot < o_.activation_slots; ++slot)
     for (int64_t b : o_.batch_sizes) keys.emplace_back(slot, b);
-  for (const auto& [slot, b] : keys) {
+  for (const auto& key : keys) {
+    // Plain names, not structured bindings: the lambdas below capture them (C++17 forbids
+    // capturing a structured binding; GCC allows it, clang does not).
+    const int slot = key.first;
+    const int64_t b = key.second;
     if (plans_.count({slot, b})) continue;
     model_.check_batch_size(b);  // every tensor of this batch fits: the products below cannot overflow
     auto p = std::make_unique<Plan>();
@@ -370,15 +380,17 @@ int Executor::fused_relus() const {
   return int(std::count(p.fused_relu.begin(), p.fused_relu.end(), true));
 }
 
+bool Executor::loss_foldable() const {
+  if (o_.loss.on_values()) return false;  // the losses on values take the model's outputs as they are
+  const std::string& type = model_.layers().back()->type();
+  return (type == "softmax" && o_.loss.scores == ClassScores::probabilities) ||
+         (type == "log_softmax" && o_.loss.scores == ClassScores::log_probabilities);
+}
+
 void Executor::choose_loss_on_logits(Plan& p) {
   p.loss_on_logits = false;
-  if (o_.value_loss) return;  // the losses on values take the model's outputs as they are
-  const auto& layers = model_.layers();
-  const size_t last = layers.size() - 1;
-  const std::string& type = layers[last]->type();
-  const bool pair = (type == "softmax" && o_.loss == LossKind::cross_entropy_probs) ||
-                    (type == "log_softmax" && o_.loss == LossKind::nll);
-  if (!pair || !p.kernels[last] || model_.layer_inputs(last).size() != 1) return;
+  const size_t last = model_.layers().size() - 1;
+  if (!logits_loss_ || !p.kernels[last] || model_.layer_inputs(last).size() != 1) return;
   const KernelBinding b = binding(p, last);
   const TensorView& in = b.inputs[0];
   if (in.dtype != DType::f32 || in.layout || !b.input_grads[0].data || b.accumulate_input_grads[0] ||

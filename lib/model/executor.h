@@ -21,6 +21,7 @@
 #include "lib/backend/backend.h"
 #include "lib/backend/loss_kernel.h"
 #include "lib/dist/communicator.h"
+#include "lib/losses/losses.h"
 #include "lib/model/gradient_buckets.h"
 #include "lib/model/model.h"
 #include "lib/model/step_runner.h"
@@ -31,15 +32,12 @@ namespace trainer {
 struct ExecutorOptions {
   std::vector<int64_t> batch_sizes;  // every batch size a step may use
   int64_t num_classes = 0;
-  LossKind loss = LossKind::nll;
-  float label_smoothing = 0.f;       // Backend::loss
-  std::vector<float> class_weights;  // Backend::loss's weights in training steps (empty: none)
-  // A loss on float targets (lib/losses): the step runs the backend's LossKernel for it instead
-  // of the classification kernels, on num_classes (= the model's outputs) targets a sample, and
-  // its metric sums take the confusion matrix's place (MetricSums::confusion).
-  bool value_loss = false;
-  ValueLossSpec value_spec;    // backend and max_batch are the executor's; width is num_classes
-  std::vector<int64_t> top_k;  // top-k accuracies to accumulate (besides the confusion matrix)
+  // The loss (lib/losses): the step runs the registry's kernel for it on this backend, over
+  // num_classes (= the model's outputs) values a sample. A loss on float targets takes that many
+  // targets a sample, and its metric sums take the confusion matrix's place
+  // (MetricSums::confusion).
+  LossConfig loss = loss_config("nll");
+  std::vector<int64_t> top_k;  // top-k accuracies to accumulate (class indices; before the confusion matrix)
   MathMode math = MathMode::strict_fp32;
   // Under a 16-bit math: a layer that computes in 16 bits by itself (convolution, dense; not the
   // followers) does so only when its forward at the largest batch size is at least this many
@@ -153,7 +151,7 @@ class Executor : public StepRunner {
 
   const std::vector<MemoryItem>& memory_plan() const { return memory_plan_; }
   // Bytes of one sample's target in a batch: a class index, or num_classes float values.
-  size_t target_row_bytes() const { return size_t(o_.value_loss ? o_.num_classes : 1) * 4; }
+  size_t target_row_bytes() const { return size_t(o_.loss.on_values() ? o_.num_classes : 1) * 4; }
   size_t planned_bytes() const override;
   // Whether training and evaluation steps fold the model's final softmax / log_softmax into the
   // loss (see Executor::choose_loss_on_logits), for every planned batch size.
@@ -285,6 +283,9 @@ class Executor : public StepRunner {
   int bias_slot(int layer) const;
   // Sets p.loss_on_logits and its tensors where the model ends in a softmax the loss can fold in.
   void choose_loss_on_logits(Plan& p);
+  // Whether the model ends in a softmax before sparse_categorical_crossentropy on probabilities,
+  // or a log_softmax before nll: the pairs that fold into cross_entropy on the logits.
+  bool loss_foldable() const;
   // Views of layer i's tensors in plan p, for LayerKernel::bind.
   KernelBinding binding(const Plan& p, size_t i) const;
 
@@ -309,10 +310,13 @@ class Executor : public StepRunner {
   LossScaleState* micro_weights_ = nullptr;         // activation_slots > 1: per slot, scale = its weight
   std::vector<LossScaleState> micro_weights_host_;  // their host copy, written each step
   size_t parameter_bytes_ = 0, activation_bytes_ = 0;
-  StepScalars* scalars_ = nullptr;          // backend memory
-  void* landing_ = nullptr;                 // Backend::upload_inputs' landing zone, if it stages
-  std::unique_ptr<LossKernel> value_loss_;  // with o_.value_loss
-  float* class_weights_ = nullptr;          // backend memory: o_.class_weights, when given
+  StepScalars* scalars_ = nullptr;    // backend memory
+  void* landing_ = nullptr;           // Backend::upload_inputs' landing zone, if it stages
+  std::unique_ptr<LossKernel> loss_;  // the registry's kernel for o_.loss
+  // A last softmax (log_softmax) before sparse_categorical_crossentropy (nll) is folded into
+  // cross_entropy on its input, the logits, where the plan allows (Plan::loss_on_logits): this
+  // kernel then runs in loss_'s place. Null when the model does not end in such a pair.
+  std::unique_ptr<LossKernel> logits_loss_;
   // Floats of the metric block: the loss sum, the top-k counts, then the confusion matrix (C, C) or
   // a value loss's sums.
   size_t metric_floats() const;

@@ -49,9 +49,7 @@ void Executor::download_optimizer_state(float* state) {
 }
 
 size_t Executor::metric_floats() const {
-  const size_t task =
-      o_.value_loss ? size_t(o_.value_spec.metric_floats()) : size_t(o_.num_classes * o_.num_classes);
-  return 1 + o_.top_k.size() + task;
+  return 1 + size_t(o_.loss.spec(o_.num_classes, o_.top_k).metric_floats());
 }
 
 void Executor::reset_metrics() {

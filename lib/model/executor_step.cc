@@ -39,24 +39,19 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   }
   if (p.output_edge >= 0 && !on_logits) convert_forward(p.edges[size_t(p.output_edge)]);
   if (!with_loss) return;
-  const int64_t batch = p.batch;
-  const int32_t* labels = reinterpret_cast<int32_t*>(arena(p) + p.labels);
-  const float* out = on_logits ? p.logits : reinterpret_cast<float*>(arena(p) + p.out);
-  float* dout = loss_gradient(p);  // on_logits is p.loss_on_logits here: with_loss holds
+  LossRun run;
+  run.out = on_logits ? p.logits : reinterpret_cast<float*>(arena(p) + p.out);
+  run.targets = arena(p) + p.labels;
+  run.batch = p.batch;
+  run.dout = loss_gradient(p);  // on_logits is p.loss_on_logits here: with_loss holds
   // Training: the batch's loss goes to the step's scalars first; commit_step adds it to the
   // epoch's sum unless the step found a non-finite value.
-  float* loss = training ? &scalars_->batch_loss : metrics_;
-  if (value_loss_) {
-    value_loss_->run(out, reinterpret_cast<const float*>(labels), batch, dout, loss,
-                     training ? scalars_ : nullptr, kNonfiniteLoss, metrics_ + 1 + o_.top_k.size());
-    if (training) reduce_loss_flags();
-    return;
-  }
-  be_.loss_and_metrics(on_logits ? LossKind::cross_entropy_logits : o_.loss, out, labels, batch,
-                       o_.num_classes, dout, loss, o_.label_smoothing, training ? scalars_ : nullptr,
-                       kNonfiniteLoss, metrics_ + 1 + o_.top_k.size(), training ? class_weights_ : nullptr);
-  for (size_t k = 0; k < o_.top_k.size(); ++k)
-    be_.topk_correct(out, labels, batch, o_.num_classes, o_.top_k[k], metrics_ + 1 + k);
+  run.loss_sum = training ? &scalars_->batch_loss : metrics_;
+  run.guard = training ? scalars_ : nullptr;
+  run.guard_bit = kNonfiniteLoss;
+  run.sums = metrics_ + 1;  // the top-k counts, then the confusion matrix or the value sums
+  run.training = training;
+  (on_logits ? *logits_loss_ : *loss_).run(run);
   if (training) reduce_loss_flags();
 }
 

@@ -104,9 +104,9 @@ Dataset read_inputs(const Config& cfg, const std::string& path, std::vector<std:
 }
 
 // Model outputs -> probabilities, per the loss the model was trained with.
-void to_probabilities(LossKind loss, float* row, int64_t C) {
-  if (loss == LossKind::cross_entropy_probs) return;
-  if (loss == LossKind::nll) {
+void to_probabilities(ClassScores scores, float* row, int64_t C) {
+  if (scores == ClassScores::probabilities) return;
+  if (scores == ClassScores::log_probabilities) {
     for (int64_t c = 0; c < C; ++c) row[c] = std::exp(row[c]);
     return;
   }
@@ -255,7 +255,7 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
     if (sigmoid)
       for (int64_t i = 0; i < rows * K; ++i) dst[i] = float(1.0 / (1.0 + std::exp(-double(dst[i]))));
     else if (!loss.on_values())
-      for (int64_t i = 0; i < rows; ++i) to_probabilities(cfg.loss, dst + i * K, K);
+      for (int64_t i = 0; i < rows; ++i) to_probabilities(loss.scores, dst + i * K, K);
     at += rows;
   }
   if (loss.on_values()) {

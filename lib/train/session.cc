@@ -30,7 +30,7 @@ static void check_model_classes(const Model& model, int64_t C, const std::string
 static void check_last_layer(const Model& m, const LossConfig& loss) {
   const Layer& last = *m.layers().back();
   const std::string layer = "the last layer '" + last.name() + "' (" + last.type() + ")";
-  if (last.type() == "softmax" && !loss.on_values() && loss.kind == LossKind::cross_entropy_logits)
+  if (last.type() == "softmax" && !loss.on_values() && loss.scores == ClassScores::logits)
     spdlog::warn(
         "{} is followed by loss {}, which applies a softmax itself (from_logits: true): a double softmax. "
         "Remove the softmax layer, or set loss.from_logits: false (sparse_categorical_crossentropy)",
@@ -293,18 +293,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   batch_sizes.erase(std::unique(batch_sizes.begin(), batch_sizes.end()), batch_sizes.end());
   eo.batch_sizes = batch_sizes;
   eo.num_classes = s->classes;
-  eo.loss = cfg.loss;
-  eo.label_smoothing = cfg.label_smoothing;
-  eo.class_weights = cfg.loss_config.class_weights;
-  if (cfg.loss_config.on_values()) {
-    const LossConfig& l = cfg.loss_config;
-    eo.value_loss = true;
-    eo.value_spec.formula = l.formula;
-    eo.value_spec.delta = l.delta;
-    eo.value_spec.scale = l.scale;
-    eo.value_spec.pos_weight = l.pos_weight;
-    eo.value_spec.binary_metrics = l.formula == ValueLoss::bce_logits;
-  }
+  eo.loss = cfg.loss_config;
   eo.top_k = topk_needed(cfg.metrics);
   eo.deterministic = device.deterministic;
   eo.seed = cfg.seed;

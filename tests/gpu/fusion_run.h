@@ -29,7 +29,7 @@ inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool
   ExecutorOptions o;
   o.batch_sizes = {16};
   o.num_classes = 6;
-  o.loss = LossKind::cross_entropy_logits;
+  o.loss = loss_config("cross_entropy");
   o.math = math;
   o.seed = 5;
   o.plain_layouts = plain_layouts;

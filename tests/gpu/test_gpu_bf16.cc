@@ -100,13 +100,13 @@ struct Run {
 
 // fp16 scales the loss (from 1024: these small nets' scaled gradients then stay far below fp16's
 // 65504, so no step of the four is skipped and the comparison with fp32 is step for step).
-Run train(const Model& model, MathMode math, LossKind loss, int64_t classes, bool plain_layouts = false) {
+Run train(const Model& model, MathMode math, const char* loss, int64_t classes, bool plain_layouts = false) {
   CudaBackend& be = cuda_backend();
   const Optimizer opt(make_optimizer("{type: sgd, lr: 0.05, momentum: 0.9}"));
   ExecutorOptions o;
   o.batch_sizes = {16};
   o.num_classes = classes;
-  o.loss = loss;
+  o.loss = loss_config(loss);
   o.math = math;
   o.seed = 5;
   o.plain_layouts = plain_layouts;
@@ -147,7 +147,7 @@ std::vector<float> updates(const Model& model, const Run& r) {
 // smaller_arena: the bf16 activations take less memory than fp32's (not for a tiny model, whose
 // arena is mostly the f32 copies at the dtype edges).
 // fp16 has 3 more mantissa bits than bf16: its bound is 4x tighter.
-void expect_close_to_fp32(const char* yaml, LossKind loss, int64_t classes, bool smaller_arena,
+void expect_close_to_fp32(const char* yaml, const char* loss, int64_t classes, bool smaller_arena,
                           MathMode low = MathMode::bf16) {
   const char* name = math_name(low);
   if (!gpu_has_math(low)) return;
@@ -173,19 +173,19 @@ void expect_close_to_fp32(const char* yaml, LossKind loss, int64_t classes, bool
 }  // namespace
 
 TEST_CASE("gpu bf16 trains a residual batchnorm CNN like fp32", "[gpu][bf16]") {
-  expect_close_to_fp32(kResidual, LossKind::nll, 6, true);
+  expect_close_to_fp32(kResidual, "nll", 6, true);
 }
 
 TEST_CASE("gpu bf16 conversions carry gradients across dtype edges and shared tensors", "[gpu][bf16]") {
-  expect_close_to_fp32(kBranches, LossKind::cross_entropy_logits, 6, false);
+  expect_close_to_fp32(kBranches, "cross_entropy", 6, false);
 }
 
 TEST_CASE("gpu fp16 with loss scaling trains a residual batchnorm CNN like fp32", "[gpu][fp16]") {
-  expect_close_to_fp32(kResidual, LossKind::nll, 6, true, MathMode::fp16);
+  expect_close_to_fp32(kResidual, "nll", 6, true, MathMode::fp16);
 }
 
 TEST_CASE("gpu fp16 conversions carry gradients across dtype edges and shared tensors", "[gpu][fp16]") {
-  expect_close_to_fp32(kBranches, LossKind::cross_entropy_logits, 6, false, MathMode::fp16);
+  expect_close_to_fp32(kBranches, "cross_entropy", 6, false, MathMode::fp16);
 }
 
 TEST_CASE("gpu bf16 channels-last chains train like plain NCHW bf16", "[gpu][bf16]") {
@@ -193,9 +193,9 @@ TEST_CASE("gpu bf16 channels-last chains train like plain NCHW bf16", "[gpu][bf1
   for (const auto& [yaml, classes] : {std::pair<const char*, int64_t>{kLayouts, 6}, {kLayouts1d, 5}}) {
     Config c = parse_config(yaml, "layouts.yaml", {});
     Model model(c.input_shape, c.layers, c.init, c.file);
-    const Run nchw = train(model, MathMode::bf16, LossKind::cross_entropy_logits, classes, true);
-    const Run nhwc = train(model, MathMode::bf16, LossKind::cross_entropy_logits, classes, false);
-    const Run f32 = train(model, MathMode::strict_fp32, LossKind::cross_entropy_logits, classes);
+    const Run nchw = train(model, MathMode::bf16, "cross_entropy", classes, true);
+    const Run nhwc = train(model, MathMode::bf16, "cross_entropy", classes, false);
+    const Run f32 = train(model, MathMode::strict_fp32, "cross_entropy", classes);
     const double e = rel_error(updates(model, nhwc), updates(model, nchw));
     const double e32 = rel_error(updates(model, nhwc), updates(model, f32));
     INFO(c.input_shape.str() << ": channels-last against NCHW bf16 rel " << e << ", against fp32 " << e32
@@ -225,8 +225,8 @@ data: {train: {format: random}, num_classes: FILTERS}
     for (size_t at; (at = y.find("FILTERS")) != std::string::npos;) y.replace(at, 7, std::to_string(filters));
     Config c = parse_config(y, "filters.yaml", {});
     Model model(c.input_shape, c.layers, c.init, c.file);
-    const Run f32 = train(model, MathMode::strict_fp32, LossKind::cross_entropy_logits, filters);
-    const Run b16 = train(model, MathMode::bf16, LossKind::cross_entropy_logits, filters);
+    const Run f32 = train(model, MathMode::strict_fp32, "cross_entropy", filters);
+    const Run b16 = train(model, MathMode::bf16, "cross_entropy", filters);
     INFO(filters << " filters: activation arena " << b16.activation_bytes << " (bf16) vs "
                  << f32.activation_bytes);
     if (filters == 10)

@@ -90,7 +90,7 @@ Trained train(Backend& be, const Model& model, DeviceCollective* collective, Com
   ExecutorOptions o;
   o.batch_sizes = shard_batch_sizes({16, ro.tail_rows}, ranks);
   o.num_classes = 8;
-  o.loss = LossKind::cross_entropy_logits;
+  o.loss = loss_config("cross_entropy");
   o.seed = 42;
   o.deterministic = true;
   o.comm = comm;
@@ -368,7 +368,7 @@ TEST_CASE("gpu a replica failing mid-training stops the other inside its graphs,
       ExecutorOptions o;
       o.batch_sizes = shard_batch_sizes({16}, 2);
       o.num_classes = 8;
-      o.loss = LossKind::cross_entropy_logits;
+      o.loss = loss_config("cross_entropy");
       o.comm = &comm;
       o.collective = &dc;
       Executor ex(model, be, opt, o);

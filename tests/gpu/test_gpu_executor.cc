@@ -9,7 +9,6 @@
 //   - fit() on the GPU tracks fit() on the CPU.
 #include <sstream>
 
-#include "kernels/cuda/classification_loss.cuh"
 #include "lib/config/config.h"
 #include "lib/core/error.h"
 #include "lib/model/executor.h"
@@ -50,7 +49,7 @@ ExecRun run_executor(Backend& be, const Model& model, const std::string& optimiz
   ExecutorOptions o;
   o.batch_sizes = {16, 5};
   o.num_classes = 8;
-  o.loss = LossKind::cross_entropy_logits;
+  o.loss = loss_config("cross_entropy");
   o.top_k = {1, 3};
   o.seed = 42;
   o.deterministic = deterministic;
@@ -205,7 +204,7 @@ TEST_CASE("gpu steps with overlapped uploads equal steps one at a time", "[gpu][
     ExecutorOptions o;
     o.batch_sizes = {b};
     o.num_classes = 8;
-    o.loss = LossKind::cross_entropy_logits;
+    o.loss = loss_config("cross_entropy");
     o.seed = 3;
     o.deterministic = true;
     CudaBackend& be = cuda_backend();
@@ -269,8 +268,8 @@ TEST_CASE("gpu memory cap is honoured by the backend and the executor", "[gpu][m
   req.mem_limit_bytes = 64 * MiB;
   CudaBackend be(0, req);
   CHECK(be.allocator().cap_bytes() == 64 * MiB);
-  // The cuBLAS workspace (an eighth of the cap) and the loss kernel's block sums.
-  CHECK(be.allocator().bytes_in_use() == 8 * MiB + align_up(sizeof(cuda::LossScratch)));
+  // The cuBLAS workspace (an eighth of the cap); the loss kernel's block sums are the executor's.
+  CHECK(be.allocator().bytes_in_use() == 8 * MiB);
   try {
     be.allocator().allocate(100 * MiB, "a test tensor");
     FAIL("expected OutOfMemoryError");
@@ -313,8 +312,8 @@ TEST_CASE("gpu memory growth obtains chunks under the cap", "[gpu][memory]") {
   req.mem_growth = true;
   CudaBackend be(0, req);
   CappedDeviceAllocator& a = be.device_allocator();
-  // The backend's own: the cuBLAS workspace (an eighth of the cap) and the loss kernel's block sums.
-  const size_t own = 32 * MiB + align_up(sizeof(cuda::LossScratch));
+  // The backend's own: the cuBLAS workspace (an eighth of the cap).
+  const size_t own = 32 * MiB;
   CHECK(a.bytes_in_use() == own);
   std::vector<void*> ps;
   for (int i = 0; i < 40; ++i) ps.push_back(a.allocate(3 * MiB, "block"));

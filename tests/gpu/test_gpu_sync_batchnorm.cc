@@ -83,7 +83,7 @@ Trained train(Backend& be, const Model& model, DeviceCollective* collective, Com
   ExecutorOptions o;
   o.batch_sizes = shard_batch_sizes({16, ro.tail_rows}, ranks);
   o.num_classes = 8;
-  o.loss = LossKind::cross_entropy_logits;
+  o.loss = loss_config("cross_entropy");
   o.seed = 42;
   o.deterministic = true;
   o.comm = comm;

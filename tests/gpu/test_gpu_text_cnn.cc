@@ -62,7 +62,7 @@ TextRun run_text(Backend& be, const Model& model, bool deterministic, bool graph
   ExecutorOptions o;
   o.batch_sizes = {16, 5};
   o.num_classes = 5;
-  o.loss = LossKind::cross_entropy_logits;
+  o.loss = loss_config("cross_entropy");
   o.top_k = {1};
   o.seed = 42;
   o.deterministic = deterministic;

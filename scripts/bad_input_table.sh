@@ -358,7 +358,7 @@ fixture_runs30() {
   need configs
   "$T" fit tiny.yaml --epochs 2 --out run30 >/dev/null 2>&1 || die "the issue-30 run failed"
   printf 'precious\n' >victim.txt
-  for c in link_csv link_ckpt renamed deleted negative; do cp -r run30 "$c"; done
+  for c in link_csv link_ckpt renamed deleted negative scalars3 scalars_inf; do cp -r run30 "$c"; done
   rm link_csv/metrics.csv && ln -s "$W/victim.txt" link_csv/metrics.csv
   mv link_ckpt/checkpoints elsewhere && ln -s "$W/elsewhere" link_ckpt/checkpoints
   cp renamed/checkpoints/epoch-0001.safetensors renamed/checkpoints/epoch-0002.safetensors
@@ -369,6 +369,16 @@ b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.
 s = json.loads(h["__metadata__"]["trainer.state"]); s["epochs_done"] = -5
 h["__metadata__"]["trainer.state"] = json.dumps(s); t = json.dumps(h).encode(); t += b" " * (-len(t) % 8)
 open(sys.argv[1], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+  # The optimizer's scalars (scalars.optimizer_scalars): 3 numbers instead of 5; one of them 1e300 (a float overflows).
+  python3 - scalars3/checkpoints/epoch-0002.state.safetensors scalars_inf/checkpoints/epoch-0002.state.safetensors <<'PY'
+import json, struct, sys
+for path, value in ((sys.argv[1], "[0.5, 0.25, 1.0]"), (sys.argv[2], "[0.5, 0.25, 1e300, 0.0, 0.0]")):
+    b = open(path, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    s = json.loads(h["__metadata__"]["trainer.state"]); s["scalars"]["optimizer_scalars"] = "@@"
+    h["__metadata__"]["trainer.state"] = json.dumps(s).replace('"@@"', value)
+    t = json.dumps(h).encode(); t += b" " * (-len(t) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
 PY
   mkdir -p mine notes && { echo '# my notes'; cat tiny.yaml; } >mine/config.yaml
   : >notes/run.lock && echo mine >notes/notes.tmp-99999999

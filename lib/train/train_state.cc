@@ -92,6 +92,12 @@ TrainState train_state_from_json(const nlohmann::json& j, const std::string& pat
       throw damaged("'" + key + "' is " + shown(v) + ", not a " + (finite ? "finite " : "") + "number");
     return v.get<double>();
   };
+  // A float of the step's scalars: 1e300 is a finite JSON number but an infinite float.
+  const auto finite_float = [&](const nlohmann::json& o, const std::string& key) {
+    const float f = float(number(o, key, true));
+    if (!std::isfinite(f)) throw damaged("'" + key + "' is " + shown(at(o, key)) + ", not a finite float");
+    return f;
+  };
   const auto numbers = [&](const nlohmann::json& o, const std::string& key) {
     const nlohmann::json& v = at(o, key);
     std::vector<double> out;
@@ -118,7 +124,7 @@ TrainState train_state_from_json(const nlohmann::json& j, const std::string& pat
   s.batches_done = count(j, "batches_done", 0);
   s.step = count(j, "step", 0);
   const nlohmann::json& sc = at(j, "scalars");
-  s.scalars.lr = float(number(sc, "lr", true));
+  s.scalars.lr = finite_float(sc, "lr");
   // The optimizer's scalars (StepScalars::optim); checkpoints before the optimizer registry named
   // the Adam family's five, in the same order.
   if (sc.is_object() && sc.contains("optimizer_scalars")) {
@@ -127,13 +133,15 @@ TrainState train_state_from_json(const nlohmann::json& j, const std::string& pat
       throw damaged("'optimizer_scalars' has " + std::to_string(o.size()) + " numbers, not " +
                     std::to_string(kOptimizerScalars));
     for (size_t k = 0; k < o.size(); ++k) {
-      if (!std::isfinite(o[k])) throw damaged("'optimizer_scalars' holds a number that is not finite");
+      // JSON holds no infinity, but 1e300 is one as a float.
       s.scalars.optim[k] = float(o[k]);
+      if (!std::isfinite(s.scalars.optim[k]))
+        throw damaged("'optimizer_scalars' holds a number that is not a finite float");
     }
   } else {
     const char* legacy[kOptimizerScalars] = {"bias_correction1", "bias_correction2", "momentum_product",
                                              "mu_t", "mu_next"};
-    for (int k = 0; k < kOptimizerScalars; ++k) s.scalars.optim[k] = float(number(sc, legacy[k], true));
+    for (int k = 0; k < kOptimizerScalars; ++k) s.scalars.optim[k] = finite_float(sc, legacy[k]);
   }
   s.scalars.step = unsigned_count(sc, "step");
   s.scalars.seed = unsigned_count(sc, "seed");

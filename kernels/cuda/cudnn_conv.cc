@@ -459,26 +459,53 @@ bool CudnnConv::measure_algorithms(const std::string& what, bool deterministic, 
     }
   }
   const cudnnHandle_t h = be_.cudnn();
+  // The measurement's scratch: the most that any algorithm of the three directions, under any
+  // math type, needs within max_ws (cuDNN skips those that need more), not max_ws itself. A
+  // 256 MiB buffer taken for 28x28 convolutions that need a few MiB at most was most of a small
+  // network's peak memory (291 MiB against PyTorch's 54), and the allocator keeps what it reserved.
+  size_t scratch = 0;
+  for (cudnnMathType_t m :
+       {CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, CUDNN_FMA_MATH}) {
+    const auto fits = [&](cudnnStatus_t st, size_t bytes) {
+      if (st == CUDNN_STATUS_SUCCESS && bytes <= max_ws) scratch = std::max(scratch, bytes);
+    };
+    size_t b = 0;
+    if (cudnnSetConvolutionMathType(conv_desc_[kFwd], m) == CUDNN_STATUS_SUCCESS)
+      for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a)
+        fits(cudnnGetConvolutionForwardWorkspaceSize(h, x_desc_, w_desc_, conv_desc_[kFwd], y_desc_,
+                                                     cudnnConvolutionFwdAlgo_t(a), &b),
+             b);
+    if (cudnnSetConvolutionMathType(conv_desc_[kBwdData], m) == CUDNN_STATUS_SUCCESS)
+      for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a)
+        fits(cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_desc_, y_desc_, conv_desc_[kBwdData], x_desc_,
+                                                          cudnnConvolutionBwdDataAlgo_t(a), &b),
+             b);
+    if (cudnnSetConvolutionMathType(conv_desc_[kBwdFilter], m) == CUDNN_STATUS_SUCCESS)
+      for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a)
+        fits(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_desc_, y_desc_, conv_desc_[kBwdFilter],
+                                                            w_desc_, cudnnConvolutionBwdFilterAlgo_t(a), &b),
+             b);
+  }
   reset_math(strict);
   try {
     MeasureBuffers buf(be_.allocator());
     void* x = buf.take(x_bytes, what + ": measuring algorithms (input)");
     void* w = buf.take(w_bytes, what + ": measuring algorithms (weights)");
     void* y = buf.take(y_bytes, what + ": measuring algorithms (output)");
-    void* ws = buf.take(max_ws, what + ": measuring algorithms (scratch)");
+    void* ws = scratch ? buf.take(scratch, what + ": measuring algorithms (scratch)") : nullptr;
     be_.zero(x, x_bytes);
     be_.zero(w, w_bytes);
     be_.zero(y, y_bytes);
     int n_fwd = 0, n_bd = 0, n_bf = 0;
     cudnnConvolutionFwdAlgoPerf_t fwd[kMaxAlgos];
     CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, x_desc_, x, w_desc_, w, conv_desc_[kFwd], y_desc_,
-                                                       y, kMaxAlgos, &n_fwd, fwd, ws, max_ws));
+                                                       y, kMaxAlgos, &n_fwd, fwd, ws, scratch));
     cudnnConvolutionBwdDataAlgoPerf_t bd[kMaxAlgos];
     CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, w_desc_, w, y_desc_, y, conv_desc_[kBwdData],
-                                                            x_desc_, x, kMaxAlgos, &n_bd, bd, ws, max_ws));
+                                                            x_desc_, x, kMaxAlgos, &n_bd, bd, ws, scratch));
     cudnnConvolutionBwdFilterAlgoPerf_t bf[kMaxAlgos];
     CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        h, x_desc_, x, y_desc_, y, conv_desc_[kBwdFilter], w_desc_, w, kMaxAlgos, &n_bf, bf, ws, max_ws));
+        h, x_desc_, x, y_desc_, y, conv_desc_[kBwdFilter], w_desc_, w, kMaxAlgos, &n_bf, bf, ws, scratch));
     if (deterministic) {  // algorithm-number order, stable across runs
       const auto by_algo = [](const auto& a, const auto& b) {
         return std::make_pair(int(a.algo), int(a.mathType)) < std::make_pair(int(b.algo), int(b.mathType));

@@ -10,8 +10,11 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <vector>
 
+#include "kernels/cuda/algo_disk_cache.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cudnn_conv.h"
 #include "kernels/cuda/graph_timer.h"
@@ -47,6 +50,26 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
     if (it != direct_cache().end()) {
       use = it->second;
       cached = true;
+    }
+  }
+  // A choice timed by an earlier process on this GPU, driver and cuDNN, against the same cuDNN
+  // algorithms (kernels/cuda/algo_disk_cache.h), if each tiling is still one of this shape's.
+  const std::string disk_key = gpu_identity(be_.device()) + " direct " + shape_key + " against " +
+                               std::to_string(int(fwd_algo_)) + "," + std::to_string(int(bwd_data_algo_)) +
+                               "," + std::to_string(int(bwd_filter_algo_));
+  if (std::string stored; !cached && conv_algo_cache().get(disk_key, &stored)) {
+    std::istringstream in(stored);
+    std::array<int, 3> v{};
+    bool ok = bool(in >> v[0] >> v[1] >> v[2]);
+    std::string rest;
+    ok = ok && !(in >> rest);
+    for (int d = 0; ok && d < 3; ++d)
+      ok = v[size_t(d)] >= -1 && v[size_t(d)] < direct_->tilings(kDirections[d]);
+    if (ok) {
+      use = v;
+      cached = true;
+      std::lock_guard<std::mutex> lock(g_direct_mutex);
+      direct_cache()[key] = use;
     }
   }
   if (!cached) {
@@ -112,6 +135,8 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
       spdlog::debug("{}: timing the direct kernels failed ({}); cuDNN for all directions", what, e.what());
       return;
     }
+    conv_algo_cache().put(
+        disk_key, std::to_string(use[0]) + " " + std::to_string(use[1]) + " " + std::to_string(use[2]));
     std::lock_guard<std::mutex> lock(g_direct_mutex);
     direct_cache()[key] = use;
   }

@@ -7,10 +7,13 @@
 #include <array>
 #include <map>
 #include <mutex>
+#include <sstream>
 
+#include "kernels/cuda/algo_disk_cache.h"
 #include "kernels/cuda/bias.cuh"
 #include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/convert.cuh"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/eltwise.cuh"
 #include "kernels/cuda/measure_buffers.h"
 #include "lib/memory/allocator.h"
@@ -334,6 +337,35 @@ std::map<std::string, CudnnConv::Chosen>& chosen_cache() {
   return m;
 }
 
+// ... and across processes, on disk (kernels/cuda/algo_disk_cache.h): a warm start measures
+// nothing.
+std::string encode(const CudnnConv::Chosen& c) {
+  return fmt::format("{} {} {} {} {} {}", int(c.fwd), int(c.fwd_math), int(c.bwd_data), int(c.bwd_data_math),
+                     int(c.bwd_filter), int(c.bwd_filter_math));
+}
+
+// Six integers, each within its enum; false for anything else (the entry is measured again).
+bool decode(const std::string& text, CudnnConv::Chosen* c) {
+  std::istringstream in(text);
+  int v[6];
+  for (int& x : v)
+    if (!(in >> x)) return false;
+  std::string rest;
+  if (in >> rest) return false;
+  const auto math_ok = [](int m) { return m >= int(CUDNN_DEFAULT_MATH) && m <= int(CUDNN_FMA_MATH); };
+  if (v[0] < 0 || v[0] >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT || v[2] < 0 ||
+      v[2] >= CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT || v[4] < 0 ||
+      v[4] >= CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT || !math_ok(v[1]) || !math_ok(v[3]) || !math_ok(v[5]))
+    return false;
+  c->fwd = cudnnConvolutionFwdAlgo_t(v[0]);
+  c->fwd_math = cudnnMathType_t(v[1]);
+  c->bwd_data = cudnnConvolutionBwdDataAlgo_t(v[2]);
+  c->bwd_data_math = cudnnMathType_t(v[3]);
+  c->bwd_filter = cudnnConvolutionBwdFilterAlgo_t(v[4]);
+  c->bwd_filter_math = cudnnMathType_t(v[5]);
+  return true;
+}
+
 }  // namespace
 
 // Algorithms: without --deterministic, cuDNN measures every algorithm on this shape once (the
@@ -459,6 +491,36 @@ bool CudnnConv::measure_algorithms(const std::string& what, bool deterministic, 
     }
   }
   const cudnnHandle_t h = be_.cudnn();
+  // A choice measured by an earlier process on this GPU, driver and cuDNN, if each of its
+  // algorithms still runs this shape within the scratch bound.
+  const std::string disk_key = gpu_identity(be_.device()) + (strict ? " fma " : " any ") +
+                               (deterministic ? "det " : "") + shape_key + std::to_string(max_ws);
+  std::string stored;
+  Chosen c{};
+  if (conv_algo_cache().get(disk_key, &stored) && decode(stored, &c)) {
+    size_t b = 0;
+    const bool ok =
+        cudnnSetConvolutionMathType(conv_desc_[kFwd], c.fwd_math) == CUDNN_STATUS_SUCCESS &&
+        cudnnGetConvolutionForwardWorkspaceSize(h, x_desc_, w_desc_, conv_desc_[kFwd], y_desc_, c.fwd, &b) ==
+            CUDNN_STATUS_SUCCESS &&
+        b <= max_ws &&
+        cudnnSetConvolutionMathType(conv_desc_[kBwdData], c.bwd_data_math) == CUDNN_STATUS_SUCCESS &&
+        cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_desc_, y_desc_, conv_desc_[kBwdData], x_desc_,
+                                                     c.bwd_data, &b) == CUDNN_STATUS_SUCCESS &&
+        b <= max_ws &&
+        cudnnSetConvolutionMathType(conv_desc_[kBwdFilter], c.bwd_filter_math) == CUDNN_STATUS_SUCCESS &&
+        cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_desc_, y_desc_, conv_desc_[kBwdFilter], w_desc_,
+                                                       c.bwd_filter, &b) == CUDNN_STATUS_SUCCESS &&
+        b <= max_ws;
+    reset_math(strict);
+    if (ok) {
+      spdlog::debug("{}: algorithms {} from {}", what, stored, conv_algo_cache().path());
+      *out = c;
+      std::lock_guard<std::mutex> lock(g_chosen_mutex);
+      chosen_cache()[key] = *out;
+      return true;
+    }
+  }
   // The measurement's scratch: the most that any algorithm of the three directions, under any
   // math type, needs within max_ws (cuDNN skips those that need more), not max_ws itself. A
   // 256 MiB buffer taken for 28x28 convolutions that need a few MiB at most was most of a small
@@ -539,6 +601,7 @@ bool CudnnConv::measure_algorithms(const std::string& what, bool deterministic, 
     spdlog::debug("{}: {}; using cuDNN's heuristics", what, e.what());
     return false;
   }
+  conv_algo_cache().put(disk_key, encode(*out));
   std::lock_guard<std::mutex> lock(g_chosen_mutex);
   chosen_cache()[key] = *out;
   return true;

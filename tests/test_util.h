@@ -23,6 +23,7 @@ inline std::unique_ptr<Layer> make_layer(const std::string& yaml, const Shape& i
   NodeReader r(node, "layer", "test");
   const std::string type = r.string("type", "");
   auto layer = Registry::global().layer(type, "test").make_layer(r);
+  r.finish();  // a key the layer does not know is a mistake in the test
   layer->set_identity(type, type + "_test");
   layer->build(input, index);
   return layer;

@@ -1,5 +1,6 @@
 // Helpers for the GPU tests: the two backends under comparison, layers and optimizers from YAML
-// snippets, seeded random data, backend buffers, and the relative error used by every bound:
+// snippets and seeded random data (the CPU tests' helpers), backend buffers, and the relative error used by
+// every bound:
 //   rel(a, ref) = ||a - ref||_2 / ||ref||_2   (||a||_2 when ref is all zeros)
 #pragma once
 
@@ -21,6 +22,8 @@
 #include "lib/optim/optimizer.h"
 #include "lib/registry/layer.h"
 #include "lib/registry/registry.h"
+#include "tests/optimizer_rows.h"
+#include "tests/test_util.h"
 
 namespace trainer::gpu_test {
 
@@ -57,32 +60,11 @@ inline bool gpu_has_math(MathMode m) {
   return false;
 }
 
-// One layer from a flow-style YAML mapping, e.g. "{type: conv2d, filters: 8, kernel_size: 3}".
-inline std::unique_ptr<Layer> make_layer(const std::string& yaml, const Shape& input, int index = 0) {
-  YAML::Node node = YAML::Load(yaml);
-  NodeReader r(node, "layer", "gpu_test");
-  const std::string type = r.string("type", "");
-  auto layer = Registry::global().layer(type, "gpu_test").make_layer(r);
-  r.finish();
-  layer->set_identity(type, type + "_test");
-  layer->build(input, index);
-  return layer;
-}
-
-inline OptimizerConfig make_optimizer(const std::string& yaml) {
-  YAML::Node node = YAML::Load(yaml);
-  NodeReader r(node, "optimizer", "gpu_test");
-  OptimizerConfig c = read_optimizer(r);
-  r.finish();
-  return c;
-}
-
-inline std::vector<float> random_vector(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  SplitMix64 rng = SplitMix64::counter(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) x = lo + (hi - lo) * float(rng.uniform());
-  return v;
-}
+// Layers, optimizers and random data as the CPU tests make them (tests/test_util.h,
+// tests/optimizer_rows.h): one copy of each helper.
+using test::make_layer;
+using test::random_vector;
+inline OptimizerConfig make_optimizer(const std::string& yaml) { return optim_tests::optimizer_from(yaml); }
 
 inline double rel_error(const std::vector<float>& a, const std::vector<float>& ref) {
   REQUIRE(a.size() == ref.size());

@@ -16,6 +16,7 @@
 #include "lib/losses/losses.h"
 #include "lib/metrics/metrics.h"
 #include "lib/train/fit.h"
+#include "tests/loss_rows.h"
 #include "tests/test_loss.h"
 #include "tests/test_util.h"
 
@@ -32,31 +33,18 @@ struct Case {
   std::vector<float> pos_weight;
 };
 
-// PyTorch's formulas, mean over all B * K elements, in long double.
+// PyTorch's formulas, mean over all B * K elements, in long double: the loss conformance table's
+// reference (tests/loss_rows.h), for this file's cases.
 long double reference(const Case& c, const std::vector<float>& o, const std::vector<float>& y, int64_t K) {
-  long double total = 0;
-  for (size_t i = 0; i < o.size(); ++i) {
-    const long double e = (long double)o[i] - y[i], a = std::fabs(e), d = c.delta;
-    switch (c.formula) {
-      case ValueLoss::mse:
-        total += e * e;
-        break;
-      case ValueLoss::mae:
-        total += a;
-        break;
-      case ValueLoss::huber:
-        total += c.scale * (a <= d ? 0.5L * e * e : d * (a - 0.5L * d));
-        break;
-      case ValueLoss::bce_logits: {
-        const long double p =
-            c.pos_weight.empty() ? 1 : c.pos_weight[c.pos_weight.size() == 1 ? 0 : i % size_t(K)];
-        const long double s = 1 / (1 + std::exp(-(long double)o[i]));
-        total += -(p * y[i] * std::log(s) + (1 - y[i]) * std::log(1 - s));
-        break;
-      }
-    }
-  }
-  return total / (long double)o.size();
+  const test::LossRow::Ref ref = c.formula == ValueLoss::mse     ? test::LossRow::mse
+                                 : c.formula == ValueLoss::mae   ? test::LossRow::mae
+                                 : c.formula == ValueLoss::huber ? test::LossRow::huber
+                                                                 : test::LossRow::bce;
+  const test::LossRow row(c.name, c.name, ref, 0, {}, c.delta, c.scale,
+                          std::vector<double>(c.pos_weight.begin(), c.pos_weight.end()));
+  test::LossBatch b;
+  b.values = y;
+  return test::reference_loss(row, o, b, int64_t(o.size()) / K, K, false);
 }
 
 struct Run {

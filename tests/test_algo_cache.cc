@@ -1,5 +1,7 @@
 // AlgoCache (lib/backend/algo_cache.h): choices persist across instances (processes), merge with
 // what another process saved, survive a damaged file line by line, and never fail a run.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -62,6 +64,15 @@ TEST_CASE("a damaged algorithm cache is ignored line by line, and an unwritable 
     REQUIRE_NOTHROW(w.put("k", "v"));
   }
   REQUIRE(w.get("k", &v));
+  // A path that links to a device that never ends, a FIFO that blocks, a folder: ignored, not read.
+  const std::string zero = dir + "/zero.tsv", fifo = dir + "/fifo.tsv";
+  std::filesystem::create_symlink("/dev/zero", zero);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const std::string& p : {zero, fifo, dir}) {
+    AlgoCache c(p);
+    test::ExpectWarning warn("not a regular file of at most 64 MiB; ignored");
+    CHECK_FALSE(c.get("k", &v));
+  }
   // No path: memory only.
   AlgoCache m("");
   m.put("k", "v");

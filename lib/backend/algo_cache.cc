@@ -13,6 +13,9 @@
 namespace trainer {
 namespace {
 
+// A file this large is no cache of ours (an entry is a line of about 200 bytes).
+constexpr uintmax_t kMaxFileBytes = uintmax_t(64) << 20;
+
 std::string one_line(std::string s) {
   for (char& c : s)
     if (c == '\t' || c == '\n' || c == '\r') c = ' ';
@@ -42,8 +45,22 @@ std::string AlgoCache::default_path(const std::string& name) {
 std::map<std::string, std::string> AlgoCache::read_file() const {
   std::map<std::string, std::string> out;
   if (path_.empty()) return out;
+  // Only a regular file of a sane size is read: the path may name (or link to) a device, a FIFO
+  // or a folder, which would read forever, block or fail.
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path_, ec);
+  if (ec || st.type() == std::filesystem::file_type::not_found) return out;  // none yet
+  const uintmax_t size =
+      st.type() == std::filesystem::file_type::regular ? std::filesystem::file_size(path_, ec) : 0;
+  if (st.type() != std::filesystem::file_type::regular || ec || size > kMaxFileBytes) {
+    spdlog::warn(
+        "{}: not a regular file of at most {} MiB; ignored (a cache of measured algorithms: delete it "
+        "or set TRAINER_CACHE_DIR to another folder)",
+        path_, kMaxFileBytes >> 20);
+    return out;
+  }
   std::ifstream in(path_, std::ios::binary);
-  if (!in) return out;  // none yet
+  if (!in) return out;
   std::string line;
   int64_t bad = 0, at = 0;
   while (std::getline(in, line)) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "lib/backend/step_kernels.h"
 #include "lib/config/config.h"
 #include "lib/train/divergence.h"
 #include "lib/train/fit.h"
@@ -39,43 +40,46 @@ std::string last_line(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("check_finite flags NaN and infinities, and only them, in the step's scalars",
+TEST_CASE("the guard's check flags NaN and infinities, and only them, in the step's scalars",
           "[divergence][ops]") {
   CpuBackend be;
+  const std::unique_ptr<GuardKernel> guard = StepKernelRegistry::global().guard(be);
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> fine{0.f, -1.f, 3.4e38f, -3.4e38f, 1e-45f, -0.f};
   StepScalars s;
-  be.check_finite(fine.data(), int64_t(fine.size()), kNonfiniteGradients, &s);
+  guard->check(fine.data(), int64_t(fine.size()), kNonfiniteGradients, &s);
   REQUIRE(s.nonfinite == 0);
   for (float bad : {inf, -inf, nan}) {
     std::vector<float> x(100001, 1.f);  // above the threading threshold
     x[77777] = bad;
     StepScalars t;
     t.nonfinite = kNonfiniteLoss;
-    be.check_finite(x.data(), int64_t(x.size()), kNonfiniteWeights, &t);
+    guard->check(x.data(), int64_t(x.size()), kNonfiniteWeights, &t);
     REQUIRE(t.nonfinite == (kNonfiniteLoss | kNonfiniteWeights));
   }
 }
 
 // The optimizers' skip of a flagged step: tests/test_optimizers.cc, for every optimizer.
 
-TEST_CASE("commit_step adds a finite step's loss and records a non-finite one instead", "[divergence][ops]") {
+TEST_CASE("the guard's commit adds a finite step's loss and records a non-finite one instead",
+          "[divergence][ops]") {
   CpuBackend be;
+  const std::unique_ptr<GuardKernel> guard = StepKernelRegistry::global().guard(be);
   float loss_sum = 1.5f;
   NonfiniteRecord r;
   StepScalars s;
   s.step = 4;
   s.batch_loss = 2.f;
-  be.commit_step(&s, 10, &loss_sum, &r);
+  guard->commit(&s, 10, &loss_sum, &r);
   REQUIRE(loss_sum == 3.5f);
   REQUIRE(r.steps == 0);
   s.step = 6;
   s.batch_loss = std::nanf("");
   s.nonfinite = kNonfiniteLoss | kNonfiniteGradients;
-  be.commit_step(&s, 10, &loss_sum, &r);
+  guard->commit(&s, 10, &loss_sum, &r);
   s.step = 7;
   s.nonfinite = kNonfiniteWeights;
-  be.commit_step(&s, 8, &loss_sum, &r);
+  guard->commit(&s, 8, &loss_sum, &r);
   REQUIRE(loss_sum == 3.5f);
   REQUIRE(r.first_step == 7);  // update numbers are 1-based
   REQUIRE(r.first_what == (kNonfiniteLoss | kNonfiniteGradients));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lib/backend/backend.h"
+#include "lib/backend/step_kernels.h"
 #include "lib/losses/losses.h"
 
 namespace trainer::test {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "lib/backend/step_kernels.h"
 #include "lib/core/rng.h"
 #include "tests/optimizer_rows.h"
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "lib/backend/step_kernels.h"
 #include "lib/config/config.h"
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
@@ -168,22 +169,23 @@ TEST_CASE("clip_grad_norm clips by the norm over every stage's gradients, as the
 TEST_CASE("clipping in two phases: one group is clip_grad_norm bit for bit, groups add up to the whole",
           "[pipeline][clip]") {
   CpuBackend be(0, 1);
+  const std::unique_ptr<ClipKernel> clip = StepKernelRegistry::global().clip(be, 0.5f);
   const std::vector<float> g = test::random_vector(10000, 9);
   std::vector<double> partials(2 * kClipPartials);
   std::vector<float> a = g, b = g;
   ClipRecord ra, rb;
-  be.clip_grad_norm(a.data(), int64_t(a.size()), 0.5f, partials.data(), &ra);
-  be.clip_grad_sum_squares(b.data(), int64_t(b.size()), partials.data());
-  be.clip_grad_by_partials(b.data(), int64_t(b.size()), 0.5f, partials.data(), 1, &rb);
+  clip->clip(a.data(), int64_t(a.size()), partials.data(), &ra);
+  clip->sum_squares(b.data(), int64_t(b.size()), partials.data());
+  clip->by_partials(b.data(), int64_t(b.size()), partials.data(), 1, &rb);
   REQUIRE(a == b);
   REQUIRE(ra.last_norm == rb.last_norm);
   REQUIRE(rb.clipped_steps == 1);
   // The arena in two parts (two stages): the same norm and factor, up to the order of the sums.
   std::vector<float> c = g;
   ClipRecord rc;
-  be.clip_grad_sum_squares(c.data(), 3000, partials.data());
-  be.clip_grad_sum_squares(c.data() + 3000, 7000, partials.data() + kClipPartials);
-  be.clip_grad_by_partials(c.data(), 3000, 0.5f, partials.data(), 2, &rc);
+  clip->sum_squares(c.data(), 3000, partials.data());
+  clip->sum_squares(c.data() + 3000, 7000, partials.data() + kClipPartials);
+  clip->by_partials(c.data(), 3000, partials.data(), 2, &rc);
   REQUIRE(std::fabs(rc.last_norm - ra.last_norm) <= 1e-6f * ra.last_norm);
   REQUIRE(std::fabs(rc.last_scale - ra.last_scale) <= 1e-6f * ra.last_scale);
 }

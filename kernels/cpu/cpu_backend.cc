@@ -127,38 +127,6 @@ void CpuBackend::convert(void* dst, DType dst_type, const void* src, DType src_t
   cpu::convert(dst, dst_type, src, src_type, n, accumulate);
 }
 
-void CpuBackend::augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
-                         const StepScalars* s) {
-  cpu::augment(spec, in, out, batch, *s);
-}
-void CpuBackend::check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) {
-  cpu::check_finite(x, n, bit, *s);
-}
-void CpuBackend::scale_loss_gradient(float* dout, int64_t n, const LossScaleState* st) {
-  cpu::scale_loss_gradient(dout, n, *st);
-}
-void CpuBackend::unscale_gradients(float* g, int64_t n, const LossScaleState* st, StepScalars* s) {
-  cpu::unscale_gradients(g, n, *st, *s);
-}
-void CpuBackend::update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) {
-  cpu::update_loss_scale(h, *st, *s);
-}
-void CpuBackend::commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) {
-  cpu::commit_step(*s, batch, loss_sum, *record);
-}
-void CpuBackend::clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
-  cpu::clip_grad_norm(g, n, max_norm, partials, record);
-}
-
-void CpuBackend::clip_grad_sum_squares(const float* g, int64_t n, double* partials) {
-  cpu::clip_grad_sum_squares(g, n, partials);
-}
-
-void CpuBackend::clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials,
-                                       int groups, ClipRecord* record) {
-  cpu::clip_grad_by_partials(g, n, max_norm, partials, groups, record);
-}
-
 DnnlContext& dnnl_of(const KernelContext& ctx) {
   auto* cpu = dynamic_cast<CpuBackend*>(ctx.backend);
   if (!cpu) throw InternalError("a CPU kernel was created for a non-CPU backend");

@@ -33,18 +33,6 @@ class CpuBackend : public Backend {
   static bool has_bf16_instructions();
   void synchronize() override { dnnl_.stream.wait(); }
 
-  void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) override;
-  void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
-               const StepScalars* s) override;
-  void commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) override;
-  void scale_loss_gradient(float* dout, int64_t n, const LossScaleState* st) override;
-  void unscale_gradients(float* g, int64_t n, const LossScaleState* st, StepScalars* s) override;
-  void update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) override;
-  void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) override;
-  void clip_grad_sum_squares(const float* g, int64_t n, double* partials) override;
-  void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,
-                             ClipRecord* record) override;
-
   // "oneDNN 2.6.3 (cpu isa: avx2)", for `trainer devices`.
   static std::string onednn_version();
   static std::string cpu_isa();

@@ -6,6 +6,7 @@
 
 #include "lib/backend/layer_kernel.h"
 #include "lib/backend/loss_kernel.h"
+#include "lib/backend/step_kernels.h"
 
 namespace trainer {
 
@@ -36,5 +37,8 @@ std::unique_ptr<LayerKernel> make_concat_cpu(const Layer& l, const KernelContext
 // (classification_loss.cc) and on float targets (value_loss_cpu.cc).
 std::unique_ptr<LossKernel> make_classification_loss_cpu(const LossSpec& s);
 std::unique_ptr<LossKernel> make_value_loss_cpu(const LossSpec& s);
+
+// The step's guard, loss scaling, clipping and augmentation (step_kernels_cpu.cc).
+StepKernelSet cpu_step_kernels();
 
 }  // namespace trainer

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "lib/backend/backend.h"
 #include "lib/backend/loss_kernel.h"
+#include "lib/backend/step_kernels.h"
 
 namespace trainer::cpu {
 
@@ -19,10 +19,10 @@ void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_
                   float* correct);
 // Random crop and flip of a training batch (lib/core/augment_formula.h).  in, out: (B, C, H, W)
 void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch, const StepScalars& s);
-// The non-finite guard (lib/backend/backend.h).
+// The non-finite guard (lib/backend/step_kernels.h).
 void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars& s);
 void commit_step(const StepScalars& s, int64_t batch, float* loss_sum, NonfiniteRecord& r);
-// Loss scaling (lib/backend/backend.h, LossScaleState; kernels/cpu/loss_scale.cc).
+// Loss scaling (lib/backend/step_kernels.h, LossScaleState; kernels/cpu/loss_scale.cc).
 void scale_loss_gradient(float* dout, int64_t n, const LossScaleState& st);
 void unscale_gradients(float* g, int64_t n, const LossScaleState& st, StepScalars& s);
 void update_loss_scale(const LossScaleHyper& h, LossScaleState& st, const StepScalars& s);

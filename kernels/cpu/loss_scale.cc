@@ -1,4 +1,4 @@
-// Loss scaling on the CPU (lib/backend/backend.h, LossScaleState): the reference for
+// Loss scaling on the CPU (lib/backend/step_kernels.h, LossScaleState): the reference for
 // kernels/cuda/loss_scale.cu.
 //   scale_loss_gradient: dout (n) *= scale
 //   unscale_gradients:   g (n) *= 1 / scale; ORs kGradientOverflow into s.nonfinite when any

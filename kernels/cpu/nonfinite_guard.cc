@@ -1,4 +1,5 @@
-// The non-finite guard on the CPU (lib/backend/backend.h): the reference for kernels/cuda/nonfinite_guard.cu.
+// The non-finite guard on the CPU (lib/backend/step_kernels.h): the reference for
+// kernels/cuda/nonfinite_guard.cu.
 //   check_finite: x (n) -> ORs `bit` into s.nonfinite when any element is NaN or infinite
 //   commit_step:  adds s.batch_loss to the epoch's loss sum, or records the non-finite step
 #include "kernels/cpu/cpu_ops.h"

@@ -38,6 +38,7 @@ void register_cpu_kernels(Registry& r) {
   for (const char* t : {"mse", "mae", "l1", "huber", "smooth_l1", "binary_cross_entropy"})
     losses.add_kernel(t, "cpu", make_value_loss_cpu);
   register_cpu_optimizers(OptimizerRegistry::global());
+  StepKernelRegistry::global().add("cpu", cpu_step_kernels());
 }
 
 }  // namespace trainer

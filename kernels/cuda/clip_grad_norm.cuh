@@ -6,13 +6,13 @@
 
 #include <cuda_runtime.h>
 
-#include "lib/backend/backend.h"
+#include "lib/backend/step_kernels.h"
 
 namespace trainer::cuda {
 
 void launch_clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record,
                            cudaStream_t stream);
-// The two phases for gradients spread over pipeline stages (Backend::clip_grad_by_partials):
+// The two phases for gradients spread over pipeline stages (ClipKernel::by_partials):
 //   partials: (kClipPartials) doubles; then (groups * kClipPartials), every stage's.
 void launch_clip_sum_squares(const float* g, int64_t n, double* partials, cudaStream_t stream);
 void launch_clip_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,

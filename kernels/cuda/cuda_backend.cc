@@ -7,12 +7,8 @@
 #include <cstdio>
 
 #include "kernels/cuda/arch_probe.cuh"
-#include "kernels/cuda/augment.cuh"
-#include "kernels/cuda/clip_grad_norm.cuh"
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/loss_scale.cuh"
-#include "kernels/cuda/nonfinite_guard.cuh"
 #include "kernels/cuda/unpack_upload.cuh"
 #ifdef TRAINER_HAVE_NCCL
 #include "kernels/cuda/nccl_collective.h"
@@ -269,38 +265,6 @@ void CudaBackend::replay(int graph) {
   if (!graphs_[size_t(graph)])
     throw InternalError("replay of a step graph destroyed with its collective (CudaBackend::destroy_graphs)");
   CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(graph)], stream_));
-}
-
-void CudaBackend::augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
-                          const StepScalars* s) {
-  cuda::launch_augment(spec, in, out, batch, s, stream_);
-}
-void CudaBackend::check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) {
-  cuda::launch_check_finite(x, n, bit, s, stream_);
-}
-void CudaBackend::scale_loss_gradient(float* dout, int64_t n, const LossScaleState* st) {
-  cuda::launch_scale_loss_gradient(dout, n, st, stream_);
-}
-void CudaBackend::unscale_gradients(float* g, int64_t n, const LossScaleState* st, StepScalars* s) {
-  cuda::launch_unscale_gradients(g, n, st, s, stream_);
-}
-void CudaBackend::update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) {
-  cuda::launch_update_loss_scale(h, st, s, stream_);
-}
-void CudaBackend::commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) {
-  cuda::launch_commit_step(s, batch, loss_sum, record, stream_);
-}
-void CudaBackend::clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
-  cuda::launch_clip_grad_norm(g, n, max_norm, partials, record, stream_);
-}
-
-void CudaBackend::clip_grad_sum_squares(const float* g, int64_t n, double* partials) {
-  cuda::launch_clip_sum_squares(g, n, partials, stream_);
-}
-
-void CudaBackend::clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials,
-                                        int groups, ClipRecord* record) {
-  cuda::launch_clip_by_partials(g, n, max_norm, partials, groups, record, stream_);
 }
 
 CudaBackend& cuda_of(const KernelContext& ctx) {

@@ -58,18 +58,6 @@ class CudaBackend : public Backend {
                bool accumulate) override;
   void synchronize() override;
 
-  void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) override;
-  void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
-               const StepScalars* s) override;
-  void commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) override;
-  void scale_loss_gradient(float* dout, int64_t n, const LossScaleState* st) override;
-  void unscale_gradients(float* g, int64_t n, const LossScaleState* st, StepScalars* s) override;
-  void update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) override;
-  void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) override;
-  void clip_grad_sum_squares(const float* g, int64_t n, double* partials) override;
-  void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,
-                             ClipRecord* record) override;
-
   bool supports_capture() const override { return true; }
   // bf16 needs BF16 tensor cores (compute capability 8.0, Ampere, or later).
   // fp16 needs FP16 tensor cores (7.0, Volta, or later).

@@ -6,6 +6,7 @@
 
 #include "lib/backend/layer_kernel.h"
 #include "lib/backend/loss_kernel.h"
+#include "lib/backend/step_kernels.h"
 
 namespace trainer {
 
@@ -36,5 +37,8 @@ std::unique_ptr<LayerKernel> make_batchnorm_cuda(const Layer& l, const KernelCon
 // (classification_loss_cuda.cc) and on float targets (value_loss_cuda.cc).
 std::unique_ptr<LossKernel> make_classification_loss_cuda(const LossSpec& s);
 std::unique_ptr<LossKernel> make_value_loss_cuda(const LossSpec& s);
+
+// The step's guard, loss scaling, clipping and augmentation (step_kernels_cuda.cc).
+StepKernelSet cuda_step_kernels();
 
 }  // namespace trainer

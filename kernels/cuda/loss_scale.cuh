@@ -6,7 +6,7 @@
 
 #include <cuda_runtime.h>
 
-#include "lib/backend/backend.h"
+#include "lib/backend/step_kernels.h"
 
 namespace trainer::cuda {
 

@@ -1,4 +1,4 @@
-// The non-finite guard on the GPU (lib/backend/backend.h; kernels/cpu/nonfinite_guard.cc is the
+// The non-finite guard on the GPU (lib/backend/step_kernels.h; kernels/cpu/nonfinite_guard.cc is the
 // reference). Both launchers read and write only device memory, so they are captured with the
 // rest of the step as a CUDA graph and replayed; nothing waits for the device.
 //   x: (n)  s: StepScalars in device memory  loss_sum: the epoch's float sum  record: device memory
@@ -6,7 +6,7 @@
 
 #include <cuda_runtime.h>
 
-#include "lib/backend/backend.h"
+#include "lib/backend/step_kernels.h"
 
 namespace trainer::cuda {
 

@@ -41,6 +41,7 @@ void register_cuda_kernels(Registry& r) {
   for (const char* t : {"mse", "mae", "l1", "huber", "smooth_l1", "binary_cross_entropy"})
     losses.add_kernel(t, "cuda", make_value_loss_cuda);
   register_cuda_optimizers(OptimizerRegistry::global());
+  StepKernelRegistry::global().add("cuda", cuda_step_kernels());
 }
 
 }  // namespace trainer

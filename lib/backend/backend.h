@@ -1,4 +1,5 @@
-// Backend: where tensors live and how the non-layer ops of a training step run.
+// Backend: what a device is: where tensors live, its stream, copies, conversions, graphs and
+// collectives.
 //
 // The CPU (oneDNN) and CUDA (cuDNN/cuBLAS) backends implement this; layers reach their kernels
 // through the registry (lib/backend/layer_kernel.h). All ops are asynchronous on the backend's one
@@ -13,65 +14,9 @@
 
 #include "lib/backend/device_collective.h"
 #include "lib/backend/layer_kernel.h"
-#include "lib/core/augment_formula.h"
 #include "lib/memory/allocator.h"
 
 namespace trainer {
-
-// The non-finite guard (train.on_nan): what a training step found, as bits of
-// StepScalars::nonfinite. A step with a non-finite loss or gradient does not update anything:
-// every optimizer op returns without touching weights or state when either bit is set.
-// kGradientOverflow is loss scaling's own bit (below): scaled gradients that overflowed skip the
-// update too, but they are expected now and then and are not a divergence, so commit_step keeps
-// such a step's loss and leaves it out of the NonfiniteRecord.
-enum NonfiniteBits : uint32_t {
-  kNonfiniteLoss = 1u,
-  kNonfiniteGradients = 2u,
-  kNonfiniteWeights = 4u,
-  kGradientOverflow = 8u,
-};
-constexpr uint32_t kNonfiniteSkipsUpdate = kNonfiniteLoss | kNonfiniteGradients | kGradientOverflow;
-constexpr uint32_t kNonfiniteDiverged = kNonfiniteLoss | kNonfiniteGradients | kNonfiniteWeights;
-
-// Training steps that found a non-finite value since the record was last zeroed. Backend memory,
-// written only by Backend::commit_step; the host reads it where it synchronizes anyway (metrics).
-struct NonfiniteRecord {
-  uint64_t first_step = 0;  // update number (1-based) of the first such step; 0: none
-  uint64_t steps = 0;       // how many steps found one (their updates were skipped)
-  uint64_t samples = 0;     // the samples of those steps (left out of the loss sum)
-  uint32_t first_what = 0;  // NonfiniteBits of the first such step
-  uint32_t what = 0;        // NonfiniteBits of all of them, ORed
-};
-
-// Dynamic loss scaling (train.loss_scale; the default under math fp16), torch.amp.GradScaler's
-// rule (lib/core/loss_scale_formula.h): the loss's gradient is multiplied by `scale` before the
-// backward pass, so that small gradients survive fp16, and the parameter gradients by 1/scale
-// after it. A step whose unscaled gradients are not finite skips its update and multiplies the
-// scale by backoff; growth_interval steps in a row without one multiply it by growth. Backend
-// memory, updated on the device inside the step; the host reads it with the metrics.
-struct LossScaleState {
-  float scale = 65536.f;
-  float inv_scale = 1.f / 65536.f;  // 1 / scale, kept beside it so no kernel divides
-  uint64_t good_steps = 0;          // steps in a row without overflow since the scale last changed
-  uint64_t overflow_steps = 0;      // steps skipped for overflow (since the run began)
-};
-struct LossScaleHyper {
-  float growth = 2.f, backoff = 0.5f;
-  int64_t growth_interval = 2000;
-  bool dynamic = true;  // false: a fixed scale, never changed
-};
-
-// Gradient clipping by the global L2 norm, as torch.nn.utils.clip_grad_norm_: the gradients are
-// scaled by min(1, max_norm / (norm + 1e-6)). The backend computes the norm and the factor in its
-// own memory, so a clipped step needs no host round trip and stays inside a captured graph.
-struct ClipRecord {
-  uint64_t clipped_steps = 0;  // steps whose gradients were scaled down (since reset)
-  float last_norm = 0.f;       // the global norm of the last step, before clipping
-  float last_scale = 1.f;      // the factor applied to the last step's gradients
-};
-// Partial sums of squares: a fixed count, so the reduction order (and the result) does not
-// depend on the device or the thread count.
-constexpr int kClipPartials = 512;
 
 class Backend {
  public:
@@ -112,41 +57,10 @@ class Backend {
                        bool accumulate) = 0;
   virtual void synchronize() = 0;
 
-  // The non-finite guard; everything comes from backend memory, so a captured step replays it.
-  // ORs `bit` into s->nonfinite when any of x[0, n) is NaN or infinite.
-  virtual void check_finite(const float* x, int64_t n, uint32_t bit, StepScalars* s) = 0;
-  // Random crop and horizontal flip of a training batch (lib/core/augment_formula.h), with the
-  // step's seed and counter read from s on the device: out = augment(in), in and out distinct.
-  //   in, out: (B, C, H, W)
-  virtual void augment(const AugmentSpec& spec, const float* in, float* out, int64_t batch,
-                       const StepScalars* s) = 0;
-  // Ends a training step of `batch` samples: unless s->nonfinite has a kNonfiniteDiverged bit,
-  // adds s->batch_loss to *loss_sum; otherwise records the step (update number s->step + 1) in
-  // *record.
-  virtual void commit_step(const StepScalars* s, int64_t batch, float* loss_sum, NonfiniteRecord* record) = 0;
-
-  // Loss scaling (LossScaleState above). dout: n floats of the loss's gradient, multiplied by
-  // st->scale. g: n floats of the gradient arena, multiplied by st->inv_scale; ORs
-  // kGradientOverflow into s->nonfinite when any product is NaN or infinite.
-  virtual void scale_loss_gradient(float* dout, int64_t n, const LossScaleState* st) = 0;
-  virtual void unscale_gradients(float* g, int64_t n, const LossScaleState* st, StepScalars* s) = 0;
-  // The end of a step's loss scaling: backs off after an overflow (s->nonfinite &
-  // kGradientOverflow), grows after h.growth_interval good steps; a fixed scale only counts.
-  virtual void update_loss_scale(const LossScaleHyper& h, LossScaleState* st, const StepScalars* s) = 0;
-
-  // Optimizer updates are not here: each optimizer's step is an OptimizerKernel that the
-  // backends register per optimizer (lib/backend/optimizer_kernel.h, lib/optim/optimizer.h).
-
-  // g: n floats (the gradient arena; padding between tensors is zero). partials: kClipPartials
-  // doubles of backend memory. Deterministic for a given n.
-  virtual void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) = 0;
-  // The same in two phases, for gradients spread over several backends (pipeline stages): the
-  // kClipPartials sums of squares of g into partials; then the norm of `groups` * kClipPartials
-  // partials (every stage's, gathered by the caller; summed group by group in order), the factor
-  // into record and g scaled by it. With one group: clip_grad_norm.
-  virtual void clip_grad_sum_squares(const float* g, int64_t n, double* partials) = 0;
-  virtual void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,
-                                     ClipRecord* record) = 0;
+  // The training step's own ops (the non-finite guard, loss scaling, gradient clipping,
+  // augmentation), the loss and the optimizer's update are not here: they are kernels that each
+  // backend registers and the executor makes once when it plans (lib/backend/step_kernels.h,
+  // loss_kernel.h, optimizer_kernel.h).
 
   // Step capture (CUDA graphs): work enqueued between begin_capture() and end_capture() is
   // recorded rather than run; replay() enqueues the whole recording again with one launch.

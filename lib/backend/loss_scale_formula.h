@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "lib/backend/backend.h"
+#include "lib/backend/step_kernels.h"
 #include "lib/core/host_device.h"
 
 namespace trainer {

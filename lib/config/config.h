@@ -99,7 +99,7 @@ struct EarlyStoppingConfig {
   bool restore_best = true;
 };
 
-// train.loss_scale (lib/backend/backend.h, LossScaleState).
+// train.loss_scale (lib/backend/step_kernels.h, LossScaleState).
 struct LossScaleConfig {
   enum class Mode { automatic, none, fixed, dynamic };
   Mode mode = Mode::automatic;  // auto: dynamic under math fp16, none otherwise

@@ -69,7 +69,12 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   scalars_ = static_cast<StepScalars*>(allocate(sizeof(StepScalars), "step scalars"));
   metrics_ = static_cast<float*>(allocate(n_metrics * sizeof(float), "metric accumulators"));
   nonfinite_ = static_cast<NonfiniteRecord*>(allocate(sizeof(NonfiniteRecord), "non-finite step record"));
+  const StepKernelRegistry& step_kernels = StepKernelRegistry::global();
+  guard_ = step_kernels.guard(be_);
+  loss_scale_ = step_kernels.loss_scale(be_, o_.loss_scale);
+  if (o_.augment.active()) augment_ = step_kernels.augment(be_, o_.augment);
   if (o_.clip_grad_norm > 0) {
+    clipper_ = step_kernels.clip(be_, o_.clip_grad_norm);
     clip_ = static_cast<ClipRecord*>(allocate(sizeof(ClipRecord), "gradient clipping record"));
     clip_partials_ = static_cast<double*>(allocate(
         size_t(std::max(o_.clip_stages, 1)) * kClipPartials * sizeof(double), "gradient norm partial sums"));

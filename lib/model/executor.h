@@ -20,6 +20,7 @@
 
 #include "lib/backend/backend.h"
 #include "lib/backend/loss_kernel.h"
+#include "lib/backend/step_kernels.h"
 #include "lib/dist/communicator.h"
 #include "lib/losses/losses.h"
 #include "lib/model/gradient_buckets.h"
@@ -325,6 +326,13 @@ class Executor : public StepRunner {
   LossScaleState* scaler_ = nullptr;      // backend memory, with loss scaling only
   ClipRecord* clip_ = nullptr;            // backend memory, with clip_grad_norm only
   double* clip_partials_ = nullptr;       // backend memory: kClipPartials partial sums
+  // The step's own kernels (lib/backend/step_kernels.h), made once when the executor plans: the
+  // non-finite guard; loss scaling (also the micro-batches' weights); clipping, with
+  // clip_grad_norm only; augmentation, with o_.augment active only.
+  std::unique_ptr<GuardKernel> guard_;
+  std::unique_ptr<LossScaleKernel> loss_scale_;
+  std::unique_ptr<ClipKernel> clipper_;
+  std::unique_ptr<AugmentKernel> augment_;
   StepScalars host_scalars_;
   int64_t samples_ = 0;
   int64_t global_batch_ = 0;  // the rows of the current step's global batch (data parallel)

@@ -22,7 +22,7 @@ void Executor::stage_begin_step(int64_t t, float lr, const std::vector<float>& m
   if (micro_weights.size() > size_t(o_.activation_slots))
     throw InternalError("a step of " + std::to_string(micro_weights.size()) + " micro-batches, " +
                         std::to_string(o_.activation_slots) + " activation slots");
-  // The scale of a LossScaleState is what Backend::scale_loss_gradient multiplies by.
+  // The scale of a LossScaleState is what LossScaleKernel::scale multiplies by.
   std::vector<LossScaleState>& w = micro_weights_host_;  // activation_slots long, sized once
   for (size_t k = 0; k < w.size(); ++k) {
     const float x = k < micro_weights.size() ? micro_weights[k] : 0.f;
@@ -59,19 +59,19 @@ void Executor::stage_backward(int64_t batch, int slot, int index, int count) {
   const bool scaled = count > 1 && !o_.output_gradient_given;
   const bool first = index == 0;
   run_stage_captured(p, 4 + int(scaled) + 2 * int(first), [&] {
-    if (scaled) be_.scale_loss_gradient(loss_gradient(p), batch * o_.num_classes, micro_weights_ + slot);
+    if (scaled) loss_scale_->scale(loss_gradient(p), batch * o_.num_classes, micro_weights_ + slot);
     enqueue_backward_and_update(p, /*update=*/false, first);
   });
 }
 
 void Executor::stage_clip_partials(int stage) {
   if (!clip_ || stage >= o_.clip_stages) throw InternalError("stage_clip_partials without clip_stages");
-  be_.clip_grad_sum_squares(grads_, n_param_floats_, clip_partials_ + size_t(stage) * kClipPartials);
+  clipper_->sum_squares(grads_, n_param_floats_, clip_partials_ + size_t(stage) * kClipPartials);
 }
 
 void Executor::stage_clip() {
-  be_.clip_grad_by_partials(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, o_.clip_stages,
-                            clip_);
+  if (!clipper_) throw InternalError("stage_clip without clip_grad_norm");
+  clipper_->by_partials(grads_, n_param_floats_, clip_partials_, o_.clip_stages, clip_);
 }
 
 void Executor::stage_update(int64_t batch) {

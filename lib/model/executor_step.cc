@@ -24,9 +24,9 @@ void Executor::upload(Plan& p, int64_t batch, const float* x, const void* y, boo
 // Everything from the uploaded batch to the metric sums; per-step values come from scalars_.
 void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   const auto& layers = model_.layers();
-  if (training && o_.augment.active())
-    be_.augment(o_.augment, reinterpret_cast<const float*>(arena(p) + p.raw_input),
-                reinterpret_cast<float*>(arena(p) + p.act[0]), p.batch, scalars_);
+  if (training && augment_)
+    augment_->run(reinterpret_cast<const float*>(arena(p) + p.raw_input),
+                  reinterpret_cast<float*>(arena(p) + p.act[0]), p.batch, scalars_);
   const auto convert_forward = [&](const Edge& e) {
     be_.convert(arena(p) + e.act, e.to, arena(p) + p.act[e.tensor], e.from, e.n, false);
   };
@@ -44,7 +44,7 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   run.targets = arena(p) + p.labels;
   run.batch = p.batch;
   run.dout = loss_gradient(p);  // on_logits is p.loss_on_logits here: with_loss holds
-  // Training: the batch's loss goes to the step's scalars first; commit_step adds it to the
+  // Training: the batch's loss goes to the step's scalars first; the guard's commit adds it to the
   // epoch's sum unless the step found a non-finite value.
   run.loss_sum = training ? &scalars_->batch_loss : metrics_;
   run.guard = training ? scalars_ : nullptr;
@@ -58,7 +58,7 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
 void Executor::enqueue_backward_and_update(Plan& p, bool update, bool first_micro_batch) {
   const auto& layers = model_.layers();
   const bool on_logits = p.loss_on_logits;
-  if (scaler_) be_.scale_loss_gradient(loss_gradient(p), p.batch * o_.num_classes, scaler_);
+  if (scaler_) loss_scale_->scale(loss_gradient(p), p.batch * o_.num_classes, scaler_);
   if (p.output_edge >= 0 && !on_logits) {  // the loss's f32 gradient into the output's dtype
     const Edge& e = p.edges[size_t(p.output_edge)];
     be_.convert(arena(p) + p.grad[e.tensor], e.from, arena(p) + e.grad, e.to, e.n, false);

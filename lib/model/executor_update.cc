@@ -82,16 +82,16 @@ void Executor::enqueue_update(int64_t batch, size_t buckets_launched) {
   // Loss scaling: the true gradients again, and an overflow flagged (the unscale checks every
   // gradient, so the plain gradient check below would only repeat it). The scale changes on the
   // device after the update, as GradScaler.update() does after optimizer.step().
-  if (scaler_) be_.unscale_gradients(grads_, n_param_floats_, scaler_, scalars_);
+  if (scaler_) loss_scale_->unscale(grads_, n_param_floats_, scaler_, scalars_);
   if (grad_hook_) grad_hook_(grads_);
   if (clip_ && !o_.clip_stages)  // pipeline stages clip over every stage first (stage_clip)
-    be_.clip_grad_norm(grads_, n_param_floats_, o_.clip_grad_norm, clip_partials_, clip_);
+    clipper_->clip(grads_, n_param_floats_, clip_partials_, clip_);
   // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
   // finite; weights are checked after it; the host reads the record only with the metrics.
-  if (!scaler_) be_.check_finite(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
+  if (!scaler_) guard_->check(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
   opt_step_->step(params_, grads_, state_.data(), scalars_);  // checks the weights after it
-  if (scaler_) be_.update_loss_scale(o_.loss_scale, scaler_, scalars_);
-  be_.commit_step(scalars_, batch, metrics_, nonfinite_);
+  if (scaler_) loss_scale_->update(scaler_, scalars_);
+  guard_->commit(scalars_, batch, metrics_, nonfinite_);
 }
 
 }  // namespace trainer

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lib/backend/backend.h"
+#include "lib/backend/step_kernels.h"
 
 namespace trainer {
 

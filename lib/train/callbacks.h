@@ -4,8 +4,8 @@
 //                  min_delta for `patience` epochs; restore_best puts back the weights of the
 //                  best epoch when it stops. Its MonitorTracker (monitor.h) is also the run's
 //                  best when early stopping is on.
-// (Gradient clipping is not here: it runs on the device inside the step, Backend::clip_grad_norm.)
-// Every state that must survive --resume has state()/restore() as JSON.
+// (Gradient clipping is not here: it runs on the device inside the step, ClipKernel in
+// lib/backend/step_kernels.h.) Every state that must survive --resume has state()/restore() as JSON.
 #pragma once
 
 #include <limits>

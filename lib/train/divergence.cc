@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "lib/backend/backend.h"
+#include "lib/backend/step_kernels.h"
 
 namespace trainer {
 

@@ -2,7 +2,7 @@
 //
 //   non-finite values  The executor checks the loss, the gradients and the weights of every
 //                      training step on the device and skips the update of a step whose loss or
-//                      gradients are not finite (lib/backend/backend.h, NonfiniteRecord). fit reads the
+//                      gradients are not finite (lib/backend/step_kernels.h, NonfiniteRecord). fit reads the
 //                      record where it reads the metrics anyway (the live line, the epoch's end, an
 //                      interrupt) and, with train.on_nan: stop (the default), or whenever weights
 //                      became non-finite, ends the run: exit 5 naming the epoch and step, the last

@@ -17,6 +17,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "lib/backend/backend_registry.h"
+#include "lib/backend/step_kernels.h"
 #include "lib/core/rng.h"
 #include "lib/keys/node_reader.h"
 #include "lib/optim/optimizer.h"

@@ -21,12 +21,13 @@ TEST_CASE("gpu augment equals the CPU's, bit for bit, at several steps", "[gpu][
   const std::vector<float> x = random_vector(size_t(n), 9);
   Buffer xb(be, size_t(n) * 4), yb(be, size_t(n) * 4), sb(be, sizeof(StepScalars));
   xb.upload(x);
+  const std::unique_ptr<AugmentKernel> augment = StepKernelRegistry::global().augment(be, s);
   for (uint64_t step : {uint64_t(0), uint64_t(1), uint64_t(123456789)}) {
     StepScalars sc;
     sc.seed = 77;
     sc.step = step;
     be.copy_to_device(sb.get(), &sc, sizeof sc);
-    be.augment(s, xb.as(), yb.as(), B, sb.as<StepScalars>());
+    augment->run(xb.as(), yb.as(), B, sb.as<StepScalars>());
     const std::vector<float> gpu = yb.download(size_t(n));
     std::vector<float> on_cpu(static_cast<size_t>(n));
     cpu::augment(s, x.data(), on_cpu.data(), B, sc);

@@ -40,8 +40,10 @@ StepScalars gpu_scalars_after(Backend& be, Buffer& sb) {
 
 }  // namespace
 
-TEST_CASE("gpu check_finite flags NaN and infinities anywhere, like the CPU", "[gpu][nonfinite]") {
+TEST_CASE("gpu guard check flags NaN and infinities anywhere, like the CPU", "[gpu][nonfinite]") {
   CudaBackend& be = cuda_backend();
+  const std::unique_ptr<GuardKernel> gpu_guard = StepKernelRegistry::global().guard(be),
+                                     cpu_guard = StepKernelRegistry::global().guard(cpu_backend());
   const int64_t n = 1000003;  // several blocks and grid-stride rounds
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   Buffer xb(be, size_t(n) * 4), sb(be, sizeof(StepScalars));
@@ -53,7 +55,7 @@ TEST_CASE("gpu check_finite flags NaN and infinities anywhere, like the CPU", "[
   s0.nonfinite = kNonfiniteLoss;
   xb.upload(x);
   be.copy_to_device(sb.get(), &s0, sizeof s0);
-  be.check_finite(xb.as(), n, kNonfiniteGradients, sb.as<StepScalars>());
+  gpu_guard->check(xb.as(), n, kNonfiniteGradients, sb.as<StepScalars>());
   REQUIRE(gpu_scalars_after(be, sb).nonfinite == kNonfiniteLoss);
   for (int64_t at : {int64_t(0), int64_t(4097), n - 1}) {
     for (float bad : {inf, -inf, nan}) {
@@ -63,10 +65,10 @@ TEST_CASE("gpu check_finite flags NaN and infinities anywhere, like the CPU", "[
       xb.upload(y);
       StepScalars s;
       be.copy_to_device(sb.get(), &s, sizeof s);
-      be.check_finite(xb.as(), n, kNonfiniteWeights, sb.as<StepScalars>());
+      gpu_guard->check(xb.as(), n, kNonfiniteWeights, sb.as<StepScalars>());
       REQUIRE(gpu_scalars_after(be, sb).nonfinite == kNonfiniteWeights);
       StepScalars c;
-      cpu_backend().check_finite(y.data(), n, kNonfiniteWeights, &c);
+      cpu_guard->check(y.data(), n, kNonfiniteWeights, &c);
       REQUIRE(c.nonfinite == kNonfiniteWeights);
     }
   }
@@ -109,8 +111,10 @@ TEST_CASE("gpu optimizer kernels update nothing in a step flagged non-finite", "
   }
 }
 
-TEST_CASE("gpu commit_step adds finite losses and records flagged steps like the CPU", "[gpu][nonfinite]") {
+TEST_CASE("gpu guard commit adds finite losses and records flagged steps like the CPU", "[gpu][nonfinite]") {
   CudaBackend& be = cuda_backend();
+  const std::unique_ptr<GuardKernel> gpu_guard = StepKernelRegistry::global().guard(be),
+                                     cpu_guard = StepKernelRegistry::global().guard(cpu_backend());
   Buffer sb(be, sizeof(StepScalars)), lb(be, 4), rb(be, sizeof(NonfiniteRecord));
   float loss_cpu = 1.25f;
   NonfiniteRecord rec_cpu;
@@ -123,8 +127,8 @@ TEST_CASE("gpu commit_step adds finite losses and records flagged steps like the
     s.batch_loss = flags[i] ? std::numeric_limits<float>::quiet_NaN() : 0.1f * float(i + 1);
     s.nonfinite = flags[i];
     be.copy_to_device(sb.get(), &s, sizeof s);
-    be.commit_step(sb.as<StepScalars>(), 7 + i, lb.as(), rb.as<NonfiniteRecord>());
-    cpu_backend().commit_step(&s, 7 + i, &loss_cpu, &rec_cpu);
+    gpu_guard->commit(sb.as<StepScalars>(), 7 + i, lb.as(), rb.as<NonfiniteRecord>());
+    cpu_guard->commit(&s, 7 + i, &loss_cpu, &rec_cpu);
   }
   NonfiniteRecord rec_gpu;
   be.copy_to_host(&rec_gpu, rb.get(), sizeof rec_gpu);

@@ -114,6 +114,8 @@ TEST_CASE("gpu pipeline: micro-batches sum the gradients of folded biases as the
 TEST_CASE("gpu clipping in two phases: one group is clip_grad_norm bit for bit; two groups match the CPU's",
           "[gpu][pipeline][clip]") {
   CudaBackend& be = cuda_backend();
+  const std::unique_ptr<ClipKernel> clip = StepKernelRegistry::global().clip(be, 0.5f),
+                                    cpu_clip = StepKernelRegistry::global().clip(cpu_backend(), 0.5f);
   const std::vector<float> g = random_vector(100000, 9);
   Buffer a(be, g.size() * sizeof(float)), b(be, g.size() * sizeof(float));
   Buffer partials(be, 2 * kClipPartials * sizeof(double)), ra(be, sizeof(ClipRecord)),
@@ -124,24 +126,24 @@ TEST_CASE("gpu clipping in two phases: one group is clip_grad_norm bit for bit; 
   ra.upload(std::vector<ClipRecord>{none});
   rb.upload(std::vector<ClipRecord>{none});
   const int64_t n = int64_t(g.size());
-  be.clip_grad_norm(a.as(), n, 0.5f, partials.as<double>(), ra.as<ClipRecord>());
-  be.clip_grad_sum_squares(b.as(), n, partials.as<double>());
-  be.clip_grad_by_partials(b.as(), n, 0.5f, partials.as<double>(), 1, rb.as<ClipRecord>());
+  clip->clip(a.as(), n, partials.as<double>(), ra.as<ClipRecord>());
+  clip->sum_squares(b.as(), n, partials.as<double>());
+  clip->by_partials(b.as(), n, partials.as<double>(), 1, rb.as<ClipRecord>());
   CHECK(a.download(g.size()) == b.download(g.size()));
   const ClipRecord one = ra.download<ClipRecord>(1)[0];
   CHECK(one.last_norm == rb.download<ClipRecord>(1)[0].last_norm);
   // Two groups (the arena split at 30000) against the CPU's two phases.
   b.upload(g);
   rb.upload(std::vector<ClipRecord>{none});
-  be.clip_grad_sum_squares(b.as(), 30000, partials.as<double>());
-  be.clip_grad_sum_squares(b.as() + 30000, n - 30000, partials.as<double>() + kClipPartials);
-  be.clip_grad_by_partials(b.as(), 30000, 0.5f, partials.as<double>(), 2, rb.as<ClipRecord>());
+  clip->sum_squares(b.as(), 30000, partials.as<double>());
+  clip->sum_squares(b.as() + 30000, n - 30000, partials.as<double>() + kClipPartials);
+  clip->by_partials(b.as(), 30000, partials.as<double>(), 2, rb.as<ClipRecord>());
   std::vector<float> c = g;
   std::vector<double> host(2 * kClipPartials);
   ClipRecord rc;
-  cpu_backend().clip_grad_sum_squares(c.data(), 30000, host.data());
-  cpu_backend().clip_grad_sum_squares(c.data() + 30000, n - 30000, host.data() + kClipPartials);
-  cpu_backend().clip_grad_by_partials(c.data(), 30000, 0.5f, host.data(), 2, &rc);
+  cpu_clip->sum_squares(c.data(), 30000, host.data());
+  cpu_clip->sum_squares(c.data() + 30000, n - 30000, host.data() + kClipPartials);
+  cpu_clip->by_partials(c.data(), 30000, host.data(), 2, &rc);
   const ClipRecord two = rb.download<ClipRecord>(1)[0];
   INFO("norm: one group " << one.last_norm << ", two on the GPU " << two.last_norm << ", two on the CPU "
                           << rc.last_norm);

@@ -1,4 +1,4 @@
-// relu, leaky_relu, sigmoid, tanh, gelu on oneDNN eltwise. A plain input is viewed as flat
+// relu, leaky_relu, sigmoid, tanh, gelu (erf or tanh form) on oneDNN eltwise. A plain input is viewed as flat
 // (B*n); a blocked one (KernelContext::input_layout) is used as it is, and y/dy keep its layout
 // when the next kernel accepts any layout, else they are reordered to plain at the edge.
 #include "kernels/cpu/cpu_backend.h"
@@ -11,8 +11,8 @@ namespace {
 
 using dnnl::memory;
 
-dnnl::algorithm eltwise_algorithm(ActivationKind k) {
-  switch (k) {
+dnnl::algorithm eltwise_algorithm(const Activation& l) {
+  switch (l.kind) {
     case ActivationKind::relu:
     case ActivationKind::leaky_relu:
       return dnnl::algorithm::eltwise_relu;
@@ -21,7 +21,7 @@ dnnl::algorithm eltwise_algorithm(ActivationKind k) {
     case ActivationKind::tanh:
       return dnnl::algorithm::eltwise_tanh;
     case ActivationKind::gelu:
-      return dnnl::algorithm::eltwise_gelu_erf;
+      return l.tanh_approx ? dnnl::algorithm::eltwise_gelu_tanh : dnnl::algorithm::eltwise_gelu_erf;
     default:
       throw InternalError("not an eltwise activation");
   }
@@ -36,7 +36,7 @@ class EltwiseCpu : public LayerKernel {
     auto md = blocked ? input_md(ctx, dims) : plain_md({ctx.batch * l.input_shape().numel()});
     y_md_ = blocked && !ctx.output_layout_free ? plain_md(dims) : md;
     y_layout_ = layout_of(y_md_);
-    const auto algo = eltwise_algorithm(l.kind);
+    const auto algo = eltwise_algorithm(l);
     const float alpha = l.kind == ActivationKind::leaky_relu ? l.alpha : 0.f;
     DNNL_CHECK({
       dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training, algo, md, alpha, 0.f);

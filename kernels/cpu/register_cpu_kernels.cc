@@ -27,6 +27,8 @@ void register_cpu_kernels(Registry& r) {
   r.add_kernel("add", "cpu", make_add_cpu);
   r.add_kernel("concat", "cpu", make_concat_cpu);
   r.add_kernel("dropout", "cpu", make_dropout_cpu);
+  r.add_kernel("layer_norm", "cpu", make_layer_norm_cpu);
+  r.add_kernel("rms_norm", "cpu", make_layer_norm_cpu);
   r.add_kernel("dropout2d", "cpu", make_dropout2d_cpu, any_layout);
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})
     r.add_kernel(t, "cpu", make_eltwise_cpu, any_layout);

@@ -4,6 +4,8 @@
 //   tanh:       y = tanh(x)                        dx = dy (1 - t^2)
 //   gelu (erf): y = 0.5 x (1 + erf(x / sqrt 2))
 //               dx = dy 0.5 (1 + erf(v) + x sqrt(2/pi) exp(-v^2)),  v = x / sqrt 2
+//   gelu_tanh:  y = 0.5 x (1 + t),  t = tanh(u),  u = sqrt(2/pi) (x + 0.044715 x^3)
+//               dx = dy (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2))
 // One templated grid-stride kernel per direction; the kind and the element type (f32, bf16, fp16:
 // computed in f32) are template parameters.
 #include <type_traits>
@@ -18,6 +20,8 @@ namespace {
 
 constexpr float kSqrtHalf = 0.70710678118654752440f;  // 1 / sqrt(2)
 constexpr float kTwoOverSqrtPi = 1.12837916709551257390f;
+constexpr float kSqrtTwoOverPi = 0.79788456080286535588f;
+constexpr float kGeluCubic = 0.044715f;
 
 template <Eltwise K>
 __device__ __forceinline__ float forward_one(float x, float alpha) {
@@ -31,6 +35,8 @@ __device__ __forceinline__ float forward_one(float x, float alpha) {
       return tanhf(x);
     case Eltwise::gelu:
       return 0.5f * x * (1.f + erff(x * kSqrtHalf));
+    case Eltwise::gelu_tanh:
+      return 0.5f * x * (1.f + tanhf(kSqrtTwoOverPi * (x + kGeluCubic * x * x * x)));
   }
   return 0.f;
 }
@@ -52,6 +58,11 @@ __device__ __forceinline__ float backward_one(float x, float dy, float alpha) {
     case Eltwise::gelu: {
       const float v = x * kSqrtHalf;
       return dy * 0.5f * (1.f + erff(v) + x * kTwoOverSqrtPi * kSqrtHalf * expf(-v * v));
+    }
+    case Eltwise::gelu_tanh: {
+      const float t = tanhf(kSqrtTwoOverPi * (x + kGeluCubic * x * x * x));
+      return dy * (0.5f * (1.f + t) +
+                   0.5f * x * (1.f - t * t) * kSqrtTwoOverPi * (1.f + 3.f * kGeluCubic * x * x));
     }
   }
   return 0.f;
@@ -83,6 +94,8 @@ void with_kind(Eltwise kind, F&& f) {
       return f(std::integral_constant<Eltwise, Eltwise::tanh>());
     case Eltwise::gelu:
       return f(std::integral_constant<Eltwise, Eltwise::gelu>());
+    case Eltwise::gelu_tanh:
+      return f(std::integral_constant<Eltwise, Eltwise::gelu_tanh>());
   }
 }
 

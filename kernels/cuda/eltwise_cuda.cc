@@ -16,8 +16,8 @@
 namespace trainer {
 namespace {
 
-cuda::Eltwise eltwise_kind(ActivationKind k) {
-  switch (k) {
+cuda::Eltwise eltwise_kind(const Activation& l) {
+  switch (l.kind) {
     case ActivationKind::relu:
       return cuda::Eltwise::relu;
     case ActivationKind::leaky_relu:
@@ -27,7 +27,7 @@ cuda::Eltwise eltwise_kind(ActivationKind k) {
     case ActivationKind::tanh:
       return cuda::Eltwise::tanh;
     case ActivationKind::gelu:
-      return cuda::Eltwise::gelu;
+      return l.tanh_approx ? cuda::Eltwise::gelu_tanh : cuda::Eltwise::gelu;
     default:
       throw InternalError("not an element-wise activation");
   }
@@ -37,7 +37,7 @@ class EltwiseCuda : public LayerKernel {
  public:
   EltwiseCuda(const Activation& l, const KernelContext& ctx)
       : be_(cuda_of(ctx)),
-        kind_(eltwise_kind(l.kind)),
+        kind_(eltwise_kind(l)),
         alpha_(l.kind == ActivationKind::leaky_relu ? l.alpha : 0.f),
         n_(ctx.batch * l.input_shape().numel()),
         dtype_(ctx.act_dtype),

@@ -30,6 +30,8 @@ void register_cuda_kernels(Registry& r) {
   r.add_kernel("concat", "cuda", make_concat_cuda);
   r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda, follow_any | kFusesRelu | kTakesBias);
   r.add_kernel("dropout", "cuda", make_dropout_cuda);
+  r.add_kernel("layer_norm", "cuda", make_layer_norm_cuda);
+  r.add_kernel("rms_norm", "cuda", make_layer_norm_cuda);
   r.add_kernel("dropout2d", "cuda", make_dropout_cuda);
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})
     r.add_kernel(t, "cuda", make_eltwise_cuda, follow_any);

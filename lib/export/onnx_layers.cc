@@ -10,6 +10,7 @@
 #include "lib/layers/conv2d.h"
 #include "lib/layers/dense.h"
 #include "lib/layers/embedding.h"
+#include "lib/layers/layer_norm.h"
 #include "lib/layers/pool1d.h"
 #include "lib/layers/pool2d.h"
 
@@ -131,7 +132,18 @@ std::string activation(GraphBuilder& b, const Layer& l, const LayerTensors&, con
       return b.node("Softmax", {x}, out, {Attribute::of_int("axis", -1)});
     case ActivationKind::log_softmax:
       return b.node("LogSoftmax", {x}, out, {Attribute::of_int("axis", -1)});
-    case ActivationKind::gelu: {  // opset 20 has Gelu; 17 builds it from Erf
+    case ActivationKind::gelu: {  // opset 20 has Gelu; 17 builds it from Erf (or Tanh)
+      if (a.tanh_approx) {        // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        const std::string cube = b.node("Mul", {b.node("Mul", {x, x}, out + ".x2"), x}, out + ".x3");
+        const std::string inner = b.node(
+            "Add", {x, b.node("Mul", {cube, b.scalar(out + ".c", 0.044715f)}, out + ".cx3")}, out + ".in");
+        const std::string u =
+            b.node("Mul", {inner, b.scalar(out + ".k", float(std::sqrt(2.0 / M_PI)))}, out + ".u");
+        const std::string one_plus =
+            b.node("Add", {b.node("Tanh", {u}, out + ".tanh"), b.scalar(out + ".one", 1.f)}, out + ".add");
+        const std::string times_x = b.node("Mul", {x, one_plus}, out + ".mul");
+        return b.node("Mul", {times_x, b.scalar(out + ".half", 0.5f)}, out);
+      }
       const std::string scaled =
           b.node("Div", {x, b.scalar(out + ".sqrt2", float(std::sqrt(2.0)))}, out + ".div");
       const std::string erf = b.node("Erf", {scaled}, out + ".erf");
@@ -141,6 +153,26 @@ std::string activation(GraphBuilder& b, const Layer& l, const LayerTensors&, con
     }
   }
   throw InternalError("onnx export: activation '" + l.name() + "' has an unknown kind");
+}
+
+// layer_norm: opset 17's LayerNormalization over the last axis. rms_norm has no operator before
+// opset 23: x / sqrt(ReduceMean(x^2, last axis) + epsilon) * weight.
+std::string layer_norm(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
+                       const std::string& out) {
+  const LayerNorm& n = as<LayerNorm>(l);
+  const std::string& x = in[0];
+  if (!n.rms) {
+    std::vector<std::string> inputs = {x, tensor(b, l, t, "weight")};
+    if (n.bias) inputs.push_back(tensor(b, l, t, "bias"));
+    return b.node("LayerNormalization", inputs, out,
+                  {Attribute::of_int("axis", -1), Attribute::of_float("epsilon", n.epsilon)});
+  }
+  const std::string mean_sq = b.node("ReduceMean", {b.node("Mul", {x, x}, out + ".sq")}, out + ".ms",
+                                     {Attribute::of_ints("axes", {-1}), Attribute::of_int("keepdims", 1)});
+  const std::string rms = b.node(
+      "Sqrt", {b.node("Add", {mean_sq, b.scalar(out + ".eps", n.epsilon)}, out + ".mse")}, out + ".rms");
+  const std::string normalized = b.node("Div", {x, rms}, out + ".norm");
+  return b.node("Mul", {normalized, tensor(b, l, t, "weight")}, out);
 }
 
 std::string embedding(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
@@ -190,6 +222,8 @@ const std::map<std::string, Translate>& translations() {
       {"global_avg_pool", global_pool("GlobalAveragePool")},
       {"global_max_pool", global_pool("GlobalMaxPool")},
       {"batchnorm", batchnorm},
+      {"layer_norm", layer_norm},
+      {"rms_norm", layer_norm},
       {"relu", activation},
       {"sigmoid", activation},
       {"tanh", activation},

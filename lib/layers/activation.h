@@ -1,6 +1,7 @@
 // Element-wise and row-wise activations; the output has the input's shape.
-//   relu, sigmoid, tanh, gelu (erf form, PyTorch's default), leaky_relu (alpha, default 0.01 as
-//   in PyTorch); softmax and log_softmax over the features of a flat (B, F) input.
+//   relu, sigmoid, tanh, gelu (erf form, PyTorch's default; approximate: tanh is GPT-2's
+//   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as nn.GELU(approximate='tanh')), leaky_relu
+//   (alpha, default 0.01 as in PyTorch); softmax and log_softmax over the features of a flat (B, F) input.
 #pragma once
 
 #include "lib/keys/key_spec.h"
@@ -15,7 +16,8 @@ class Activation : public Layer {
   Activation(const KeyValues& v, ActivationKind kind);
   static KeySpecs keys(ActivationKind kind);
   ActivationKind kind;
-  float alpha = 0.f;  // leaky_relu slope
+  float alpha = 0.f;         // leaky_relu slope
+  bool tanh_approx = false;  // gelu: the tanh approximation
 
   void describe(YAML::Node& out) const override;
 

@@ -11,6 +11,7 @@
 #include "lib/layers/flatten.h"
 #include "lib/layers/global_pool.h"
 #include "lib/layers/identity.h"
+#include "lib/layers/layer_norm.h"
 #include "lib/layers/mlp.h"
 #include "lib/layers/pool1d.h"
 #include "lib/layers/pool2d.h"
@@ -31,7 +32,8 @@ void register_builtin_layers(Registry& r) {
       {"relu", ActivationKind::relu, "max(0, x), element-wise"},
       {"sigmoid", ActivationKind::sigmoid, "1 / (1 + exp(-x)), element-wise"},
       {"tanh", ActivationKind::tanh, "tanh(x), element-wise"},
-      {"gelu", ActivationKind::gelu, "x * Phi(x), the exact GELU (PyTorch's default), element-wise"},
+      {"gelu", ActivationKind::gelu,
+       "x * Phi(x), the exact GELU (PyTorch's default) or its tanh approximation, element-wise"},
       {"leaky_relu", ActivationKind::leaky_relu, "x for x >= 0, alpha * x below, element-wise"},
       {"softmax", ActivationKind::softmax, "exp(x) / sum(exp(x)) over a flat input (the classes)"},
       {"log_softmax", ActivationKind::log_softmax,
@@ -71,6 +73,12 @@ void register_builtin_layers(Registry& r) {
               [](const KeyValues&) { return std::make_unique<GlobalMaxPool>(); });
   r.add_layer("batchnorm", "batch normalization per channel, running statistics for inference (BatchNorm)",
               BatchNorm::keys(), [](const KeyValues& v) { return std::make_unique<BatchNorm>(v); });
+  r.add_layer("layer_norm", "normalization of each position's features, over the last axis (LayerNorm)",
+              LayerNorm::keys(false),
+              [](const KeyValues& v) { return std::make_unique<LayerNorm>(v, false); });
+  r.add_layer("rms_norm",
+              "scaling of each position's features by their root mean square, over the last axis (RMSNorm)",
+              LayerNorm::keys(true), [](const KeyValues& v) { return std::make_unique<LayerNorm>(v, true); });
   r.add_layer("flatten", "(C, H, W) -> (C * H * W), channel-major", {},
               [](const KeyValues&) { return std::make_unique<Flatten>(); });
   r.add_layer("identity", "its input, unchanged", {},

@@ -352,6 +352,25 @@ std::vector<Row> build_table() {
     r.first_layer_margin = {{"cpu", 1e-5}};
     rows.push_back(r);
   }
+  for (const char* t : {"layer_norm", "rms_norm"}) {
+    const std::string type = t, bias_off = type == "layer_norm" ? ", bias: false" : ", epsilon: 1.0e-5";
+    std::vector<Case> v = {
+        fd("{type: " + type + "}", {6}, 3, 401, 1e-2f, "one row a sample"),
+        fd("{type: " + type + "}", {4, 5}, 2, 402, 1e-2f, "(positions, features): a row per position"),
+        fd("{type: " + type + bias_off + "}", {3, 7}, 2, 403, 1e-2f),
+        fd("{type: " + type + ", epsilon: 0.5}", {2, 3, 4}, 1, 404, 1e-2f,
+           "batch 1, rank 3, a large epsilon"),
+        eval(fd("{type: " + type + "}", {4, 5}, 2, 402, 1e-2f, "inference computes the same")),
+        ref("{type: " + type + "}", {16, 64}, 4, 1, kWide, "64 rows of 64"),
+        ref("{type: " + type + "}", {5, 768}, 3, 2, Inputs::uniform(-1, 3), "GPT-2's width, mean 1"),
+        ref("{type: " + type + "}", {3, 1000}, 2, 3, kWide, "d not a multiple of the block"),
+        ref("{type: " + type + "}", {300, 24}, 8, 4, kWide,
+            "2,400 rows: several chunks of the parameter sums"),
+        ref("{type: " + type + ", epsilon: 0.5}", {1}, 5, 5, kWide,
+            "d = 1 (epsilon 0.5: with a tiny one, rms_norm's dx is 1 - xhat^2, all cancellation)"),
+    };
+    rows.push_back(kernel_row(type, reference_layer_norm, {1e-5, 1e-5, 1e-5, 1e-5}, v));
+  }
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"}) {
     const std::string type = t;
     std::vector<Case> v = {
@@ -363,6 +382,11 @@ std::vector<Row> build_table() {
             kWide, "was test_gpu_layers"),
     };
     if (type == "leaky_relu") v.push_back(fd("{type: leaky_relu, alpha: 0.3}", {7}, 2, 45, 1e-3f, "alpha"));
+    if (type == "gelu") {
+      v.push_back(fd("{type: gelu, approximate: tanh}", {3, 4}, 2, 47, 1e-3f, "GPT-2's tanh form"));
+      v.push_back(ref("{type: gelu, approximate: tanh}", {4}, 3, 6, Inputs::uniform(-6, 6), "tails"));
+      v.push_back(ref("{type: gelu, approximate: tanh}", {3, 4, 5}, 4, 1, kWide, "tanh form"));
+    }
     rows.push_back(kernel_row(type, reference_activation, kFine, v));
   }
   for (const char* t : {"softmax", "log_softmax"}) {

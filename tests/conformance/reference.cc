@@ -12,6 +12,7 @@
 #include "lib/layers/dense.h"
 #include "lib/layers/dropout.h"
 #include "lib/layers/embedding.h"
+#include "lib/layers/layer_norm.h"
 #include "lib/layers/pool1d.h"
 #include "lib/layers/pool2d.h"
 
@@ -205,7 +206,8 @@ std::vector<double> reference_activation(ReferenceInput& in) {
         y[i] = std::tanh(v);
         break;
       case ActivationKind::gelu:
-        y[i] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+        y[i] = a.tanh_approx ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                             : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
         break;
       default:
         break;
@@ -274,6 +276,29 @@ std::vector<double> reference_batchnorm(ReferenceInput& in) {
         const size_t i = size_t((b * C + c) * S + s);
         y[i] = gamma[size_t(c)] * (in.x[i] - mean) / std::sqrt(var + double(bn.epsilon)) + beta[size_t(c)];
       }
+  }
+  return y;
+}
+
+// Each run of D values along the last axis, alone: (x - mean) / sqrt(var + eps) * w + b, or
+// x / sqrt(mean(x^2) + eps) * w for rms_norm.
+std::vector<double> reference_layer_norm(ReferenceInput& in) {
+  const auto& ln = static_cast<const LayerNorm&>(*in.layer);
+  const int64_t d = ln.features(), rows = in.batch * ln.rows_per_sample();
+  const std::vector<double>& w = in.params[0];
+  std::vector<double> y(in.x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* x = in.x.data() + r * d;
+    double mean = 0, var = 0;
+    if (!ln.rms) {
+      for (int64_t j = 0; j < d; ++j) mean += x[j];
+      mean /= double(d);
+    }
+    for (int64_t j = 0; j < d; ++j) var += (x[j] - mean) * (x[j] - mean);
+    var /= double(d);
+    for (int64_t j = 0; j < d; ++j)
+      y[size_t(r * d + j)] = (x[j] - mean) / std::sqrt(var + double(ln.epsilon)) * w[size_t(j)] +
+                             (ln.bias ? in.params[1][size_t(j)] : 0.0);
   }
   return y;
 }

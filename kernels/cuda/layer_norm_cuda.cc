@@ -1,0 +1,60 @@
+// layer_norm / rms_norm on the GPU (layer_norm.cu). The workspace keeps each row's mean and
+// 1/std from forward to backward, then the parameter gradients' partial sums.
+//   x, y, dy, dx: (B, ..., D) f32
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/layer_norm.cuh"
+#include "lib/layers/layer_norm.h"
+
+namespace trainer {
+namespace {
+
+class LayerNormCuda : public LayerKernel {
+ public:
+  LayerNormCuda(const LayerNorm& l, const KernelContext& ctx)
+      : be_(cuda_of(ctx)),
+        rms_(l.rms),
+        bias_(l.bias),
+        eps_(l.epsilon),
+        rows_(ctx.batch * l.rows_per_sample()),
+        d_(l.features()) {}
+
+  size_t workspace_bytes() const override {
+    return size_t(2 * rows_ + 2 * cuda::layer_norm_chunks(rows_, d_) * d_) * sizeof(float);
+  }
+  void bind(const KernelBinding& b) override {
+    a_ = BoundActivations(b);
+    w_ = b.param(0).f32();
+    dw_ = b.grad(0).f32();
+    if (bias_) {
+      b_ = b.param(1).f32();
+      db_ = b.grad(1).f32();
+    }
+    stats_ = static_cast<float*>(b.workspace);
+    partials_ = stats_ + 2 * rows_;
+  }
+
+  void forward(bool) override {
+    cuda::launch_layer_norm_forward(a_.x, w_, b_, a_.y, stats_, rows_, d_, eps_, rms_, be_.stream());
+  }
+  void backward() override {
+    cuda::launch_layer_norm_backward(a_.x, a_.dy, w_, stats_, a_.dx, dw_, db_, partials_, rows_, d_, rms_,
+                                     be_.stream());
+  }
+
+ private:
+  CudaBackend& be_;
+  bool rms_, bias_;
+  float eps_;
+  int64_t rows_, d_;
+  BoundActivations a_;
+  float *w_ = nullptr, *dw_ = nullptr, *b_ = nullptr, *db_ = nullptr, *stats_ = nullptr, *partials_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerKernel> make_layer_norm_cuda(const Layer& l, const KernelContext& ctx) {
+  return std::make_unique<LayerNormCuda>(static_cast<const LayerNorm&>(l), ctx);
+}
+
+}  // namespace trainer

@@ -1,5 +1,6 @@
 // trainer bench: timings.
 //   bench CONFIG                 steps/s of the config's model on synthetic batches (no data files)
+//   bench CONFIG --memory        ... and where its memory goes, by allocation and category
 //   bench                        the documents' matmul on the CPU and on each GPU, and the ratio
 //   bench --sweep mlp-depth      the blog's MLP depth sweep on the CPU and on each GPU
 // --out writes the matmul's or the sweep's table as CSV or JSON for scripts/plot.py.
@@ -60,6 +61,10 @@ void add_bench_command(CLI::App& app) {
                   "a config]")
       ->check(CLI::IsMember(math_names()));
   sub->add_flag("--json", st->bo.json, "The same as --log-format json");
+  sub->add_flag(
+      "--memory", st->bo.memory,
+      "With CONFIG: also print where the memory goes: each allocation, the activation arena by what "
+      "it holds, and what the peak holds beyond the plan");
   sub->add_option("--sweep", st->sweep,
                   "mlp-depth: train the mlp config at each depth on the CPU and each GPU")
       ->check(CLI::IsMember({"mlp-depth"}));
@@ -90,6 +95,8 @@ void add_bench_command(CLI::App& app) {
       run_bench(cfg, bo, std::cout);
       return;
     }
+    if (st->bo.memory)
+      throw UsageError("--memory goes with a CONFIG: it breaks down the memory of its model");
     if (!st->cf.device.empty())
       throw UsageError(
           "--device: the matmul and the sweeps run on the CPU and on every GPU; leave --device out");

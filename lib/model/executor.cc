@@ -8,6 +8,7 @@
 #include "lib/losses/losses.h"
 #include "lib/model/arena_layout.h"
 #include "lib/model/executor_plan.h"
+#include "lib/model/lifetime_packing.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
@@ -128,7 +129,8 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     p->batch = b;
     p->slot = slot;
     ArenaLayout arena(kMaxArenaBytes);
-    auto take = [&](size_t bytes) {
+    auto take = [&](size_t bytes, ArenaUse use) {
+      p->used[use] += align_up(bytes);
       size_t at = 0;
       if (!arena.place(bytes, &at))
         throw ConfigError("the activations and workspaces of batch size " + std::to_string(b) +
@@ -136,9 +138,10 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       return at;
     };
     const size_t input_bytes = size_t(b * model_.input_shape().numel()) * sizeof(float);
-    p->act.push_back(take(input_bytes));
-    p->grad.push_back(o_.input_gradient ? take(input_bytes) : 0);  // the model's input needs none
-    if (o_.augment.active()) p->raw_input = take(input_bytes);
+    p->act.push_back(take(input_bytes, kUseOutputs));
+    p->grad.push_back(o_.input_gradient ? take(input_bytes, kUseGradients)
+                                        : 0);  // the model's input needs none
+    if (o_.augment.active()) p->raw_input = take(input_bytes, kUseOutputs);
     p->layout.push_back(nullptr);
     p->dtype.push_back(DType::f32);  // the host's batch
     p->input_edge.assign(layers.size(), {});
@@ -146,8 +149,13 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     p->takes_bias_of.assign(layers.size(), -1);
     // Storage roots (views share their input's memory): the model's input (root 0) has no gradient.
     std::vector<size_t> root(layers.size() + 1, 0);
-    // A conversion of tensor t to dtype `to` (with a gradient unless t is the model's input).
-    auto add_edge = [&](size_t t, DType to) {
+    // The gradients of the layers' outputs and of the dtype conversions are placed after the loop,
+    // sharing memory where their lives in the backward pass do not overlap (place_gradients).
+    std::vector<size_t> grad_bytes(layers.size() + 1, 0);  // per storage root
+    std::vector<size_t> edge_user;                         // per edge: the layer it feeds (L: the loss)
+    // A conversion of tensor t to dtype `to` (with a gradient unless t is the model's input) for
+    // the layer `user`.
+    auto add_edge = [&](size_t t, DType to, size_t user) {
       if (p->layout[t])
         throw InternalError("a dtype conversion of a tensor in a backend layout (layer " + std::to_string(t) +
                             ")");
@@ -156,9 +164,9 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       e.from = p->dtype[t];
       e.to = to;
       e.n = b * (t == 0 ? model_.input_shape() : layers[t - 1]->output_shape()).numel();
-      e.act = take(tensor_bytes(e.n, to));
-      if (root[t] != 0 || o_.input_gradient) e.grad = take(tensor_bytes(e.n, to));
+      e.act = take(tensor_bytes(e.n, to), kUseConversions);
       p->edges.push_back(e);
+      edge_user.push_back(user);
       return int(p->edges.size() - 1);
     };
     size_t transient_bytes = 0;  // the largest transient workspace: one region for all of them
@@ -187,7 +195,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       const DType dt = layer_dtype(i, in_dtypes);
       for (int f : from) {
         const size_t t = size_t(f + 1);
-        p->input_edge[i].push_back(p->dtype[t] == dt ? -1 : add_edge(t, dt));
+        p->input_edge[i].push_back(p->dtype[t] == dt ? -1 : add_edge(t, dt, i));
       }
       KernelContext ctx;
       ctx.backend = &be_;
@@ -229,8 +237,9 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         throw InternalError("layer '" + l.name() + "' chose an output layout where plain was required");
       size_t out_bytes = tensor_bytes(b * l.output_shape().numel(), dt);
       if (size_t kb = p->kernels.back()->output_bytes()) out_bytes = std::max(out_bytes, kb);
-      p->act.push_back(take(out_bytes));
-      p->grad.push_back(take(out_bytes));
+      p->act.push_back(take(out_bytes, kUseOutputs));
+      p->grad.push_back(0);  // placed with the other gradients below
+      grad_bytes[i + 1] = out_bytes;
       p->layout.push_back(p->kernels.back()->output_layout());
       p->dtype.push_back(dt);
       if (p->kernels.back()->workspace_is_transient()) {
@@ -238,16 +247,65 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         transient_users.push_back(i);
         p->workspace.push_back(0);  // placed below
       } else {
-        p->workspace.push_back(take(p->kernels.back()->workspace_bytes()));
+        p->workspace.push_back(take(p->kernels.back()->workspace_bytes(), kUseWorkspaces));
       }
       const size_t kept = p->kernels.back()->kept_workspace_bytes();
-      p->kept.push_back(kept ? take(kept) : 0);
+      p->kept.push_back(kept ? take(kept, kUseWorkspaces) : 0);
     }
     // The loss, the metrics and predict read the model's output as f32.
+    if (p->dtype.back() != DType::f32) p->output_edge = add_edge(layers.size(), DType::f32, layers.size());
+    // The gradients. Backward runs the loss (time 0), then layer L-1 (time 1) down to layer 0
+    // (time L). A storage root's gradient is first written by the backward of its last consumer
+    // (the loss for the model's output, and for the last layer's input, which the loss may write
+    // itself: Plan::loss_on_logits) and last read by the backward of the layer that produced it;
+    // an edge's gradient lives during its layer's backward only. Gradients whose lives do not
+    // overlap share memory. The model's input gradient (input_gradient) outlives the step: it
+    // keeps its own place, taken above.
+    {
+      const int64_t L = int64_t(layers.size());
+      std::vector<int64_t> last_writer(layers.size() + 1, -1);  // the highest consumer's layer index
+      for (size_t j = 0; j < layers.size(); ++j) {
+        if (!p->kernels[j]) continue;
+        for (int f : model_.layer_inputs(j)) {
+          const size_t r = root[size_t(f + 1)];
+          last_writer[r] = std::max(last_writer[r], j + 1 == layers.size() ? L : int64_t(j));
+        }
+      }
+      last_writer[root[layers.size()]] = L;
+      std::vector<Lifetime> lives;
+      std::vector<size_t> owner;  // r (a root) or layers.size() + 1 + k (edge k)
+      for (size_t r = 1; r <= layers.size(); ++r) {
+        if (root[r] != r || last_writer[r] < 0) continue;
+        lives.push_back({grad_bytes[r], L - last_writer[r], L - int64_t(r - 1)});
+        owner.push_back(r);
+      }
+      for (size_t k = 0; k < p->edges.size(); ++k) {
+        if (root[p->edges[k].tensor] == 0 && !o_.input_gradient) continue;  // no gradient wanted
+        const int64_t at = L - int64_t(edge_user[k]);
+        lives.push_back({tensor_bytes(p->edges[k].n, p->edges[k].to), at, at});
+        owner.push_back(layers.size() + 1 + k);
+      }
+      size_t region = 0;
+      const std::vector<size_t> offsets = pack_lifetimes(lives, &region, kArenaAlign);
+      const size_t base = region ? take(region, kUseGradients) : 0;
+      std::vector<size_t> placed(layers.size() + 1, 0);
+      size_t unshared = 0;
+      for (size_t k = 0; k < owner.size(); ++k) {
+        unshared += align_up(lives[k].bytes);
+        if (owner[k] <= layers.size())
+          placed[owner[k]] = base + offsets[k];
+        else
+          p->edges[owner[k] - layers.size() - 1].grad = base + offsets[k];
+      }
+      for (size_t t = 1; t <= layers.size(); ++t) p->grad[t] = root[t] == 0 ? p->grad[0] : placed[root[t]];
+      p->gradients_unshared = unshared;
+      if (slot == 0 && b == keys.front().second)
+        spdlog::debug("activation gradients: {} in {} of shared memory (batch size {})",
+                      format_bytes(unshared), format_bytes(region), b);
+    }
     p->out = p->act.back();
     p->out_grad = p->grad.back();
-    if (p->dtype.back() != DType::f32) {
-      p->output_edge = add_edge(layers.size(), DType::f32);
+    if (p->output_edge >= 0) {
       p->out = p->edges.back().act;
       p->out_grad = p->edges.back().grad;
     }
@@ -257,11 +315,11 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       shared_transient_bytes = std::max(shared_transient_bytes, transient_bytes);
       for (size_t i : transient_users) p->shared_workspace[i] = true;
     } else if (transient_bytes) {
-      const size_t shared = take(transient_bytes);
+      const size_t shared = take(transient_bytes, kUseTransient);
       for (size_t i : transient_users) p->workspace[i] = shared;
     }
-    if (size_t scratch = plan_gradients(*p)) p->scratch = take(scratch);
-    p->labels = take(size_t(b) * target_row_bytes());
+    if (size_t scratch = plan_gradients(*p)) p->scratch = take(scratch, kUseLabels);
+    p->labels = take(size_t(b) * target_row_bytes(), kUseLabels);
     p->bytes = arena.bytes();
     act_bytes = std::max(act_bytes, p->bytes);
     plans_[{slot, b}] = std::move(p);
@@ -626,6 +684,40 @@ void* Executor::allocate(size_t bytes, const std::string& what) {
   allocations_.push_back(p);
   memory_plan_.push_back({what, align_up(bytes)});
   return p;
+}
+
+std::vector<std::pair<std::string, size_t>> Executor::memory_breakdown() const {
+  static const char* const kUses[kArenaUses] = {"layer outputs and the input batch",
+                                                "dtype-converted copies",
+                                                "activation gradients",
+                                                "kernel workspaces",
+                                                "transient kernel scratch (one region)",
+                                                "labels and the scratch gradient"};
+  const Plan* largest = nullptr;
+  for (const auto& kv : plans_)
+    if (!largest || kv.second->bytes > largest->bytes) largest = kv.second.get();
+  std::vector<std::pair<std::string, size_t>> rows;
+  for (const auto& m : memory_plan_) {
+    if (!largest || m.what.rfind("activations and workspaces", 0) != 0) {
+      rows.emplace_back(m.what, m.bytes);
+      continue;
+    }
+    // The arena: its uses, per activation slot, largest first.
+    const size_t slots = size_t(o_.activation_slots);
+    std::vector<std::pair<std::string, size_t>> uses;
+    for (int u = 0; u < kArenaUses; ++u) {
+      if (!largest->used[u]) continue;
+      std::string what = std::string("  ") + kUses[u];
+      if (u == kUseGradients && largest->gradients_unshared > largest->used[u])
+        what += " (shared by lifetime; " + format_bytes(largest->gradients_unshared * slots) + " unshared)";
+      uses.emplace_back(what, largest->used[u] * slots);
+    }
+    std::stable_sort(uses.begin(), uses.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    rows.emplace_back(m.what, m.bytes);
+    rows.insert(rows.end(), uses.begin(), uses.end());
+  }
+  return rows;
 }
 
 size_t Executor::planned_bytes() const {

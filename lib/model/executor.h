@@ -216,6 +216,10 @@ class Executor : public StepRunner {
   // and of the activation arena (every slot).
   size_t parameter_bytes() const { return parameter_bytes_; }
   size_t activation_bytes() const { return activation_bytes_; }
+  // Where the planned memory goes (trainer bench --memory): every allocation by what it is for,
+  // the activation arena split by what it holds (its largest plan), in bytes, largest first within
+  // the arena.
+  std::vector<std::pair<std::string, size_t>> memory_breakdown() const;
 
  private:
   struct Plan;

@@ -50,6 +50,17 @@ struct GradPiece {
   int64_t n = 0;
 };
 
+// What the activation arena's bytes hold (Executor::memory_breakdown).
+enum ArenaUse {
+  kUseOutputs,      // the input batch and the layers' outputs (kept for backward)
+  kUseConversions,  // dtype-converted copies of tensors (Edge::act)
+  kUseGradients,    // the gradients of the outputs and of the copies, shared by lifetime
+  kUseWorkspaces,   // kernels' own and kept workspaces
+  kUseTransient,    // the one region of transient workspaces (library scratch)
+  kUseLabels,       // labels and the scratch gradient
+  kArenaUses
+};
+
 // The layout of one batch size inside the activation arena, and its kernels.
 struct Executor::Plan {
   int64_t batch = 0;
@@ -83,7 +94,9 @@ struct Executor::Plan {
   std::vector<int> grad_writer;
   std::vector<int64_t> grad_at;
   size_t labels = 0, bytes = 0;
-  size_t raw_input = 0;  // training batches land here when augmenting; the augmented copy is act[0]
+  size_t used[kArenaUses] = {};   // bytes of the arena per ArenaUse (aligned)
+  size_t gradients_unshared = 0;  // what the gradients would take with a place each
+  size_t raw_input = 0;           // training batches land here when augmenting; the augmented copy is act[0]
   // The loss on the last layer's input, that layer skipped in training and evaluation steps: a
   // final softmax under cross_entropy_probs, or log_softmax under nll, is the cross-entropy of
   // its input logits (Executor::choose_loss_on_logits). Prediction still runs the layer.

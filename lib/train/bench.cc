@@ -60,22 +60,32 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
   r.peak_flops = s->backend->peak_flops();
   const double achieved = r.flops_per_step * r.steps_per_second;
   const double mfu = r.peak_flops > 0 ? achieved / r.peak_flops : 0;
+  std::vector<std::pair<std::string, size_t>> memory;
+  if (opt.memory) {
+    memory = ex.memory_breakdown();
+    const size_t planned = ex.planned_bytes();
+    memory.emplace_back(
+        "outside the plan at the peak (libraries' handles and workspaces, algorithm measurement)",
+        r.peak_bytes > planned ? r.peak_bytes - planned : 0);
+  }
   if (opt.json) {
-    out << json_text(
-               nlohmann::json{{"config", cfg.file},
-                              {"device", s->backend->description()},
-                              {"batch", B},
-                              {"params", model.num_params()},
-                              {"steps", opt.steps},
-                              {"first_step_s", r.first_step_seconds},
-                              {"ms_per_step", r.ms_per_step},
-                              {"steps_per_s", r.steps_per_second},
-                              {"samples_per_s", r.samples_per_second},
-                              {"peak_bytes", r.peak_bytes},
-                              {"flops_per_step", r.flops_per_step},
-                              {"tflops", achieved / 1e12},
-                              {"peak_tflops", r.peak_flops / 1e12},
-                              {"mfu", r.peak_flops > 0 ? nlohmann::json(mfu) : nlohmann::json(nullptr)}})
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& m : memory) rows.push_back({{"what", m.first}, {"bytes", m.second}});
+    out << json_text(nlohmann::json{{"config", cfg.file},
+                                    {"device", s->backend->description()},
+                                    {"batch", B},
+                                    {"params", model.num_params()},
+                                    {"steps", opt.steps},
+                                    {"first_step_s", r.first_step_seconds},
+                                    {"ms_per_step", r.ms_per_step},
+                                    {"steps_per_s", r.steps_per_second},
+                                    {"samples_per_s", r.samples_per_second},
+                                    {"peak_bytes", r.peak_bytes},
+                                    {"flops_per_step", r.flops_per_step},
+                                    {"tflops", achieved / 1e12},
+                                    {"peak_tflops", r.peak_flops / 1e12},
+                                    {"mfu", r.peak_flops > 0 ? nlohmann::json(mfu) : nlohmann::json(nullptr)},
+                                    {"memory", opt.memory ? rows : nlohmann::json(nullptr)}})
         << std::endl;
   } else {
     char line[320];
@@ -97,6 +107,18 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
       }
     }
     out << std::endl;
+    if (opt.memory) {
+      out << "memory: peak " << format_bytes(r.peak_bytes) << ", planned " << format_bytes(ex.planned_bytes())
+          << std::endl;
+      size_t width = 0;
+      for (const auto& m : memory) width = std::max(width, m.first.size());
+      for (const auto& m : memory) {
+        const double share = r.peak_bytes ? 100.0 * double(m.second) / double(r.peak_bytes) : 0.0;
+        std::snprintf(line, sizeof line, "  %-*s %12s %5.1f%%", int(width), m.first.c_str(),
+                      format_bytes(m.second).c_str(), share);
+        out << line << std::endl;
+      }
+    }
   }
   return r;
 }

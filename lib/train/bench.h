@@ -15,6 +15,9 @@ struct BenchOptions {
   int64_t steps = 200;  // timed steps
   int64_t warmup = 20;  // untimed steps after the first (plans, graph capture, caches)
   bool json = false;    // one JSON object instead of a text line
+  // Also where the memory goes: every allocation of the plan by what it is for, the activation
+  // arena by what it holds, and what the device's peak holds beyond the plan (--memory).
+  bool memory = false;
 };
 
 struct BenchResult {

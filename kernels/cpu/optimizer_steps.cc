@@ -16,12 +16,6 @@
 namespace trainer {
 namespace {
 
-OptimizerState state_of(float* const* state, int slots) {
-  OptimizerState st;
-  for (int k = 0; k < slots; ++k) st.p[k] = state[k];
-  return st;
-}
-
 template <class Rule>
 class ElementwiseStep : public OptimizerKernel {
  public:
@@ -30,7 +24,7 @@ class ElementwiseStep : public OptimizerKernel {
   void step(float* w, const float* g, float* const* state, StepScalars* s) override {
     if (!(s->nonfinite & kNonfiniteSkipsUpdate)) {
       const typename Rule::Coeffs c = rule_.coeffs(s->lr, s->step, s->optim);
-      const OptimizerState st = state_of(state, slots_);
+      const OptimizerState st = OptimizerState::of(state, slots_);
       const int64_t n = n_;
 #pragma omp parallel for simd if (n > 65536)
       for (int64_t i = 0; i < n; ++i) Rule::update(c, w[i], g[i], st, i);
@@ -59,7 +53,7 @@ class TensorwiseStep : public OptimizerKernel {
   void step(float* w, const float* g, float* const* state, StepScalars* s) override {
     if (!(s->nonfinite & kNonfiniteSkipsUpdate)) {
       const typename Rule::Coeffs c = rule_.coeffs(s->lr, s->step, s->optim);
-      const OptimizerState st = state_of(state, slots_);
+      const OptimizerState st = OptimizerState::of(state, slots_);
       const int64_t nc = int64_t(chunks_.size());
 #pragma omp parallel for schedule(static) if (n_ > 65536)
       for (int64_t k = 0; k < nc; ++k) {

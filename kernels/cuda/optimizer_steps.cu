@@ -112,12 +112,6 @@ __global__ void __launch_bounds__(kBlock)
   cuda::flag_nonfinite_weights(bad, s);
 }
 
-OptimizerState state_of(float* const* state, int slots) {
-  OptimizerState st;
-  for (int k = 0; k < slots; ++k) st.p[k] = state[k];
-  return st;
-}
-
 template <class Rule>
 class ElementwiseStep : public OptimizerKernel {
  public:
@@ -126,7 +120,7 @@ class ElementwiseStep : public OptimizerKernel {
   void step(float* w, const float* g, float* const* state, StepScalars* s) override {
     if (n_ <= 0) return;
     elementwise_kernel<Rule><<<cuda::grid_for(n_), cuda::kThreads, 0, be_.stream()>>>(
-        rule_, w, g, state_of(state, slots_), n_, s);
+        rule_, w, g, OptimizerState::of(state, slots_), n_, s);
     CUDA_CHECK_LAUNCH();
   }
 
@@ -165,7 +159,7 @@ class TensorwiseStep : public OptimizerKernel {
   void step(float* w, const float* g, float* const* state, StepScalars* s) override {
     if (chunks_.empty()) return;
     if (!table_) throw InternalError("an optimizer step ran before its scratch was bound");
-    const OptimizerState st = state_of(state, slots_);
+    const OptimizerState st = OptimizerState::of(state, slots_);
     const unsigned blocks = unsigned(chunks_.size()), tensors = unsigned(first_.size());
     tensorwise_moments<Rule><<<blocks, kBlock, 0, be_.stream()>>>(rule_, w, g, st, table_, sums_, s);
     CUDA_CHECK_LAUNCH();

@@ -50,6 +50,12 @@ constexpr int kOptimizerScalars = 5;
 struct OptimizerState {
   float* p[kMaxOptimizerSlots] = {nullptr, nullptr, nullptr};
   TRAINER_HD float& at(int k, int64_t i) const { return p[k][i]; }
+  // The first `slots` arrays of `state` (the executor's per-slot arenas; null when there are none).
+  static OptimizerState of(float* const* state, int slots) {
+    OptimizerState st;
+    for (int k = 0; k < slots; ++k) st.p[k] = state[k];
+    return st;
+  }
 };
 
 // ---- SGD: momentum, dampening, Nesterov, L2 weight decay (torch.optim.SGD) ----

@@ -88,17 +88,20 @@ LossRegistry& LossRegistry::global() {
   return *r;
 }
 
+const LossEntry* LossRegistry::find(const std::string& name) const {
+  for (const LossEntry& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
 void LossRegistry::add(LossEntry e) {
-  for (const LossEntry& x : entries_)
-    if (x.name == e.name) throw InternalError("loss '" + e.name + "' registered twice");
+  if (find(e.name)) throw InternalError("loss '" + e.name + "' registered twice");
   variants_.push_back({e.name, e.keys, e.doc});
   entries_.push_back(std::move(e));
 }
 
 void LossRegistry::add_kernel(const std::string& loss, const std::string& backend, LossKernelFactory make) {
-  bool known = false;
-  for (const LossEntry& e : entries_) known = known || e.name == loss;
-  if (!known)
+  if (!find(loss))
     throw InternalError("a " + backend + " kernel for loss '" + loss + "', which is not registered");
   kernels_[{loss, backend}] = std::move(make);
 }
@@ -140,9 +143,7 @@ LossConfig read_loss_config(NodeReader& r) {
   const KeyValues v = read_variant(r, "type", kDefaultLoss, reg.variants());
   LossConfig c;
   c.type = v.string("type");
-  const LossEntry* e = nullptr;
-  for (const LossEntry& x : reg.entries())
-    if (x.name == c.type) e = &x;
+  const LossEntry* e = reg.find(c.type);
   if (!e) throw InternalError("loss '" + c.type + "' passed validation but is not registered");
   c.target = e->target;
   if (!c.on_values()) {

@@ -70,6 +70,8 @@ class LossRegistry {
   bool has_kernel(const std::string& loss, const std::string& backend) const;
 
   const std::vector<LossEntry>& entries() const { return entries_; }
+  // The entry of loss `name`; null when none is registered.
+  const LossEntry* find(const std::string& name) const;
   // The loss section's keys per type, for read_variant.
   const KeyVariants& variants() const { return variants_; }
   // The kernel for spec.type on `backend`; throws ConfigError naming both when there is none.

@@ -14,7 +14,7 @@
 #
 # --epochs N trains every config N epochs (default: 1, and their own for the small data sets below);
 # --work DIR keeps the runs, models, inputs and outputs there (default: a temporary folder).
-# Default configs: every configs/*.yaml, the two layer-zoo configs tests/scripts/onnx_layers_*.yaml
+# Default configs: every configs/*.yaml, the layer-zoo configs tests/scripts/onnx_layers_*.yaml
 # (every layer type the registry has, in odd geometries) and tests/scripts/onnx_targets_normalized.yaml
 # (a regression's `values` output with data.normalize_targets). Data Debian ships is used as it is
 # (Fashion-MNIST, scikit-learn's CSVs; wine_multilabel's and fashion_mnist_folder's files are made

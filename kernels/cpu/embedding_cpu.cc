@@ -1,6 +1,6 @@
 // embedding on the CPU: a gather forward and a scatter-add backward (oneDNN has no such
 // primitive). The output is channels-first (see lib/layers/embedding.h).
-//   x: (B, L) float token ids   W: (V, D)   y: (B, D, L)
+//   x: (B, L) float token ids   W: (V, D)   y: (B, D, L), or (B, L, D) without channels_first
 //   forward:  y[b, d, l] = W[id(b, l), d]
 //   backward: dW = 0; dW[id(b, l), d] += dy[b, d, l]   (no gradient for the ids: dx = 0)
 // Out-of-range ids are clamped to [0, V-1] (the data pipeline should not produce them; a kernel
@@ -22,7 +22,13 @@ namespace {
 class EmbeddingCpu : public LayerKernel {
  public:
   EmbeddingCpu(const Embedding& l, const KernelContext& ctx)
-      : name_(l.name()), B_(ctx.batch), L_(l.length()), V_(l.input_dim), D_(l.output_dim) {}
+      : name_(l.name()),
+        B_(ctx.batch),
+        L_(l.length()),
+        V_(l.input_dim),
+        D_(l.output_dim),
+        dstride_(l.channels_first ? L_ : 1),
+        lstride_(l.channels_first ? 1 : D_) {}
 
   void bind(const KernelBinding& b) override {
     a_ = BoundActivations(b);
@@ -41,8 +47,8 @@ class EmbeddingCpu : public LayerKernel {
         const int64_t id = token(v);
         bad += float(id) != v;
         const float* row = w_ + id * D_;
-        float* out = y + b * D_ * L_ + l;
-        for (int64_t d = 0; d < D_; ++d) out[d * L_] = row[d];
+        float* out = y + b * D_ * L_ + l * lstride_;
+        for (int64_t d = 0; d < D_; ++d) out[d * dstride_] = row[d];
       }
     }
     if (bad && !warned_.exchange(true)) {
@@ -67,8 +73,8 @@ class EmbeddingCpu : public LayerKernel {
 #pragma omp parallel for if (B_ * L_ * D_ > 65536)
     for (int64_t d = 0; d < D_; ++d)
       for (int64_t b = 0; b < B_; ++b) {
-        const float* g = dy + (b * D_ + d) * L_;
-        for (int64_t l = 0; l < L_; ++l) dw_[token(x[b * L_ + l]) * D_ + d] += g[l];
+        const float* g = dy + b * D_ * L_ + d * dstride_;
+        for (int64_t l = 0; l < L_; ++l) dw_[token(x[b * L_ + l]) * D_ + d] += g[l * lstride_];
       }
     if (dx) std::memset(dx, 0, size_t(B_ * L_) * sizeof(float));
   }
@@ -80,6 +86,7 @@ class EmbeddingCpu : public LayerKernel {
 
   std::string name_;
   int64_t B_, L_, V_, D_;
+  int64_t dstride_, lstride_;  // y's strides of d and l within a sample
   float last_f_ = float(V_ - 1);
   BoundActivations a_;
   float* w_ = nullptr;

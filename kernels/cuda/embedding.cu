@@ -24,13 +24,16 @@ __device__ __forceinline__ void note_clamped(EmbeddingReport* r, float v) {
   r->clamped = 1u;
 }
 
-// One thread per output element, l fastest: the writes of a warp are contiguous.
+// One thread per output element in y's order (l fastest channels-first, else d): the writes of a
+// warp are contiguous.
 __global__ void embedding_forward_kernel(EmbeddingGeometry g, float last_f, const float* x, const float* w,
                                          float* y, EmbeddingReport* report) {
   const int64_t n = g.batch * g.dim * g.length;
   const uint32_t last = uint32_t(g.vocab - 1);
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const int64_t l = i % g.length, d = (i / g.length) % g.dim, b = i / (g.length * g.dim);
+    const int64_t b = i / (g.length * g.dim);
+    const int64_t l = g.channels_first ? i % g.length : (i / g.dim) % g.length;
+    const int64_t d = g.channels_first ? (i / g.length) % g.dim : i % g.dim;
     const float v = x[b * g.length + l];
     const uint32_t id = token(v, last_f, last);
     y[i] = w[int64_t(id) * g.dim + d];
@@ -46,8 +49,9 @@ __global__ void embedding_keys_kernel(int64_t n, float last_f, uint32_t last, co
   }
 }
 
-// dy of sorted position p for column d: dy[b, d, l] with p = b*L + l.
+// dy of sorted position p for column d: dy[b, d, l] (or dy[b, l, d]) with p = b*L + l.
 __device__ __forceinline__ float dy_at(const EmbeddingGeometry& g, const float* dy, uint32_t p, int64_t d) {
+  if (!g.channels_first) return dy[int64_t(p) * g.dim + d];
   const int64_t b = int64_t(p) / g.length, l = int64_t(p) - b * g.length;
   return dy[(b * g.dim + d) * g.length + l];
 }

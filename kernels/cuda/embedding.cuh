@@ -1,5 +1,5 @@
 // Embedding lookup on the GPU with the CPU's semantics (kernels/cpu/embedding_cpu.cc).
-//   x: (B, L) float token ids   W: (V, D)   y, dy: (B, D, L) (channels-first)
+//   x: (B, L) float token ids   W: (V, D)   y, dy: (B, D, L) (channels-first), or (B, L, D)
 // An id is clamped to a row as the CPU does: NaN and anything <= 0 -> 0, >= V-1 -> V-1, else
 // truncated. Ids that are not integers in [0, V) are flagged in an EmbeddingReport.
 //
@@ -27,6 +27,7 @@ namespace trainer::cuda {
 
 struct EmbeddingGeometry {
   int64_t batch = 0, length = 0, vocab = 0, dim = 0;
+  bool channels_first = true;  // y: (B, D, L); false: (B, L, D)
   // constexpr: device code calls it too (--expt-relaxed-constexpr).
   constexpr int64_t positions() const { return batch * length; }
 };

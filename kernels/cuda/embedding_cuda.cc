@@ -27,7 +27,7 @@ class EmbeddingCuda : public LayerKernel {
   EmbeddingCuda(const Embedding& l, const KernelContext& ctx)
       : be_(cuda_of(ctx)),
         name_(l.name()),
-        g_{ctx.batch, l.length(), l.input_dim, l.output_dim},
+        g_{ctx.batch, l.length(), l.input_dim, l.output_dim, l.channels_first},
         backward_(g_) {
     void* host = nullptr;
     CUDA_CHECK(cudaHostAlloc(&host, sizeof(cuda::EmbeddingReport), cudaHostAllocMapped));

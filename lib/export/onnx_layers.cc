@@ -175,6 +175,12 @@ std::string layer_norm(GraphBuilder& b, const Layer& l, const LayerTensors& t, c
   return b.node("Mul", {normalized, tensor(b, l, t, "weight")}, out);
 }
 
+// x + the table (per-sample shape; ONNX broadcasts it over the batch).
+std::string position_embedding(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
+                               const std::string& out) {
+  return b.node("Add", {in[0], tensor(b, l, t, "weight")}, out);
+}
+
 std::string embedding(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
                       const std::string& out) {
   const Embedding& e = as<Embedding>(l);
@@ -187,7 +193,8 @@ std::string embedding(GraphBuilder& b, const Layer& l, const LayerTensors& t, co
   const std::string ids =
       b.node("Cast", {clamped}, out + ".ids", {Attribute::of_int("to", int64_t(DataType::int64))});
   const std::string rows = b.node("Gather", {tensor(b, l, t, "weight"), ids}, out + ".rows",
-                                  {Attribute::of_int("axis", 0)});                   // (B, L, D)
+                                  {Attribute::of_int("axis", 0)});  // (B, L, D)
+  if (!e.channels_first) return b.node("Identity", {rows}, out);
   return b.node("Transpose", {rows}, out, {Attribute::of_ints("perm", {0, 2, 1})});  // (B, D, L)
 }
 
@@ -223,6 +230,7 @@ const std::map<std::string, Translate>& translations() {
       {"global_max_pool", global_pool("GlobalMaxPool")},
       {"batchnorm", batchnorm},
       {"layer_norm", layer_norm},
+      {"position_embedding", position_embedding},
       {"rms_norm", layer_norm},
       {"relu", activation},
       {"sigmoid", activation},

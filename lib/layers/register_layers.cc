@@ -15,6 +15,7 @@
 #include "lib/layers/mlp.h"
 #include "lib/layers/pool1d.h"
 #include "lib/layers/pool2d.h"
+#include "lib/layers/position_embedding.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
@@ -73,6 +74,10 @@ void register_builtin_layers(Registry& r) {
               [](const KeyValues&) { return std::make_unique<GlobalMaxPool>(); });
   r.add_layer("batchnorm", "batch normalization per channel, running statistics for inference (BatchNorm)",
               BatchNorm::keys(), [](const KeyValues& v) { return std::make_unique<BatchNorm>(v); });
+  r.add_layer("position_embedding",
+              "a learned vector per position added to the input, (L, D) after an embedding with "
+              "channels_first: false (GPT-2's wpe)",
+              {}, [](const KeyValues&) { return std::make_unique<PositionEmbedding>(); });
   r.add_layer("layer_norm", "normalization of each position's features, over the last axis (LayerNorm)",
               LayerNorm::keys(false),
               [](const KeyValues& v) { return std::make_unique<LayerNorm>(v, false); });

@@ -352,6 +352,15 @@ std::vector<Row> build_table() {
     r.first_layer_margin = {{"cpu", 1e-5}};
     rows.push_back(r);
   }
+  rows.push_back(kernel_row(
+      "position_embedding", reference_position_embedding, kExact,
+      {
+          fd("{type: position_embedding}", {4, 3}, 3, 411, 1e-2f, "(L, D)"),
+          fd("{type: position_embedding}", {5}, 1, 412, 1e-2f, "batch 1"),
+          eval(fd("{type: position_embedding}", {4, 3}, 2, 413, 1e-2f, "inference adds the same")),
+          ref("{type: position_embedding}", {128, 48}, 16, 1, kWide, "16 samples of 128 positions"),
+          ref("{type: position_embedding}", {2, 3, 5}, 7, 2, kWide, "rank 3"),
+      }));
   for (const char* t : {"layer_norm", "rms_norm"}) {
     const std::string type = t, bias_off = type == "layer_norm" ? ", bias: false" : ", epsilon: 1.0e-5";
     std::vector<Case> v = {
@@ -451,20 +460,30 @@ std::vector<Row> build_table() {
     Case one_id = ref("{type: embedding, input_dim: 30, output_dim: 33}", {64}, 5, 9, Inputs::tokens(30),
                       "one id everywhere");
     for (size_t i = 0; i < 320; ++i) one_id.set_inputs.push_back({i, 12.f});
-    Row r = kernel_row("embedding", reference_embedding, {0, 0, 1e-5, 1e-5},
-                       {
-                           repeated,
-                           batch1,
-                           clamp,
-                           text,
-                           ref("{type: embedding, input_dim: 6, output_dim: 4}", {5}, 2, 6,
-                               Inputs::tokens(6, 0.2), "was test_gpu_layers_more"),
-                           ref("{type: embedding, input_dim: 1000, output_dim: 7}", {40}, 3, 7,
-                               Inputs::tokens(1000), "D = 7: odd thread layout"),
-                           one_id,
-                           ref("{type: embedding, input_dim: 1, output_dim: 3}", {9}, 2, 8,
-                               Inputs::tokens(1, 0.5), "a vocabulary of one"),
-                       });
+    Case rows_first = fd("{type: embedding, input_dim: 9, output_dim: 3, channels_first: false}", {5}, 3, 103,
+                         1e-2f, "(L, D) output; a repeated id");
+    rows_first.inputs = Inputs::tokens(9);
+    rows_first.set_inputs = {{0, 4.f}, {1, 4.f}};
+    Row r =
+        kernel_row("embedding", reference_embedding, {0, 0, 1e-5, 1e-5},
+                   {
+                       repeated,
+                       batch1,
+                       clamp,
+                       text,
+                       ref("{type: embedding, input_dim: 6, output_dim: 4}", {5}, 2, 6,
+                           Inputs::tokens(6, 0.2), "was test_gpu_layers_more"),
+                       ref("{type: embedding, input_dim: 1000, output_dim: 7}", {40}, 3, 7,
+                           Inputs::tokens(1000), "D = 7: odd thread layout"),
+                       one_id,
+                       ref("{type: embedding, input_dim: 1, output_dim: 3}", {9}, 2, 8,
+                           Inputs::tokens(1, 0.5), "a vocabulary of one"),
+                       rows_first,
+                       ref("{type: embedding, input_dim: 1000, output_dim: 48, channels_first: false}", {64},
+                           3, 10, Inputs::tokens(1000, 0.1), "(L, D): a row per position, several chunks"),
+                       ref("{type: embedding, input_dim: 50, output_dim: 7, channels_first: false}", {300}, 8,
+                           11, Inputs::tokens(50, 0.6), "(L, D), padding-heavy, repeated ids"),
+                   });
     r.input_differentiable = false;
     r.property = embedding_property;
     rows.push_back(r);

@@ -244,7 +244,8 @@ std::vector<double> reference_embedding(ReferenceInput& in) {
   for (int64_t b = 0; b < in.batch; ++b)
     for (int64_t l = 0; l < L; ++l) {
       const int64_t id = reference_token(float(in.x[size_t(b * L + l)]), e.input_dim);
-      for (int64_t d = 0; d < D; ++d) y[size_t((b * D + d) * L + l)] = w[size_t(id * D + d)];
+      for (int64_t d = 0; d < D; ++d)
+        y[size_t(e.channels_first ? (b * D + d) * L + l : (b * L + l) * D + d)] = w[size_t(id * D + d)];
     }
   return y;
 }
@@ -300,6 +301,14 @@ std::vector<double> reference_layer_norm(ReferenceInput& in) {
       y[size_t(r * d + j)] = (x[j] - mean) / std::sqrt(var + double(ln.epsilon)) * w[size_t(j)] +
                              (ln.bias ? in.params[1][size_t(j)] : 0.0);
   }
+  return y;
+}
+
+// x + the learned table, broadcast over the batch.
+std::vector<double> reference_position_embedding(ReferenceInput& in) {
+  const std::vector<double>& p = in.params[0];
+  std::vector<double> y(in.x.size());
+  for (size_t i = 0; i < y.size(); ++i) y[i] = in.x[i] + p[i % p.size()];
   return y;
 }
 

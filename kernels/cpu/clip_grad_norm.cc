@@ -7,7 +7,8 @@
 
 namespace trainer::cpu {
 
-// The two phases of clip_grad_norm for gradients spread over pipeline stages.
+// The two phases of clipping (ClipKernel::clip runs both with one group; pipeline stages gather
+// every stage's partials first).
 void clip_grad_sum_squares(const float* g, int64_t n, double* partials) {
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int i = 0; i < kClipPartials; ++i) {
@@ -31,12 +32,6 @@ void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* pa
   record->clipped_steps += 1;
 #pragma omp parallel for simd if (n > 65536)
   for (int64_t j = 0; j < n; ++j) g[j] *= scale;
-}
-
-// One backend's gradients: both phases with one group.
-void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record) {
-  clip_grad_sum_squares(g, n, partials);
-  clip_grad_by_partials(g, n, max_norm, partials, /*groups=*/1, record);
 }
 
 }  // namespace trainer::cpu

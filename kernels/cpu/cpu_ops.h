@@ -26,8 +26,7 @@ void commit_step(const StepScalars& s, int64_t batch, float* loss_sum, Nonfinite
 void scale_loss_gradient(float* dout, int64_t n, const LossScaleState& st);
 void unscale_gradients(float* g, int64_t n, const LossScaleState& st, StepScalars& s);
 void update_loss_scale(const LossScaleHyper& h, LossScaleState& st, const StepScalars& s);
-// g: (n) scaled in place to the global norm max_norm; partials: kClipPartials doubles.
-void clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record);
+// Clipping by the global norm in two phases (ClipKernel): g (n); partials: kClipPartials doubles a group.
 void clip_grad_sum_squares(const float* g, int64_t n, double* partials);
 void clip_grad_by_partials(float* g, int64_t n, float max_norm, const double* partials, int groups,
                            ClipRecord* record);

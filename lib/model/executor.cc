@@ -150,7 +150,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     // Storage roots (views share their input's memory): the model's input (root 0) has no gradient.
     std::vector<size_t> root(layers.size() + 1, 0);
     // The gradients of the layers' outputs and of the dtype conversions are placed after the loop,
-    // sharing memory where their lives in the backward pass do not overlap (place_gradients).
+    // sharing memory where their lives in the backward pass do not overlap (below the loop).
     std::vector<size_t> grad_bytes(layers.size() + 1, 0);  // per storage root
     std::vector<size_t> edge_user;                         // per edge: the layer it feeds (L: the loss)
     // A conversion of tensor t to dtype `to` (with a gradient unless t is the model's input) for

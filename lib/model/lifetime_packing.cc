@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <numeric>
 
+#include "lib/memory/allocator.h"
+
 namespace trainer {
 
 std::vector<size_t> pack_lifetimes(const std::vector<Lifetime>& buffers, size_t* total, size_t align) {
   const size_t n = buffers.size();
-  auto padded = [&](size_t i) { return (buffers[i].bytes + align - 1) / align * align; };
+  auto padded = [&](size_t i) { return align_up(buffers[i].bytes, align); };
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return padded(a) > padded(b); });

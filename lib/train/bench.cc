@@ -61,9 +61,9 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
   const double achieved = r.flops_per_step * r.steps_per_second;
   const double mfu = r.peak_flops > 0 ? achieved / r.peak_flops : 0;
   std::vector<std::pair<std::string, size_t>> memory;
+  const size_t planned = ex.planned_bytes();
   if (opt.memory) {
     memory = ex.memory_breakdown();
-    const size_t planned = ex.planned_bytes();
     memory.emplace_back(
         "outside the plan at the peak (libraries' handles and workspaces, algorithm measurement)",
         r.peak_bytes > planned ? r.peak_bytes - planned : 0);
@@ -108,7 +108,7 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
     }
     out << std::endl;
     if (opt.memory) {
-      out << "memory: peak " << format_bytes(r.peak_bytes) << ", planned " << format_bytes(ex.planned_bytes())
+      out << "memory: peak " << format_bytes(r.peak_bytes) << ", planned " << format_bytes(planned)
           << std::endl;
       size_t width = 0;
       for (const auto& m : memory) width = std::max(width, m.first.size());

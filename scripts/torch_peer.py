@@ -405,6 +405,18 @@ def bench(a):
         step()
     torch.cuda.synchronize()
     dt = time.perf_counter() - t0
+    if a.profile:  # the kernels of a.profile steps, summed by name, per step (torch.profiler)
+        from torch.profiler import profile, ProfilerActivity
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(a.profile):
+                step()
+            torch.cuda.synchronize()
+        rows = [(e.key, e.count / a.profile, e.device_time_total / a.profile) for e in prof.key_averages()
+                if e.device_time_total > 0]
+        rows.sort(key=lambda r: -r[2])
+        print("torch %s %s: %.1f us in kernels a step" % (a.config, a.math, sum(r[2] for r in rows)))
+        for name, n, us in rows[:a.top]:
+            print("  %8.1f us  x%-3g %s" % (us, n, name[:110]))
     print(json.dumps({"config": a.config, "math": a.math, "batch": bs, "params": sum(p.numel() for p in net.parameters()),
                       "steps_per_s": round(a.steps / dt, 1), "gpu": torch.cuda.get_device_name(),
                       "peak_mem_mib": round(torch.cuda.max_memory_allocated() / 2**20, 1)}))
@@ -432,6 +444,8 @@ def main():
     b.add_argument("--warmup", type=int, default=30)
     b.add_argument("--batch-size", type=int, default=0)
     b.add_argument("--set", action="append", default=[])
+    b.add_argument("--profile", type=int, default=0, help="also profile this many steps and print the top kernels")
+    b.add_argument("--top", type=int, default=25, help="--profile: kernels to print")
     a = ap.parse_args()
     return {"train": train, "export": export, "bench": bench}[a.verb](a) or 0
 

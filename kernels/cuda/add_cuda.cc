@@ -1,7 +1,15 @@
 // add on the GPU (add.cu): y = x_1 + x_2 + ..., dx_k = dy (copied, or added where the executor
 // asks: the input has several consumers). Any activation dtype (KernelContext::act_dtype).
-//   x_k, y, dx_k, dy: (B, d...)
+// Layouts: each input comes plain or channels-last (kernels/cuda/channels_last.h), as the layer
+// before it wrote it. The output is channels-last when some input is and the consumers take it
+// (a residual network's adds stay channels-last between its convolutions), else plain; an input
+// in the other layout is transposed on the way in, and its gradient on the way out, through the
+// transient workspace.
+//   x_k, y, dx_k, dy: (B, d...); channels-last only for (B, C, positions...)
+#include <algorithm>
+
 #include "kernels/cuda/add.cuh"
+#include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -13,9 +21,31 @@ namespace {
 class AddCuda : public LayerKernel {
  public:
   AddCuda(const Layer& l, const KernelContext& ctx)
-      : be_(cuda_of(ctx)), dtype_(ctx.act_dtype), n_(ctx.batch * l.output_shape().numel()) {}
+      : be_(cuda_of(ctx)),
+        dtype_(ctx.act_dtype),
+        n_(ctx.batch * l.output_shape().numel()),
+        batch_(ctx.batch) {
+    const Shape& s = l.output_shape();
+    channels_ = s.rank() > 0 ? std::max<int64_t>(s[0], 1) : 1;
+    positions_ = s.numel() / channels_;
+    for (size_t k = 0; k < l.input_shapes().size(); ++k) {
+      const std::shared_ptr<const Layout>& in =
+          k < ctx.input_layouts.size() ? ctx.input_layouts[k] : (k == 0 ? ctx.input_layout : nullptr);
+      in_nhwc_.push_back(cuda::is_channels_last(in));
+    }
+    out_nhwc_ = cuda::may_write_channels_last(ctx) &&
+                std::any_of(in_nhwc_.begin(), in_nhwc_.end(), [](bool b) { return b; });
+    for (bool b : in_nhwc_) mixed_ = mixed_ || b != out_nhwc_;
+  }
 
+  std::shared_ptr<const Layout> output_layout() const override {
+    return out_nhwc_ ? cuda::channels_last() : nullptr;
+  }
+  // One input (or gradient) in the output's layout at a time.
+  size_t workspace_bytes() const override { return mixed_ ? size_t(n_) * dtype_bytes(dtype_) : 0; }
+  bool workspace_is_transient() const override { return true; }
   bool accumulates_input_grads() const override { return true; }
+
   void bind(const KernelBinding& b) override {
     x_.clear();
     dx_.clear();
@@ -27,33 +57,59 @@ class AddCuda : public LayerKernel {
     }
     y_ = b.output.as(dtype_);
     dy_ = b.output_grad.as(dtype_);
+    ws_ = b.workspace;
   }
 
   void forward(bool) override {
-    cuda::launch_add(dtype_, x_[0], x_[1], y_, n_, be_.stream());
-    for (size_t k = 2; k < x_.size(); ++k) cuda::launch_add(dtype_, y_, x_[k], y_, n_, be_.stream());
+    // Input k in the output's layout: itself, or transposed into `to`.
+    const auto in = [&](size_t k, void* to) -> const void* {
+      if (in_nhwc_[k] == out_nhwc_) return x_[k];
+      relayout(x_[k], in_nhwc_[k], to, out_nhwc_);
+      return to;
+    };
+    const void* a = in(0, y_);  // y holds a transposed first input until the sum overwrites it
+    cuda::launch_add(dtype_, a, in(1, ws_), y_, n_, be_.stream());
+    for (size_t k = 2; k < x_.size(); ++k) cuda::launch_add(dtype_, y_, in(k, ws_), y_, n_, be_.stream());
   }
 
   void backward() override {
     for (size_t k = 0; k < dx_.size(); ++k) {
       if (!dx_[k]) continue;
-      if (accumulate_[k])
-        cuda::launch_add(dtype_, dx_[k], dy_, dx_[k], n_, be_.stream());
-      else
-        CUDA_CHECK(cudaMemcpyAsync(dx_[k], dy_, size_t(n_) * dtype_bytes(dtype_), cudaMemcpyDeviceToDevice,
-                                   be_.stream()));
+      const bool same = in_nhwc_[k] == out_nhwc_;
+      if (!accumulate_[k]) {
+        if (same)
+          CUDA_CHECK(cudaMemcpyAsync(dx_[k], dy_, size_t(n_) * dtype_bytes(dtype_), cudaMemcpyDeviceToDevice,
+                                     be_.stream()));
+        else
+          relayout(dy_, out_nhwc_, dx_[k], in_nhwc_[k]);
+        continue;
+      }
+      const void* d = dy_;
+      if (!same) {
+        relayout(dy_, out_nhwc_, ws_, in_nhwc_[k]);
+        d = ws_;
+      }
+      cuda::launch_add(dtype_, dx_[k], d, dx_[k], n_, be_.stream());
     }
   }
 
  private:
+  void relayout(const void* src, bool src_nhwc, void* dst, bool dst_nhwc) const {
+    cuda::launch_relayout(dtype_, src, src_nhwc, channels_, dst, dst_nhwc, channels_, batch_, positions_,
+                          be_.stream());
+  }
+
   CudaBackend& be_;
   DType dtype_;
-  int64_t n_;
+  int64_t n_, batch_, channels_ = 1, positions_ = 1;
+  std::vector<bool> in_nhwc_;
+  bool out_nhwc_ = false, mixed_ = false;
   std::vector<const void*> x_;
   std::vector<void*> dx_;
   std::vector<bool> accumulate_;
   void* y_ = nullptr;
   const void* dy_ = nullptr;
+  void* ws_ = nullptr;
 };
 
 }  // namespace

@@ -51,6 +51,7 @@ class CudaBackend : public Backend {
 
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
   bool stages_uploads() const override { return true; }
+  void reserve_uploads(size_t bytes) override;
   void upload_inputs(const UploadPiece* pieces, int n, void* landing) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;

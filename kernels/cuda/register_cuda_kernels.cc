@@ -3,8 +3,10 @@
 // multiple of 8 filters); batchnorm, activations,
 // pooling and add (follow) in bf16 when their inputs arrive in bf16. The executor converts to and from f32
 // around the others. Those that also take a channels-last input (kernels/cuda/channels_last.h), which only
-// bf16 convolutions produce, are registered with kAnyInputLayout. A convolution's or dense layer's bias
-// before a batchnorm goes into the batchnorm (kBiasToBatchnorm, kTakesBias).
+// bf16 convolutions produce, are registered with kAnyInputLayout; channels-last permutes the elements
+// without padding (kDenseLayout), so a residual network stays channels-last through its adds and
+// the tensors that feed two layers. A convolution's or dense layer's bias before a batchnorm goes
+// into the batchnorm (kBiasToBatchnorm, kTakesBias).
 #include "kernels/cuda/cuda_kernels.h"
 #include "lib/losses/losses.h"
 #include "lib/optim/optimizer.h"
@@ -13,9 +15,10 @@
 namespace trainer {
 
 void register_cuda_kernels(Registry& r) {
-  const unsigned low = kLowPrecisionActivations,
-                 conv = low | kAnyInputLayout | kLowPrecisionChannelsOf8 | kFusesRelu | kBiasToBatchnorm;
-  const unsigned follow = low | kFollowsInputDtype, follow_any = follow | kAnyInputLayout;
+  const unsigned low = kLowPrecisionActivations, conv = low | kAnyInputLayout | kDenseLayout |
+                                                        kLowPrecisionChannelsOf8 | kFusesRelu |
+                                                        kBiasToBatchnorm;
+  const unsigned follow = low | kFollowsInputDtype, follow_any = follow | kAnyInputLayout | kDenseLayout;
   r.add_kernel("dense", "cuda", make_dense_cuda, low | kBiasToBatchnorm);
   r.add_kernel("conv2d", "cuda", make_conv2d_cuda, conv);
   r.add_kernel("maxpool2d", "cuda", make_pool2d_cuda, follow_any | kFusesRelu);
@@ -26,7 +29,7 @@ void register_cuda_kernels(Registry& r) {
   r.add_kernel("avgpool1d", "cuda", make_pool1d_cuda, follow_any | kFusesRelu);
   r.add_kernel("global_avg_pool", "cuda", make_global_avg_pool_cuda);
   r.add_kernel("global_max_pool", "cuda", make_global_max_pool_cuda);
-  r.add_kernel("add", "cuda", make_add_cuda, follow);
+  r.add_kernel("add", "cuda", make_add_cuda, follow_any);
   r.add_kernel("concat", "cuda", make_concat_cuda);
   r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda, follow_any | kFusesRelu | kTakesBias);
   r.add_kernel("dropout", "cuda", make_dropout_cuda);

@@ -1,16 +1,28 @@
 // StagingRing: pinned ring buffer for asynchronous host-to-device copies (see the header).
 #include "kernels/cuda/staging_ring.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
+#include "datasets/row_workers.h"
 #include "kernels/cuda/cuda_check.h"
 #include "lib/core/error.h"
+#include "lib/core/usable_cores.h"
 #include "lib/memory/allocator.h"
 
 namespace trainer::cuda {
 
-StagingRing::StagingRing(cudaStream_t stream, size_t bytes) : stream_(stream), bytes_(bytes) {
+namespace {
+// Copies from this size on are split over the helpers (waking them costs ~50 us: a small batch
+// goes faster on one thread).
+constexpr size_t kParallelCopyBytes = size_t(8) << 20;
+}  // namespace
+
+StagingRing::StagingRing(cudaStream_t stream, size_t bytes)
+    : stream_(stream),
+      bytes_(bytes),
+      copiers_(std::make_unique<RowWorkers>(std::clamp(usable_cores() / 2, 1, 8))) {
   CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), bytes_, cudaHostAllocDefault));
   try {
     for (int i = 0; i < kEvents; ++i) {
@@ -33,6 +45,29 @@ StagingRing::~StagingRing() {
   }
   for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
   cudaFreeHost(host_);
+}
+
+void StagingRing::fill(size_t at, const void* src, size_t bytes) {
+  char* dst = host_ + at;
+  const char* from = static_cast<const char*>(src);
+  if (bytes < kParallelCopyBytes || copiers_->threads() == 1) {
+    std::memcpy(dst, from, bytes);
+    return;
+  }
+  copiers_->run(int64_t(bytes), [dst, from](int64_t begin, int64_t end) {
+    std::memcpy(dst + begin, from + begin, size_t(end - begin));
+  });
+}
+
+void StagingRing::grow(size_t bytes) {
+  if (bytes <= bytes_) return;
+  char* bigger = nullptr;
+  CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&bigger), bytes, cudaHostAllocDefault));
+  while (!in_flight_.empty()) retire_oldest();  // nothing reads the old ring any more
+  cudaFreeHost(host_);
+  host_ = bigger;
+  bytes_ = bytes;
+  head_ = 0;
 }
 
 void StagingRing::retire_oldest() {
@@ -86,7 +121,7 @@ void StagingRing::copy_to_device(void* dst, const void* src, size_t bytes) {
     return;
   }
   const size_t begin = reserve(bytes);
-  std::memcpy(host_ + begin, src, bytes);
+  fill(begin, src, bytes);
   queue(dst, begin, bytes, stream_);
 }
 
@@ -98,7 +133,7 @@ void StagingRing::copy_packed(void* dst, const Backend::UploadPiece* pieces, con
                         " bytes does not fit the staging ring");
   const size_t begin = reserve(total);
   for (int i = 0; i < n; ++i)
-    if (pieces[i].bytes) std::memcpy(host_ + begin + offsets[i], pieces[i].src, pieces[i].bytes);
+    if (pieces[i].bytes) fill(begin + offsets[i], pieces[i].src, pieces[i].bytes);
   queue(dst, begin, total, stream);
 }
 

@@ -44,6 +44,9 @@ class Backend {
     size_t bytes = 0;
   };
   virtual bool stages_uploads() const { return false; }  // whether upload_inputs uses a landing zone
+  // Makes room, before the first step, for upload_inputs of up to `bytes` to go without waiting
+  // on the host for the upload before (a backend that stages uploads through host memory).
+  virtual void reserve_uploads(size_t bytes) {}
   // The landing zone's packing: each piece from a 16-byte boundary; its bytes, and with `offsets`
   // (n of them) where each piece starts.
   static size_t landing_bytes(const UploadPiece* pieces, int n, size_t* offsets = nullptr);

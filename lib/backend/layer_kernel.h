@@ -226,11 +226,12 @@ struct KernelContext {
   // executor converts at the edges to and from kernels that keep f32.
   DType act_dtype = DType::f32;
   bool deterministic = false;
-  // Layouts between layers. input_layout: the layout the previous computing layer chose for
-  // this layer's input (and for the gradient of that input); null = plain row-major.
-  // output_layout_free: the consumer of this layer's output accepts any layout, so the kernel
-  // may keep its preferred one (and report it through output_layout()); false = the output and
-  // its gradient must be plain.
+  // Layouts between layers. input_layouts: the layout the computing layer before chose for each
+  // input of this layer (and for the gradient of that input); null = plain row-major.
+  // input_layout: the first input's. output_layout_free: the consumers of this layer's output
+  // accept any layout, so the kernel may keep its preferred one (and report it through
+  // output_layout()); false = the output and its gradient must be plain.
+  std::vector<std::shared_ptr<const Layout>> input_layouts;
   std::shared_ptr<const Layout> input_layout;
   bool output_layout_free = false;
   // Synchronized batch statistics (device.sync_batchnorm; lib/core/batchnorm_sync_formula.h): a

@@ -171,6 +171,9 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     };
     size_t transient_bytes = 0;  // the largest transient workspace: one region for all of them
     std::vector<size_t> transient_users;
+    // Each tensor's dtype, known before its consumers' kernels are made (the layout choice below
+    // needs every consumer's): the loop below computes the same and checks it.
+    const std::vector<DType> planned_dtype = plan_dtypes();
     for (size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = *layers[i];
       const std::vector<int>& from = model_.layer_inputs(i);
@@ -193,6 +196,8 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       std::vector<DType> in_dtypes;
       for (int f : from) in_dtypes.push_back(p->dtype[size_t(f + 1)]);
       const DType dt = layer_dtype(i, in_dtypes);
+      if (dt != planned_dtype[i + 1])
+        throw InternalError("layer '" + l.name() + "' computes in another dtype than planned");
       for (int f : from) {
         const size_t t = size_t(f + 1);
         p->input_edge[i].push_back(p->dtype[t] == dt ? -1 : add_edge(t, dt, i));
@@ -211,11 +216,12 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         ctx.stats_collective = o_.collective;
         ctx.stats_comm = o_.collective ? nullptr : o_.comm;
       }
-      // Layouts: a kernel may keep its preferred output layout only when exactly one layer takes
-      // its output and that layer runs a kernel that accepts any layout; views (flatten), layers of
-      // several inputs, a tensor with several consumers (its gradients are summed), the loss and
-      // the caller need plain. A kernel that runs the relu after it answers for the relu's output.
-      ctx.input_layout = p->input_edge[i][0] < 0 ? p->layout[size_t(from[0] + 1)] : nullptr;
+      // Layouts: a kernel may keep its preferred output layout only when every layer that takes
+      // its output runs a kernel that accepts any layout, in the same dtype (see
+      // output_layout_free). A kernel that runs the relu after it answers for the relu's output.
+      for (size_t k = 0; k < from.size(); ++k)
+        ctx.input_layouts.push_back(p->input_edge[i][k] < 0 ? p->layout[size_t(from[k] + 1)] : nullptr);
+      ctx.input_layout = ctx.input_layouts[0];
       std::vector<int> next = model_.consumers(int(i));
       const int relu = fusable_relu(i, dt);
       if (relu >= 0) {
@@ -228,10 +234,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         p->takes_bias_of[size_t(taker)] = int(i);
       }
       ctx.takes_bias = p->takes_bias_of[i] >= 0;
-      ctx.output_layout_free =
-          !o_.plain_layouts && next.size() == 1 && layer_dtype(size_t(next[0]), {dt}) == dt &&
-          !layers[size_t(next[0])]->aliases_input() && model_.layer_inputs(size_t(next[0])).size() == 1 &&
-          reg.accepts_any_input_layout(layers[size_t(next[0])]->type(), be_.name());
+      ctx.output_layout_free = output_layout_free(i, next, planned_dtype);
       p->kernels.push_back(reg.make_kernel(be_.name(), l, ctx));
       if (!ctx.output_layout_free && p->kernels.back()->output_layout())
         throw InternalError("layer '" + l.name() + "' chose an output layout where plain was required");
@@ -361,6 +364,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
           {nullptr, nullptr, size_t(max_batch) * target_row_bytes()}};
       const size_t bytes = Backend::landing_bytes(most, 3);
       landing_ = allocate(bytes, "the landing zone of the next batch (uploaded during the step before)");
+      be_.reserve_uploads(bytes);
       activation_bytes_ += align_up(bytes);
     }
     if (shared_transient_bytes) {
@@ -441,6 +445,15 @@ int Executor::folded_biases() const {
 int Executor::fused_relus() const {
   const Plan& p = *plans_.begin()->second;
   return int(std::count(p.fused_relu.begin(), p.fused_relu.end(), true));
+}
+
+int Executor::outputs_in_backend_layouts() const {
+  const Plan* largest = nullptr;
+  for (const auto& kv : plans_)
+    if (!largest || kv.second->batch > largest->batch) largest = kv.second.get();
+  int n = 0;
+  for (size_t i = 0; i < largest->kernels.size(); ++i) n += largest->kernels[i] && largest->layout[i + 1];
+  return n;
 }
 
 bool Executor::loss_foldable() const {
@@ -617,9 +630,9 @@ int Executor::bias_slot(int layer) const {
 }
 
 // The batchnorm that takes layer i's bias (activations in dtype dt), -1: none. Needs
-// ExecutorOptions::fold_bias, a kernel registered with kBiasToBatchnorm that has a bias, a
-// batchnorm of one input with kTakesBias that is the only consumer of the layer's output (nobody
-// else reads it without the bias), and no dtype conversion between them.
+// ExecutorOptions::fold_bias, a kernel registered with kBiasToBatchnorm that has a bias along its
+// output's first axis, a batchnorm of one input with kTakesBias that is the only consumer of the
+// layer's output (nobody else reads it without the bias), and no dtype conversion between them.
 int Executor::bias_taker(size_t i, DType dt) const {
   const Registry& reg = Registry::global();
   if (!o_.fold_bias || !(reg.kernel_caps(model_.layers()[i]->type(), be_.name()) & kBiasToBatchnorm))
@@ -646,6 +659,47 @@ int Executor::sole_consumer(size_t i, const char* type, DType dt) const {
 int Executor::fusable_relu(size_t i, DType dt) const {
   if (!(Registry::global().kernel_caps(model_.layers()[i]->type(), be_.name()) & kFusesRelu)) return -1;
   return sole_consumer(i, "relu", dt);
+}
+
+// Whether layer i (whose output goes to the layers `next`) may write its output in its kernel's
+// preferred layout: every consumer runs a kernel that takes any input layout, in the dtype of the
+// output (no conversion edge, which reads plain). Views (flatten), the loss and the caller read
+// plain: a layer without consumers, or with a view among them, writes plain. Several consumers
+// (their input gradients are summed element-wise) and consumers of several inputs (add) need a
+// producer whose layouts are permutations of the plain elements (kDenseLayout: channels-last on the
+// GPU, not oneDNN's padded blockings).
+bool Executor::output_layout_free(size_t i, const std::vector<int>& next,
+                                  const std::vector<DType>& planned_dtype) const {
+  if (o_.plain_layouts || next.empty()) return false;
+  const Registry& reg = Registry::global();
+  const auto& layers = model_.layers();
+  const bool dense = reg.kernel_caps(layers[i]->type(), be_.name()) & kDenseLayout;
+  if (next.size() > 1 && !dense) return false;
+  const DType dt = planned_dtype[i + 1];
+  return std::all_of(next.begin(), next.end(), [&](int c) {
+    const size_t j = size_t(c);
+    return !layers[j]->aliases_input() && planned_dtype[j + 1] == dt &&
+           (model_.layer_inputs(j).size() == 1 || dense) &&
+           reg.accepts_any_input_layout(layers[j]->type(), be_.name());
+  });
+}
+
+// Each tensor's dtype (index 0: the model's input, f32; i + 1: layer i's output) as the plan loop
+// gives it: a view or a fused relu has its input's, any other layer layer_dtype's.
+std::vector<DType> Executor::plan_dtypes() const {
+  const auto& layers = model_.layers();
+  std::vector<DType> dtype(layers.size() + 1, DType::f32);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::vector<int>& from = model_.layer_inputs(i);
+    if (layers[i]->aliases_input()) {
+      dtype[i + 1] = dtype[size_t(from[0] + 1)];
+      continue;
+    }
+    std::vector<DType> in;
+    for (int f : from) in.push_back(dtype[size_t(f + 1)]);
+    dtype[i + 1] = layer_dtype(i, in);
+  }
+  return dtype;
 }
 
 // Under a 16-bit math, a layer that computes in 16 bits by itself (not a follower) but whose

@@ -162,6 +162,9 @@ class Executor : public StepRunner {
   int fused_relus() const;
   // Biases taken by the batchnorm after them (KernelContext::takes_bias), in the same plan.
   int folded_biases() const;
+  // How many layers' kernels write their output in a backend layout (channels-last) rather than
+  // plain, in the plan of the largest batch.
+  int outputs_in_backend_layouts() const;
   // Called in train_step between the backward pass and the optimizer update with the gradient
   // arena (backend memory, param_arena_floats() floats, the Model's param offsets), for tests that
   // inspect gradients; it turns step capture off. Empty: not called.
@@ -274,6 +277,9 @@ class Executor : public StepRunner {
   // The dtype of layer i's activations (KernelContext::act_dtype), its inputs arriving in these
   // dtypes.
   DType layer_dtype(size_t i, const std::vector<DType>& inputs) const;
+  std::vector<DType> plan_dtypes() const;
+  bool output_layout_free(size_t i, const std::vector<int>& next,
+                          const std::vector<DType>& planned_dtype) const;
   bool too_small_for_low_precision(const Layer& l) const;
   size_t plan_gradients(Plan& p) const;
   // Several activation slots: p.grad_pieces and p.grad_at; returns the scratch floats they need.

@@ -27,7 +27,8 @@ using KernelFactory = std::function<std::unique_ptr<LayerKernel>(const Layer&, c
 // What a backend's kernel for a layer type can take besides plain f32 activations (bits).
 enum KernelCaps : unsigned {
   // Takes its input in any layout that the previous kernel prefers (KernelContext::input_layout);
-  // without it the input is plain.
+  // without it the input is plain. A kernel of several inputs takes each in its own layout
+  // (KernelContext::input_layouts).
   kAnyInputLayout = 1u,
   // Runs with its activations in the backend's low-precision dtype (KernelContext::act_dtype);
   // without it the executor converts to f32 around the kernel.
@@ -48,6 +49,12 @@ enum KernelCaps : unsigned {
   kBiasToBatchnorm = 32u,
   // A batchnorm that can take the bias of the layer before it (KernelContext::takes_bias).
   kTakesBias = 64u,
+  // The layouts it prefers for its output hold the plain tensor's elements permuted, without
+  // padding (channels-last), so gradients in them add element-wise: its output may then keep
+  // that layout when it goes to several layers, or to a layer of several inputs (add), as long as
+  // all of them take any layout. Without it (oneDNN's blocked layouts pad the channels) only a
+  // sole consumer of one input does.
+  kDenseLayout = 128u,
 };
 
 // What a layer type is besides its keys.

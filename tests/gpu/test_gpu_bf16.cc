@@ -8,7 +8,8 @@
 //   - the executor's dtype conversions at the edges carry gradients both ways: a bf16 layer
 //     between two f32 ones, and a tensor consumed by a bf16 and an f32 layer (gradients summed);
 //   - channels-last chains (convolution, batchnorm, activations, pooling, 1-D and 2-D,
-//     asymmetric padding, outputs to layers that need NCHW) train like plain NCHW bf16.
+//     asymmetric padding, residual adds and tensors with two consumers, mixed layouts at an add,
+//     outputs to layers that need NCHW) train like plain NCHW bf16.
 #include <iostream>
 
 #include "lib/config/config.h"
@@ -78,6 +79,30 @@ const char* kLayouts = R"(model:
 data: {train: {format: random}, num_classes: 6}
 )";
 
+// Mixed layouts at add: r0 also goes to a view (flatten), so it stays NCHW while bn1 arrives
+// channels-last (add takes both, writes channels-last, and sends r0's gradient back NCHW into a sum
+// of three); add2 takes two channels-last inputs and writes NCHW for the flatten after it.
+const char* kLayoutsMixed = R"(model:
+  input_shape: [4, 8, 8]
+  layers:
+    - {type: conv2d, name: c0, filters: 8, kernel_size: 3, padding: same}
+    - {type: batchnorm, name: bn0}
+    - {type: relu, name: r0}
+    - {type: conv2d, name: c1, filters: 8, kernel_size: 3, padding: same}
+    - {type: batchnorm, name: bn1}
+    - {type: add, name: add, inputs: [bn1, r0]}
+    - {type: relu, name: r1}
+    - {type: conv2d, name: c2, filters: 8, kernel_size: 3, padding: same}
+    - {type: batchnorm, name: bn2}
+    - {type: add, name: add2, inputs: [bn2, r1]}
+    - {type: flatten, name: f1}
+    - {type: dense, name: d1, units: 6}
+    - {type: flatten, name: f0, inputs: [r0]}
+    - {type: dense, name: d0, units: 6}
+    - {type: add, name: out, inputs: [d1, d0]}
+data: {train: {format: random}, num_classes: 6}
+)";
+
 const char* kLayouts1d = R"(model:
   input_shape: [3, 24]
   layers:
@@ -96,6 +121,7 @@ struct Run {
   std::vector<float> initial, params;
   MetricSums train;
   size_t activation_bytes = 0;
+  int backend_layouts = 0;  // Executor::outputs_in_backend_layouts
 };
 
 // fp16 scales the loss (from 1024: these small nets' scaled gradients then stay far below fp16's
@@ -115,6 +141,7 @@ Run train(const Model& model, MathMode math, const char* loss, int64_t classes, 
   o.loss_scale_init = 1024.f;
   Executor ex(model, be, opt, o);
   Run r;
+  r.backend_layouts = ex.outputs_in_backend_layouts();
   for (const MemoryItem& m : ex.memory_plan())
     if (m.what.rfind("activations", 0) == 0) r.activation_bytes = m.bytes;
   r.initial.resize(size_t(model.param_arena_floats()));
@@ -190,7 +217,18 @@ TEST_CASE("gpu fp16 conversions carry gradients across dtype edges and shared te
 
 TEST_CASE("gpu bf16 channels-last chains train like plain NCHW bf16", "[gpu][bf16]") {
   if (!gpu_has_math(MathMode::bf16)) return;
-  for (const auto& [yaml, classes] : {std::pair<const char*, int64_t>{kLayouts, 6}, {kLayouts1d, 5}}) {
+  // The layers that write channels-last (kDenseLayout: through adds and into tensors that feed two
+  // layers); kLayouts: c0 bn0 c1 bn1 add r1 c2 r2 pool (pool2's fused relu feeds the flatten);
+  // kLayoutsMixed: c0 c1 bn1 add r1 c2 bn2; kLayouts1d: c0 bn0 p0 c1 (t1 feeds global_max_pool,
+  // which is f32).
+  struct Case {
+    const char* yaml;
+    int64_t classes;
+    int channels_last;
+  };
+  for (const Case& k : {Case{kLayouts, 6, 9}, Case{kLayoutsMixed, 6, 7}, Case{kLayouts1d, 5, 4}}) {
+    const char* yaml = k.yaml;
+    const int64_t classes = k.classes;
     Config c = parse_config(yaml, "layouts.yaml", {});
     Model model(c.input_shape, c.layers, c.init, c.file);
     const Run nchw = train(model, MathMode::bf16, "cross_entropy", classes, true);
@@ -202,6 +240,8 @@ TEST_CASE("gpu bf16 channels-last chains train like plain NCHW bf16", "[gpu][bf1
                              << "; loss sums " << nhwc.train.loss_sum << " / " << nchw.train.loss_sum);
     std::cout << "bf16 layouts " << c.input_shape.str() << ": channels-last against NCHW rel " << e
               << ", against fp32 " << e32 << "\n";
+    CHECK(nchw.backend_layouts == 0);
+    CHECK(nhwc.backend_layouts == k.channels_last);
     CHECK(e < 3e-2);
     CHECK(e32 < 1e-1);
     CHECK(std::abs(nhwc.train.loss_sum - nchw.train.loss_sum) <= 1e-2 * std::abs(nchw.train.loss_sum));

@@ -274,22 +274,35 @@ TEST_CASE("gpu channels-last bias add and gradient by packs equal one value a th
         }
 }
 
-TEST_CASE("gpu channels-last tiled pooling by packs equals one value a thread", "[gpu][packs]") {
+// The tiling windows (stride = window, no padding) and overlapping ones with padding (resnet's 3x3
+// stride-2 pool with padding 1), which the generic kernels take.
+TEST_CASE("gpu channels-last pooling by packs equals one value a thread", "[gpu][packs]") {
   CudaBackend& be = cuda_backend();
   uint64_t seed = 130;
+  struct Geometry {
+    int64_t h, k, s, pad;
+  };
   for (DType t : {DType::f32, DType::bf16})
     for (int64_t C : {8, 12, 64, 512})
-      for (auto [H, K] : {std::pair<int64_t, int64_t>{6, 2}, {7, 2}, {9, 3}})
+      for (const Geometry& q : {Geometry{6, 2, 2, 0},
+                                {7, 2, 2, 0},
+                                {9, 3, 3, 0},
+                                {7, 3, 2, 1},
+                                {8, 3, 1, 1},
+                                Geometry{9, 3, 2, 0}})
         for (bool max : {true, false})
           for (bool relu : {false, true}) {
-            INFO(dtype_name(t) << " C " << C << " H " << H << " K " << K << (max ? " max" : " avg")
-                               << (relu ? " relu" : ""));
+            const int64_t H = q.h, K = q.k;
+            INFO(dtype_name(t) << " C " << C << " H " << H << " K " << K << " stride " << q.s << " pad "
+                               << q.pad << (max ? " max" : " avg") << (relu ? " relu" : ""));
             PoolGeometry g;
             g.batch = 3;
             g.channels = C;
             g.h = g.w = H;
-            g.kh = g.kw = g.sh = g.sw = K;
-            g.oh = g.ow = H / K;
+            g.kh = g.kw = K;
+            g.sh = g.sw = q.s;
+            g.pad_top = g.pad_left = q.pad;
+            g.oh = g.ow = (H + 2 * q.pad - K) / q.s + 1;
             g.max = max;
             g.relu = relu;
             g.channels_last = true;

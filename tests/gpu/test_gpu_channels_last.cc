@@ -1,7 +1,7 @@
 // The layout conversions of kernels/cuda/channels_last.h against a host reference, exactly:
 // activations and filters between NCHW (B, C, P) and NHWC (B, P, C), f32 and bf16, with channels
-// padded (zeros) and unpadded, for few positions (filters, one thread per channel) and many (one
-// thread per element), including the boundary between the two paths.
+// padded (zeros) and unpadded, with positions and channels below, at and past the 32 x 32 tiles of
+// the transposes (fewer than 32 of either: one thread a value).
 #include "kernels/cuda/channels_last.h"
 #include "lib/core/bf16.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -47,7 +47,8 @@ TEST_CASE("gpu NCHW <-> NHWC relayouts move every element exactly", "[gpu][layou
   for (DType t : {DType::f32, DType::bf16})
     for (int64_t p : positions)
       for (int64_t b : {1, 3})
-        for (auto [src_c, dst_c] : {std::pair<int64_t, int64_t>{5, 5}, {3, 8}, {8, 3}, {20, 24}})
+        for (auto [src_c, dst_c] :
+             {std::pair<int64_t, int64_t>{5, 5}, {3, 8}, {8, 3}, {20, 24}, {40, 48}, {70, 64}})
           for (bool src_nhwc : {false, true}) {
             INFO(dtype_name(t) << " b " << b << " positions " << p << " channels " << src_c << " -> " << dst_c
                                << (src_nhwc ? " NHWC -> NCHW" : " NCHW -> NHWC"));

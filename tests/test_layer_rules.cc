@@ -77,3 +77,21 @@ TEST_CASE("weights holding NaN or infinity are refused on load, naming the tenso
   REQUIRE_THROWS_WITH(load_weights(weights, *model, "--weights"),
                       Contains("holds NaN at element") && Contains("use an earlier checkpoint"));
 }
+
+TEST_CASE("dense maps each row of a sequence with per_position, and refuses a rank-2 input without it",
+          "[config][layers]") {
+  auto yaml = [](const std::string& dense) {
+    return "model:\n  input_shape: [6]\n  layers:\n"
+           "    - {type: embedding, input_dim: 10, output_dim: 4, channels_first: false}\n"
+           "    - " +
+           dense + "\n    - {type: flatten}\n    - {type: dense, units: 2}\nloss: cross_entropy\n" +
+           "data: {train: {format: random, samples: 8}, num_classes: 2}\n";
+  };
+  REQUIRE_THROWS_WITH(
+      make_model(parse_config(yaml("{type: dense, units: 5}"), "d.yaml", {})),
+      Contains("model.layers.1 (") && Contains("got (None, 6, 4)") && Contains("set per_position: true"));
+  const auto m = make_model(parse_config(yaml("{type: dense, units: 5, per_position: true}"), "d.yaml", {}));
+  CHECK(m->layers()[1]->output_shape() == Shape{6, 5});
+  CHECK(m->layers()[1]->forward_flops() == 2.0 * 6 * 4 * 5);
+  CHECK(m->num_params() == (5 * 4 + 5) + 10 * 4 + (30 * 2 + 2));
+}

@@ -1,6 +1,6 @@
 // dense on oneDNN inner product: forward, backward-data and backward-weights primitives, created
 // once per batch size and executed every step.
-//   x: (B, in)  W: (units, in)  b: (units)  y: (B, units)
+//   x: (B, in)  W: (units, in)  b: (units)  y: (B, units); per_position: B x rows rows
 // W and b are the layer's parameter views 0 and 1; every tensor's handle is set once, in bind.
 //
 // fp32: every primitive works on the plain tensors themselves (no edge reorders). math: bf16: the
@@ -22,7 +22,7 @@ class DenseCpu : public LayerKernel {
  public:
   DenseCpu(const Dense& l, const KernelContext& ctx) : dc_(dnnl_of(ctx)), bias_(l.use_bias) {
     const auto& e = dc_.engine;
-    const memory::dims x_d{ctx.batch, l.in_features()}, y_d{ctx.batch, l.units},
+    const memory::dims x_d{ctx.batch * l.rows(), l.in_features()}, y_d{ctx.batch * l.rows(), l.units},
         w_d{l.units, l.in_features()};
     const auto x = plain_md(x_d), y = plain_md(y_d), w = plain_md(w_d), b = plain_md({l.units});
     // What the primitives read: the plain fp32 tensors, or bf16 in any layout.

@@ -31,14 +31,14 @@ class DenseCuda : public LayerKernel {
   DenseCuda(const Dense& l, const KernelContext& ctx)
       : be_(cuda_of(ctx)),
         bias_(l.use_bias && !ctx.bias_to_batchnorm),  // else the batchnorm after it takes the bias
-        batch_(int(ctx.batch)),
+        batch_(int(ctx.batch * l.rows())),            // per_position: every row of every sample
         in_(int(l.in_features())),
         units_(int(l.units)),
         math_mode_(ctx.math),
         tune_(!ctx.deterministic),
         math_(ctx.math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
         dtype_(ctx.act_dtype),
-        bias_split_(cuda::bias_grad_split(ctx.batch, l.units, 1)) {}
+        bias_split_(cuda::bias_grad_split(ctx.batch * l.rows(), l.units, 1)) {}
 
   size_t workspace_bytes() const override { return bias_bytes() + weight_bytes(); }
   bool workspace_is_transient() const override { return true; }

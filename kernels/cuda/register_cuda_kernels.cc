@@ -36,6 +36,7 @@ void register_cuda_kernels(Registry& r) {
   r.add_kernel("layer_norm", "cuda", make_layer_norm_cuda);
   r.add_kernel("rms_norm", "cuda", make_layer_norm_cuda);
   r.add_kernel("position_embedding", "cuda", make_position_embedding_cuda);
+  r.add_kernel("multi_head_attention", "cuda", make_attention_cuda, low);
   r.add_kernel("dropout2d", "cuda", make_dropout_cuda);
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})
     r.add_kernel(t, "cuda", make_eltwise_cuda, follow_any);

@@ -16,6 +16,13 @@ std::string GraphBuilder::floats(const std::string& name, const std::vector<int6
   return unique_name;
 }
 
+std::string GraphBuilder::int64s(const std::string& name, const std::vector<int64_t>& dims,
+                                 const std::vector<int64_t>& values) {
+  const std::string unique_name = unique(name);
+  g_.initializers.push_back(Tensor::int64s(unique_name, dims, values));
+  return unique_name;
+}
+
 std::string GraphBuilder::node(const std::string& op, const std::vector<std::string>& inputs,
                                const std::string& output, std::vector<Attribute> attributes) {
   Node n;

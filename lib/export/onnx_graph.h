@@ -26,6 +26,9 @@ class GraphBuilder {
     return floats(name, dims, values.data());
   }
   std::string scalar(const std::string& name, float value) { return floats(name, {}, &value); }
+  // Adds an int64 initializer (shapes, indices); returns its name.
+  std::string int64s(const std::string& name, const std::vector<int64_t>& dims,
+                     const std::vector<int64_t>& values);
   // Adds a node whose one output is named `output` (made unique); returns that name. The node is
   // named after its output.
   std::string node(const std::string& op, const std::vector<std::string>& inputs, const std::string& output,

@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "lib/core/error.h"
 #include "lib/layers/activation.h"
+#include "lib/layers/attention.h"
 #include "lib/layers/batchnorm.h"
 #include "lib/layers/conv1d.h"
 #include "lib/layers/conv2d.h"
@@ -39,6 +41,12 @@ std::string tensor(GraphBuilder& b, const Layer& layer, const LayerTensors& t, c
 std::string dense(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
                   const std::string& out) {
   const Dense& d = as<Dense>(l);
+  if (d.input_shape().rank() > 1) {  // per_position: MatMul broadcasts over (B, L...) rows
+    const std::string wt = b.node("Transpose", {tensor(b, l, t, "weight")}, out + ".weight_t",
+                                  {Attribute::of_ints("perm", {1, 0})});
+    if (!d.use_bias) return b.node("MatMul", {in[0], wt}, out);
+    return b.node("Add", {b.node("MatMul", {in[0], wt}, out + ".matmul"), tensor(b, l, t, "bias")}, out);
+  }
   Inputs args{in[0], tensor(b, l, t, "weight")};
   if (d.use_bias) args.push_back(tensor(b, l, t, "bias"));
   return b.node("Gemm", args, out, {Attribute::of_int("transB", 1)});
@@ -181,6 +189,49 @@ std::string position_embedding(GraphBuilder& b, const Layer& l, const LayerTenso
   return b.node("Add", {in[0], tensor(b, l, t, "weight")}, out);
 }
 
+// multi_head_attention from opset 17's operators (Attention came in 23): the projections as MatMul
+// with the transposed weights, the heads by Reshape and Transpose, softmax(scale q k^T + mask) v;
+// the causal mask adds -inf above the diagonal.
+std::string attention(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
+                      const std::string& out) {
+  const MultiHeadAttention& a = as<MultiHeadAttention>(l);
+  const int64_t L = a.length(), D = a.width(), H = a.heads, hd = a.head_dim();
+  const auto linear = [&](const std::string& x, const std::string& name, const std::string& to) {
+    const std::string wt = b.node("Transpose", {tensor(b, l, t, name + ".weight")}, to + ".weight_t",
+                                  {Attribute::of_ints("perm", {1, 0})});
+    if (!a.use_bias) return b.node("MatMul", {x, wt}, to);
+    return b.node("Add", {b.node("MatMul", {x, wt}, to + ".matmul"), tensor(b, l, t, name + ".bias")}, to);
+  };
+  const std::string qkv = linear(in[0], "c_attn", out + ".qkv");  // (B, L, 3D)
+  const std::string split = b.node("Reshape", {qkv, b.int64s(out + ".qkv_shape", {5}, {0, 0, 3, H, hd})},
+                                   out + ".qkv5");  // (B, L, 3, H, hd)
+  const std::string heads = b.node("Transpose", {split}, out + ".heads",
+                                   {Attribute::of_ints("perm", {2, 0, 3, 1, 4})});  // (3, B, H, L, hd)
+  const auto part = [&](int64_t i, const char* name) {
+    return b.node("Gather", {heads, b.int64s(out + "." + name + "_index", {}, {i})}, out + "." + name,
+                  {Attribute::of_int("axis", 0)});  // (B, H, L, hd)
+  };
+  const std::string q = part(0, "q"), k = part(1, "k"), v = part(2, "v");
+  const std::string kt = b.node("Transpose", {k}, out + ".k_t", {Attribute::of_ints("perm", {0, 1, 3, 2})});
+  std::string s = b.node(
+      "Mul",
+      {b.node("MatMul", {q, kt}, out + ".qk"), b.scalar(out + ".scale", float(1.0 / std::sqrt(double(hd))))},
+      out + ".scores");  // (B, H, L, L)
+  if (a.causal) {
+    std::vector<float> mask(size_t(L * L), 0.f);
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = i + 1; j < L; ++j) mask[size_t(i * L + j)] = -std::numeric_limits<float>::infinity();
+    s = b.node("Add", {s, b.floats(out + ".causal_mask", {L, L}, mask)}, out + ".masked");
+  }
+  const std::string p = b.node("Softmax", {s}, out + ".weights", {Attribute::of_int("axis", -1)});
+  const std::string o = b.node("MatMul", {p, v}, out + ".heads_out");  // (B, H, L, hd)
+  const std::string rows =
+      b.node("Transpose", {o}, out + ".rows", {Attribute::of_ints("perm", {0, 2, 1, 3})});
+  const std::string joined =
+      b.node("Reshape", {rows, b.int64s(out + ".out_shape", {3}, {0, 0, D})}, out + ".joined");  // (B, L, D)
+  return linear(joined, "c_proj", out);
+}
+
 std::string embedding(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
                       const std::string& out) {
   const Embedding& e = as<Embedding>(l);
@@ -231,6 +282,7 @@ const std::map<std::string, Translate>& translations() {
       {"batchnorm", batchnorm},
       {"layer_norm", layer_norm},
       {"position_embedding", position_embedding},
+      {"multi_head_attention", attention},
       {"rms_norm", layer_norm},
       {"relu", activation},
       {"sigmoid", activation},

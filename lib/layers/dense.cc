@@ -5,16 +5,24 @@ namespace trainer {
 KeySpecs Dense::keys() {
   return {integer_key("units", 0, 1, int64_t(1) << 31, "output features")
               .require("is required: the number of output features, e.g. units: 64"),
-          bool_key("use_bias", true, "add a learned bias")};
+          bool_key("use_bias", true, "add a learned bias"),
+          bool_key("per_position", false,
+                   "map each position's features of a sequence (the last axis: (L, D) -> (L, units)), as "
+                   "nn.Linear does; false: the input must be flat")};
 }
 
-Dense::Dense(const KeyValues& v) : units(v.integer("units")), use_bias(v.boolean("use_bias")) {}
+Dense::Dense(const KeyValues& v)
+    : units(v.integer("units")), use_bias(v.boolean("use_bias")), per_position(v.boolean("per_position")) {}
 
 Shape Dense::infer(const Shape& in) {
-  if (in.rank() != 1)
+  if (in.rank() == 1) return Shape{units};
+  if (!per_position || in.rank() == 0)
     shape_error("expects a flat input (features), got " + in.batched_str() +
-                "; add a flatten layer before it");
-  return Shape{units};
+                "; add a flatten layer before it, or for a sequence of rows (positions, features) set "
+                "per_position: true to map each row");
+  Shape out = in;
+  out.dims.back() = units;
+  return out;
 }
 
 std::vector<ParamSpec> Dense::param_specs() const {
@@ -26,6 +34,7 @@ std::vector<ParamSpec> Dense::param_specs() const {
 void Dense::describe(YAML::Node& out) const {
   out["units"] = units;
   out["use_bias"] = use_bias;
+  if (per_position) out["per_position"] = true;
 }
 
 }  // namespace trainer

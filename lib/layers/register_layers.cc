@@ -1,6 +1,7 @@
 // Every built-in layer type, by its YAML name.
 #include "lib/layers/activation.h"
 #include "lib/layers/add.h"
+#include "lib/layers/attention.h"
 #include "lib/layers/batchnorm.h"
 #include "lib/layers/concat.h"
 #include "lib/layers/conv1d.h"
@@ -84,6 +85,11 @@ void register_builtin_layers(Registry& r) {
   r.add_layer("rms_norm",
               "scaling of each position's features by their root mean square, over the last axis (RMSNorm)",
               LayerNorm::keys(true), [](const KeyValues& v) { return std::make_unique<LayerNorm>(v, true); });
+  r.add_layer("multi_head_attention",
+              "self-attention over the rows of a sequence (L, D) with its input and output projections "
+              "(GPT-2's attention; nn.MultiheadAttention)",
+              MultiHeadAttention::keys(),
+              [](const KeyValues& v) { return std::make_unique<MultiHeadAttention>(v); });
   r.add_layer("flatten", "(C, H, W) -> (C * H * W), channel-major", {},
               [](const KeyValues&) { return std::make_unique<Flatten>(); });
   r.add_layer("identity", "its input, unchanged", {},

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "lib/core/error.h"
+#include "lib/layers/dense.h"
 #include "lib/losses/losses.h"
 #include "lib/model/arena_layout.h"
 #include "lib/model/executor_plan.h"
@@ -638,6 +639,10 @@ int Executor::bias_taker(size_t i, DType dt) const {
   if (!o_.fold_bias || !(reg.kernel_caps(model_.layers()[i]->type(), be_.name()) & kBiasToBatchnorm))
     return -1;
   if (bias_slot(int(i)) < 0 || !(reg.kernel_caps("batchnorm", be_.name()) & kTakesBias)) return -1;
+  // batchnorm's channels are its input's first axis; a per-position dense adds its bias along the
+  // last (a (L, units) output): batchnorm could not take it.
+  const auto* dense = dynamic_cast<const Dense*>(model_.layers()[i].get());
+  if (dense && dense->output_shape().rank() != 1) return -1;
   return sole_consumer(i, "batchnorm", dt);
 }
 

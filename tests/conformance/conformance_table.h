@@ -117,6 +117,10 @@ struct Row {
   // takes another path), by at most margin * max(1, |g|) per element; every other backend:
   // bit-identical.
   std::map<std::string, double> first_layer_margin;
+  // The bf16 and fp16 rows' bound on dx, as a multiple of kLowPrecisionBound (kF16Bound): above 1
+  // only where the gradient is a sum whose terms cancel by construction, so that their 16-bit
+  // roundings no longer do (attention: dq and dk sum dS over the keys, and each row of dS sums to 0).
+  double low_precision_dx_scale = 1.0;
   PropertyCheck property = nullptr;
   std::vector<Case> cases;
 };

@@ -421,7 +421,7 @@ void run_low_precision_case(const Row& row, const Case& c, Backend& backend) {
                grad_bound = f16 ? kF16GradBound : kLowPrecisionGradBound;
   const std::string against = std::string(" (") + name + " against f32)";
   check_cross(("y" + against).c_str(), a.y, f32.y, bound);
-  check_cross(("dx" + against).c_str(), a.dx, f32.dx, bound);
+  check_cross(("dx" + against).c_str(), a.dx, f32.dx, bound * row.low_precision_dx_scale);
   if (!d.live.empty())
     check_cross(("parameter gradients" + against).c_str(), a.grads, f32.grads, grad_bound, d.live);
   if (!d.buffers.empty()) check_cross(("buffers" + against).c_str(), a.buffers, f32.buffers, bound);

@@ -6,6 +6,7 @@
 
 #include "lib/core/counter_rng.h"
 #include "lib/layers/activation.h"
+#include "lib/layers/attention.h"
 #include "lib/layers/batchnorm.h"
 #include "lib/layers/conv1d.h"
 #include "lib/layers/conv2d.h"
@@ -23,7 +24,7 @@ std::vector<double> reference_dense(ReferenceInput& in) {
   const int64_t I = l.in_features(), U = l.units;
   const std::vector<double>& w = in.params[0];  // (U, I)
   std::vector<double> y;
-  for (int64_t b = 0; b < in.batch; ++b)
+  for (int64_t b = 0; b < in.batch * l.rows(); ++b)  // per_position: each row
     for (int64_t u = 0; u < U; ++u) {
       double acc = l.use_bias ? in.params[1][size_t(u)] : 0.0;
       for (int64_t i = 0; i < I; ++i) acc += in.x[size_t(b * I + i)] * w[size_t(u * I + i)];
@@ -309,6 +310,62 @@ std::vector<double> reference_position_embedding(ReferenceInput& in) {
   const std::vector<double>& p = in.params[0];
   std::vector<double> y(in.x.size());
   for (size_t i = 0; i < y.size(); ++i) y[i] = in.x[i] + p[i % p.size()];
+  return y;
+}
+
+// Self-attention in float64: the projections, per head the scaled scores, the causal mask, the
+// softmax and dropout on it (the kernels' mask: element e of P (B, H, L, L) draws unit e), P v.
+std::vector<double> reference_attention(ReferenceInput& in) {
+  const auto& a = static_cast<const MultiHeadAttention&>(*in.layer);
+  const int64_t L = a.length(), D = a.width(), H = a.heads, hd = a.head_dim();
+  size_t k = 0;
+  const std::vector<double>& wa = in.params[k++];  // (3D, D)
+  const std::vector<double>* ba = a.use_bias ? &in.params[k++] : nullptr;
+  const std::vector<double>& wp = in.params[k++];  // (D, D)
+  const std::vector<double>* bp = a.use_bias ? &in.params[k] : nullptr;
+  const bool drop = in.training && a.dropout > 0.f;
+  const uint64_t stream = dropout_stream(in.step, in.layer_index);
+  const double scale = 1.0 / std::sqrt(double(hd));
+  std::vector<double> y(in.x.size());
+  for (int64_t n = 0; n < in.batch; ++n) {
+    const double* x = in.x.data() + n * L * D;
+    std::vector<double> qkv(size_t(L * 3 * D)), o(size_t(L * D), 0.0);
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t u = 0; u < 3 * D; ++u) {
+        double acc = ba ? (*ba)[size_t(u)] : 0.0;
+        for (int64_t j = 0; j < D; ++j) acc += x[i * D + j] * wa[size_t(u * D + j)];
+        qkv[size_t(i * 3 * D + u)] = acc;
+      }
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < L; ++i) {
+        const int64_t n_keys = a.causal ? i + 1 : L;
+        std::vector<double> p(size_t(L), 0.0);
+        double m = -1e300, sum = 0;
+        for (int64_t j = 0; j < n_keys; ++j) {
+          double s = 0;
+          for (int64_t e = 0; e < hd; ++e)
+            s += qkv[size_t(i * 3 * D + h * hd + e)] * qkv[size_t(j * 3 * D + D + h * hd + e)];
+          p[size_t(j)] = s * scale;
+          m = std::max(m, p[size_t(j)]);
+        }
+        for (int64_t j = 0; j < n_keys; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - m));
+        for (int64_t j = 0; j < n_keys; ++j) {
+          double w = p[size_t(j)] / sum;
+          if (drop) {
+            const uint64_t unit = uint64_t(((n * H + h) * L + i) * L + j);
+            w = counter_uniform(in.seed, stream, unit) >= a.dropout ? w / (1.0 - double(a.dropout)) : 0.0;
+          }
+          for (int64_t e = 0; e < hd; ++e)
+            o[size_t(i * D + h * hd + e)] += w * qkv[size_t(j * 3 * D + 2 * D + h * hd + e)];
+        }
+      }
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t u = 0; u < D; ++u) {
+        double acc = bp ? (*bp)[size_t(u)] : 0.0;
+        for (int64_t j = 0; j < D; ++j) acc += o[size_t(i * D + j)] * wp[size_t(u * D + j)];
+        y[size_t((n * L + i) * D + u)] = acc;
+      }
+  }
   return y;
 }
 

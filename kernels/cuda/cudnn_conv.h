@@ -62,12 +62,15 @@ class CudnnConv {
   // added `bias` (not null) and applied the relu (`relu`: a relu fused after the layer) itself
   // (the direct kernel fuses both), false when the caller must.
   bool forward(const void* x, const float* w, void* y, const float* bias = nullptr, bool relu = false);
-  // dW (overwritten) and, when dx is not null, dx (overwritten); returns true when it also wrote
-  // db (not null: the direct kernel fuses the bias gradient), false when the caller must.
-  // relu_z: a fused relu's output, through whose mask the directions read dy (only where
-  // masks_relu says they can).
+  // dW (overwritten) and, when dx is not null, dx (overwritten, or added to with accumulate_dx:
+  // only where accumulates_dx()); returns true when it also wrote db (not null: the direct kernel
+  // fuses the bias gradient), false when the caller must. relu_z: a fused relu's output, through
+  // whose mask the directions read dy (only where masks_relu says they can).
   bool backward(const void* x, const float* w, const void* dy, float* dw, void* dx, float* db = nullptr,
-                const float* relu_z = nullptr);
+                const float* relu_z = nullptr, bool accumulate_dx = false);
+  // Whether backward can add dx to what is there: cuDNN's input gradient (beta = 1) straight into
+  // dx, not our direct kernel nor a padded copy.
+  bool accumulates_dx() const { return !asym_ && !direct_bwd_data_; }
   // Every direction backward runs (the input gradient with `dx`) is our own kernel, which can read
   // dy through a fused relu's mask; otherwise the caller masks dy first.
   bool masks_relu(bool dx) const { return direct_bwd_filter_ && (!dx || direct_bwd_data_); }
@@ -83,7 +86,7 @@ class CudnnConv {
   const void* padded_input(const void* x);
   // cuDNN's backward-filter (dW overwritten) and backward-data (dx overwritten).
   void backward_filter(const void* x, const void* dy, float* dw);
-  void backward_data(const float* w, const void* dy, void* dx);
+  void backward_data(const float* w, const void* dy, void* dx, bool accumulate = false);
   // W in the activation dtype (W itself when that is f32): converted by forward, read as it is by
   // the input gradient.
   const void* typed_weights(const float* w, bool forward);

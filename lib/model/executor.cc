@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "lib/core/error.h"
 #include "lib/layers/dense.h"
@@ -667,24 +668,37 @@ int Executor::fusable_relu(size_t i, DType dt) const {
 }
 
 // Whether layer i (whose output goes to the layers `next`) may write its output in its kernel's
-// preferred layout: every consumer runs a kernel that takes any input layout, in the dtype of the
-// output (no conversion edge, which reads plain). Views (flatten), the loss and the caller read
-// plain: a layer without consumers, or with a view among them, writes plain. Several consumers
-// (their input gradients are summed element-wise) and consumers of several inputs (add) need a
-// producer whose layouts are permutations of the plain elements (kDenseLayout: channels-last on the
-// GPU, not oneDNN's padded blockings).
+// preferred layout: every layer that reads it runs a kernel that takes any input layout, in the
+// dtype of the output (no conversion edge, which reads plain). A view that keeps the shape
+// (identity) passes the layout on to the layers after it, which then read it too; a view that
+// reshapes (flatten), the loss and the caller read plain: a layer whose output (or an identity of
+// it) has no consumers, or goes to a flatten, writes plain. Several readers (their input
+// gradients are summed element-wise) and readers of several inputs (add) need a producer whose
+// layouts are permutations of the plain elements (kDenseLayout: channels-last on the GPU, not
+// oneDNN's padded blockings).
 bool Executor::output_layout_free(size_t i, const std::vector<int>& next,
                                   const std::vector<DType>& planned_dtype) const {
   if (o_.plain_layouts || next.empty()) return false;
   const Registry& reg = Registry::global();
   const auto& layers = model_.layers();
+  std::vector<int> readers;
+  std::function<bool(int)> collect = [&](int c) {
+    const Layer& l = *layers[size_t(c)];
+    if (!l.aliases_input()) {
+      readers.push_back(c);
+      return true;
+    }
+    const std::vector<int> after = model_.consumers(c);
+    return l.output_shape() == l.input_shape() && !after.empty() &&
+           std::all_of(after.begin(), after.end(), collect);
+  };
+  if (!std::all_of(next.begin(), next.end(), collect)) return false;
   const bool dense = reg.kernel_caps(layers[i]->type(), be_.name()) & kDenseLayout;
-  if (next.size() > 1 && !dense) return false;
+  if (readers.size() > 1 && !dense) return false;
   const DType dt = planned_dtype[i + 1];
-  return std::all_of(next.begin(), next.end(), [&](int c) {
+  return std::all_of(readers.begin(), readers.end(), [&](int c) {
     const size_t j = size_t(c);
-    return !layers[j]->aliases_input() && planned_dtype[j + 1] == dt &&
-           (model_.layer_inputs(j).size() == 1 || dense) &&
+    return planned_dtype[j + 1] == dt && (model_.layer_inputs(j).size() == 1 || dense) &&
            reg.accepts_any_input_layout(layers[j]->type(), be_.name());
   });
 }

@@ -26,6 +26,7 @@ namespace {
 constexpr size_t kMaxScratch = size_t(256) << 20;
 constexpr int kMaxAlgos = 16;
 constexpr float kOne = 1.f, kZero = 0.f;
+constexpr double kDirectMaxMacs = 8.6e9;  // 2^33: see CudnnConv::CudnnConv
 
 // The first acceptable algorithm of cuDNN's ranked list (measured or heuristic), its math type
 // and its scratch size with that math type.
@@ -231,7 +232,13 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
                     int64_t(pad_w), s.groups})
     key += std::to_string(v) + ",";
   choose_algorithms(what, ctx.deterministic, strict, key, x_bytes, w_bytes, y_bytes);
-  if (dtype_ == DType::f32 && !nhwc_ && s.groups == 1 && !ctx.deterministic) {
+  // Our direct kernels are timed against cuDNN only where they can win: small convolutions (the
+  // 16-64 channel maps of 28 x 28 and 32 x 32). Beyond ~8.6e9 multiply-adds a batch they lost every
+  // direction but one (resnet18's stem forward at 224 x 224, by 10%) on an H200, and timing their
+  // tilings there took 24 s of resnet18_imagenet's cold first step in fp32.
+  const double macs =
+      double(s.batch) * double(s.filters) * double(c_) * double(r_ * s_) * double(s.oh * s.ow);
+  if (dtype_ == DType::f32 && !nhwc_ && s.groups == 1 && !ctx.deterministic && macs <= kDirectMaxMacs) {
     DirectConvGeometry g;
     g.n = s.batch;
     g.c = s.channels;

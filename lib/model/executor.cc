@@ -174,7 +174,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     size_t transient_bytes = 0;  // the largest transient workspace: one region for all of them
     std::vector<size_t> transient_users;
     // Each tensor's dtype, known before its consumers' kernels are made (the layout choice below
-    // needs every consumer's): the loop below computes the same and checks it.
+    // needs every consumer's).
     const std::vector<DType> planned_dtype = plan_dtypes();
     for (size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = *layers[i];
@@ -195,11 +195,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         continue;
       }
       root[i + 1] = i + 1;
-      std::vector<DType> in_dtypes;
-      for (int f : from) in_dtypes.push_back(p->dtype[size_t(f + 1)]);
-      const DType dt = layer_dtype(i, in_dtypes);
-      if (dt != planned_dtype[i + 1])
-        throw InternalError("layer '" + l.name() + "' computes in another dtype than planned");
+      const DType dt = planned_dtype[i + 1];  // layer_dtype of its inputs' dtypes (plan_dtypes)
       for (int f : from) {
         const size_t t = size_t(f + 1);
         p->input_edge[i].push_back(p->dtype[t] == dt ? -1 : add_edge(t, dt, i));

@@ -156,7 +156,7 @@ BatchLoader::BatchLoader(const Dataset& data, int64_t batch_size, bool shuffle, 
   const int64_t max_rows = max_shard_rows(std::min(batch_size, n), ranks);
   for (int s = 0; s < 2; ++s) {
     x_buf_[s].resize(max_rows * out_numel_);
-    y_buf_[s].resize(size_t(max_rows) * size_t(std::max<int64_t>(data_.target_width, 1)));
+    y_buf_[s].resize(size_t(max_rows) * size_t(data_.target_layout().width));
   }
   if (data.stream) staged_.resize(size_t(max_rows * numel_));
   worker_ = std::thread(&BatchLoader::worker_loop, this);
@@ -250,6 +250,7 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
   float* out = x_buf_[slot].data();
   uint32_t* targets = y_buf_[slot].data();
   const int64_t width = data_.target_width;  // 0: class indices
+  const int64_t positions = data_.label_positions;
   const bool is_u8 = data_.dtype == SampleDtype::u8;
   const SampleStream* stream = data_.stream.get();
   // Row r's stored sample: in the dataset, or read from the stream into staged_ row r.
@@ -267,7 +268,8 @@ void BatchLoader::fill(int slot, int64_t batch, int max_threads) {
     for (int64_t r = begin; r < end; ++r) {
       const int64_t idx = perm_[first + r];
       if (width == 0)
-        std::memcpy(targets + r, &data_.labels[size_t(idx)], sizeof(int32_t));
+        std::memcpy(targets + r * positions, &data_.labels[size_t(idx * positions)],
+                    size_t(positions) * sizeof(int32_t));
       else
         std::memcpy(targets + r * width, data_.targets.data() + idx * width, size_t(width) * sizeof(float));
       float* o = out + r * out_numel_;

@@ -28,7 +28,7 @@ enum class TargetKind {
 
 struct TargetLayout {
   TargetKind kind = TargetKind::class_index;
-  int64_t width = 1;    // values per sample; 1 for class indices
+  int64_t width = 1;    // values per sample; class indices per sample (1, or a sequence's positions)
   bool binary = false;  // values: every target is 0 or 1 (binary and multi-label losses)
   // Bytes of one sample's target in a batch (int32 and float are both 4 bytes).
   size_t row_bytes() const { return size_t(width) * 4; }
@@ -45,10 +45,14 @@ struct Dataset {
   // Non-null: the uint8 samples are read from it by index as batches are drawn (an image folder
   // larger than its cache budget), and u8 is empty.
   std::shared_ptr<const SampleStream> stream;
-  std::vector<float> f32;       // N * sample_shape.numel() when dtype == f32
-  std::vector<int32_t> labels;  // N class indices, each in [0, num_classes), when target_width == 0
-  std::vector<float> targets;   // N * target_width values, when target_width > 0
-  int64_t target_width = 0;     // 0: class indices in `labels`; K: K float values per sample
+  std::vector<float> f32;  // N * sample_shape.numel() when dtype == f32
+  std::vector<int32_t>
+      labels;  // N * label_positions class indices, each in [0, num_classes), when target_width == 0
+  // Class indices a sample: 1, or a sequence's positions (format text and tokens: each window's
+  // next tokens, for a loss over every position).
+  int64_t label_positions = 1;
+  std::vector<float> targets;  // N * target_width values, when target_width > 0
+  int64_t target_width = 0;    // 0: class indices in `labels`; K: K float values per sample
   int num_classes = 0;
   // Names a reader found for the classes (image folders' subfolders, a CSV's string labels,
   // sorted), in class-index order; empty when the data has numeric labels only.
@@ -56,11 +60,12 @@ struct Dataset {
 
   int64_t size() const {
     return target_width > 0 ? static_cast<int64_t>(targets.size()) / target_width
-                            : static_cast<int64_t>(labels.size());
+                            : static_cast<int64_t>(labels.size()) / label_positions;
   }
   int64_t sample_numel() const { return sample_shape.numel(); }
   TargetLayout target_layout() const {
-    return target_width > 0 ? TargetLayout{TargetKind::values, target_width} : TargetLayout{};
+    return target_width > 0 ? TargetLayout{TargetKind::values, target_width}
+                            : TargetLayout{TargetKind::class_index, label_positions};
   }
 };
 

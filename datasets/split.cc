@@ -23,6 +23,7 @@ std::string format_fraction(double f) {
 // The classes the split can stratify by: the labels, or 0/1 float targets of width 1. Empty when
 // the targets are not classes (regression, multi-label).
 std::vector<int32_t> strata_of(const Dataset& d, int* num_strata) {
+  if (d.label_positions > 1) return {};  // windows of a token stream: no class a sample
   if (d.target_width == 0) {
     *num_strata = d.num_classes;
     for (int32_t y : d.labels) *num_strata = std::max(*num_strata, y + 1);
@@ -47,8 +48,9 @@ Dataset take_rows(const Dataset& d, const std::vector<int64_t>& rows, const std:
   out.dtype = d.dtype;
   out.num_classes = d.num_classes;
   out.target_width = d.target_width;
+  out.label_positions = d.label_positions;
   out.class_names = d.class_names;
-  const int64_t k = d.sample_numel(), w = d.target_width;
+  const int64_t k = d.sample_numel(), w = d.target_width, P = d.label_positions;
   if (d.stream) {
     out.stream = d.stream->subset(rows);  // the rows' images, still read as batches are drawn
   } else if (d.dtype == SampleDtype::u8) {
@@ -62,7 +64,7 @@ Dataset take_rows(const Dataset& d, const std::vector<int64_t>& rows, const std:
     if (w > 0)
       out.targets.insert(out.targets.end(), d.targets.begin() + r * w, d.targets.begin() + (r + 1) * w);
     else
-      out.labels.push_back(d.labels[size_t(r)]);
+      out.labels.insert(out.labels.end(), d.labels.begin() + r * P, d.labels.begin() + (r + 1) * P);
   }
   return out;
 }
@@ -110,7 +112,12 @@ std::vector<bool> validation_mask(const Dataset& data, const SplitOptions& o, st
                     (split_at <= 0 ? "no training samples" : "no validation samples"));
   const int64_t V = n - split_at;
   std::vector<bool> to_val(static_cast<size_t>(n), false);
-  if (!o.shuffle) {
+  // Windows of one token stream overlap their neighbours (or touch them): drawn at random, every
+  // validation window would have its text's neighbours in training. The end of the stream instead.
+  if (o.shuffle && data.label_positions > 1 && note)
+    *note = "the windows of a token stream are split in order: validation takes the last " +
+            std::to_string(V) + " windows (the end of the text), so that no validation text is trained on";
+  if (!o.shuffle || data.label_positions > 1) {
     for (int64_t i = split_at; i < n; ++i) to_val[size_t(i)] = true;
     return to_val;
   }

@@ -16,6 +16,7 @@
 #include "datasets/npy_reader.h"
 #include "datasets/random_generator.h"
 #include "datasets/sequence_reader.h"
+#include "datasets/token_reader.h"
 #include "lib/core/error.h"
 #include "lib/data/csv_source.h"
 
@@ -282,6 +283,50 @@ std::vector<DataFormat> make_formats() {
          o.num_classes = r.classes;
          return first_n(read_sequences(r.keys.string("path"), o), r.limit);
        }});
+  const auto window_keys = [](const std::string& format, const std::string& example, const std::string& doc) {
+    return KeySpecs{
+        file_key(format, "path", example, doc),
+        integer_key("context", 256, 1, 1 << 20,
+                    "tokens a sample (model.input_shape: [context]); its labels are the next token at "
+                    "every position"),
+        integer_key("stride", 0, 0, 1 << 30,
+                    "tokens between the starts of consecutive windows (0: context, no overlap; smaller: "
+                    "overlapping windows)"),
+        integer_key("limit", 0, 0, int64_t(1) << 40, "keep the first N windows (0: all)")};
+  };
+  const auto window_options = [](const SourceRead& r) {
+    TokenWindowOptions o;
+    o.context = r.keys.integer("context");
+    o.stride = r.keys.integer("stride");
+    o.limit = r.limit;
+    o.num_classes = r.classes < (1 << 30) ? r.classes : 0;
+    return o;
+  };
+  DataFormat text{"text",
+                  "a text file as its UTF-8 bytes (256 tokens), in windows of `context` bytes; the labels "
+                  "are the next byte at every position (character-level language models)",
+                  window_keys("text", "train.txt", "a text file (gzipped or not)"),
+                  {"path"},
+                  /*folder=*/false,
+                  /*discovers_classes=*/true,
+                  unit_scale,
+                  [window_options](const SourceRead& r) {
+                    return read_text_windows(r.keys.string("path"), window_options(r));
+                  }};
+  f.push_back(text);
+  DataFormat tokens{
+      "tokens",
+      "uint16 token ids in a flat file (nanoGPT's raw .bin, or llm.c's with its header), in windows of "
+      "`context` tokens; the labels are the next token at every position",
+      window_keys("tokens", "train.bin", "a token file"),
+      {"path"},
+      /*folder=*/false,
+      /*discovers_classes=*/false,
+      unit_scale,
+      [window_options](const SourceRead& r) {
+        return read_token_windows(r.keys.string("path"), window_options(r));
+      }};
+  f.push_back(tokens);
   f.push_back(
       {"image_folder",
        "PNG/JPEG images in one subfolder per class (torchvision's ImageFolder)",
@@ -347,6 +392,27 @@ const DataFormat* section_format(const YAML::Node& section) {
   const YAML::Node format = section["format"];
   if (!format) return find_data_format(kDefaultDataFormat);
   return format.IsScalar() ? find_data_format(format.Scalar()) : nullptr;
+}
+
+bool DataFormat::per_position() const {
+  for (const KeySpec& k : keys)
+    if (k.name == "context") return true;
+  return false;
+}
+
+int64_t section_positions(const YAML::Node& section) {
+  const DataFormat* f = section_format(section);
+  if (!f || !f->per_position()) return 1;
+  int64_t def = 1;
+  for (const KeySpec& k : f->keys)
+    if (k.name == "context" && k.def) def = k.def.as<int64_t>();
+  const YAML::Node v = section["context"];
+  if (!v || !v.IsScalar()) return def;
+  try {
+    return std::max<int64_t>(1, v.as<int64_t>());
+  } catch (const YAML::Exception&) {
+    return def;
+  }
 }
 
 }  // namespace trainer

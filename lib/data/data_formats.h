@@ -44,6 +44,9 @@ struct DataFormat {
   // the reader gives (1/255 for uint8). npy reads its file's header.
   std::function<std::optional<double>(const KeyValues&)> scale;
   std::function<Dataset(const SourceRead&)> read;
+  // A format with a `context` key (text, tokens) gives a label per position of each sample, as
+  // many as `context` says: the loss then runs over every position (section_positions).
+  bool per_position() const;
 };
 
 // Every format, in the order `trainer help` and the docs list them.
@@ -54,6 +57,11 @@ const DataFormat* find_data_format(const std::string& name);
 // for a section that is not a mapping, or a format that is not a string or not in the table
 // (which config validation refuses).
 const DataFormat* section_format(const YAML::Node& section);
+
+// The labels a sample of this source section has: its format's positions_key (`context`) as
+// given or by default, or 1. A malformed value counts as the default here; validating the
+// section names it.
+int64_t section_positions(const YAML::Node& section);
 
 // How a section of format image_folder or image_list decodes and sizes its images.
 ImageLoadOptions image_options(const KeyValues& s, const std::string& path, const Shape& input_shape);

@@ -219,6 +219,14 @@ Dataset read_source(const YAML::Node& section, const std::string& path, const st
   // no class range to check them against.
   const int classes = target.kind == TargetKind::values ? (1 << 30) : num_classes;
   Dataset d = f.read(SourceRead{s, path, ctx, classes, limit, learned});
+  if (d.label_positions > 1 && target.kind == TargetKind::values)
+    throw ConfigError(file + ": " + path + ".format " + format +
+                      " gives a class index (the next token) at every position, and the loss takes float "
+                      "targets: use loss cross_entropy");
+  if (target.kind == TargetKind::class_index && d.label_positions != target.width)
+    throw ConfigError(file + ": " + path + " has " + std::to_string(d.label_positions) +
+                      " labels a sample and data.train " + std::to_string(target.width) +
+                      ": give data.validation the same format and context as data.train");
   if (target.kind == TargetKind::values) {
     to_value_targets(d, target, path);
     num_classes = 0;  // no class range to check

@@ -11,6 +11,7 @@ void add_summary_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
 void add_export_command(CLI::App& app);

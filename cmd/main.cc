@@ -217,6 +217,7 @@ static int run(int argc, char** argv) {
   trainer::cmd::add_summary_command(app);
   trainer::cmd::add_eval_command(app);
   trainer::cmd::add_predict_command(app);
+  trainer::cmd::add_generate_command(app);
   trainer::cmd::add_export_command(app);
   trainer::cmd::add_devices_command(app);
   trainer::cmd::add_bench_command(app);

@@ -152,9 +152,10 @@ TEST_CASE("usage errors are one line pointing at the verb's --help, exit 2", "[c
   auto verb = test::run_trainer("frobnicate");
   REQUIRE(verb.exit_code == 2);
   require_one_error_line(verb);
-  REQUIRE_THAT(verb.err, Contains("unknown verb 'frobnicate'; verbs: fit, summary, eval, predict, export, "
-                                  "devices, bench, plot, schema, help") &&
-                             EndsWith("; run 'trainer --help' for usage\n"));
+  REQUIRE_THAT(verb.err,
+               Contains("unknown verb 'frobnicate'; verbs: fit, summary, eval, predict, generate, export, "
+                        "devices, bench, plot, schema, help") &&
+                   EndsWith("; run 'trainer --help' for usage\n"));
   auto none = test::run_trainer("");
   REQUIRE(none.exit_code == 2);
   REQUIRE_THAT(none.err, Contains("error: a verb is required; verbs: fit,"));

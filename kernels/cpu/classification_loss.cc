@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -105,6 +106,54 @@ void classification_loss(ClassScores scores, const float* out, const int32_t* la
   *loss_sum += float(total);
 }
 
+void token_loss(const float* out, const int32_t* labels, int64_t rows, int64_t classes, int32_t ignore,
+                int64_t batch, float* dout, float* loss_sum, double* row_loss, float* sums) {
+  int64_t counted = 0;
+  for (int64_t i = 0; i < rows; ++i) counted += labels[i] != ignore;
+  const float inv = counted > 0 ? 1.f / float(counted) : 0.f;
+  // row_loss[i]: the row's loss, or -1 for a wrong argmax (the loss is never negative): one pass,
+  // summed in row order afterwards so the result does not depend on the threads.
+#pragma omp parallel for schedule(static) if (rows * classes > 65536)
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* o = out + i * classes;
+    float* d = dout + i * classes;
+    const int32_t y = labels[i];
+    if (y == ignore) {
+      std::fill(d, d + classes, 0.f);
+      row_loss[i] = 0;
+      continue;
+    }
+    int64_t arg = 0;
+    for (int64_t c = 1; c < classes; ++c)
+      if (o[c] > o[arg]) arg = c;
+    const float mx = o[arg];
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(o[c] - mx));
+    const double log_z = mx + std::log(sum);
+    for (int64_t c = 0; c < classes; ++c) d[c] = float(std::exp(double(o[c]) - log_z)) * inv;
+    d[y] -= inv;
+    const double loss = log_z - double(o[y]);
+    row_loss[i] = arg == y ? loss : -1.0 - loss;  // decoded below
+  }
+  double total = 0;
+  int64_t correct = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    if (labels[i] == ignore) continue;
+    const double v = row_loss[i];
+    if (v >= 0) {
+      total += v;
+      ++correct;
+    } else {
+      total += -1.0 - v;
+    }
+  }
+  *loss_sum += counted > 0 ? float(total / double(counted) * double(batch)) : 0.f;
+  if (sums) {
+    sums[0] += float(correct);
+    sums[1] += float(counted);
+  }
+}
+
 }  // namespace trainer::cpu
 
 namespace trainer {
@@ -117,11 +166,24 @@ class ClassificationLossCpu : public LossKernel {
   explicit ClassificationLossCpu(const LossSpec& s) : s_(s) {
     if (s.on_values())
       throw InternalError("loss '" + s.type + "': the classification kernel takes class indices");
+    if (s.positions > 1) {
+      if (s.scores != ClassScores::logits || s.smoothing != 0.f || !s.class_weights.empty() ||
+          !s.top_k.empty())
+        throw InternalError("loss '" + s.type +
+                            "' over positions: logits only, no smoothing, weights or top-k");
+      row_loss_.resize(size_t(s.max_batch * s.positions));
+    }
   }
 
   void run(const LossRun& r) override {
     const auto* labels = static_cast<const int32_t*>(r.targets);
     const int64_t C = s_.width;
+    if (s_.positions > 1) {
+      cpu::token_loss(r.out, labels, r.batch * s_.positions, C, s_.ignore_index, r.batch, r.dout, r.loss_sum,
+                      row_loss_.data(), r.sums);
+      if (r.guard) cpu::check_finite(r.loss_sum, 1, r.guard_bit, *r.guard);
+      return;
+    }
     const float* weights = r.training && !s_.class_weights.empty() ? s_.class_weights.data() : nullptr;
     cpu::classification_loss(s_.scores, r.out, labels, r.batch, C, r.dout, r.loss_sum, s_.smoothing, weights);
     if (r.guard) cpu::check_finite(r.loss_sum, 1, r.guard_bit, *r.guard);
@@ -133,6 +195,7 @@ class ClassificationLossCpu : public LossKernel {
 
  private:
   LossSpec s_;
+  std::vector<double> row_loss_;  // a loss over positions: each row's, summed in order
 };
 
 }  // namespace

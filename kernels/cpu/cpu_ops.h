@@ -13,6 +13,13 @@ namespace trainer::cpu {
 void classification_loss(ClassScores scores, const float* out, const int32_t* labels, int64_t batch,
                          int64_t classes, float* dout, float* loss_sum, float smoothing = 0.f,
                          const float* weights = nullptr);
+// A loss over every position (LossSpec::positions > 1) on logits: rows = batch * positions,
+// out/dout (rows, C), labels (rows); the mean over the labels that are not `ignore`, so dout is
+// (softmax - one_hot) / counted on those rows and 0 on ignored ones. row_loss: `rows` doubles of
+// scratch. loss_sum += the mean times `batch`; sums (not null): the correct argmaxes and the
+// labels counted are added to sums[0] and sums[1].
+void token_loss(const float* out, const int32_t* labels, int64_t rows, int64_t classes, int32_t ignore,
+                int64_t batch, float* dout, float* loss_sum, double* row_loss, float* sums);
 void confusion_accumulate(const float* out, const int32_t* labels, int64_t batch, int64_t classes,
                           float* confusion);
 void topk_correct(const float* out, const int32_t* labels, int64_t batch, int64_t classes, int64_t k,

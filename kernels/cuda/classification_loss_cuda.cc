@@ -7,6 +7,7 @@
 #include "kernels/cuda/classification_loss.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/token_loss.cuh"
 #include "kernels/cuda/topk_correct.cuh"
 #include "lib/core/error.h"
 
@@ -18,12 +19,21 @@ class ClassificationLossCuda : public LossKernel {
   explicit ClassificationLossCuda(const LossSpec& s) : s_(s), be_(static_cast<CudaBackend&>(*s.backend)) {
     if (s.on_values())
       throw InternalError("loss '" + s.type + "': the classification kernel takes class indices");
+    if (s.positions > 1 && (s.scores != ClassScores::logits || s.smoothing != 0.f ||
+                            !s.class_weights.empty() || !s.top_k.empty()))
+      throw InternalError("loss '" + s.type +
+                          "' over positions: logits only, no smoothing, weights or top-k");
   }
 
   size_t scratch_bytes() const override {
+    if (s_.positions > 1) return cuda::token_loss_scratch_bytes(s_.max_batch * s_.positions);
     return sizeof(cuda::LossScratch) + s_.class_weights.size() * sizeof(float);
   }
   void bind(void* scratch) override {
+    if (s_.positions > 1) {
+      tokens_ = static_cast<cuda::TokenLossScratch*>(scratch);
+      return;
+    }
     scratch_ = static_cast<cuda::LossScratch*>(scratch);
     be_.zero(scratch_, sizeof(cuda::LossScratch));
     if (s_.class_weights.empty()) return;
@@ -32,6 +42,13 @@ class ClassificationLossCuda : public LossKernel {
   }
 
   void run(const LossRun& r) override {
+    if (s_.positions > 1) {
+      if (!tokens_) throw InternalError("token loss kernel run before its scratch was bound");
+      cuda::launch_token_loss(r.out, static_cast<const int32_t*>(r.targets), r.batch * s_.positions, s_.width,
+                              s_.ignore_index, r.batch, r.dout, r.loss_sum, tokens_, be_.stream(), r.guard,
+                              r.guard_bit, r.sums);
+      return;
+    }
     if (!scratch_) throw InternalError("classification loss kernel run before its scratch was bound");
     const auto* labels = static_cast<const int32_t*>(r.targets);
     float* confusion = r.sums ? r.sums + s_.top_k.size() : nullptr;
@@ -47,7 +64,8 @@ class ClassificationLossCuda : public LossKernel {
   LossSpec s_;
   CudaBackend& be_;
   cuda::LossScratch* scratch_ = nullptr;
-  float* weights_ = nullptr;  // null: no class weights
+  float* weights_ = nullptr;                  // null: no class weights
+  cuda::TokenLossScratch* tokens_ = nullptr;  // a loss over positions: its scratch
 };
 
 }  // namespace

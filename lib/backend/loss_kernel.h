@@ -35,8 +35,15 @@ struct LossSpec {
   int64_t width = 1;      // outputs per sample: classes, or K target values
   int64_t max_batch = 1;  // the largest batch run() will be given
 
-  // Losses on class indices (int32 labels, one a sample).
+  // Losses on class indices (int32 labels, one a sample, or one per position).
   ClassScores scores = ClassScores::logits;
+  // > 1: a loss over every position of a sequence (a language model's next tokens): the outputs
+  // are (batch, positions, width) logits and the labels (batch, positions); the loss is the mean
+  // over the labels that are not ignore_index (PyTorch's cross_entropy on the flattened
+  // positions), and the metric sums are the top-k counts, the correct predictions and the
+  // labels counted (no confusion matrix: a vocabulary has too many classes for one).
+  int64_t positions = 1;
+  int32_t ignore_index = -100;
   float smoothing = 0.f;  // PyTorch's label_smoothing: target (1 - s) one_hot(label) + s / classes
   // Keras' class_weight (empty: none): in training runs each sample's loss and gradient times its
   // label's weight, the mean still over the batch.
@@ -57,7 +64,7 @@ struct LossSpec {
   // The metric sums run() adds to: class indices, one count per top_k then the (C, C) confusion
   // matrix (row = label, column = argmax of the outputs); float targets, the per-column sums.
   int64_t metric_floats() const {
-    if (!on_values()) return int64_t(top_k.size()) + width * width;
+    if (!on_values()) return int64_t(top_k.size()) + (positions > 1 ? 2 : width * width);
     return width * (binary_metrics ? kBinarySums : kRegressionSums);
   }
 };
@@ -65,10 +72,10 @@ struct LossSpec {
 // One launch: backend memory throughout.
 struct LossRun {
   const float* out = nullptr;     // (batch, width) f32
-  const void* targets = nullptr;  // int32 labels (batch), or f32 values (batch, width)
-  int64_t batch = 0;
-  float* dout = nullptr;      // written: d(mean loss)/d(out), (batch, width)
-  float* loss_sum = nullptr;  // the batch's summed per-sample loss is added here
+  const void* targets = nullptr;  // int32 labels (batch, positions), or f32 values (batch, width)
+  int64_t batch = 0;              // samples (a per-position loss runs batch * positions rows)
+  float* dout = nullptr;          // written: d(mean loss)/d(out), (batch, width)
+  float* loss_sum = nullptr;      // the batch's summed per-sample loss is added here
   // Not null: guard_bit is ORed into guard->nonfinite when *loss_sum is not finite afterwards.
   StepScalars* guard = nullptr;
   uint32_t guard_bit = 0;
@@ -84,7 +91,8 @@ class LossKernel {
   virtual size_t scratch_bytes() const { return 0; }
   virtual void bind(void* scratch) { (void)scratch; }
   // The mean is PyTorch's reduction 'mean': over the batch for class indices, over batch * width
-  // elements for float targets (each sample's loss in loss_sum is then its row's mean).
+  // elements for float targets (each sample's loss in loss_sum is then its row's mean), over the
+  // labels counted for a per-position loss (loss_sum gets that mean times the batch).
   virtual void run(const LossRun& r) = 0;
 };
 

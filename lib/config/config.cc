@@ -10,6 +10,7 @@
 #include "lib/config/device_section.h"
 #include "lib/core/augment_formula.h"
 #include "lib/core/error.h"
+#include "lib/data/data_formats.h"
 #include "lib/data/data_sources.h"
 #include "lib/keys/node_reader.h"
 #include "lib/keys/yaml_loader.h"
@@ -214,6 +215,10 @@ static void read_loss(Config& c, NodeReader& r) {
   }
   NodeReader lr(section, "loss", c.file);
   c.loss_config = read_loss_config(lr);
+  // A source of sequences with a label per position (format text, tokens): the loss runs over
+  // every position. Read before the metrics, which depend on the task.
+  const YAML::Node data = r.child("data");
+  if (data.IsMap() && data["train"]) c.loss_config.positions = section_positions(data["train"]);
   lr.finish();
   c.resolved["loss"] = lr.resolved();
 }

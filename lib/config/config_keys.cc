@@ -245,7 +245,7 @@ const KeyVariants& schedule_keys() {
 const KeyVariants& metric_keys() {
   static const KeyVariants variants = [] {
     const std::vector<std::pair<std::string, std::string>> docs{
-        {"accuracy", "the share of samples whose prediction is right"},
+        {"accuracy", "the share of samples (tokens: of positions) whose prediction is right"},
         {"top_k_accuracy", "the share of samples whose class is among the k highest outputs"},
         {"precision", "true positives / predicted positives (classes: their mean; labels: over them all)"},
         {"recall", "true positives / actual positives (classes: their mean; labels: over them all)"},
@@ -256,9 +256,10 @@ const KeyVariants& metric_keys() {
         {"mse", "mean squared error"},
         {"rmse", "root mean squared error"},
         {"r2", "the coefficient of determination R^2"},
+        {"perplexity", "exp(the mean loss per token): a language model's perplexity"},
     };
     KeyVariants out;
-    for (Task t : {Task::classification, Task::binary, Task::multilabel, Task::regression})
+    for (Task t : {Task::classification, Task::binary, Task::multilabel, Task::regression, Task::tokens})
       for (const std::string& name : task_metrics(t)) {
         bool seen = false;
         for (const KeyVariant& v : out) seen |= v.name == name;

@@ -20,16 +20,22 @@ KeySpec smoothing_key() {
                     "PyTorch's label_smoothing: the target is (1 - s) one_hot(label) + s / num_classes");
 }
 
+KeySpec ignore_index_key() {
+  return integer_key("ignore_index", -100, -(int64_t(1) << 31), (int64_t(1) << 31) - 1,
+                     "PyTorch's ignore_index, for losses over every position (format text, tokens): labels "
+                     "equal to it add nothing to the loss, its gradient or the metrics");
+}
+
 void register_builtin_losses(LossRegistry& r) {
   r.add({"sparse_categorical_crossentropy",
          "Keras' loss on class indices; from_logits: false takes probabilities (a softmax output)",
          {bool_key("from_logits", false, "the model outputs logits rather than probabilities"),
-          smoothing_key(), class_weights_key()},
+          smoothing_key(), class_weights_key(), ignore_index_key()},
          TargetKind::class_index});
   r.add({"cross_entropy",
          "PyTorch's CrossEntropyLoss on class indices: the model outputs logits",
          {bool_key("from_logits", true, "the model outputs logits (PyTorch's loss always takes logits)"),
-          smoothing_key(), class_weights_key()},
+          smoothing_key(), class_weights_key(), ignore_index_key()},
          TargetKind::class_index});
   r.add({"nll",
          "PyTorch's NLLLoss on class indices: the model outputs log-probabilities (log_softmax)",
@@ -68,13 +74,15 @@ const char* task_name(Task t) {
     case Task::binary:
       return "binary";
     case Task::multilabel:
-    default:
       return "multi-label";
+    case Task::tokens:
+    default:
+      return "tokens";
   }
 }
 
 Task LossConfig::task(int64_t outputs) const {
-  if (!on_values()) return Task::classification;
+  if (!on_values()) return positions > 1 ? Task::tokens : Task::classification;
   if (formula != ValueLoss::bce_logits) return Task::regression;
   return outputs == 1 ? Task::binary : Task::multilabel;
 }
@@ -128,6 +136,8 @@ LossSpec LossConfig::spec(int64_t width, std::vector<int64_t> top_k) const {
     s.smoothing = label_smoothing;
     s.class_weights = class_weights;
     s.top_k = std::move(top_k);
+    s.positions = positions;
+    s.ignore_index = ignore_index;
     return s;
   }
   s.formula = formula;
@@ -153,6 +163,7 @@ LossConfig read_loss_config(NodeReader& r) {
       c.scores = v.boolean("from_logits") ? ClassScores::logits : ClassScores::probabilities;
     c.label_smoothing = float(v.number("label_smoothing"));
     if (v.has("class_weights")) c.class_weights = floats(v.numbers("class_weights"));
+    if (v.has("ignore_index")) c.ignore_index = int32_t(v.integer("ignore_index"));
     return c;
   }
   if (c.type == "mse") {
@@ -191,9 +202,12 @@ const std::vector<std::string>& task_metrics(Task t) {
                                                        "f1"};
   static const std::vector<std::string> regression{"mae", "mse", "rmse", "r2"};
   static const std::vector<std::string> binary{"accuracy", "precision", "recall", "f1", "macro_f1", "auc"};
+  static const std::vector<std::string> tokens{"accuracy", "perplexity"};
   switch (t) {
     case Task::classification:
       return classification;
+    case Task::tokens:
+      return tokens;
     case Task::regression:
       return regression;
     default:
@@ -207,6 +221,8 @@ std::vector<std::string> default_task_metrics(Task t) {
       return {"accuracy"};
     case Task::regression:
       return {"mae", "rmse", "r2"};
+    case Task::tokens:
+      return {"accuracy", "perplexity"};
     default:
       return {"accuracy", "f1", "auc"};
   }

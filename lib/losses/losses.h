@@ -9,6 +9,8 @@
 //   regression      mse, mae (l1), huber, smooth_l1: K float targets a sample, K outputs
 //   binary          binary_cross_entropy on logits with one output: a 0/1 target a sample
 //   multi-label     binary_cross_entropy with K outputs: a multi-hot row of K 0/1 targets
+//   tokens          cross_entropy over every position of a sequence (format text and tokens):
+//                   outputs (positions, classes), one class index a position
 #pragma once
 
 #include <map>
@@ -24,8 +26,8 @@
 
 namespace trainer {
 
-enum class Task { classification, regression, binary, multilabel };
-const char* task_name(Task t);  // "classification", "regression", "binary", "multi-label"
+enum class Task { classification, regression, binary, multilabel, tokens };
+const char* task_name(Task t);  // "classification", "regression", "binary", "multi-label", "tokens"
 
 // A loss section, validated: what the executor and the reports need.
 struct LossConfig {
@@ -37,6 +39,10 @@ struct LossConfig {
   // Keras' class_weight (empty: none): each training sample's loss and gradient times its class's
   // weight, the mean still over the batch; validation and eval are unweighted, as in Keras.
   std::vector<float> class_weights;
+  // > 1: one class index per position of a sequence (the data's format says how many: its
+  // `context`); the labels equal to ignore_index count for nothing (PyTorch's ignore_index).
+  int64_t positions = 1;
+  int32_t ignore_index = -100;
   // Losses on float targets.
   ValueLoss formula = ValueLoss::mse;
   float delta = 1.f, scale = 1.f;

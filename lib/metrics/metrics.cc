@@ -177,6 +177,19 @@ std::vector<std::pair<std::string, double>> compute_metrics(const MetricSums& s,
   std::vector<std::pair<std::string, double>> out;
   const double n = std::max<double>(double(s.samples), 1.0);
   out.emplace_back("loss", s.loss_sum / n);
+  if (task == Task::tokens) {
+    // The sums: the top-k counts, then the correct predictions and the labels counted.
+    const double counted = s.confusion.size() == 2 ? std::max(s.confusion[1], 1.0) : 1.0;
+    for (const auto& m : specs) {
+      double v = 0;
+      if (m.type == "accuracy")
+        v = s.confusion.size() == 2 ? s.confusion[0] / counted : 0;
+      else if (m.type == "perplexity")
+        v = std::exp(std::min(s.loss_sum / n, 700.0));
+      out.emplace_back(m.label(), v);
+    }
+    return out;
+  }
   if (task != Task::classification) {
     for (const auto& m : specs) out.emplace_back(m.label(), value_metric(s, m.type, C, task));
     return out;
@@ -214,6 +227,17 @@ std::vector<ClassRow> class_report(const MetricSums& s, int64_t C, const std::ve
 
 std::string format_class_report(const MetricSums& s, int64_t C, const std::vector<std::string>& names,
                                 Task task) {
+  if (task == Task::tokens) {
+    const double counted = s.confusion.size() == 2 ? s.confusion[1] : 0;
+    const double n = std::max<double>(double(s.samples), 1.0), loss = s.loss_sum / n;
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "tokens: %.0f predicted over %lld sequences of a vocabulary of %lld\n"
+                  "accuracy (next token) %.4f  loss %.4f  perplexity %.4g\n",
+                  counted, (long long)s.samples, (long long)C, counted > 0 ? s.confusion[0] / counted : 0.0,
+                  loss, std::exp(std::min(loss, 700.0)));
+    return line;
+  }
   if (task != Task::classification) return value_report(s, C, names, task);
   const std::vector<ClassRow> rows = class_report(s, C, names);
   // Names are cut to 24 bytes so one long name cannot push the numbers off the screen.

@@ -468,7 +468,7 @@ void Executor::choose_loss_on_logits(Plan& p) {
   const KernelBinding b = binding(p, last);
   const TensorView& in = b.inputs[0];
   if (in.dtype != DType::f32 || in.layout || !b.input_grads[0].data || b.accumulate_input_grads[0] ||
-      p.input_grads[last][0].scratch || in.shape.numel() != p.batch * o_.num_classes)
+      p.input_grads[last][0].scratch || in.shape.numel() != p.batch * loss_width())
     return;
   p.loss_on_logits = true;
   p.logits = static_cast<float*>(in.data);

@@ -152,7 +152,11 @@ class Executor : public StepRunner {
 
   const std::vector<MemoryItem>& memory_plan() const { return memory_plan_; }
   // Bytes of one sample's target in a batch: a class index, or num_classes float values.
-  size_t target_row_bytes() const { return size_t(o_.loss.on_values() ? o_.num_classes : 1) * 4; }
+  size_t target_row_bytes() const {
+    return size_t(o_.loss.on_values() ? o_.num_classes : o_.loss.positions) * 4;
+  }
+  // The loss's inputs a sample: num_classes, times the positions of a loss over every position.
+  int64_t loss_width() const { return o_.num_classes * (o_.loss.on_values() ? 1 : o_.loss.positions); }
   size_t planned_bytes() const override;
   // Whether training and evaluation steps fold the model's final softmax / log_softmax into the
   // loss (see Executor::choose_loss_on_logits), for every planned batch size.

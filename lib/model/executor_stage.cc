@@ -59,7 +59,7 @@ void Executor::stage_backward(int64_t batch, int slot, int index, int count) {
   const bool scaled = count > 1 && !o_.output_gradient_given;
   const bool first = index == 0;
   run_stage_captured(p, 4 + int(scaled) + 2 * int(first), [&] {
-    if (scaled) loss_scale_->scale(loss_gradient(p), batch * o_.num_classes, micro_weights_ + slot);
+    if (scaled) loss_scale_->scale(loss_gradient(p), batch * loss_width(), micro_weights_ + slot);
     enqueue_backward_and_update(p, /*update=*/false, first);
   });
 }

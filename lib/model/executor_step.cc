@@ -58,7 +58,7 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
 void Executor::enqueue_backward_and_update(Plan& p, bool update, bool first_micro_batch) {
   const auto& layers = model_.layers();
   const bool on_logits = p.loss_on_logits;
-  if (scaler_) loss_scale_->scale(loss_gradient(p), p.batch * o_.num_classes, scaler_);
+  if (scaler_) loss_scale_->scale(loss_gradient(p), p.batch * loss_width(), scaler_);
   if (p.output_edge >= 0 && !on_logits) {  // the loss's f32 gradient into the output's dtype
     const Edge& e = p.edges[size_t(p.output_edge)];
     be_.convert(arena(p) + p.grad[e.tensor], e.from, arena(p) + e.grad, e.to, e.n, false);

@@ -36,8 +36,9 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
       v = float(std::sqrt(-2 * std::log(u)) * std::cos(2 * M_PI * w));
     }
   }
-  std::vector<int32_t> y(static_cast<size_t>(B));
-  for (auto& v : y) v = int32_t(rng.next_u64() % uint64_t(s->classes));
+  // A class a sample, or one per position (format text, tokens).
+  std::vector<int32_t> y(static_cast<size_t>(B * cfg.loss_config.positions));
+  for (auto& v : y) v = int32_t(rng.next_u64() % uint64_t(std::max<int64_t>(s->classes, 1)));
   const auto data_time = Clock::now() - data_start;
 
   Executor& ex = *s->executor;
@@ -74,21 +75,23 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
   if (opt.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& m : memory) rows.push_back({{"what", m.first}, {"bytes", m.second}});
-    out << json_text(nlohmann::json{{"config", cfg.file},
-                                    {"device", s->backend->description()},
-                                    {"batch", B},
-                                    {"params", model.num_params()},
-                                    {"steps", opt.steps},
-                                    {"first_step_s", r.first_step_seconds},
-                                    {"ms_per_step", r.ms_per_step},
-                                    {"steps_per_s", r.steps_per_second},
-                                    {"samples_per_s", r.samples_per_second},
-                                    {"peak_bytes", r.peak_bytes},
-                                    {"flops_per_step", r.flops_per_step},
-                                    {"tflops", achieved / 1e12},
-                                    {"peak_tflops", r.peak_flops / 1e12},
-                                    {"mfu", r.peak_flops > 0 ? nlohmann::json(mfu) : nlohmann::json(nullptr)},
-                                    {"memory", opt.memory ? rows : nlohmann::json(nullptr)}})
+    out << json_text(
+               nlohmann::json{{"config", cfg.file},
+                              {"device", s->backend->description()},
+                              {"batch", B},
+                              {"params", model.num_params()},
+                              {"steps", opt.steps},
+                              {"first_step_s", r.first_step_seconds},
+                              {"ms_per_step", r.ms_per_step},
+                              {"steps_per_s", r.steps_per_second},
+                              {"samples_per_s", r.samples_per_second},
+                              {"tokens_per_s", r.samples_per_second * double(cfg.loss_config.positions)},
+                              {"peak_bytes", r.peak_bytes},
+                              {"flops_per_step", r.flops_per_step},
+                              {"tflops", achieved / 1e12},
+                              {"peak_tflops", r.peak_flops / 1e12},
+                              {"mfu", r.peak_flops > 0 ? nlohmann::json(mfu) : nlohmann::json(nullptr)},
+                              {"memory", opt.memory ? rows : nlohmann::json(nullptr)}})
         << std::endl;
   } else {
     char line[320];
@@ -99,6 +102,11 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
                   r.ms_per_step, r.steps_per_second, r.samples_per_second, r.first_step_seconds,
                   format_bytes(r.peak_bytes).c_str());
     out << line;
+    if (cfg.loss_config.positions > 1) {  // a language model: its positions are its tokens
+      std::snprintf(line, sizeof line, "; %.0f tokens/s",
+                    r.samples_per_second * double(cfg.loss_config.positions));
+      out << line;
+    }
     // Arithmetic: the step's FLOPs, the rate, and the fraction of the device's peak (MFU).
     if (r.flops_per_step > 0) {
       std::snprintf(line, sizeof line, "; %.3g GFLOP/step, %.3g TFLOP/s", r.flops_per_step / 1e9,

@@ -158,6 +158,15 @@ EvalResult evaluate_weights(const Config& config, const EvalOptions& o, std::ost
   Json j{{"event", "eval"}, {"weights", r.weights}, {"data", source}, {"samples", r.samples}};
   for (const auto& kv : r.metrics) j[kv.first] = number_or_null(kv.second);
   if (!cfg.data.class_names.empty()) j["class_names"] = cfg.data.class_names;
+  if (task == Task::tokens) {  // no per-class table: a vocabulary's classes are too many
+    j["task"] = task_name(task);
+    j["tokens"] = r.sums.confusion.size() == 2 ? int64_t(r.sums.confusion[1]) : int64_t(0);
+    rep.note(format_class_report(r.sums, C, cfg.data.class_names, task));
+    rep.summary("[" + timestamp_now() + "] eval " + r.weights + " on " + source + " (" +
+                    std::to_string(r.samples) + " samples):" + format_metrics(r.metrics, ""),
+                j);
+    return r;
+  }
   if (task != Task::classification) {
     j["task"] = task_name(task);
     Json outputs = Json::array();  // per output: regression's errors, or a label's counts and AUC
@@ -219,6 +228,10 @@ int64_t predict_file(const Config& cfg, const PredictOptions& o, std::ostream& o
   const std::string weights = resolve_weights(o.weights);  // paths before the model is built
   auto model = make_model(cfg);
   HostWeights w = load_weights(weights, *model, "--weights");
+  if (cfg.loss_config.positions > 1)
+    throw UsageError(cfg.file +
+                     ": this model predicts the next token at every position (data format text or tokens): "
+                     "sample from it with trainer generate RUN --prompt TEXT");
   const PredictWrite what = parse_predict_write(o.write);
   check_predict_output(o.output, what);  // before any work
   if (cfg.data.num_classes == 0 && !cfg.loss_config.on_values())

@@ -17,11 +17,39 @@
 
 namespace trainer {
 
-static void check_model_classes(const Model& model, int64_t C, const std::string& from) {
+static void check_model_classes(const Model& model, int64_t C, const std::string& from, int64_t positions) {
+  if (positions > 1) {
+    if (C > 0 && model.output_shape() != Shape{positions, C})
+      throw ConfigError("the model's output shape " + model.output_shape().batched_str() +
+                        " does not match " + std::to_string(positions) +
+                        " positions (the data's context) of " + from + " = " + std::to_string(C) +
+                        " classes: a loss over every position takes (context, classes), e.g. a last layer "
+                        "{type: dense, units: " +
+                        std::to_string(C) + ", per_position: true}");
+    return;
+  }
   if (C > 0 && model.output_shape() != Shape{C})
     throw ConfigError("the model's output shape " + model.output_shape().batched_str() + " does not match " +
                       from + " = " + std::to_string(C) +
                       " (the last layer must produce one value per class)");
+}
+
+// A loss over every position (format text, tokens) runs on logits, without per-class weights or
+// smoothing (what its kernels implement).
+static void check_token_loss(const LossConfig& loss) {
+  if (loss.positions <= 1) return;
+  if (loss.scores != ClassScores::logits)
+    throw ConfigError(
+        "loss " + loss.type +
+        (loss.scores == ClassScores::probabilities ? " on probabilities" : " on log-probabilities") +
+        " over every position of a sequence is not implemented: use loss cross_entropy, and end "
+        "the model with the logits (no softmax layer)");
+  if (!loss.class_weights.empty())
+    throw ConfigError(
+        "loss.class_weights over every position of a sequence is not implemented: leave it out");
+  if (loss.label_smoothing != 0.f)
+    throw ConfigError(
+        "loss.label_smoothing over every position of a sequence is not implemented: leave it out");
 }
 
 // The model's last layer against the loss: an activation the loss already applies (a softmax
@@ -80,7 +108,8 @@ std::unique_ptr<Model> make_model(const Config& cfg) {
     if (!cfg.stages.empty()) stage_starts(*model, cfg.stages);
     return model;
   }
-  check_model_classes(*model, C, "data.num_classes");
+  check_token_loss(loss);
+  check_model_classes(*model, C, "data.num_classes", loss.positions);
   model->check_batch_size(cfg.data.batch_size);               // before any loader sizes a batch
   if (!cfg.stages.empty()) stage_starts(*model, cfg.stages);  // the names and the boundaries
   return model;
@@ -260,7 +289,11 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
                                       Communicator* comm, bool stages) {
   auto s = std::make_unique<Session>();
   s->model = model ? std::move(model) : make_model(cfg);
-  s->classes = cfg.loss_config.on_values() ? s->model->output_shape().numel() : cfg.data.num_classes;
+  // Classes the data would give (data.num_classes left out: bench's synthetic batches): the
+  // model's outputs a position.
+  s->classes = cfg.loss_config.on_values() ? s->model->output_shape().numel()
+               : cfg.data.num_classes > 0  ? cfg.data.num_classes
+                                           : s->model->output_shape().dims.back();
   const bool split = stages && (!cfg.stages.empty() || cfg.micro_batches > 1);
   if (split && comm && comm->size() > 1)
     throw UsageError(
@@ -340,7 +373,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
 
 TargetLayout target_layout(const Config& cfg) {
   const LossConfig& l = cfg.loss_config;
-  if (!l.on_values()) return {};
+  if (!l.on_values()) return {TargetKind::class_index, l.positions};
   const Model m(cfg.input_shape, cfg.layers, cfg.init, cfg.file, cfg.blocks);
   return {TargetKind::values, m.output_shape().numel(), l.formula == ValueLoss::bce_logits};
 }
@@ -420,7 +453,8 @@ Config with_data_classes(const Config& cfg, const RunData& data, const Model& mo
   if (c.data.num_classes > 0) return c;
   c.data.num_classes = data.num_classes;
   c.data.class_names = data.class_names;
-  check_model_classes(model, c.data.num_classes, "the number of classes in data.train");
+  check_model_classes(model, c.data.num_classes, "the number of classes in data.train",
+                      c.loss_config.positions);
   return c;
 }
 

@@ -1,0 +1,124 @@
+// The loss over every position (LossSpec::positions > 1) on the GPU against the CPU: small and
+// GPT-2-sized vocabularies, ignored labels, ties, two runs accumulating, a NaN caught by the guard;
+// then a character-level model on format text trained on gpu:0 against the CPU.
+//   dout: relative error < 1e-5 (the GPU's exp is __expf); the loss sum: relative 1e-5; the
+//   counts: identical.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "lib/config/config.h"
+#include "lib/losses/losses.h"
+#include "lib/train/fit.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/test_loss.h"
+#include "tests/test_util.h"
+
+using namespace trainer;
+using namespace trainer::gpu_test;
+
+namespace {
+
+struct Run {
+  std::vector<float> dout, sums;
+  float loss = 0;
+  uint32_t guard = 0;
+};
+
+Run run_on(Backend& be, const std::vector<float>& out, const std::vector<int32_t>& y, int64_t B, int64_t P,
+           int64_t C) {
+  LossConfig c = loss_config("cross_entropy");
+  c.positions = P;
+  test::TestLoss k(be, c.spec(C), B);
+  const size_t n = out.size();
+  Buffer ob(be, n * 4), yb(be, y.size() * 4), db(be, n * 4), lb(be, 4), sb(be, 8),
+      gb(be, sizeof(StepScalars));
+  ob.upload(out);
+  yb.upload(y);
+  be.zero(lb.get(), 4);
+  be.zero(sb.get(), 8);
+  be.zero(gb.get(), sizeof(StepScalars));
+  for (int rep = 0; rep < 2; ++rep)
+    k.run(ob.as(), yb.get(), B, db.as(), lb.as(), sb.as(), true, gb.as<StepScalars>());
+  Run r;
+  r.dout = db.download(n);
+  r.sums = sb.download(2);
+  r.loss = lb.download(1)[0];
+  StepScalars s;
+  be.copy_to_host(&s, gb.get(), sizeof s);
+  r.guard = s.nonfinite;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("gpu runs the loss over positions as the CPU does", "[gpu][loss][tokens]") {
+  struct Case {
+    int64_t B, P, C;
+  };
+  for (const Case& cs : {Case{3, 5, 7}, Case{4, 64, 256}, Case{2, 96, 50257}}) {
+    INFO("batch " << cs.B << " positions " << cs.P << " classes " << cs.C);
+    std::vector<float> out = test::random_vector(size_t(cs.B * cs.P * cs.C), uint64_t(cs.C), -4.f, 4.f);
+    std::vector<int32_t> y;
+    for (int64_t i = 0; i < cs.B * cs.P; ++i) y.push_back(i % 7 == 3 ? -100 : int32_t((i * 131 + 7) % cs.C));
+    // Ties: row 0 all equal (argmax 0), row 1 its label tied with a lower class.
+    std::fill(out.begin(), out.begin() + cs.C, 0.25f);
+    out[size_t(cs.C + 0)] = out[size_t(cs.C + y[1])] = 9.f;
+    const Run cpu = run_on(cpu_backend(), out, y, cs.B, cs.P, cs.C),
+              gpu = run_on(cuda_backend(), out, y, cs.B, cs.P, cs.C);
+    CHECK(rel_error(gpu.dout, cpu.dout) < 1e-5);
+    CHECK(gpu.loss == Approx(cpu.loss).epsilon(1e-5));
+    CHECK(gpu.sums == cpu.sums);
+    CHECK(gpu.guard == 0);
+    CHECK(cpu.guard == 0);
+    SECTION("a NaN logit is caught as on the CPU") {
+      out[size_t(5 * cs.C + 1)] = NAN;
+      const Run c2 = run_on(cpu_backend(), out, y, cs.B, cs.P, cs.C),
+                g2 = run_on(cuda_backend(), out, y, cs.B, cs.P, cs.C);
+      CHECK(g2.guard == uint32_t(kNonfiniteLoss));
+      CHECK(c2.guard == g2.guard);
+    }
+  }
+}
+
+TEST_CASE("gpu trains a character-level model on format text as the CPU does", "[gpu][tokens][e2e]") {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("trainer_gpu_text_" + std::to_string(::getpid()) + ".txt"))
+          .string();
+  {
+    std::ofstream f(path);
+    for (int i = 0; i < 120; ++i) f << "the quick brown fox jumps over the lazy dog. ";
+  }
+  const std::string yaml = R"(model:
+  input_shape: [16]
+  layers:
+    - {type: embedding, input_dim: 256, output_dim: 32, channels_first: false}
+    - {type: position_embedding, name: wpe}
+    - {type: layer_norm, name: ln_1}
+    - {type: multi_head_attention, heads: 2, causal: true, name: attn}
+    - {type: add, inputs: [attn, wpe], name: res}
+    - {type: layer_norm, name: ln_f}
+    - {type: dense, units: 256, per_position: true, name: lm_head}
+loss: cross_entropy
+optimizer: {type: adam, lr: 0.01}
+train: {epochs: 3, seed: 1}
+data: {train: {format: text, path: )" +
+                           path +
+                           R"(, context: 16, stride: 8}, batch_size: 32, validation_split: 0.1}
+)";
+  std::ostringstream o1, o2;
+  FitOptions cpu, gpu;
+  cpu.device.device = "cpu";
+  gpu.device.device = "gpu:0";
+  gpu.device.deterministic = true;
+  const FitResult a = fit(parse_config(yaml, "t.yaml", {}), cpu, o1),
+                  b = fit(parse_config(yaml, "t.yaml", {}), gpu, o2);
+  std::filesystem::remove(path);
+  INFO(o1.str() << o2.str());
+  CHECK(b.final_val_loss < 1.5);
+  CHECK(b.final_val_loss == Approx(a.final_val_loss).epsilon(0.05));
+  CHECK(b.final_val_accuracy == Approx(a.final_val_accuracy).margin(0.05));
+}

@@ -10,6 +10,11 @@ Prints one line per epoch: the mean training loss, the validation loss over ever
 window, and tokens/s, as `trainer fit` does.
 
   python3 scripts/char_lm_torch.py --train data/linux_doc/train.txt --val data/linux_doc/val.txt
+
+The same network at GPT-2 small's size on random tokens, for configs/gpt2_small.yaml's speed
+(nanoGPT's best: bf16, flash attention, fused AdamW, torch.compile):
+
+  python3 scripts/char_lm_torch.py --gpt2-small --synthetic 2000000 --steps 60 --compile
 """
 import argparse
 import math
@@ -60,8 +65,9 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-def windows(path, T):
-    data = np.frombuffer(open(path, "rb").read(), dtype=np.uint8)
+def windows(path, T, data=None):
+    if data is None:
+        data = np.frombuffer(open(path, "rb").read(), dtype=np.uint8)
     n = (len(data) - T - 1) // T + 1
     idx = np.arange(n)[:, None] * T + np.arange(T)[None, :]
     return torch.from_numpy(data[idx].astype(np.int64)), torch.from_numpy(data[idx + 1].astype(np.int64))
@@ -84,18 +90,29 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="training windows (0: all)")
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (speed runs)")
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--synthetic", type=int, default=0, help="train on this many random tokens instead of --train")
+    ap.add_argument("--gpt2-small", action="store_true",
+                    help="GPT-2 small: vocab 50257, context 1024, 12 x 768, 12 heads, batch 8, no dropout")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--threads", type=int, default=0)
     a = ap.parse_args()
+    if a.gpt2_small:
+        a.vocab, a.context, a.layers, a.width, a.heads, a.batch, a.dropout = 50257, 1024, 12, 768, 12, 8, 0.0
     torch.manual_seed(a.seed)
     if a.threads:
         torch.set_num_threads(a.threads)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    xt, yt = windows(a.train, a.context)
+    if a.synthetic:
+        rng = np.random.default_rng(a.seed)
+        xt, yt = windows(None, a.context, rng.integers(0, a.vocab, a.synthetic).astype(np.uint16))
+        xv, yv = xt[: 4 * a.batch], yt[: 4 * a.batch]
+    else:
+        xt, yt = windows(a.train, a.context)
+        xv, yv = windows(a.val, a.context)
     if a.limit:
         xt, yt = xt[: a.limit], yt[: a.limit]
-    xv, yv = windows(a.val, a.context)
-    model = GPT(256, a.context, a.width, a.layers, a.heads, a.dropout).to(dev)
+    model = GPT(a.vocab, a.context, a.width, a.layers, a.heads, a.dropout).to(dev)
     print(f"char_lm_torch: {sum(p.numel() for p in model.parameters()):,} parameters, "
           f"{len(xt)} training windows, {len(xv)} validation windows, {dev}")
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=0.1,
@@ -116,14 +133,20 @@ def main():
         perm = torch.randperm(len(xt))
         total_loss, n, t0 = 0.0, 0, time.time()
         losses = []
+        warm = min(20, a.steps // 2) if a.steps else -1  # speed runs: time the steps after these
+        t_warm, n_warm = None, 0
         for s in range(steps_per_epoch):
+            if s == warm:
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+                t_warm, n_warm = time.time(), len(losses)
             rows = perm[s * a.batch:(s + 1) * a.batch]
             x, y = xt[rows].to(dev, non_blocking=True), yt[rows].to(dev, non_blocking=True)
             t += 1
             for g in opt.param_groups:
                 g["lr"] = lr_at(t)
             with amp:
-                loss = F.cross_entropy(fwd(x).float().view(-1, 256), y.view(-1))
+                loss = F.cross_entropy(fwd(x).float().view(-1, a.vocab), y.view(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -136,12 +159,16 @@ def main():
         if dev == "cuda":
             torch.cuda.synchronize()
         secs = time.time() - t0
+        if t_warm is not None:
+            steady = (time.time() - t_warm) / max(len(losses) - n_warm, 1)
+            print(f"steady: {steady * 1e3:.2f} ms/step, {a.batch * a.context / steady:,.0f} tokens/s "
+                  f"over the {len(losses) - n_warm} steps after the first {n_warm}", flush=True)
         model.eval()
         vl, vn = 0.0, 0
         with torch.no_grad(), amp:
             for s in range(0, len(xv), a.batch):
                 x, y = xv[s:s + a.batch].to(dev), yv[s:s + a.batch].to(dev)
-                vl += float(F.cross_entropy(fwd(x).float().view(-1, 256), y.view(-1))) * len(x)
+                vl += float(F.cross_entropy(fwd(x).float().view(-1, a.vocab), y.view(-1))) * len(x)
                 vn += len(x)
         print(f"epoch {epoch}/{a.epochs} loss={total_loss:.4f} val_loss={vl / vn:.4f} "
               f"val_perplexity={math.exp(vl / vn):.4f} time={secs:.2f}s "

@@ -12,9 +12,15 @@
 // Activations in bf16 (or fp16, ctx.act_dtype): cublasGemmEx on tensor cores with f32
 // accumulation; W is converted into the workspace by each call that reads it, and dW is written
 // in f32 directly (cuBLAS takes 16-bit A and B with an f32 C).
+// A 16-bit row of y whose bytes are not a multiple of 16 (GPT-2's 50,257 logits) leaves cuBLAS
+// only its unaligned kernels (sm75 CUTLASS, align1: 14.5 of a 53 ms GPT-2 step): a large such
+// layer computes as if it had padded_ units, a multiple of 8: the 16-bit copy of W gets zero rows
+// up to padded_, y and dy are copied out of / into buffers of padded rows (cudaMemcpy2DAsync; the
+// pad of dy zeroed), and the bias, if any, is added to y after the copy.
 //   x: (B, in)  W: (units, in)  b: (units)  y: (B, units)
 //   W and b: the parameter views 0 and 1 (f32).
 //   workspace: [bias gradient scratch] [W in the activation dtype, when it is not f32]
+//              [y or dy with padded rows (B, padded_), when padded_]
 #include "kernels/cuda/bias.cuh"
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_backend.h"
@@ -38,14 +44,18 @@ class DenseCuda : public LayerKernel {
         tune_(!ctx.deterministic),
         math_(ctx.math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
         dtype_(ctx.act_dtype),
-        bias_split_(cuda::bias_grad_split(ctx.batch * l.rows(), l.units, 1)) {}
+        padded_(padded_units(ctx.batch * l.rows(), l.units, ctx.act_dtype)),
+        // dy (rows, units) is channels-last with one position a row: the column sums read whole rows
+        // (coalesced), not one column a block (strided: 83 us for GPT-2's 8,192 x 3,072 in bf16)
+        bias_split_(cuda::bias_grad_split(ctx.batch * l.rows(), l.units, 1, true, ctx.act_dtype)) {}
 
-  size_t workspace_bytes() const override { return bias_bytes() + weight_bytes(); }
+  size_t workspace_bytes() const override { return bias_bytes() + weight_bytes() + pad_bytes(); }
   bool workspace_is_transient() const override { return true; }
 
   void bind(const KernelBinding& b) override {
     a_ = TypedActivations(b, dtype_);
     w_typed_ = weight_bytes() ? static_cast<char*>(b.workspace) + bias_bytes() : nullptr;
+    pad_ = padded_ ? static_cast<char*>(b.workspace) + bias_bytes() + weight_bytes() : nullptr;
     w_ = b.param(0).f32();
     dw_ = b.grad(0).f32();
     if (bias_) {
@@ -59,19 +69,22 @@ class DenseCuda : public LayerKernel {
     // what the trials write (y, dW, dx, the bias gradient, the 16-bit copy of W).
     const void* w = dtype_ == DType::f32 ? static_cast<const void*>(w_) : w_typed_;
     // A forward-only binding (`trainer bench`'s matmul) has no gradients to time the others on.
-    if (fwd_.ok()) fwd_.tune(w, a_.x, a_.y);
-    if (dw_plan_.ok() && a_.dy && dw_) dw_plan_.tune(a_.x, a_.dy, dw_);
-    if (dx_plan_.ok() && a_.dy && a_.dx) dx_plan_.tune(w, a_.dy, a_.dx);
+    if (fwd_.ok()) fwd_.tune(w, a_.x, padded_ ? pad_ : a_.y);
+    const void* dy = padded_ ? pad_ : a_.dy;
+    if (dw_plan_.ok() && a_.dy && dw_) dw_plan_.tune(a_.x, dy, dw_);
+    if (dx_plan_.ok() && a_.dy && a_.dx) dx_plan_.tune(w, dy, a_.dx);
   }
 
   void forward(bool) override {
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
     const void* w = typed_weights();
+    void* y = padded_ ? pad_ : a_.y;
     if (fwd_.ok())
-      fwd_.run(w, a_.x, a_.y);
+      fwd_.run(w, a_.x, y);
     else
-      gemm(CUBLAS_OP_T, CUBLAS_OP_N, units_, batch_, in_, w, dtype_, a_.x, dtype_, a_.y, dtype_, units_);
+      gemm(CUBLAS_OP_T, CUBLAS_OP_N, w_rows(), batch_, in_, w, dtype_, a_.x, dtype_, y, dtype_, w_rows());
+    if (padded_) copy_rows(a_.y, units_, pad_, padded_);
     if (bias_ && !fwd_bias_fused_)
       cuda::launch_bias_add(dtype_, a_.y, b_, batch_, units_, 1, false, be_.stream());
   }
@@ -79,18 +92,28 @@ class DenseCuda : public LayerKernel {
   void backward() override {
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
+    const void* dy = a_.dy;
+    if (padded_) {
+      copy_rows(pad_, padded_, a_.dy, units_);
+      const size_t e = dtype_bytes(dtype_);  // the pad meets W's zero rows in dx: no NaN from old bytes
+      CUDA_CHECK(cudaMemset2DAsync(static_cast<char*>(pad_) + size_t(units_) * e, size_t(padded_) * e, 0,
+                                   size_t(padded_ - units_) * e, size_t(batch_), be_.stream()));
+      dy = pad_;
+    }
     if (dw_plan_.ok())
-      dw_plan_.run(a_.x, a_.dy, dw_);
+      dw_plan_.run(a_.x, dy, dw_);
     else
-      gemm(CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, batch_, a_.x, dtype_, a_.dy, dtype_, dw_, DType::f32, in_);
+      gemm(CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, batch_, a_.x, dtype_, dy, dtype_, dw_, DType::f32, in_,
+           padded_);
     if (bias_ && !dw_bias_fused_)
       cuda::launch_bias_grad(bias_split_, dtype_, a_.dy, db_, bias_scratch_, be_.stream());
     if (!a_.dx) return;
     const void* w = typed_weights();
     if (dx_plan_.ok())
-      dx_plan_.run(w, a_.dy, a_.dx);
+      dx_plan_.run(w, dy, a_.dx);
     else
-      gemm(CUBLAS_OP_N, CUBLAS_OP_N, in_, batch_, units_, w, dtype_, a_.dy, dtype_, a_.dx, dtype_, in_);
+      gemm(CUBLAS_OP_N, CUBLAS_OP_N, in_, batch_, w_rows(), w, dtype_, dy, dtype_, a_.dx, dtype_, in_,
+           padded_);
   }
 
  private:
@@ -99,30 +122,56 @@ class DenseCuda : public LayerKernel {
   void plan_products() {
     using cuda::LtMatmul;
     const auto plan = [&](cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, DType d,
-                          cublasLtEpilogue_t epilogue, const void* vec, bool* fused) {
+                          cublasLtEpilogue_t epilogue, const void* vec, bool* fused, int ldb, int ldd) {
       if (fused) {
-        LtMatmul p(be_, math_mode_, ta, tb, m, n, k, dtype_, d, epilogue, vec);
+        LtMatmul p(be_, math_mode_, ta, tb, m, n, k, dtype_, d, epilogue, vec, ldb, ldd);
         *fused = p.ok();
         if (p.ok()) return p;
       }
-      return LtMatmul(be_, math_mode_, ta, tb, m, n, k, dtype_, d, CUBLASLT_EPILOGUE_DEFAULT, nullptr);
+      return LtMatmul(be_, math_mode_, ta, tb, m, n, k, dtype_, d, CUBLASLT_EPILOGUE_DEFAULT, nullptr, ldb,
+                      ldd);
     };
-    fwd_ = plan(CUBLAS_OP_T, CUBLAS_OP_N, units_, batch_, in_, dtype_, CUBLASLT_EPILOGUE_BIAS, b_,
-                bias_ ? &fwd_bias_fused_ : nullptr);
+    // With padded_, y (the forward's D) and dy (B of dW and dx) have rows of padded_ elements, and
+    // the forward and dx run over padded_ units (W's zero rows); the bias is added after the copy.
+    fwd_ = plan(CUBLAS_OP_T, CUBLAS_OP_N, w_rows(), batch_, in_, dtype_, CUBLASLT_EPILOGUE_BIAS, b_,
+                bias_ && !padded_ ? &fwd_bias_fused_ : nullptr, 0, padded_);
     dw_plan_ = plan(CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, batch_, DType::f32, CUBLASLT_EPILOGUE_BGRADB, db_,
-                    bias_ ? &dw_bias_fused_ : nullptr);
-    dx_plan_ = plan(CUBLAS_OP_N, CUBLAS_OP_N, in_, batch_, units_, dtype_, CUBLASLT_EPILOGUE_DEFAULT, nullptr,
-                    nullptr);
+                    bias_ ? &dw_bias_fused_ : nullptr, padded_, 0);
+    dx_plan_ = plan(CUBLAS_OP_N, CUBLAS_OP_N, in_, batch_, w_rows(), dtype_, CUBLASLT_EPILOGUE_DEFAULT,
+                    nullptr, nullptr, padded_, 0);
+  }
+
+  // Units rounded up to 16 bytes of the dtype, for a layer whose rows are not already (0 when they
+  // are, or when the output is under 2^20 values: there the copies would cost more than they save).
+  static int padded_units(int64_t rows, int64_t units, DType d) {
+    const int64_t per16 = 16 / int64_t(dtype_bytes(d));
+    if (d == DType::f32 || units % per16 == 0 || rows * units < (int64_t(1) << 20)) return 0;
+    return int((units + per16 - 1) / per16 * per16);
+  }
+  size_t pad_bytes() const {
+    return padded_ ? align_up(size_t(batch_) * size_t(padded_) * dtype_bytes(dtype_)) : 0;
+  }
+  // dst rows of dst_cols elements <- src rows of src_cols, the first min(...) of each, batch_ rows.
+  void copy_rows(void* dst, int dst_cols, const void* src, int src_cols) {
+    const size_t e = dtype_bytes(dtype_);
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, size_t(dst_cols) * e, src, size_t(src_cols) * e, size_t(units_) * e,
+                                 size_t(batch_), cudaMemcpyDeviceToDevice, be_.stream()));
   }
 
   size_t bias_bytes() const { return bias_ ? align_up(cuda::bias_grad_scratch_bytes(bias_split_)) : 0; }
+  int w_rows() const { return padded_ ? padded_ : units_; }  // rows of the products' W
   size_t weight_bytes() const {
-    return dtype_ == DType::f32 ? 0 : align_up(size_t(units_) * size_t(in_) * dtype_bytes(dtype_));
+    return dtype_ == DType::f32 ? 0 : align_up(size_t(w_rows()) * size_t(in_) * dtype_bytes(dtype_));
   }
-  // W in the activation dtype (W itself in f32).
+  // W in the activation dtype (W itself in f32), with zero rows up to padded_.
   const void* typed_weights() {
     if (dtype_ == DType::f32) return w_;
     cuda::launch_convert(w_typed_, dtype_, w_, DType::f32, int64_t(units_) * in_, false, be_.stream());
+    if (padded_) {
+      const size_t row = size_t(in_) * dtype_bytes(dtype_);
+      CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(w_typed_) + size_t(units_) * row, 0,
+                                 size_t(padded_ - units_) * row, be_.stream()));
+    }
     return w_typed_;
   }
   static cudaDataType_t cuda_type(DType t) {
@@ -131,9 +180,10 @@ class DenseCuda : public LayerKernel {
   // Column-major C (m, n) = op(A) op(B), lda = rows of A as stored (the row-major matrices' widths
   // are the leading dimensions: A's is (ta == T ? k : m), B's (tb == T ? n : k)). All f32: sgemm,
   // as before mixed precision; otherwise cublasGemmEx with f32 accumulation.
+  // ldb_given > 0: B's leading dimension (padded rows) instead of the packed one.
   void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, DType at,
-            const void* b, DType bt, void* c, DType ct, int ldc) {
-    const int lda = ta == CUBLAS_OP_T ? k : m, ldb = tb == CUBLAS_OP_T ? n : k;
+            const void* b, DType bt, void* c, DType ct, int ldc, int ldb_given = 0) {
+    const int lda = ta == CUBLAS_OP_T ? k : m, ldb = ldb_given > 0 ? ldb_given : (tb == CUBLAS_OP_T ? n : k);
     const cublasHandle_t h = be_.cublas();
     if (at == DType::f32 && bt == DType::f32 && ct == DType::f32) {
       CUBLAS_CHECK(cublasSgemm(h, ta, tb, m, n, k, &kOne, static_cast<const float*>(a), lda,
@@ -155,7 +205,9 @@ class DenseCuda : public LayerKernel {
   cuda::LtMatmul fwd_, dw_plan_, dx_plan_;
   bool fwd_bias_fused_ = false, dw_bias_fused_ = false;
   DType dtype_;
+  int padded_;  // > 0: the row length of the padded copy of y / dy (see the top)
   void* w_typed_ = nullptr;
+  void* pad_ = nullptr;
   cuda::BiasGradSplit bias_split_;
   double* bias_scratch_ = nullptr;
   const float *w_ = nullptr, *b_ = nullptr;

@@ -19,7 +19,8 @@ cudaDataType_t lt_type(DType t) {
 }  // namespace
 
 LtMatmul::LtMatmul(CudaBackend& be, MathMode math, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                   int k, DType ab, DType d, cublasLtEpilogue_t epilogue, const void* vector)
+                   int k, DType ab, DType d, cublasLtEpilogue_t epilogue, const void* vector, int ldb,
+                   int ldd)
     : be_(&be) {
   try {
     const cublasComputeType_t compute =
@@ -39,8 +40,9 @@ LtMatmul::LtMatmul(CudaBackend& be, MathMode math, cublasOperation_t ta, cublasO
     // Stored shapes: A is (m, k) or, transposed, (k, m); B is (k, n) or (n, k).
     const bool a_t = ta == CUBLAS_OP_T, b_t = tb == CUBLAS_OP_T;
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la_, lt_type(ab), a_t ? k : m, a_t ? m : k, a_t ? k : m));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb_, lt_type(ab), b_t ? n : k, b_t ? k : n, b_t ? n : k));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld_, lt_type(d), m, n, m));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb_, lt_type(ab), b_t ? n : k, b_t ? k : n,
+                                            ldb > 0 ? ldb : (b_t ? n : k)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld_, lt_type(d), m, n, ldd > 0 ? ldd : m));
     cublasLtMatmulPreference_t pref = nullptr;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = be.cublas_workspace_bytes();

@@ -24,8 +24,10 @@ class LtMatmul {
   // Plans the product; ok() says whether cuBLASLt has an algorithm for it (an epilogue may not be
   // available for every dtype combination: the caller then runs the unfused product and its own
   // kernel). `vector` is the bias or bias-gradient pointer of the epilogue (null for DEFAULT).
+  // ldb, ldd: B's and D's leading dimensions when not the packed ones (0: packed), e.g. a row
+  // stride padded to 16 bytes so that the product runs on aligned tensor-core kernels.
   LtMatmul(CudaBackend& be, MathMode math, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-           DType ab, DType d, cublasLtEpilogue_t epilogue, const void* vector);
+           DType ab, DType d, cublasLtEpilogue_t epilogue, const void* vector, int ldb = 0, int ldd = 0);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;

@@ -178,6 +178,8 @@ std::vector<Row> build_table() {
           fd("{type: dense, units: 3, per_position: true, use_bias: false}", {2, 3, 4}, 2, 15, 1e-2f,
              "per position, rank 3"),
           ref("{type: dense, units: 48, per_position: true}", {64, 32}, 4, 5, kWide, "per position, 64 rows"),
+          ref("{type: dense, units: 1027, per_position: true}", {256, 16}, 4, 6, kWide,
+              "1,024 rows of 1,027: the GPU pads y's and dy's rows to 16 bytes for aligned products"),
       }));
   rows.push_back(kernel_row(
       "conv2d", reference_conv2d, kConv,

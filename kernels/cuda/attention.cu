@@ -1,6 +1,6 @@
-// multi_head_attention's own kernels (attention.cuh): the heads' rearrangement, the softmax of the
-// scores with the causal mask, dropout on the weights, and the softmax's backward. One warp a row
-// for the softmaxes; the rows are read again from L2 between the passes.
+// multi_head_attention's own kernels (attention.cuh): the pointer arrays of the batched
+// products, the softmax of the scores with the causal mask, dropout on the weights, and the softmax's
+// backward. One warp a row for the softmaxes; the rows are read again from L2 between the passes.
 #include <cfloat>
 
 #include "kernels/cuda/attention.cuh"
@@ -12,33 +12,12 @@
 namespace trainer::cuda {
 namespace {
 
-// One thread per element of dst. rows index ((b L + l) G + g) H hd + h hd + e, heads index
-// (((g B + b) H + h) L + l) hd + e.
-template <class T>
-__global__ void rearrange_heads_kernel(HeadsGeometry g, const T* src, T* dst, bool to_heads) {
-  const int64_t n = g.batch * g.length * g.groups * g.heads * g.head_dim;
-  for (int64_t i = global_index(); i < n; i += grid_stride()) {
-    const int64_t e = i % g.head_dim;
-    int64_t r = i / g.head_dim;
-    int64_t b, l, gi, h;
-    if (to_heads) {  // i walks heads: (g, b, h, l)
-      l = r % g.length;
-      r /= g.length;
-      h = r % g.heads;
-      r /= g.heads;
-      b = r % g.batch;
-      gi = r / g.batch;
-    } else {  // i walks rows: (b, l, g, h)
-      h = r % g.heads;
-      r /= g.heads;
-      gi = r % g.groups;
-      r /= g.groups;
-      l = r % g.length;
-      b = r / g.length;
-    }
-    const int64_t row = (((b * g.length + l) * g.groups + gi) * g.heads + h) * g.head_dim + e;
-    const int64_t head = (((gi * g.batch + b) * g.heads + h) * g.length + l) * g.head_dim + e;
-    dst[i] = src[to_heads ? row : head];
+__global__ void fill_pointers_kernel(void** out, PointerTable t) {
+  const int64_t pairs = t.samples * t.heads, n = pairs * t.arrays;
+  for (int64_t j = global_index(); j < n; j += grid_stride()) {
+    const int a = int(j / pairs);
+    const int64_t i = j % pairs, b = i / t.heads, h = i % t.heads;
+    out[j] = t.base[a] + b * t.per_sample[a] + h * t.per_head[a];
   }
 }
 
@@ -104,15 +83,10 @@ unsigned row_blocks(int64_t rows) { return grid_for((rows + 7) / 8 * kThreads, k
 
 }  // namespace
 
-void launch_rearrange_heads(DType t, const HeadsGeometry& g, const void* src, void* dst, bool to_heads,
-                            cudaStream_t stream) {
-  const int64_t n = g.batch * g.length * g.groups * g.heads * g.head_dim;
+void launch_fill_pointers(void** out, const PointerTable& t, cudaStream_t stream) {
+  const int64_t n = t.samples * t.heads * t.arrays;
   if (n <= 0) return;
-  with_dtype(t, [&](auto tag) {
-    using T = decltype(tag);
-    rearrange_heads_kernel<T>
-        <<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(src), static_cast<T*>(dst), to_heads);
-  });
+  fill_pointers_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, t);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,8 +1,7 @@
 // The element-wise and row-wise parts of multi_head_attention on the GPU (attention_cuda.cc runs
 // the matrix products with cuBLAS). Activations of dtype t (f32, bf16, fp16), arithmetic in f32.
-//   rows: (B, L, G, H, hd) as the projections read and write them (G = 3: q | k | v, or 1)
-//   heads: (G, B, H, L, hd), each (sample, head) a contiguous (L, hd) matrix for the batched
-//          products
+//   rows: (B, L, G, H, hd) as the projections read and write them (G = 3: q | k | v, or 1); the
+//         batched products read and write each (sample, head) in place through pointer arrays
 //   P, dS: (B H L, L), a row per query position
 #pragma once
 
@@ -14,13 +13,18 @@
 
 namespace trainer::cuda {
 
-struct HeadsGeometry {
-  int64_t batch = 0, length = 0, groups = 1, heads = 1, head_dim = 1;
+// Pointer arrays for batched products over (sample, head) pairs: array a's entry for pair
+// i = b * heads + h is base[a] + b * per_sample[a] + h * per_head[a] (bytes). Written on the
+// device at the start of each step that uses them (a CUDA graph replays the writes): the
+// executor's plans for other batch sizes share the memory they live in.
+struct PointerTable {
+  static constexpr int kMax = 16;
+  char* base[kMax] = {};
+  int64_t per_sample[kMax] = {}, per_head[kMax] = {};
+  int arrays = 0;
+  int64_t samples = 0, heads = 0;
 };
-
-// heads = rows rearranged (to_heads), or rows = heads (!to_heads); src and dst distinct.
-void launch_rearrange_heads(DType t, const HeadsGeometry& g, const void* src, void* dst, bool to_heads,
-                            cudaStream_t stream);
+void launch_fill_pointers(void** out, const PointerTable& t, cudaStream_t stream);
 
 // P = softmax of each of `rows` rows of `len` scores s (f32: the products' f32 output, so the
 // exponentials see unrounded scores); causal: row r is query position r % len, whose keys after it

@@ -1,13 +1,15 @@
 // multi_head_attention on the GPU (lib/layers/attention.h): cuBLAS for the matrix products (the
-// projections over all B L rows; per (sample, head) the scores and P v as strided batches over the
-// heads' layout), attention.cu for the rest. The reference path of attention: P (B, H, L, L) is
-// kept for backward, as PyTorch's math attention keeps it. Activations in the kernel's dtype
-// (f32, or bf16 / fp16 with f32 accumulation); the weights' gradients in f32, overwritten.
-//   kept from forward to backward: qkv in the heads' layout (3, B, H, L, hd), P, O (B, L, D)
-//   transient: the 16-bit weights, qkv / dqkv as rows (B, L, 3D), dqkv in the heads' layout, dO
-//   as rows and O / dO in the heads' layout, the dropped P, dS, the bias sums' scratch, and with
-//   16-bit activations the scores S and their gradient dP in f32 (B, H, L, L): the softmax and its
-//   backward read them unrounded, as a fused attention keeps them in registers
+// projections over all B L rows; per (sample, head) the scores, P v and their gradients as one
+// batched product each, reading and writing the heads in place in the rows (B, L, 3, H, hd) of
+// qkv and (B, L, H, hd) of O through pointer arrays made at bind, so no tensor is rearranged),
+// attention.cu for the rest. The reference path of attention: P (B, H, L, L) is kept for
+// backward, as PyTorch's math attention keeps it. Activations in the kernel's dtype (f32, or
+// bf16 / fp16 with f32 accumulation); the weights' gradients in f32, overwritten.
+//   kept from forward to backward: qkv as rows (B, L, 3D), P, O (B, L, D), the pointer arrays
+//   transient: the 16-bit weights, dqkv as rows (B, L, 3D), dO as rows, the dropped P, dS, the
+//   bias sums' scratch, and with 16-bit activations the scores S and their gradient dP in f32
+//   (B, H, L, L): the softmax and its backward read them unrounded, as a fused attention keeps
+//   them in registers
 #include <cmath>
 
 #include "kernels/cuda/attention.cuh"
@@ -42,9 +44,9 @@ class AttentionCuda : public LayerKernel {
         scale_(float(1.0 / std::sqrt(double(l.head_dim())))),
         scalars_(ctx.scalars),
         layer_(ctx.layer_index),
-        split_a_(cuda::bias_grad_split(ctx.batch * l.length(), 3 * l.width(), 1)),
-        split_p_(cuda::bias_grad_split(ctx.batch * l.length(), l.width(), 1)) {
-    geometry_ = {b_, l_, 3, h_, hd_};
+        // Rows of channels: the bias sums read whole rows (as dense's)
+        split_a_(cuda::bias_grad_split(ctx.batch * l.length(), 3 * l.width(), 1, true, ctx.act_dtype)),
+        split_p_(cuda::bias_grad_split(ctx.batch * l.length(), l.width(), 1, true, ctx.act_dtype)) {
     // The transient regions, in order.
     size_t at = 0;
     const auto region = [&](size_t bytes) {
@@ -57,9 +59,7 @@ class AttentionCuda : public LayerKernel {
     at_wa_ = region(t_ == DType::f32 ? 0 : bytes(3 * d_ * d_));
     at_wp_ = region(t_ == DType::f32 ? 0 : bytes(d_ * d_));
     at_rows3_ = region(bytes(rows() * 3 * d_));
-    at_heads3_ = region(bytes(rows() * 3 * d_));
     at_rows1_ = region(bytes(rows() * d_));
-    at_heads1_ = region(bytes(rows() * d_));
     at_pd_ = region(rate_ > 0.f ? bytes(probs()) : 0);
     at_ds_ = region(bytes(probs()));
     at_s_ = region(t_ == DType::f32 ? 0 : size_t(probs()) * sizeof(float));
@@ -67,7 +67,8 @@ class AttentionCuda : public LayerKernel {
   }
 
   size_t kept_workspace_bytes() const override {
-    return align_up(bytes(rows() * 3 * d_)) + align_up(bytes(probs())) + align_up(bytes(rows() * d_));
+    return align_up(bytes(rows() * 3 * d_)) + align_up(bytes(probs())) + align_up(bytes(rows() * d_)) +
+           align_up(size_t(kArrays) * size_t(b_ * h_) * sizeof(void*));
   }
   size_t workspace_bytes() const override { return transient_; }
   bool workspace_is_transient() const override { return true; }
@@ -88,10 +89,12 @@ class AttentionCuda : public LayerKernel {
       dbp_ = b.grad(k).f32();
     }
     char* kept = static_cast<char*>(b.kept_workspace);
-    qkvh_ = kept;
+    qkv_ = kept;
     p_ = kept + align_up(bytes(rows() * 3 * d_));
     o_ = static_cast<char*>(p_) + align_up(bytes(probs()));
+    ptrs_ = reinterpret_cast<void**>(static_cast<char*>(o_) + align_up(bytes(rows() * d_)));
     ws_ = static_cast<char*>(b.workspace);
+    make_pointer_table();
   }
 
   void forward(bool training) override {
@@ -99,23 +102,18 @@ class AttentionCuda : public LayerKernel {
     CUBLAS_CHECK(cublasSetMathMode(be_.cublas(), math_));
     dropping_ = training && rate_ > 0.f;
     const int64_t R = rows(), D = d_, L = l_;
+    // The arrays live in this kernel's kept memory, which other batch sizes' plans share: written
+    // here each step, read by this step's backward too.
+    cuda::launch_fill_pointers(ptrs_, table_, s);
     const void* wa = typed(wa_, at_wa_, 3 * D * D);
-    void* qkv = ws_ + at_rows3_;
-    gemm('N', 'T', R, 3 * D, D, 1.f, a_.x, D, wa, D, qkv, 3 * D);
-    if (bias_) cuda::launch_bias_add(t_, qkv, ba_, R, 3 * D, 1, false, s);
-    cuda::launch_rearrange_heads(t_, geometry_, qkv, qkvh_, true, s);
+    gemm('N', 'T', R, 3 * D, D, 1.f, a_.x, D, wa, D, qkv_, 3 * D);
+    if (bias_) cuda::launch_bias_add(t_, qkv_, ba_, R, 3 * D, 1, false, s);
     // S = scale q k^T in f32, then P = softmax(S), per (sample, head).
     float* scores = f32_scratch(p_);
-    gemm('N', 'T', L, L, hd_, scale_, q(), hd_, k(), hd_, scores, L, b_ * h_, L * hd_, L * hd_, L * L, true);
+    batched('N', 'T', L, L, hd_, scale_, arr(kQ), 3 * D, arr(kK), 3 * D, arr(kS), L, true);
     cuda::launch_attention_softmax(t_, scores, p_, b_ * h_ * L, L, causal_, s);
-    const void* used = p_;
-    if (dropping_) {
-      cuda::launch_attention_dropout(t_, p_, ws_ + at_pd_, probs(), rate_, scalars_, layer_, s);
-      used = ws_ + at_pd_;
-    }
-    void* oh = ws_ + at_heads1_;
-    gemm('N', 'N', L, hd_, L, 1.f, used, L, v(), hd_, oh, hd_, b_ * h_, L * L, L * hd_, L * hd_);
-    cuda::launch_rearrange_heads(t_, one_group(), oh, o_, false, s);
+    if (dropping_) cuda::launch_attention_dropout(t_, p_, ws_ + at_pd_, probs(), rate_, scalars_, layer_, s);
+    batched('N', 'N', L, hd_, L, 1.f, arr(dropping_ ? kPd : kP), L, arr(kV), 3 * D, arr(kO), D);
     gemm('N', 'T', R, D, D, 1.f, o_, D, typed(wp_, at_wp_, D * D), D, a_.y, D);
     if (bias_) cuda::launch_bias_add(t_, a_.y, bp_, R, D, 1, false, s);
   }
@@ -129,29 +127,19 @@ class AttentionCuda : public LayerKernel {
     gemm('N', 'N', R, D, D, 1.f, a_.dy, D, typed(wp_, at_wp_, D * D), D, drows, D);
     gemm('T', 'N', D, D, R, 1.f, a_.dy, D, o_, D, dwp_, D, 1, 0, 0, 0, true);
     if (bias_) cuda::launch_bias_grad(split_p_, t_, a_.dy, dbp_, scratch(at_scratch_p_), s);
-    void* doh = ws_ + at_heads1_;
-    cuda::launch_rearrange_heads(t_, one_group(), drows, doh, true, s);
     // Per (sample, head): dv = P'^T dO, dP' = dO v^T, dS through the dropout and the softmax,
-    // dq = dS k, dk = dS^T q; into dqkv in the heads' layout.
-    char* dqkvh = ws_ + at_heads3_;
-    const int64_t third = R * D;  // q | k | v blocks of the heads' layout
-    const void* used = p_;
-    if (dropping_) {
-      cuda::launch_attention_dropout(t_, p_, ws_ + at_pd_, probs(), rate_, scalars_, layer_, s);
-      used = ws_ + at_pd_;
-    }
+    // dq = dS k, dk = dS^T q; into the rows of dqkv.
+    if (dropping_) cuda::launch_attention_dropout(t_, p_, ws_ + at_pd_, probs(), rate_, scalars_, layer_, s);
     const int64_t n = b_ * h_;
-    gemm('T', 'N', L, hd_, L, 1.f, used, L, doh, hd_, dqkvh + bytes(2 * third), hd_, n, L * L, L * hd_,
-         L * hd_);
+    batched('T', 'N', L, hd_, L, 1.f, arr(dropping_ ? kPd : kP), L, arr(kdO), D, arr(kdV), 3 * D);
     void* ds = ws_ + at_ds_;
     float* dp = f32_scratch(ds);
-    gemm('N', 'T', L, L, hd_, 1.f, doh, hd_, v(), hd_, dp, L, n, L * hd_, L * hd_, L * L, true);
+    batched('N', 'T', L, L, hd_, 1.f, arr(kdO), D, arr(kV), 3 * D, arr(kdP), L, true);
     cuda::launch_attention_softmax_backward(t_, p_, dp, ds, n * L, L, scale_, dropping_ ? rate_ : 0.f,
                                             scalars_, layer_, s);
-    gemm('N', 'N', L, hd_, L, 1.f, ds, L, k(), hd_, dqkvh, hd_, n, L * L, L * hd_, L * hd_);
-    gemm('T', 'N', L, hd_, L, 1.f, ds, L, q(), hd_, dqkvh + bytes(third), hd_, n, L * L, L * hd_, L * hd_);
+    batched('N', 'N', L, hd_, L, 1.f, arr(kdS), L, arr(kK), 3 * D, arr(kdQ), 3 * D);
+    batched('T', 'N', L, hd_, L, 1.f, arr(kdS), L, arr(kQ), 3 * D, arr(kdK), 3 * D);
     void* dqkv = ws_ + at_rows3_;
-    cuda::launch_rearrange_heads(t_, geometry_, dqkvh, dqkv, false, s);
     // The input projection: dWa = dqkv^T x, dba = the column sums of dqkv, dx = dqkv Wa.
     gemm('T', 'N', 3 * D, D, R, 1.f, dqkv, 3 * D, a_.x, D, dwa_, D, 1, 0, 0, 0, true);
     if (bias_) cuda::launch_bias_grad(split_a_, t_, dqkv, dba_, scratch(at_scratch_a_), s);
@@ -162,10 +150,40 @@ class AttentionCuda : public LayerKernel {
   int64_t rows() const { return b_ * l_; }
   int64_t probs() const { return b_ * h_ * l_ * l_; }
   size_t bytes(int64_t n) const { return size_t(n) * dtype_bytes(t_); }
-  const void* q() const { return qkvh_; }
-  const void* k() const { return static_cast<const char*>(qkvh_) + bytes(rows() * d_); }
-  const void* v() const { return static_cast<const char*>(qkvh_) + bytes(2 * rows() * d_); }
-  cuda::HeadsGeometry one_group() const { return {b_, l_, 1, h_, hd_}; }
+  // The pointer arrays, B H pointers each, (sample, head) in order: where each product's operand of
+  // that sample and head starts.
+  enum Array { kQ, kK, kV, kS, kP, kPd, kO, kdO, kdP, kdS, kdQ, kdK, kdV, kArrays };
+  static_assert(kArrays <= cuda::PointerTable::kMax, "the device table holds kMax arrays");
+  void* const* arr(Array a) const { return ptrs_ + size_t(a) * size_t(b_ * h_); }
+  // The table the device fills the arrays from (cuda::PointerTable): base, then bytes a sample
+  // and a head further.
+  void make_pointer_table() {
+    const int64_t D = d_, L = l_, pair = L * L;  // a (sample, head)'s scores, P, dP, dS: L x L
+    cuda::PointerTable& t = table_;
+    t.arrays = kArrays;
+    t.samples = b_;
+    t.heads = h_;
+    const auto set = [&](Array a, void* base, size_t elem, int64_t per_sample, int64_t per_head) {
+      t.base[a] = static_cast<char*>(base);
+      t.per_sample[a] = per_sample * int64_t(elem);
+      t.per_head[a] = per_head * int64_t(elem);
+    };
+    const size_t e = dtype_bytes(t_), f = sizeof(float);  // the scores and dP are f32 in every dtype
+    char* qkv = static_cast<char*>(qkv_);
+    set(kQ, qkv, e, L * 3 * D, hd_);
+    set(kK, qkv + bytes(D), e, L * 3 * D, hd_);
+    set(kV, qkv + bytes(2 * D), e, L * 3 * D, hd_);
+    set(kS, f32_scratch(p_), f, h_ * pair, pair);
+    set(kP, p_, e, h_ * pair, pair);
+    set(kPd, ws_ + at_pd_, e, h_ * pair, pair);
+    set(kO, o_, e, L * D, hd_);
+    set(kdO, ws_ + at_rows1_, e, L * D, hd_);
+    set(kdP, f32_scratch(ws_ + at_ds_), f, h_ * pair, pair);
+    set(kdS, ws_ + at_ds_, e, h_ * pair, pair);
+    set(kdQ, ws_ + at_rows3_, e, L * 3 * D, hd_);
+    set(kdK, ws_ + at_rows3_ + bytes(D), e, L * 3 * D, hd_);
+    set(kdV, ws_ + at_rows3_ + bytes(2 * D), e, L * 3 * D, hd_);
+  }
   double* scratch(size_t at) const { return reinterpret_cast<double*>(ws_ + at); }
   // Where the f32 scores S (and in backward dP) go: the f32 tensor they become itself (`same`: P,
   // dS) when the activations are f32, else their own transient region.
@@ -177,6 +195,19 @@ class AttentionCuda : public LayerKernel {
     if (t_ == DType::f32) return w;
     cuda::launch_convert(ws_ + at, t_, w, DType::f32, n, false, be_.stream());
     return ws_ + at;
+  }
+  // One product per (sample, head): row-major C_i (m, n) = alpha op(A_i) op(B_i), the operands
+  // from pointer arrays (arr()), ld* their row strides; C in the activation dtype or f32.
+  void batched(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, void* const* a, int64_t lda,
+               void* const* b, int64_t ldb, void* const* c, int64_t ldc, bool f32_out = false) const {
+    const DType ct = f32_out ? DType::f32 : t_;
+    const cublasOperation_t opa = ta == 'T' ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            opb = tb == 'T' ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const float beta = 0.f;
+    CUBLAS_CHECK(cublasGemmBatchedEx(
+        be_.cublas(), opb, opa, int(n), int(m), int(k), &alpha, const_cast<const void* const*>(b),
+        cuda_type(t_), int(ldb), const_cast<const void* const*>(a), cuda_type(t_), int(lda), &beta, c,
+        cuda_type(ct), int(ldc), int(b_ * h_), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
   // Row-major C (m, n) = alpha op(A) op(B), ld* the stored widths, `batch` products at the given
   // element strides; A and B in the activation dtype, C too or f32 (f32_out: the weights'
@@ -209,14 +240,15 @@ class AttentionCuda : public LayerKernel {
   const StepScalars* scalars_;
   int layer_;
   cuda::BiasGradSplit split_a_, split_p_;
-  cuda::HeadsGeometry geometry_;
-  size_t at_scratch_a_ = 0, at_scratch_p_ = 0, at_wa_ = 0, at_wp_ = 0, at_rows3_ = 0, at_heads3_ = 0,
-         at_rows1_ = 0, at_heads1_ = 0, at_pd_ = 0, at_ds_ = 0, at_s_ = 0, transient_ = 0;
+  size_t at_scratch_a_ = 0, at_scratch_p_ = 0, at_wa_ = 0, at_wp_ = 0, at_rows3_ = 0, at_rows1_ = 0,
+         at_pd_ = 0, at_ds_ = 0, at_s_ = 0, transient_ = 0;
   bool dropping_ = false;
   TypedActivations a_;
   const float *wa_ = nullptr, *ba_ = nullptr, *wp_ = nullptr, *bp_ = nullptr;
   float *dwa_ = nullptr, *dba_ = nullptr, *dwp_ = nullptr, *dbp_ = nullptr;
-  void *qkvh_ = nullptr, *p_ = nullptr, *o_ = nullptr;
+  void *qkv_ = nullptr, *p_ = nullptr, *o_ = nullptr;
+  void** ptrs_ = nullptr;  // kArrays arrays of B H pointers (device memory)
+  cuda::PointerTable table_;
   char* ws_ = nullptr;
 };
 

@@ -96,13 +96,14 @@ def main():
                     help="GPT-2 small: vocab 50257, context 1024, 12 x 768, 12 heads, batch 8, no dropout")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="", help="cpu or cuda (default: cuda when there is one)")
     a = ap.parse_args()
     if a.gpt2_small:
         a.vocab, a.context, a.layers, a.width, a.heads, a.batch, a.dropout = 50257, 1024, 12, 768, 12, 8, 0.0
     torch.manual_seed(a.seed)
     if a.threads:
         torch.set_num_threads(a.threads)
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if a.synthetic:
         rng = np.random.default_rng(a.seed)
         xt, yt = windows(None, a.context, rng.integers(0, a.vocab, a.synthetic).astype(np.uint16))

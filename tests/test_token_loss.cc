@@ -227,3 +227,35 @@ TEST_CASE("a loss over positions names what it needs", "[config][tokens]") {
     REQUIRE_THROWS_AS(fit_text(y), Error);
   }
 }
+
+TEST_CASE("a language model interrupted mid-epoch resumes bit-identically", "[fit][tokens][resume]") {
+  const std::string dir = test::temp_dir("text_resume");
+  const std::string path = write_text(dir);
+  std::string yaml = kTextModel + "data: {train: {format: text, path: " + path +
+                     ", context: 16, stride: 8}, batch_size: 32, validation_split: 0.1}\n";
+  yaml.replace(yaml.find("causal: true"), 12, "causal: true, dropout: 0.1");
+  yaml.replace(yaml.find("epochs: 4"), 9, "epochs: 3");
+  const auto run = [&](const std::string& out, const std::string& resume, int64_t stop) {
+    FitOptions fo;
+    fo.out_dir = out;
+    fo.resume_dir = resume;
+    fo.stop_after_step = stop;
+    std::ostringstream log;
+    return fit(parse_config(yaml, "lm.yaml", {}), fo, log);
+  };
+  // The loss columns of metrics.csv (epoch, loss, accuracy, perplexity and the val_ ones).
+  const auto losses = [](const std::string& csv) {
+    std::istringstream in(test::slurp(csv));
+    std::string line, out;
+    while (std::getline(in, line)) out += line.substr(0, line.rfind(',', line.rfind(',') - 1)) + "\n";
+    return out;
+  };
+  const FitResult straight = run(dir + "/straight", "", 0);
+  REQUIRE_THROWS_AS(run(dir + "/cut", "", 25), InterruptedError);  // 19 steps an epoch: mid-epoch 2
+  const FitResult resumed = run("", dir + "/cut", 0);
+  REQUIRE(resumed.epochs_run == 3);
+  REQUIRE(resumed.steps == straight.steps);
+  REQUIRE(resumed.final_val_loss == straight.final_val_loss);
+  REQUIRE(losses(dir + "/cut/metrics.csv") == losses(dir + "/straight/metrics.csv"));
+  REQUIRE(test::slurp(dir + "/cut/model.safetensors") == test::slurp(dir + "/straight/model.safetensors"));
+}

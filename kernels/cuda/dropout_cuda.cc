@@ -19,45 +19,46 @@ class DropoutCuda : public LayerKernel {
         rate_(l.rate),
         n_(ctx.batch * l.input_shape().numel()),
         scalars_(ctx.scalars),
-        layer_(ctx.layer_index) {
+        layer_(ctx.layer_index),
+        t_(ctx.act_dtype) {
     const Shape& s = l.input_shape();
     channel_size_ = l.channelwise ? s.numel() / s[0] : 1;
   }
 
   size_t workspace_bytes() const override { return size_t(n_) * sizeof(float); }
   void bind(const KernelBinding& b) override {
-    a_ = BoundActivations(b);
+    a_ = TypedActivations(b, t_);
     mask_ = static_cast<float*>(b.workspace);
   }
 
   void forward(bool training) override {
-    const float* x = a_.x;
-    float* y = a_.y;
+    const void* x = a_.x;
+    void* y = a_.y;
     training_ = training && rate_ != 0.f;
     if (!training_) {
       copy(x, y);
       return;
     }
     if (!scalars_) throw InternalError("dropout: no step scalars in the kernel context");
-    cuda::launch_dropout_forward(x, y, mask_, n_, channel_size_, rate_, scalars_, layer_, be_.stream());
+    cuda::launch_dropout_forward(t_, x, y, mask_, n_, channel_size_, rate_, scalars_, layer_, be_.stream());
   }
 
   void backward() override {
-    const float* dy = a_.dy;
-    float* dx = a_.dx;
+    const void* dy = a_.dy;
+    void* dx = a_.dx;
     if (!dx) return;
     if (training_)
-      cuda::launch_dropout_backward(dy, mask_, dx, n_, be_.stream());
+      cuda::launch_dropout_backward(t_, dy, mask_, dx, n_, be_.stream());
     else
       copy(dy, dx);
   }
 
  private:
-  BoundActivations a_;
-  void copy(const float* from, float* to) {
+  TypedActivations a_;
+  void copy(const void* from, void* to) {
     if (from != to)
       CUDA_CHECK(
-          cudaMemcpyAsync(to, from, size_t(n_) * sizeof(float), cudaMemcpyDeviceToDevice, be_.stream()));
+          cudaMemcpyAsync(to, from, size_t(n_) * dtype_bytes(t_), cudaMemcpyDeviceToDevice, be_.stream()));
   }
 
   CudaBackend& be_;
@@ -65,6 +66,7 @@ class DropoutCuda : public LayerKernel {
   int64_t n_, channel_size_ = 1;
   const StepScalars* scalars_;
   int layer_;
+  DType t_;
   float* mask_ = nullptr;
   bool training_ = false;
 };

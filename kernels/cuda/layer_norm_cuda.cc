@@ -1,6 +1,6 @@
 // layer_norm / rms_norm on the GPU (layer_norm.cu). The workspace keeps each row's mean and
 // 1/std from forward to backward, then the parameter gradients' partial sums.
-//   x, y, dy, dx: (B, ..., D) f32
+//   x, y, dy, dx: (B, ..., D) in the activation dtype (f32, bf16, fp16); w, b and the statistics f32
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/layer_norm.cuh"
@@ -17,13 +17,14 @@ class LayerNormCuda : public LayerKernel {
         bias_(l.bias),
         eps_(l.epsilon),
         rows_(ctx.batch * l.rows_per_sample()),
-        d_(l.features()) {}
+        d_(l.features()),
+        t_(ctx.act_dtype) {}
 
   size_t workspace_bytes() const override {
     return size_t(2 * rows_ + 2 * cuda::layer_norm_chunks(rows_, d_) * d_) * sizeof(float);
   }
   void bind(const KernelBinding& b) override {
-    a_ = BoundActivations(b);
+    a_ = TypedActivations(b, t_);
     w_ = b.param(0).f32();
     dw_ = b.grad(0).f32();
     if (bias_) {
@@ -35,10 +36,10 @@ class LayerNormCuda : public LayerKernel {
   }
 
   void forward(bool) override {
-    cuda::launch_layer_norm_forward(a_.x, w_, b_, a_.y, stats_, rows_, d_, eps_, rms_, be_.stream());
+    cuda::launch_layer_norm_forward(t_, a_.x, w_, b_, a_.y, stats_, rows_, d_, eps_, rms_, be_.stream());
   }
   void backward() override {
-    cuda::launch_layer_norm_backward(a_.x, a_.dy, w_, stats_, a_.dx, dw_, db_, partials_, rows_, d_, rms_,
+    cuda::launch_layer_norm_backward(t_, a_.x, a_.dy, w_, stats_, a_.dx, dw_, db_, partials_, rows_, d_, rms_,
                                      be_.stream());
   }
 
@@ -47,7 +48,8 @@ class LayerNormCuda : public LayerKernel {
   bool rms_, bias_;
   float eps_;
   int64_t rows_, d_;
-  BoundActivations a_;
+  DType t_;
+  TypedActivations a_;
   float *w_ = nullptr, *dw_ = nullptr, *b_ = nullptr, *db_ = nullptr, *stats_ = nullptr, *partials_ = nullptr;
 };
 

@@ -32,12 +32,14 @@ void register_cuda_kernels(Registry& r) {
   r.add_kernel("add", "cuda", make_add_cuda, follow_any);
   r.add_kernel("concat", "cuda", make_concat_cuda);
   r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda, follow_any | kFusesRelu | kTakesBias);
-  r.add_kernel("dropout", "cuda", make_dropout_cuda);
-  r.add_kernel("layer_norm", "cuda", make_layer_norm_cuda);
-  r.add_kernel("rms_norm", "cuda", make_layer_norm_cuda);
-  r.add_kernel("position_embedding", "cuda", make_position_embedding_cuda);
+  // A transformer's residual stream: the position embedding starts it in the activation dtype,
+  // and the norms, dropouts and adds keep it there (no conversions around each block's layers).
+  r.add_kernel("dropout", "cuda", make_dropout_cuda, follow);
+  r.add_kernel("layer_norm", "cuda", make_layer_norm_cuda, low | kMemoryBound);
+  r.add_kernel("rms_norm", "cuda", make_layer_norm_cuda, low | kMemoryBound);
+  r.add_kernel("position_embedding", "cuda", make_position_embedding_cuda, low | kMemoryBound);
   r.add_kernel("multi_head_attention", "cuda", make_attention_cuda, low);
-  r.add_kernel("dropout2d", "cuda", make_dropout_cuda);
+  r.add_kernel("dropout2d", "cuda", make_dropout_cuda, follow);
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})
     r.add_kernel(t, "cuda", make_eltwise_cuda, follow_any);
   r.add_kernel("softmax", "cuda", make_softmax_cuda);

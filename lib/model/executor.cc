@@ -722,7 +722,7 @@ std::vector<DType> Executor::plan_dtypes() const {
 bool Executor::too_small_for_low_precision(const Layer& l) const {
   if (be_.activation_dtype(o_.math) == DType::f32 || o_.low_precision_min_flops <= 0) return false;
   const unsigned caps = Registry::global().kernel_caps(l.type(), be_.name());
-  if (!(caps & kLowPrecisionActivations) || (caps & kFollowsInputDtype)) return false;
+  if (!(caps & kLowPrecisionActivations) || (caps & (kFollowsInputDtype | kMemoryBound))) return false;
   const int64_t batch =
       o_.batch_sizes.empty() ? 1 : *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
   return l.forward_flops() * double(batch) < o_.low_precision_min_flops;

@@ -55,6 +55,10 @@ enum KernelCaps : unsigned {
   // all of them take any layout. Without it (oneDNN's blocked layouts pad the channels) only a
   // sole consumer of one input does.
   kDenseLayout = 128u,
+  // With kLowPrecisionActivations: a memory-bound kernel (a few operations an element: layer_norm,
+  // position_embedding), which 16 bits speed up at any size, so low_precision_min_mflops does not
+  // keep it in f32 as it keeps small convolutions and dense layers.
+  kMemoryBound = 256u,
 };
 
 // What a layer type is besides its keys.

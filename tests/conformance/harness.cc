@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -421,7 +422,16 @@ void run_low_precision_case(const Row& row, const Case& c, Backend& backend) {
                grad_bound = f16 ? kF16GradBound : kLowPrecisionGradBound;
   const std::string against = std::string(" (") + name + " against f32)";
   check_cross(("y" + against).c_str(), a.y, f32.y, bound);
-  check_cross(("dx" + against).c_str(), a.dx, f32.dx, bound * row.low_precision_dx_scale);
+  if (c.dx_noise) {  // 0 in real arithmetic: the 16-bit run's noise is bounded, not compared
+    double largest = 0, scale = 0;
+    for (float v : a.dx) largest = std::max(largest, double(std::fabs(v)));
+    for (float v : d.dy) scale = std::max(scale, double(std::fabs(v)));
+    INFO("dx" << against << ", 0 in real arithmetic: largest |dx| " << largest << ", bound " << bound
+              << " x max |dy| " << scale);
+    CHECK(largest <= bound * scale);
+  } else {
+    check_cross(("dx" + against).c_str(), a.dx, f32.dx, bound * row.low_precision_dx_scale);
+  }
   if (!d.live.empty())
     check_cross(("parameter gradients" + against).c_str(), a.grads, f32.grads, grad_bound, d.live);
   if (!d.buffers.empty()) check_cross(("buffers" + against).c_str(), a.buffers, f32.buffers, bound);

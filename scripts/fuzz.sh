@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 seconds="${1:-60}"
 shift || true
-all_targets=(fuzz_idx fuzz_idx_gzip fuzz_npy fuzz_csv fuzz_cifar10 fuzz_sequences fuzz_safetensors fuzz_config fuzz_png fuzz_jpeg
+all_targets=(fuzz_idx fuzz_idx_gzip fuzz_npy fuzz_csv fuzz_cifar10 fuzz_sequences fuzz_tokens fuzz_safetensors fuzz_config fuzz_png fuzz_jpeg
   fuzz_train_state fuzz_set_keys)
 targets=("$@")
 [ "${#targets[@]}" -eq 0 ] && targets=("${all_targets[@]}")

@@ -156,6 +156,23 @@ def corpus():
         "label_out_of_range": seq("9 1 2\n"),
         "gzip": bytes([3, 0, 3]) + gz(b"1 5 6 7\n0 2\n"),
     }
+    def tok(body, context=4, stride=0, num_classes=0, text=False):
+        return bytes([context - 1, stride]) + struct.pack("<H", num_classes) + bytes([1 if text else 0]) + body
+    def llmc(ids, count=None, version=1):
+        head = struct.pack("<3i", 20240520, version, len(ids) if count is None else count) + bytes(1012)
+        return head + struct.pack("<%dH" % len(ids), *ids)
+    c["fuzz_tokens"] = {
+        "text": tok(b"hello, world\n", text=True),
+        "text_stride": tok(b"the quick brown fox", context=5, stride=2, text=True),
+        "text_gzip": tok(gz(b"abcdefghijklmnop"), text=True),
+        "raw": tok(struct.pack("<10H", *range(50000, 50010)), num_classes=50257),
+        "raw_odd": tok(struct.pack("<5H", 1, 2, 3, 4, 5) + b"x"),
+        "llmc": tok(llmc(list(range(12))), num_classes=100),
+        "llmc_lying": tok(llmc(list(range(12)), count=13)),
+        "llmc_v2": tok(llmc(list(range(12)), version=2)),
+        "out_of_vocab": tok(struct.pack("<8H", 1, 2, 3, 900, 4, 5, 6, 7), num_classes=10),
+        "short": tok(b"ab", context=8, text=True),
+    }
     c["fuzz_safetensors"] = {
         "two_tensors": safetensors([("dense_1.weight", [2, 3], [0.5] * 6), ("dense_1.bias", [2], [1, -1])],
                                    {"epoch": "3"}),

@@ -205,6 +205,15 @@ open("seq.txt", "w").write("".join(f"{i % 3} {' '.join(str(1 + (i * j) % 50) for
 open("seq-token.txt", "w").write("0 1 2 3\n1 4 x 5\n")
 open("seq-label.txt", "w").write("0 1 2 3\n9 4 5\n")
 open("seq-neg.txt", "w").write("0 1 2 3\n1 4 -7 5\n")
+# Token streams: a text, and uint16 token files raw or with llm.c's header.
+open("text.txt", "w").write("the quick brown fox jumps over the lazy dog. " * 20)
+open("text-short.txt", "w").write("tiny")
+def ids(v): return struct.pack("<%dH" % len(v), *v)
+def llmc(v, count): return struct.pack("<3i", 20240520, 1, count) + bytes(1012) + ids(v)
+open("tok.bin", "wb").write(ids([i % 100 for i in range(400)]))
+open("tok-odd.bin", "wb").write(ids(range(40)) + b"x")
+open("tok-lying.bin", "wb").write(llmc(list(range(40)), 41))
+open("tok-vocab.bin", "wb").write(ids([1, 2, 3] * 10 + [700] + [4] * 10))
 EOF
   mkfifo data.fifo
   mkdir data.dir
@@ -273,6 +282,23 @@ train: {epochs: 1}
 EOF
   sed -e 's/units: 2}]/units: 1}]/' -e 's/loss: cross_entropy/loss: {type: mse}/' -e '/num_classes/d' \
     -e 's/path: good.csv/path: regression.csv/' csv.yaml >regression.yaml
+  cat >tokens.yaml <<'EOF'
+model:
+  input_shape: [8]
+  layers:
+    - {type: embedding, input_dim: 100, output_dim: 8, channels_first: false}
+    - {type: dense, units: 100, per_position: true}
+loss: cross_entropy
+optimizer: {type: adam, lr: 0.01}
+data:
+  train: {format: tokens, path: tok.bin, context: 8}
+  num_classes: 100
+  batch_size: 8
+  validation_split: 0.2
+train: {epochs: 1}
+EOF
+  sed -e 's/format: tokens, path: tok.bin/format: text, path: text.txt/' -e 's/input_dim: 100/input_dim: 256/' \
+    -e 's/units: 100/units: 256/' -e '/num_classes/d' tokens.yaml >text.yaml
   cat >seq.yaml <<'EOF'
 model:
   input_shape: [8]

@@ -224,7 +224,8 @@ TEST_CASE("a loss over positions names what it needs", "[config][tokens]") {
   SECTION("a context unlike model.input_shape") {
     std::string y = kTextModel + data;
     y.replace(y.find("context: 16"), 11, "context: 12");
-    REQUIRE_THROWS_AS(fit_text(y), Error);
+    REQUIRE_THROWS_WITH(fit_text(y), Catch::Contains("data.train.context is 12 tokens a sample") &&
+                                         Catch::Contains("model.input_shape is (16,)"));
   }
 }
 

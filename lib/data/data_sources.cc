@@ -246,6 +246,13 @@ Dataset read_source(const YAML::Node& section, const std::string& path, const st
           : sample_shape_mismatch(
                 d.sample_shape, input_shape,
                 s.has("layout") ? "add layout: nhwc to " + path + " to transpose them on load" : "");
+  if (!mismatch.empty() && d.label_positions > 1) {  // a window of tokens: its length is a key of the source
+    const std::string m = path + ".context is " + std::to_string(d.sample_shape.numel()) +
+                          " tokens a sample, and model.input_shape is " + input_shape.str() +
+                          ": give model.input_shape [" + std::to_string(d.sample_shape.numel()) +
+                          "], or the same context";
+    throw ConfigError(data_error_place(section, path, file, m) + m);
+  }
   if (!mismatch.empty())
     throw DataError(
         path + ": " + mismatch +

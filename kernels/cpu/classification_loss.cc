@@ -17,6 +17,21 @@ namespace trainer::cpu {
 
 namespace {
 
+// One row of logits o (classes) with label y: d = (softmax(o) - one_hot(y)) * scale, and the
+// row's loss -log softmax(o)[y] returned in double. arg (not null): the argmax, the first of the
+// largest (as std::max_element).
+double logits_row(const float* o, int64_t classes, int32_t y, float scale, float* d, int64_t* arg = nullptr) {
+  const float* top = std::max_element(o, o + classes);
+  if (arg) *arg = top - o;
+  const float mx = *top;
+  double sum = 0;
+  for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(o[c] - mx));
+  const double log_z = mx + std::log(sum);
+  for (int64_t c = 0; c < classes; ++c) d[c] = float(std::exp(double(o[c]) - log_z)) * scale;
+  d[y] -= scale;
+  return log_z - double(o[y]);
+}
+
 void smoothed_loss(ClassScores scores, const float* out, const int32_t* labels, int64_t batch,
                    int64_t classes, float* dout, float* loss_sum, float s, const float* weights) {
   const double off = double(s) / double(classes), on = 1.0 - double(s) + off;
@@ -81,16 +96,9 @@ void classification_loss(ClassScores scores, const float* out, const int32_t* la
         d[y] = -inv_b;
         total -= double(w) * double(o[y]);
         break;
-      case ClassScores::logits: {
-        float mx = *std::max_element(o, o + classes);
-        double sum = 0;
-        for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(o[c] - mx));
-        double log_z = mx + std::log(sum);
-        for (int64_t c = 0; c < classes; ++c) d[c] = float(std::exp(double(o[c]) - log_z)) * inv_b;
-        d[y] -= inv_b;
-        total += double(w) * (log_z - o[y]);
+      case ClassScores::logits:
+        total += double(w) * logits_row(o, classes, y, inv_b, d);
         break;
-      }
       case ClassScores::probabilities: {
         // Keras: clip to [eps, 1 - eps] with eps = 1e-7, then -log p[y].
         const float eps = 1e-7f;
@@ -111,8 +119,8 @@ void token_loss(const float* out, const int32_t* labels, int64_t rows, int64_t c
   int64_t counted = 0;
   for (int64_t i = 0; i < rows; ++i) counted += labels[i] != ignore;
   const float inv = counted > 0 ? 1.f / float(counted) : 0.f;
-  // row_loss[i]: the row's loss, or -1 for a wrong argmax (the loss is never negative): one pass,
-  // summed in row order afterwards so the result does not depend on the threads.
+  // row_loss[i]: the row's loss, or -1 - the loss for a wrong argmax (the loss is never negative):
+  // one pass, summed in row order afterwards so the result does not depend on the threads.
 #pragma omp parallel for schedule(static) if (rows * classes > 65536)
   for (int64_t i = 0; i < rows; ++i) {
     const float* o = out + i * classes;
@@ -124,15 +132,7 @@ void token_loss(const float* out, const int32_t* labels, int64_t rows, int64_t c
       continue;
     }
     int64_t arg = 0;
-    for (int64_t c = 1; c < classes; ++c)
-      if (o[c] > o[arg]) arg = c;
-    const float mx = o[arg];
-    double sum = 0;
-    for (int64_t c = 0; c < classes; ++c) sum += std::exp(double(o[c] - mx));
-    const double log_z = mx + std::log(sum);
-    for (int64_t c = 0; c < classes; ++c) d[c] = float(std::exp(double(o[c]) - log_z)) * inv;
-    d[y] -= inv;
-    const double loss = log_z - double(o[y]);
+    const double loss = logits_row(o, classes, y, inv, d, &arg);
     row_loss[i] = arg == y ? loss : -1.0 - loss;  // decoded below
   }
   double total = 0;

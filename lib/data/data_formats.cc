@@ -302,31 +302,31 @@ std::vector<DataFormat> make_formats() {
     o.num_classes = r.classes < (1 << 30) ? r.classes : 0;
     return o;
   };
-  DataFormat text{"text",
-                  "a text file as its UTF-8 bytes (256 tokens), in windows of `context` bytes; the labels "
-                  "are the next byte at every position (character-level language models)",
-                  window_keys("text", "train.txt", "a text file (gzipped or not)"),
-                  {"path"},
-                  /*folder=*/false,
-                  /*discovers_classes=*/true,
-                  unit_scale,
-                  [window_options](const SourceRead& r) {
-                    return read_text_windows(r.keys.string("path"), window_options(r));
-                  }};
-  f.push_back(text);
-  DataFormat tokens{
-      "tokens",
-      "uint16 token ids in a flat file (nanoGPT's raw .bin, or llm.c's with its header), in windows of "
-      "`context` tokens; the labels are the next token at every position",
-      window_keys("tokens", "train.bin", "a token file"),
-      {"path"},
-      /*folder=*/false,
-      /*discovers_classes=*/false,
-      unit_scale,
-      [window_options](const SourceRead& r) {
-        return read_token_windows(r.keys.string("path"), window_options(r));
-      }};
-  f.push_back(tokens);
+  // text and tokens: the same keys and options, each its own reader.
+  const auto window_format = [&](const std::string& name, const std::string& doc, const std::string& example,
+                                 const std::string& file_doc, bool discovers_classes,
+                                 Dataset (*reader)(const std::string&, const TokenWindowOptions&)) {
+    return DataFormat{name,
+                      doc,
+                      window_keys(name, example, file_doc),
+                      {"path"},
+                      /*folder=*/false,
+                      discovers_classes,
+                      unit_scale,
+                      [window_options, reader](const SourceRead& r) {
+                        return reader(r.keys.string("path"), window_options(r));
+                      }};
+  };
+  f.push_back(window_format("text",
+                            "a text file as its UTF-8 bytes (256 tokens), in windows of `context` bytes; the "
+                            "labels are the next byte at every position (character-level language models)",
+                            "train.txt", "a text file (gzipped or not)", /*discovers_classes=*/true,
+                            read_text_windows));
+  f.push_back(
+      window_format("tokens",
+                    "uint16 token ids in a flat file (nanoGPT's raw .bin, or llm.c's with its header), in "
+                    "windows of `context` tokens; the labels are the next token at every position",
+                    "train.bin", "a token file", /*discovers_classes=*/false, read_token_windows));
   f.push_back(
       {"image_folder",
        "PNG/JPEG images in one subfolder per class (torchvision's ImageFolder)",

@@ -58,8 +58,8 @@ const DataFormat* find_data_format(const std::string& name);
 // (which config validation refuses).
 const DataFormat* section_format(const YAML::Node& section);
 
-// The labels a sample of this source section has: its format's positions_key (`context`) as
-// given or by default, or 1. A malformed value counts as the default here; validating the
+// The labels a sample of this source section has: its `context` as given or by default for a
+// per_position() format, else 1. A malformed value counts as the default here; validating the
 // section names it.
 int64_t section_positions(const YAML::Node& section);
 

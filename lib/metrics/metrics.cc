@@ -30,6 +30,20 @@ ClassStats class_stats(const MetricSums& s, int64_t C) {
   return st;
 }
 
+// What a loss over every position sums: the correct predictions and the labels counted (in
+// s.confusion's place), and the loss, the mean of the batches' token means.
+struct TokenTotals {
+  double counted = 0, accuracy = 0, loss = 0, perplexity = 0;
+};
+TokenTotals token_totals(const MetricSums& s) {
+  TokenTotals t;
+  t.counted = s.confusion.size() == 2 ? s.confusion[1] : 0;
+  t.accuracy = t.counted > 0 ? s.confusion[0] / t.counted : 0;
+  t.loss = s.loss_sum / std::max<double>(double(s.samples), 1.0);
+  t.perplexity = std::exp(std::min(t.loss, 700.0));
+  return t;
+}
+
 double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
@@ -178,16 +192,11 @@ std::vector<std::pair<std::string, double>> compute_metrics(const MetricSums& s,
   const double n = std::max<double>(double(s.samples), 1.0);
   out.emplace_back("loss", s.loss_sum / n);
   if (task == Task::tokens) {
-    // The sums: the top-k counts, then the correct predictions and the labels counted.
-    const double counted = s.confusion.size() == 2 ? std::max(s.confusion[1], 1.0) : 1.0;
-    for (const auto& m : specs) {
-      double v = 0;
-      if (m.type == "accuracy")
-        v = s.confusion.size() == 2 ? s.confusion[0] / counted : 0;
-      else if (m.type == "perplexity")
-        v = std::exp(std::min(s.loss_sum / n, 700.0));
-      out.emplace_back(m.label(), v);
-    }
+    const TokenTotals t = token_totals(s);
+    for (const auto& m : specs)
+      out.emplace_back(m.label(), m.type == "accuracy"     ? t.accuracy
+                                  : m.type == "perplexity" ? t.perplexity
+                                                           : 0.0);
     return out;
   }
   if (task != Task::classification) {
@@ -228,14 +237,12 @@ std::vector<ClassRow> class_report(const MetricSums& s, int64_t C, const std::ve
 std::string format_class_report(const MetricSums& s, int64_t C, const std::vector<std::string>& names,
                                 Task task) {
   if (task == Task::tokens) {
-    const double counted = s.confusion.size() == 2 ? s.confusion[1] : 0;
-    const double n = std::max<double>(double(s.samples), 1.0), loss = s.loss_sum / n;
+    const TokenTotals t = token_totals(s);
     char line[320];
     std::snprintf(line, sizeof line,
                   "tokens: %.0f predicted over %lld sequences of a vocabulary of %lld\n"
                   "accuracy (next token) %.4f  loss %.4f  perplexity %.4g\n",
-                  counted, (long long)s.samples, (long long)C, counted > 0 ? s.confusion[0] / counted : 0.0,
-                  loss, std::exp(std::min(loss, 700.0)));
+                  t.counted, (long long)s.samples, (long long)C, t.accuracy, t.loss, t.perplexity);
     return line;
   }
   if (task != Task::classification) return value_report(s, C, names, task);

@@ -4,7 +4,6 @@
 // that learns.
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -15,6 +14,7 @@
 #include "lib/train/generate.h"
 #include "tests/test_loss.h"
 #include "tests/test_util.h"
+#include "tests/text_model.h"
 
 using namespace trainer;
 
@@ -107,27 +107,9 @@ TEST_CASE("a batch whose labels are all ignored adds nothing", "[loss][tokens]")
 
 namespace {
 
-const std::string kTextModel = R"(model:
-  input_shape: [16]
-  layers:
-    - {type: embedding, input_dim: 256, output_dim: 32, channels_first: false}
-    - {type: position_embedding, name: wpe}
-    - {type: layer_norm, name: ln_1}
-    - {type: multi_head_attention, heads: 2, causal: true, name: attn}
-    - {type: add, inputs: [attn, wpe], name: res}
-    - {type: layer_norm, name: ln_f}
-    - {type: dense, units: 256, per_position: true, name: lm_head}
-loss: cross_entropy
-optimizer: {type: adam, lr: 0.01}
-train: {epochs: 4, seed: 1}
-)";
+using test::kTextModel;
 
-std::string write_text(const std::string& dir) {
-  const std::string path = dir + "/corpus.txt";
-  std::ofstream f(path);
-  for (int i = 0; i < 120; ++i) f << "the quick brown fox jumps over the lazy dog. ";
-  return path;
-}
+std::string write_text(const std::string& dir) { return test::write_sentences(dir + "/corpus.txt"); }
 
 }  // namespace
 

@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "lib/config/config.h"
@@ -16,6 +15,7 @@
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/test_loss.h"
 #include "tests/test_util.h"
+#include "tests/text_model.h"
 
 using namespace trainer;
 using namespace trainer::gpu_test;
@@ -88,34 +88,17 @@ TEST_CASE("gpu trains a character-level model on format text as the CPU does", "
   const std::string path =
       (std::filesystem::temp_directory_path() / ("trainer_gpu_text_" + std::to_string(::getpid()) + ".txt"))
           .string();
-  {
-    std::ofstream f(path);
-    for (int i = 0; i < 120; ++i) f << "the quick brown fox jumps over the lazy dog. ";
-  }
-  const std::string yaml = R"(model:
-  input_shape: [16]
-  layers:
-    - {type: embedding, input_dim: 256, output_dim: 32, channels_first: false}
-    - {type: position_embedding, name: wpe}
-    - {type: layer_norm, name: ln_1}
-    - {type: multi_head_attention, heads: 2, causal: true, name: attn}
-    - {type: add, inputs: [attn, wpe], name: res}
-    - {type: layer_norm, name: ln_f}
-    - {type: dense, units: 256, per_position: true, name: lm_head}
-loss: cross_entropy
-optimizer: {type: adam, lr: 0.01}
-train: {epochs: 3, seed: 1}
-data: {train: {format: text, path: )" +
-                           path +
-                           R"(, context: 16, stride: 8}, batch_size: 32, validation_split: 0.1}
-)";
+  test::write_sentences(path);
+  const std::string yaml = test::kTextModel + "data: {train: {format: text, path: " + path +
+                           ", context: 16, stride: 8}, batch_size: 32, validation_split: 0.1}\n";
+  const std::vector<std::string> three_epochs{"train.epochs=3"};
   std::ostringstream o1, o2;
   FitOptions cpu, gpu;
   cpu.device.device = "cpu";
   gpu.device.device = "gpu:0";
   gpu.device.deterministic = true;
-  const FitResult a = fit(parse_config(yaml, "t.yaml", {}), cpu, o1),
-                  b = fit(parse_config(yaml, "t.yaml", {}), gpu, o2);
+  const FitResult a = fit(parse_config(yaml, "t.yaml", three_epochs), cpu, o1),
+                  b = fit(parse_config(yaml, "t.yaml", three_epochs), gpu, o2);
   std::filesystem::remove(path);
   INFO(o1.str() << o2.str());
   CHECK(b.final_val_loss < 1.5);

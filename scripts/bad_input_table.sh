@@ -213,6 +213,8 @@ def llmc(v, count): return struct.pack("<3i", 20240520, 1, count) + bytes(1012) 
 open("tok.bin", "wb").write(ids([i % 100 for i in range(400)]))
 open("tok-odd.bin", "wb").write(ids(range(40)) + b"x")
 open("tok-lying.bin", "wb").write(llmc(list(range(40)), 41))
+open("tok-huge.bin", "wb").write(llmc([1, 2, 3, 4], 2**31 - 1))
+open("tok-v2.bin", "wb").write(struct.pack("<3i", 20240520, 2, 4) + bytes(1012) + ids([1, 2, 3, 4]))
 open("tok-vocab.bin", "wb").write(ids([1, 2, 3] * 10 + [700] + [4] * 10))
 EOF
   mkfifo data.fifo

@@ -172,14 +172,16 @@ namespace {
 // d(loss)/d(parameter) from the executor against central differences of the loss: the number of
 // parameters outside 2e-3 + 2e-2 |numeric| (the first three described in *first), and how many
 // were checked.
-size_t bad_gradients(Model& m, const Shape& input, int64_t batch, size_t* checked, std::string* first) {
+// ids: the input batch (token ids for an embedding); empty: random values.
+size_t bad_gradients(Model& m, const Shape& input, int64_t batch, size_t* checked, std::string* first,
+                     const std::vector<float>& ids = {}) {
   CpuBackend backend;
   OptimizerConfig oc;
   Optimizer opt(oc);
   Executor ex(m, backend, opt, test::classifier_options({batch}, 3));
   std::vector<float> params(size_t(m.param_arena_floats()), 0.f), buffers(1, 0.f);
   m.initialize(params.data(), buffers.data(), 7);
-  const std::vector<float> x = test::random_vector(size_t(batch * input.numel()), 11);
+  const std::vector<float> x = ids.empty() ? test::random_vector(size_t(batch * input.numel()), 11) : ids;
   std::vector<int32_t> y;
   for (int64_t i = 0; i < batch; ++i) y.push_back(int32_t((i * 2) % 3));
 
@@ -236,6 +238,57 @@ TEST_CASE("gradients of a tensor with several consumers are summed (finite diffe
   INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first);
   CHECK(bad == 0);
   CHECK(checked > 100);
+}
+
+// tie_to: the output layer reads the embedding's table. The model keeps it once (the summary, the
+// arena, the checkpoint names), its gradient is the sum of both uses (the dense layer's backward
+// writes it, the embedding's adds), and the errors name the key and what is allowed.
+TEST_CASE("a dense layer tied to an embedding shares its table and sums both gradients",
+          "[graph][gradients][tie]") {
+  const std::string layers =
+      "    - {type: embedding, name: wte, input_dim: 5, output_dim: 4, channels_first: false}\n"  // (3, 4)
+      "    - {type: tanh, name: t}\n"
+      "    - {type: dense, units: 5, per_position: true, name: head, tie_to: wte}\n"  // (3, 5)
+      "    - {type: flatten}\n"
+      "    - {type: dense, units: 3, name: out}\n";
+  Model m = model_of(config(layers, "", "[3]"));
+  REQUIRE(m.params().size() == 4);  // wte.weight, head.bias, out.weight, out.bias
+  CHECK(m.params()[0].name == "wte.weight");
+  CHECK(m.params()[0].shared_with == std::vector<int>{2});
+  CHECK(m.params()[1].name == "head.bias");
+  CHECK(m.layer_params(2) == std::vector<int>{0, 1});
+  CHECK(m.layer_num_params(2) == 5);
+  CHECK(m.num_params() == 5 * 4 + 5 + 3 * 15 + 3);
+  CHECK_THAT(m.summary(), Contains("Trainable params: 73"));
+  // Ids 0..4 in every position, each batch row different.
+  std::vector<float> ids;
+  for (int i = 0; i < 4 * 3; ++i) ids.push_back(float((i * 3 + 1) % 5));
+  size_t checked = 0;
+  std::string first;
+  const size_t bad = bad_gradients(m, Shape{3}, 4, &checked, &first, ids);
+  INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first);
+  CHECK(bad == 0);
+  CHECK(checked == 73);
+
+  const auto tied = [&](const std::string& head) {
+    return model_error(
+        config("    - {type: embedding, name: wte, input_dim: 5, output_dim: 4, channels_first: false}\n"
+               "    - {type: conv1d, name: c, filters: 4, kernel_size: 1}\n" +
+                   head + "    - {type: flatten}\n",
+               "", "[3]"));
+  };
+  CHECK_THAT(tied("    - {type: dense, units: 5, per_position: true, tie_to: nowhere}\n"),
+             Contains("graph.yaml:") && Contains("tie_to: no layer is named 'nowhere'"));
+  CHECK_THAT(tied("    - {type: dense, units: 4, per_position: true, tie_to: c}\n"),
+             Contains("'c' is a conv1d layer; a weight can be tied only to an embedding's table"));
+  CHECK_THAT(tied("    - {type: dense, units: 6, per_position: true, tie_to: wte}\n"),
+             Contains("'wte''s table is (5, 4)") && Contains("set units: 5"));
+  CHECK_THAT(model_error(config(
+                 "    - {type: dense, units: 5, name: head, tie_to: wte}\n"
+                 "    - {type: embedding, name: wte, input_dim: 5, output_dim: 4, channels_first: false}\n"
+                 "    - {type: flatten}\n",
+                 "", "[4]")),
+             Contains("'wte' runs after 'head'"));
 }
 
 // The activation gradients share memory by lifetime (executor.cc): a long chain with a residual

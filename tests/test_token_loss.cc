@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "lib/checkpoint/safetensors.h"
 #include "lib/config/config.h"
 #include "lib/core/error.h"
 #include "lib/train/evaluate.h"
@@ -158,6 +159,36 @@ TEST_CASE("a character-level model on format text learns the next byte", "[fit][
   po.input = path;
   po.output = dir + "/p.csv";
   REQUIRE_THROWS_WITH(predict_file(run_cfg, po, out), Catch::Contains("trainer generate"));
+}
+
+// GPT-2's tying (tie_to): the output layer reads the embedding's table. The model learns as the
+// untied one does, the checkpoint holds the table once under the embedding's name, and a run
+// reloaded from it generates.
+TEST_CASE("a language model whose output layer reads the embedding's table trains and saves it once",
+          "[fit][tokens][tie]") {
+  const std::string dir = test::temp_dir("text_tied");
+  const std::string path = write_text(dir);
+  const std::string yaml = test::tied_text_model() + "data: {train: {format: text, path: " + path +
+                           ", context: 16, stride: 8}, batch_size: 32, validation_split: 0.1}\n";
+  std::ostringstream out;
+  FitOptions fo;
+  fo.out_dir = dir + "/run";
+  const FitResult r = fit(parse_config(yaml, "lm.yaml", {}), fo, out);
+  INFO(out.str());
+  REQUIRE(r.final_val_loss < 1.5);
+  REQUIRE(r.params == 256 * 32 + 16 * 32 + 2 * 2 * 32 + 4 * 32 * 32 + 4 * 32 + 256);  // no lm_head.weight
+  const SafetensorsFile f = read_safetensors(fo.out_dir + "/model.safetensors");
+  CHECK(f.tensors.count("embedding_1.weight") == 1);
+  CHECK(f.tensors.count("lm_head.weight") == 0);
+  CHECK(f.tensors.count("lm_head.bias") == 1);
+  GenerateOptions go;
+  go.weights = fo.out_dir;
+  go.prompt = "the quick brown fox jumps over the lazy";
+  go.tokens = 5;
+  go.temperature = 0;
+  std::ostringstream greedy;
+  generate_tokens(load_config(fo.out_dir + "/config.yaml", {}), go, greedy);
+  CHECK(greedy.str() == " dog.");
 }
 
 TEST_CASE("sample_token: greedy, top-k and the softmax's shares", "[tokens][generate]") {

@@ -24,6 +24,17 @@ optimizer: {type: adam, lr: 0.01}
 train: {epochs: 4, seed: 1}
 )";
 
+// The same model with its output layer reading the embedding's table (tie_to), initialized as
+// GPT-2 (a N(0, 1) table would start the logits 30 wide).
+inline std::string tied_text_model() {
+  std::string yaml = kTextModel;
+  const std::string shape = "input_shape: [16]\n";
+  yaml.insert(yaml.find(shape) + shape.size(), "  init: gpt2\n");
+  const std::string head = "name: lm_head}";
+  yaml.replace(yaml.find(head), head.size(), "name: lm_head, tie_to: embedding_1}");
+  return yaml;
+}
+
 // Writes the sentence 120 times (5,400 bytes) to `path`; returns it.
 inline std::string write_sentences(const std::string& path) {
   std::ofstream f(path);

@@ -34,7 +34,10 @@ class EmbeddingCpu : public LayerKernel {
     a_ = BoundActivations(b);
     w_ = b.param(0).f32();
     dw_ = b.grad(0).f32();
+    accumulate_ = b.accumulate_param_grads;
   }
+
+  bool accumulates_param_grads() const override { return true; }
 
   void forward(bool) override {
     const float* x = a_.x;
@@ -68,8 +71,8 @@ class EmbeddingCpu : public LayerKernel {
   void backward() override {
     const float *x = a_.x, *dy = a_.dy;
     float* dx = a_.dx;
-    std::memset(dw_, 0, size_t(V_ * D_) * sizeof(float));
-    // Each thread owns whole columns d, so the sums are race-free and in a fixed order.
+    if (!accumulate_) std::memset(dw_, 0, size_t(V_ * D_) * sizeof(float));  // else a tied layer wrote it
+      // Each thread owns whole columns d, so the sums are race-free and in a fixed order.
 #pragma omp parallel for if (B_ * L_ * D_ > 65536)
     for (int64_t d = 0; d < D_; ++d)
       for (int64_t b = 0; b < B_; ++b) {
@@ -91,6 +94,7 @@ class EmbeddingCpu : public LayerKernel {
   BoundActivations a_;
   float* w_ = nullptr;
   float* dw_ = nullptr;
+  bool accumulate_ = false;
   std::atomic<bool> warned_{false};
 };
 

@@ -68,7 +68,7 @@ constexpr unsigned kAll = 0xffffffffu;
 // chunk's positions one dependent load after another.
 __global__ void embedding_chunk_kernel(EmbeddingGeometry g, int64_t chunks, const uint32_t* keys,
                                        const uint32_t* pos, const float* dy, float* dw, float* head,
-                                       float* tail) {
+                                       float* tail, bool accumulate) {
   const int64_t n = g.positions();
   const int lane = int(threadIdx.x % kWarp);
   const int64_t k = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
@@ -102,7 +102,7 @@ __global__ void embedding_chunk_kernel(EmbeddingGeometry g, int64_t chunks, cons
     else if (came)
       head[k * g.dim + d] = v;
     else
-      dw[int64_t(key) * g.dim + d] = v;
+      dw[int64_t(key) * g.dim + d] = accumulate ? dw[int64_t(key) * g.dim + d] + v : v;
   }
 }
 
@@ -124,7 +124,7 @@ __device__ int64_t first_of(const uint32_t* keys, int64_t end, uint32_t key) {
 // fixed tree (lane m takes chunks j+m, j+m+32, ... in order, then a butterfly of shuffles) and
 // the head of chunk k, and writes the id's dW row.
 __global__ void embedding_join_kernel(EmbeddingGeometry g, int64_t chunks, const uint32_t* keys, float* dw,
-                                      const float* head, const float* tail) {
+                                      const float* head, const float* tail, bool accumulate) {
   const int64_t n = g.positions();
   const int lane = int(threadIdx.x % kWarp);
   const int64_t k = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
@@ -138,7 +138,10 @@ __global__ void embedding_join_kernel(EmbeddingGeometry g, int64_t chunks, const
     float sum = 0.f;
     for (int64_t m = j + lane; m < k; m += kWarp) sum += tail[m * g.dim + d];
     for (int off = kWarp / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(kAll, sum, off);
-    if (lane == 0) dw[int64_t(key) * g.dim + d] = sum + head[k * g.dim + d];
+    if (lane == 0) {
+      const float v = sum + head[k * g.dim + d];
+      dw[int64_t(key) * g.dim + d] = accumulate ? dw[int64_t(key) * g.dim + d] + v : v;
+    }
   }
 }
 
@@ -180,10 +183,11 @@ void EmbeddingBackward::bind(void* workspace) {
   sort_scratch_ = p + 4 * ids + 2 * runs;
 }
 
-void EmbeddingBackward::run(const float* x, const float* dy, float* dw, cudaStream_t stream) {
+void EmbeddingBackward::run(const float* x, const float* dy, float* dw, bool accumulate,
+                            cudaStream_t stream) {
   const int64_t n = g_.positions();
   if (n <= 0 || g_.dim <= 0) return;
-  CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(g_.vocab * g_.dim) * sizeof(float), stream));
+  if (!accumulate) CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(g_.vocab * g_.dim) * sizeof(float), stream));
   embedding_keys_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, float(g_.vocab - 1), uint32_t(g_.vocab - 1),
                                                               x, keys_, pos_);
   CUDA_CHECK_LAUNCH();
@@ -192,10 +196,10 @@ void EmbeddingBackward::run(const float* x, const float* dy, float* dw, cudaStre
                                              sorted_pos_, int(n), 0, key_bits_, stream));
   const int64_t threads = chunks_ * kWarp;  // a warp per chunk
   embedding_chunk_kernel<<<grid_for(threads), kThreads, 0, stream>>>(g_, chunks_, sorted_keys_, sorted_pos_,
-                                                                     dy, dw, head_, tail_);
+                                                                     dy, dw, head_, tail_, accumulate);
   CUDA_CHECK_LAUNCH();
   embedding_join_kernel<<<grid_for(threads), kThreads, 0, stream>>>(g_, chunks_, sorted_keys_, dw, head_,
-                                                                    tail_);
+                                                                    tail_, accumulate);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -51,8 +51,8 @@ class EmbeddingBackward {
   explicit EmbeddingBackward(const EmbeddingGeometry& g);
   size_t workspace_bytes() const { return total_bytes_; }
   void bind(void* workspace);
-  // dw: (V, D), overwritten.
-  void run(const float* x, const float* dy, float* dw, cudaStream_t stream);
+  // dw: (V, D), overwritten; accumulate: added into (each row once, in a fixed order).
+  void run(const float* x, const float* dy, float* dw, bool accumulate, cudaStream_t stream);
 
  private:
   EmbeddingGeometry g_;

@@ -53,8 +53,11 @@ class EmbeddingCuda : public LayerKernel {
     a_ = BoundActivations(b);
     w_ = b.param(0).f32();
     dw_ = b.grad(0).f32();
+    accumulate_ = b.accumulate_param_grads;
     backward_.bind(b.workspace);
   }
+
+  bool accumulates_param_grads() const override { return true; }
 
   void forward(bool) override {
     const float* x = a_.x;
@@ -66,7 +69,7 @@ class EmbeddingCuda : public LayerKernel {
   void backward() override {
     const float *x = a_.x, *dy = a_.dy;
     float* dx = a_.dx;
-    backward_.run(x, dy, dw_, be_.stream());
+    backward_.run(x, dy, dw_, accumulate_, be_.stream());
     if (dx) CUDA_CHECK(cudaMemsetAsync(dx, 0, size_t(g_.positions()) * sizeof(float), be_.stream()));
   }
 
@@ -93,6 +96,7 @@ class EmbeddingCuda : public LayerKernel {
   bool warned_ = false;
   const float* w_ = nullptr;
   float* dw_ = nullptr;
+  bool accumulate_ = false;  // add into dw_ (a tied weight: a later layer wrote it)
 };
 
 }  // namespace

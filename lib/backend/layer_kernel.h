@@ -150,6 +150,9 @@ struct KernelBinding {
   // Per input: 1 = add into input_grads[i] instead of overwriting it (the tensor has several
   // consumers and another one wrote first). Only set where accumulates_input_grads(); empty: none.
   std::vector<uint8_t> accumulate_input_grads;
+  // Add into `grads` instead of overwriting them: a tied tensor (Model::params()) whose gradient a
+  // later layer's backward wrote first. Only set where accumulates_param_grads().
+  bool accumulate_param_grads = false;
   TensorView output, output_grad;  // output_grad has the output's shape and layout
   void* workspace = nullptr;       // workspace_bytes() of backend memory
   size_t workspace_bytes = 0;
@@ -288,6 +291,9 @@ class LayerKernel {
   // otherwise the executor gives the kernel a scratch gradient and adds it with
   // Backend::accumulate (one more pass).
   virtual bool accumulates_input_grads() const { return false; }
+  // True when backward() can add into its parameter gradients (KernelBinding::
+  // accumulate_param_grads): what a layer whose weight another layer shares (tie_to) needs.
+  virtual bool accumulates_param_grads() const { return false; }
   // From output_grad (and the tensors of the last forward): writes input_grads (where wanted,
   // adding where accumulate_input_grads says so) and overwrites (never accumulates) the parameter
   // gradients.

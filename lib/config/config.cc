@@ -191,7 +191,8 @@ static void read_model(Config& c, NodeReader& r) {
     mr.fail("input_shape", c.input_shape.str() + " has " + c.input_shape.numel_str() +
                                " elements per sample; one tensor may hold at most " +
                                with_thousands(kMaxTensorElements) + " (2^31 - 1)");
-  c.init = v.string("init") == "torch" ? InitScheme::torch : InitScheme::keras;
+  const std::string init = v.string("init");
+  c.init = init == "torch" ? InitScheme::torch : init == "gpt2" ? InitScheme::gpt2 : InitScheme::keras;
   c.layers = mr.child("layers");
   if (!c.layers.IsSequence() || c.layers.size() == 0)
     mr.fail("layers", key_named(model_keys(), "layers").required);

@@ -64,8 +64,9 @@ const KeySpecs& model_keys() {
                        "the shape of one sample: [channels, height, width] for images, [features] for "
                        "tables, [length] for token ids")
           .require("is required, e.g. input_shape: [1, 28, 28]"),
-      choice_key("init", "torch", {"torch", "keras"},
-                 "how weights start: PyTorch's default initialization or Keras' (Glorot uniform)"),
+      choice_key("init", "torch", {"torch", "keras", "gpt2"},
+                 "how weights start: PyTorch's default initialization, Keras' (Glorot uniform), or "
+                 "GPT-2's (N(0, 0.02), zero biases, *c_proj.weight scaled by 1/sqrt(2 x attention layers))"),
       section_key("layers",
                   "the layers in order, each {type: T, ...}: a stack, or a graph through inputs: "
                   "(trainer help layers)")

@@ -29,11 +29,14 @@ std::vector<onnx::Dim> batched(const Shape& s) {
 // The tensors of layer i in the host arenas, by spec name.
 onnx::LayerTensors layer_tensors(const Model& model, const HostWeights& w, int i) {
   onnx::LayerTensors t;
-  for (const TensorSlot& s : model.params())
-    if (s.layer == i) t.by_name[s.spec.name] = {s.shape, w.params.data() + s.offset};
+  // A tied weight is its owner's tensor: one initializer under the owner's name.
+  for (int k : model.layer_params(size_t(i))) {
+    const TensorSlot& s = model.params()[size_t(k)];
+    t.by_name[s.spec.name] = {s.shape, w.params.data() + s.offset, s.name};
+  }
   for (const TensorSlot& s : model.buffers())
     if (s.layer == i)
-      t.by_name[s.name.substr(s.name.rfind('.') + 1)] = {s.shape, w.buffers.data() + s.offset};
+      t.by_name[s.name.substr(s.name.rfind('.') + 1)] = {s.shape, w.buffers.data() + s.offset, s.name};
   return t;
 }
 

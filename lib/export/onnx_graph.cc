@@ -16,6 +16,13 @@ std::string GraphBuilder::floats(const std::string& name, const std::vector<int6
   return unique_name;
 }
 
+std::string GraphBuilder::shared_floats(const std::string& name, const std::vector<int64_t>& dims,
+                                        const float* values) {
+  auto it = shared_.find(name);
+  if (it != shared_.end()) return it->second;
+  return shared_[name] = floats(name, dims, values);
+}
+
 std::string GraphBuilder::int64s(const std::string& name, const std::vector<int64_t>& dims,
                                  const std::vector<int64_t>& values) {
   const std::string unique_name = unique(name);

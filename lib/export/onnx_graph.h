@@ -5,6 +5,7 @@
 // already taken gets "_2", "_3"...
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ class GraphBuilder {
                      const std::vector<float>& values) {
     return floats(name, dims, values.data());
   }
+  // An initializer that several nodes read (a tied weight): the first call adds it under `name`,
+  // later calls with the same name return it.
+  std::string shared_floats(const std::string& name, const std::vector<int64_t>& dims, const float* values);
   std::string scalar(const std::string& name, float value) { return floats(name, {}, &value); }
   // Adds an int64 initializer (shapes, indices); returns its name.
   std::string int64s(const std::string& name, const std::vector<int64_t>& dims,
@@ -38,6 +42,7 @@ class GraphBuilder {
  private:
   Graph& g_;
   std::set<std::string> taken_;
+  std::map<std::string, std::string> shared_;  // shared_floats: requested name -> initializer
 };
 
 }  // namespace trainer::onnx

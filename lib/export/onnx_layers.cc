@@ -35,7 +35,8 @@ const T& as(const Layer& layer) {
 // A parameter or buffer of the layer as an initializer named as in the checkpoint.
 std::string tensor(GraphBuilder& b, const Layer& layer, const LayerTensors& t, const std::string& name) {
   const LayerTensors::View& v = t.at(layer, name);
-  return b.floats(layer.name() + "." + name, v.shape.dims, v.data);
+  if (v.name.empty()) return b.floats(layer.name() + "." + name, v.shape.dims, v.data);
+  return b.shared_floats(v.name, v.shape.dims, v.data);
 }
 
 std::string dense(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,

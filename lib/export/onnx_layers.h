@@ -35,6 +35,7 @@ struct LayerTensors {
   struct View {
     Shape shape;
     const float* data = nullptr;
+    std::string name;  // the initializer's ("<layer>.<param>", a tied weight its owner's), "": the layer's
   };
   std::map<std::string, View> by_name;
   // InternalError naming the layer when it has no such tensor.

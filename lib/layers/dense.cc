@@ -8,11 +8,18 @@ KeySpecs Dense::keys() {
           bool_key("use_bias", true, "add a learned bias"),
           bool_key("per_position", false,
                    "map each position's features of a sequence (the last axis: (L, D) -> (L, units)), as "
-                   "nn.Linear does; false: the input must be flat")};
+                   "nn.Linear does; false: the input must be flat"),
+          string_key("tie_to", "",
+                     "an embedding layer whose table is this layer's weight (GPT-2's lm_head reads wte): "
+                     "units must be its input_dim and the input features its output_dim; the tensor is "
+                     "kept, trained and saved once, under the embedding's name")};
 }
 
 Dense::Dense(const KeyValues& v)
-    : units(v.integer("units")), use_bias(v.boolean("use_bias")), per_position(v.boolean("per_position")) {}
+    : units(v.integer("units")),
+      use_bias(v.boolean("use_bias")),
+      per_position(v.boolean("per_position")),
+      tied(v.has("tie_to") ? v.string("tie_to") : std::string()) {}
 
 Shape Dense::infer(const Shape& in) {
   if (in.rank() == 1) return Shape{units};
@@ -35,6 +42,7 @@ void Dense::describe(YAML::Node& out) const {
   out["units"] = units;
   out["use_bias"] = use_bias;
   if (per_position) out["per_position"] = true;
+  if (!tied.empty()) out["tie_to"] = tied;
 }
 
 }  // namespace trainer

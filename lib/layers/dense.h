@@ -17,6 +17,8 @@ class Dense : public Layer {
   int64_t units = 0;
   bool use_bias = true;
   bool per_position = false;
+  std::string tied;  // tie_to: an embedding whose (input_dim, output_dim) table is this weight
+  std::string tie_to() const override { return tied; }
   int64_t in_features() const { return input_shape()[input_shape().rank() - 1]; }
   // Rows a sample holds: 1, or per_position the positions (every axis but the last).
   int64_t rows() const { return input_shape().numel() / in_features(); }

@@ -43,6 +43,11 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     throw InternalError("sync_batchnorm on " + be_.description() + " without a collective to sum over");
   if (o_.sync_batchnorm && (o_.activation_slots > 1 || o_.input_gradient || o_.output_gradient_given))
     throw UsageError("device.sync_batchnorm is not implemented for the stages of model.stages");
+  for (const TensorSlot& t : model_.params())
+    if (!t.shared_with.empty() && o_.activation_slots > 1)
+      throw UsageError("'" + model_.layers()[t.shared_with[0]]->name() + "' ties its weight to '" +
+                       model_.layers()[size_t(t.layer)]->name() +
+                       "' (tie_to): tied weights are not implemented for the micro-batches of model.stages");
   const auto& layers = model_.layers();
   const Registry& reg = Registry::global();
 
@@ -416,7 +421,13 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   for (auto& kv : plans_) {
     Plan& p = *kv.second;
     for (size_t i = 0; i < layers.size(); ++i)
-      if (p.kernels[i]) p.kernels[i]->bind(binding(p, i));
+      if (p.kernels[i]) {
+        KernelBinding b = binding(p, i);
+        if (b.accumulate_param_grads && !p.kernels[i]->accumulates_param_grads())
+          throw InternalError("layer '" + layers[i]->name() + "' (" + layers[i]->type() + ", " + be_.name() +
+                              "): its weight is tied, and its kernel cannot add into a gradient");
+        p.kernels[i]->bind(b);
+      }
     if (!o_.output_gradient_given) choose_loss_on_logits(p);
   }
   reset_metrics();
@@ -532,9 +543,12 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
   };
   KernelBinding b;
   b.optimizer_state.resize(state_.size());
-  for (size_t j = 0; j < slots.size(); ++j) {
+  for (int k : model_.layer_params(i)) {
+    const size_t j = size_t(k);
     const TensorSlot& t = slots[j];
-    if (t.layer != int(i)) continue;
+    // A tied tensor: its owner runs backward after the layers that share it, and adds to what
+    // they wrote (Model::params()).
+    if (t.layer == int(i) && !t.shared_with.empty()) b.accumulate_param_grads = true;
     b.params.push_back(view(params_ + t.offset, t.shape));
     b.grads.push_back(grad_of(j));
     for (size_t k = 0; k < state_.size(); ++k)

@@ -1,5 +1,6 @@
 #include "lib/model/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -42,12 +43,57 @@ Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init
     made.push_back(std::move(layer));
   }
   build_graph(decls, made, by_name);
+  check_ties([&](const std::string& name) { return decls[size_t(by_name.at(name))].where; });
   lay_out_arenas();
+}
+
+int Model::index_of(const std::string& name) const {
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (layers_[i]->name() == name) return int(i);
+  return -1;
+}
+
+void Model::check_ties(const std::function<std::string(const std::string&)>& where) const {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = *layers_[i];
+    const std::string to = l.tie_to();
+    if (to.empty()) continue;
+    const std::string at = where(l.name()) + ": tie_to: ";
+    const int t = index_of(to);
+    if (t < 0)
+      throw ConfigError(at + "no layer is named '" + to + "'; name the embedding whose table to share");
+    const Layer& target = *layers_[size_t(t)];
+    if (target.type() != "embedding")
+      throw ConfigError(at + "'" + to + "' is a " + target.type() +
+                        " layer; a weight can be tied only to an embedding's table (input_dim, output_dim)");
+    if (t > int(i))
+      throw ConfigError(at + "'" + to + "' runs after '" + l.name() +
+                        "'; tie to an embedding that comes before the layer, as the token embedding "
+                        "comes before the output layer");
+    Shape mine, theirs;
+    for (const ParamSpec& p : l.param_specs())
+      if (p.name == "weight") mine = p.shape;
+    for (const ParamSpec& p : target.param_specs())
+      if (p.name == "weight") theirs = p.shape;
+    if (mine != theirs)
+      throw ConfigError(at + "'" + to + "''s table is " + theirs.str() +
+                        " (input_dim, output_dim) but this layer's weight is " + mine.str() +
+                        " (units, input features): set units: " + std::to_string(theirs[0]) +
+                        " and give the layer " + std::to_string(theirs[1]) + " input features");
+  }
 }
 
 Model::Model(Model&& whole, size_t begin, size_t end) : init_(whole.init_) {
   if (begin >= end || end > whole.layers_.size()) throw InternalError("model stage: bad layer range");
   input_ = begin == 0 ? whole.input_ : whole.layers_[begin - 1]->output_shape();
+  for (size_t i = begin; i < end; ++i) {
+    const std::string to = whole.layers_[i]->tie_to();
+    const int t = to.empty() ? int(begin) : whole.index_of(to);
+    if (t < int(begin) || t >= int(end))
+      throw ConfigError("model.stages: layer '" + whole.layers_[i]->name() + "' ties its weight to '" + to +
+                        "', which is in another stage; a tied tensor lives on one device: keep both layers "
+                        "in one stage");
+  }
   const int boundary = int(begin) - 1;  // the stage's input, in the whole model's indices
   for (size_t i = begin; i < end; ++i) {
     std::vector<int> from;
@@ -84,16 +130,39 @@ void Model::lay_out_arenas() {
                         " floats (2^40); use smaller layers");
     return int64_t(at / sizeof(float));
   };
+  layer_params_.assign(layers_.size(), {});
   for (size_t li = 0; li < layers_.size(); ++li) {
-    for (const ParamSpec& p : layers_[li]->param_specs())
-      params_.push_back({layers_[li]->name() + "." + p.name, p.shape,
-                         place(param_arena, p.shape, *layers_[li], "parameters"), int(li), p});
+    const std::string to = layers_[li]->tie_to();
+    for (const ParamSpec& p : layers_[li]->param_specs()) {
+      int slot = -1;
+      if (p.name == "weight" && !to.empty()) {
+        const int t = index_of(to);
+        for (size_t k = 0; k < params_.size() && t >= 0; ++k)
+          if (params_[k].layer == t && params_[k].spec.name == "weight") slot = int(k);
+        if (slot < 0 || params_[size_t(slot)].shape != p.shape)
+          throw InternalError("layer '" + layers_[li]->name() + "': tie_to '" + to + "' was not checked");
+        params_[size_t(slot)].shared_with.push_back(int(li));
+      } else {
+        slot = int(params_.size());
+        params_.push_back({layers_[li]->name() + "." + p.name,
+                           p.shape,
+                           place(param_arena, p.shape, *layers_[li], "parameters"),
+                           int(li),
+                           p,
+                           {}});
+      }
+      layer_params_[li].push_back(slot);
+    }
     for (const BufferSpec& b : layers_[li]->buffer_specs()) {
       ParamSpec spec;
       spec.name = b.name;
       spec.shape = b.shape;
-      buffers_.push_back({layers_[li]->name() + "." + b.name, b.shape,
-                          place(buffer_arena, b.shape, *layers_[li], "buffers"), int(li), spec});
+      buffers_.push_back({layers_[li]->name() + "." + b.name,
+                          b.shape,
+                          place(buffer_arena, b.shape, *layers_[li], "buffers"),
+                          int(li),
+                          spec,
+                          {}});
     }
   }
   param_floats_ = int64_t(param_arena.bytes() / sizeof(float));
@@ -113,6 +182,13 @@ void Model::check_batch_size(int64_t batch) const {
                                           layers_[i]->name() + "'): the output");
 }
 
+int64_t Model::layer_num_params(size_t i) const {
+  int64_t n = 0;
+  for (int k : layer_params_.at(i))
+    if (params_[size_t(k)].layer == int(i)) n += params_[size_t(k)].shape.numel();
+  return n;
+}
+
 int64_t Model::num_params() const {
   int64_t n = 0;
   for (const auto& p : params_) n += p.shape.numel();
@@ -121,12 +197,31 @@ int64_t Model::num_params() const {
 
 void Model::initialize(float* params, float* buffers, uint64_t seed) const {
   SplitMix64 rng = SplitMix64::counter(seed ^ 0x1A17u);
+  const auto normal = [](SplitMix64& r) {  // Box-Muller, one draw of each pair
+    const double u1 = std::max(r.uniform(), 1e-300), u2 = r.uniform();
+    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+  };
+  int attention_layers = 0;
+  for (const auto& l : layers_) attention_layers += l->type() == "multi_head_attention";
   std::fill(params, params + param_floats_, 0.f);
   for (const TensorSlot& s : params_) {
     float* w = params + s.offset;
     const int64_t n = s.shape.numel();
     const ParamSpec& p = s.spec;
     double bound = 0;
+    if (init_ == InitScheme::gpt2) {
+      if (p.role == ParamRole::bias || p.role == ParamRole::beta) continue;  // zeros
+      if (p.role == ParamRole::gamma) {
+        std::fill(w, w + n, 1.f);
+        continue;
+      }
+      const std::string tail = "c_proj.weight";
+      const bool residual =
+          s.name.size() >= tail.size() && s.name.compare(s.name.size() - tail.size(), tail.size(), tail) == 0;
+      const double std = residual ? 0.02 / std::sqrt(2.0 * std::max(1, attention_layers)) : 0.02;
+      for (int64_t i = 0; i < n; ++i) w[i] = float(std * normal(rng));
+      continue;
+    }
     switch (p.role) {
       case ParamRole::gamma:
         std::fill(w, w + n, 1.f);
@@ -140,10 +235,7 @@ void Model::initialize(float* params, float* buffers, uint64_t seed) const {
           bound = 0.05;
           break;
         }
-        for (int64_t i = 0; i < n; ++i) {  // Box-Muller
-          double u1 = std::max(rng.uniform(), 1e-300), u2 = rng.uniform();
-          w[i] = float(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
-        }
+        for (int64_t i = 0; i < n; ++i) w[i] = float(normal(rng));
         continue;
       case ParamRole::weight:
         bound = init_ == InitScheme::torch ? 1.0 / std::sqrt(double(p.fan_in))
@@ -190,7 +282,7 @@ std::string Model::summary() const {
       from += (from.empty() ? "" : ", ") + (p < 0 ? std::string("input") : layers_[size_t(p)]->name());
     std::snprintf(line, sizeof line, format, l.name().c_str(), l.type().c_str(),
                   l.output_shape().batched_str().c_str(),
-                  with_thousands(l.num_params() + layer_buffers[i]).c_str(), from.c_str());
+                  with_thousands(layer_num_params(i) + layer_buffers[i]).c_str(), from.c_str());
     out += line;
   }
   out += double_rule + "\n";

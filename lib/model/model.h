@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,15 +16,21 @@
 
 namespace trainer {
 
-enum class InitScheme { torch, keras };
+// torch: PyTorch's defaults; keras: Glorot-uniform, zero biases; gpt2: GPT-2's (nanoGPT's and
+// llm.c's): weights and embeddings N(0, 0.02), zero biases, and the projections into the residual
+// stream (tensors named *c_proj.weight) N(0, 0.02 / sqrt(2 n)), n the multi_head_attention layers.
+enum class InitScheme { torch, keras, gpt2 };
 
 // One named tensor in the flat parameter (or buffer) arena.
 struct TensorSlot {
   std::string name;  // "<layer>.<param>", e.g. "conv2d_1.weight"
   Shape shape;
   int64_t offset = 0;  // in floats
-  int layer = 0;
+  int layer = 0;       // the layer that owns it (the first in run order to read it)
   ParamSpec spec;
+  // Later layers that read it as one of theirs (a dense with tie_to): each one's backward runs
+  // before the owner's, the first of them writes the gradient and the others and the owner add.
+  std::vector<int> shared_with;
 };
 
 class Model {
@@ -57,7 +64,12 @@ class Model {
   // gradient and optimizer-state arenas that follow it keep the same per-tensor offsets.
   const std::vector<TensorSlot>& params() const { return params_; }
   int64_t param_arena_floats() const { return param_floats_; }
-  int64_t num_params() const;  // excluding alignment padding
+  int64_t num_params() const;  // excluding alignment padding; a tied tensor once
+  // Layer i's parameters, one per ParamSpec in its order: indices into params(). A tied weight
+  // (Layer::tie_to) is the named layer's tensor.
+  const std::vector<int>& layer_params(size_t i) const { return layer_params_.at(i); }
+  // The parameters layer i owns (its Param # in the summary; 0 for a tied weight).
+  int64_t layer_num_params(size_t i) const;
   // Buffers (running statistics): their own arena, laid out by the same rule.
   const std::vector<TensorSlot>& buffers() const { return buffers_; }
   int64_t buffer_arena_floats() const { return buffer_floats_; }
@@ -76,14 +88,20 @@ class Model {
   // (lib/model/model_graph.cc). made: the layers in declaration order; by_name: name -> index.
   void build_graph(const std::vector<LayerDecl>& decls, std::vector<std::unique_ptr<Layer>>& made,
                    const std::map<std::string, int>& by_name);
-  // Lays params_ and buffers_ out for layers_ (the one alignment rule).
+  // Lays params_ and buffers_ out for layers_ (the one alignment rule); a tied weight takes the
+  // named layer's tensor (checked before: check_ties()).
   void lay_out_arenas();
+  // ConfigError unless every tie_to names an earlier embedding whose table has the weight's shape;
+  // where(name): the layer's place in the config.
+  void check_ties(const std::function<std::string(const std::string&)>& where) const;
+  int index_of(const std::string& name) const;  // -1: no such layer
 
   Shape input_;
   InitScheme init_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::vector<int>> inputs_;
   std::vector<TensorSlot> params_, buffers_;
+  std::vector<std::vector<int>> layer_params_;
   int64_t param_floats_ = 0, buffer_floats_ = 0;
 };
 

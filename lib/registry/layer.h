@@ -56,6 +56,9 @@ class Layer {
 
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   virtual std::vector<BufferSpec> buffer_specs() const { return {}; }
+  // The layer whose "weight" tensor this layer's "weight" is (dense's tie_to), "": none. The model
+  // keeps the tensor once, in the named layer's place (lib/model/model.h, Model::layer_params).
+  virtual std::string tie_to() const { return {}; }
   // True when the output is the input reinterpreted (flatten): no kernel runs, memory is shared.
   virtual bool aliases_input() const { return false; }
   // Resolved hyper-parameters, for --print-config and run directories.

@@ -54,8 +54,10 @@ nlohmann::json model_json(const Config& cfg, const Model& model) {
     for (int p : model.layer_inputs(i))
       inputs.push_back(p < 0 ? std::string("input") : ls[size_t(p)]->name());
     nlohmann::json params = nlohmann::json::array(), buffers = nlohmann::json::array();
-    for (const ParamSpec& p : l.param_specs())
-      params.push_back({{"name", l.name() + "." + p.name}, {"shape", dims(p.shape)}});
+    for (int k : model.layer_params(i)) {  // a tied weight: its owner's tensor, by that name
+      const TensorSlot& p = model.params()[size_t(k)];
+      params.push_back({{"name", p.name}, {"shape", dims(p.shape)}});
+    }
     for (const BufferSpec& b : l.buffer_specs())
       buffers.push_back({{"name", l.name() + "." + b.name}, {"shape", dims(b.shape)}});
     YAML::Node hyper;

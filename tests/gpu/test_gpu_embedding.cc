@@ -60,11 +60,14 @@ TEST_CASE("gpu embedding gradient equals a double-precision host sum, and repeat
     xb.upload(x);
     dyb.upload(dy);
     back.bind(ws.get());
-    back.run(xb.as(), dyb.as(), dwb.as(), be.stream());
+    back.run(xb.as(), dyb.as(), dwb.as(), false, be.stream());
     const std::vector<float> dw = dwb.download(ref.size());
     dwb.fill(7.f, ref.size());  // the second run overwrites every row, zeros included
-    back.run(xb.as(), dyb.as(), dwb.as(), be.stream());
+    back.run(xb.as(), dyb.as(), dwb.as(), false, be.stream());
     const std::vector<float> again = dwb.download(ref.size());
+    dwb.fill(7.f, ref.size());  // a tied weight: the sums are added to what is there
+    back.run(xb.as(), dyb.as(), dwb.as(), true, be.stream());
+    const std::vector<float> added = dwb.download(ref.size());
     INFO("B " << c.batch << " L " << c.length << " V " << c.vocab << " D " << c.dim << " pad " << c.pad);
     size_t bad = 0, first_bad = 0;
     for (size_t i = 0; i < ref.size(); ++i)
@@ -72,5 +75,8 @@ TEST_CASE("gpu embedding gradient equals a double-precision host sum, and repeat
     INFO("first mismatch at " << first_bad << ": gpu " << dw[first_bad] << ", host " << ref[first_bad]);
     CHECK(bad == 0);
     CHECK(std::memcmp(dw.data(), again.data(), dw.size() * sizeof(float)) == 0);
+    size_t off = 0;
+    for (size_t i = 0; i < ref.size(); ++i) off += added[i] != 7.f + dw[i];
+    CHECK(off == 0);
   }
 }

@@ -15,9 +15,16 @@ The same network at GPT-2 small's size on random tokens, for configs/gpt2_small.
 (nanoGPT's best: bf16, flash attention, fused AdamW, torch.compile):
 
   python3 scripts/char_lm_torch.py --gpt2-small --synthetic 2000000 --steps 60 --compile
+
+--gpt2-small ties lm_head to wte, as GPT-2 (and configs/gpt2_small.yaml) does. Under torchrun it
+runs DistributedDataParallel, --batch windows per GPU (weak scaling), and prints the global
+tokens/s from rank 0:
+
+  torchrun --nproc_per_node 4 scripts/char_lm_torch.py --gpt2-small --synthetic 4000000 --steps 60 --compile
 """
 import argparse
 import math
+import os
 import time
 
 import numpy as np
@@ -49,13 +56,15 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, context, d, layers, heads, dropout):
+    def __init__(self, vocab, context, d, layers, heads, dropout, tie=False):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Parameter(torch.zeros(context, d))  # trainer's position_embedding starts at 0
         self.h = nn.ModuleList(Block(d, heads, dropout) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
         self.lm_head = nn.Linear(d, vocab, bias=False)
+        if tie:
+            self.lm_head.weight = self.wte.weight
         self.dropout = dropout
 
     def forward(self, idx):
@@ -104,6 +113,14 @@ def main():
     if a.threads:
         torch.set_num_threads(a.threads)
     dev = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    if world > 1:  # torchrun: one process a GPU
+        torch.distributed.init_process_group("nccl")
+        local = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(local)
+        dev = f"cuda:{local}"
+    kind = "cuda" if dev.startswith("cuda") else "cpu"
+    say = print if rank == 0 else (lambda *args, **kw: None)
     if a.synthetic:
         rng = np.random.default_rng(a.seed)
         xt, yt = windows(None, a.context, rng.integers(0, a.vocab, a.synthetic).astype(np.uint16))
@@ -113,13 +130,16 @@ def main():
         xv, yv = windows(a.val, a.context)
     if a.limit:
         xt, yt = xt[: a.limit], yt[: a.limit]
-    model = GPT(a.vocab, a.context, a.width, a.layers, a.heads, a.dropout).to(dev)
-    print(f"char_lm_torch: {sum(p.numel() for p in model.parameters()):,} parameters, "
-          f"{len(xt)} training windows, {len(xv)} validation windows, {dev}")
+    model = GPT(a.vocab, a.context, a.width, a.layers, a.heads, a.dropout, tie=a.gpt2_small).to(dev)
+    say(f"char_lm_torch: {sum(p.numel() for p in model.parameters()):,} parameters, "
+        f"{len(xt)} training windows, {len(xv)} validation windows, {dev} x {world}")
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=0.1,
-                            fused=dev == "cuda")
-    fwd = torch.compile(model) if a.compile else model
-    steps_per_epoch = (len(xt) + a.batch - 1) // a.batch
+                            fused=kind == "cuda")
+    wrapped = model
+    if world > 1:
+        wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])
+    fwd = torch.compile(wrapped) if a.compile else wrapped
+    steps_per_epoch = (len(xt) + a.batch * world - 1) // (a.batch * world)
     total = steps_per_epoch * a.epochs
 
     def lr_at(t):  # trainer's cosine (lib/train/schedules.cc), t from 1
@@ -127,7 +147,7 @@ def main():
         lr = a.min_lr + (a.lr - a.min_lr) * 0.5 * (1 + math.cos(math.pi * p))
         return lr * t / a.warmup if a.warmup and t <= a.warmup else lr
 
-    amp = torch.autocast(dev, dtype=torch.bfloat16)
+    amp = torch.autocast(kind, dtype=torch.bfloat16)
     t = 0
     for epoch in range(1, a.epochs + 1):
         model.train()
@@ -138,10 +158,11 @@ def main():
         t_warm, n_warm = None, 0
         for s in range(steps_per_epoch):
             if s == warm:
-                if dev == "cuda":
+                if kind == "cuda":
                     torch.cuda.synchronize()
                 t_warm, n_warm = time.time(), len(losses)
-            rows = perm[s * a.batch:(s + 1) * a.batch]
+            first = (s * world + rank) * a.batch
+            rows = perm[first:first + a.batch]
             x, y = xt[rows].to(dev, non_blocking=True), yt[rows].to(dev, non_blocking=True)
             t += 1
             for g in opt.param_groups:
@@ -157,13 +178,14 @@ def main():
             if a.steps and t >= a.steps:
                 break
         total_loss = float(torch.stack(losses).sum()) / n
-        if dev == "cuda":
+        if kind == "cuda":
             torch.cuda.synchronize()
         secs = time.time() - t0
         if t_warm is not None:
             steady = (time.time() - t_warm) / max(len(losses) - n_warm, 1)
-            print(f"steady: {steady * 1e3:.2f} ms/step, {a.batch * a.context / steady:,.0f} tokens/s "
-                  f"over the {len(losses) - n_warm} steps after the first {n_warm}", flush=True)
+            say(f"steady: {steady * 1e3:.2f} ms/step, {a.batch * world * a.context / steady:,.0f} tokens/s "
+                f"over the {len(losses) - n_warm} steps after the first {n_warm} ({world} x batch {a.batch})",
+                flush=True)
         model.eval()
         vl, vn = 0.0, 0
         with torch.no_grad(), amp:
@@ -171,13 +193,15 @@ def main():
                 x, y = xv[s:s + a.batch].to(dev), yv[s:s + a.batch].to(dev)
                 vl += float(F.cross_entropy(fwd(x).float().view(-1, a.vocab), y.view(-1))) * len(x)
                 vn += len(x)
-        print(f"epoch {epoch}/{a.epochs} loss={total_loss:.4f} val_loss={vl / vn:.4f} "
+        say(f"epoch {epoch}/{a.epochs} loss={total_loss:.4f} val_loss={vl / vn:.4f} "
               f"val_perplexity={math.exp(vl / vn):.4f} time={secs:.2f}s "
-              f"({secs / max(len(losses), 1) * 1e3:.2f} ms/step, {n * a.context / secs:,.0f} tokens/s)", flush=True)
+            f"({secs / max(len(losses), 1) * 1e3:.2f} ms/step, {n * world * a.context / secs:,.0f} tokens/s)", flush=True)
         if a.steps and t >= a.steps:
             break
-    if dev == "cuda":
-        print(f"char_lm_torch: peak memory {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB")
+    if kind == "cuda":
+        say(f"char_lm_torch: peak memory {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB")
+    if world > 1:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

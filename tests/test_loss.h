@@ -35,10 +35,17 @@ class TestLoss {
   TestLoss& operator=(const TestLoss&) = delete;
 
   const LossSpec& spec() const { return spec_; }
+  bool takes(DType t) const { return kernel_->takes(t); }
   // Backend memory throughout (host memory on the CPU).
   void run(const float* out, const void* targets, int64_t batch, float* dout, float* loss_sum,
            float* sums = nullptr, bool training = false, StepScalars* guard = nullptr) {
+    run_typed(DType::f32, out, targets, batch, dout, loss_sum, sums, training, guard);
+  }
+  // out and dout of dtype t (LossKernel::takes).
+  void run_typed(DType t, const void* out, const void* targets, int64_t batch, void* dout, float* loss_sum,
+                 float* sums = nullptr, bool training = false, StepScalars* guard = nullptr) {
     LossRun r;
+    r.dtype = t;
     r.out = out;
     r.targets = targets;
     r.batch = batch;

@@ -179,18 +179,19 @@ class ClassificationLossCpu : public LossKernel {
     const auto* labels = static_cast<const int32_t*>(r.targets);
     const int64_t C = s_.width;
     if (s_.positions > 1) {
-      cpu::token_loss(r.out, labels, r.batch * s_.positions, C, s_.ignore_index, r.batch, r.dout, r.loss_sum,
-                      row_loss_.data(), r.sums);
+      cpu::token_loss(r.out_f32(), labels, r.batch * s_.positions, C, s_.ignore_index, r.batch, r.dout_f32(),
+                      r.loss_sum, row_loss_.data(), r.sums);
       if (r.guard) cpu::check_finite(r.loss_sum, 1, r.guard_bit, *r.guard);
       return;
     }
     const float* weights = r.training && !s_.class_weights.empty() ? s_.class_weights.data() : nullptr;
-    cpu::classification_loss(s_.scores, r.out, labels, r.batch, C, r.dout, r.loss_sum, s_.smoothing, weights);
+    cpu::classification_loss(s_.scores, r.out_f32(), labels, r.batch, C, r.dout_f32(), r.loss_sum,
+                             s_.smoothing, weights);
     if (r.guard) cpu::check_finite(r.loss_sum, 1, r.guard_bit, *r.guard);
     if (!r.sums) return;
     for (size_t k = 0; k < s_.top_k.size(); ++k)
-      cpu::topk_correct(r.out, labels, r.batch, C, s_.top_k[k], r.sums + k);
-    cpu::confusion_accumulate(r.out, labels, r.batch, C, r.sums + s_.top_k.size());
+      cpu::topk_correct(r.out_f32(), labels, r.batch, C, s_.top_k[k], r.sums + k);
+    cpu::confusion_accumulate(r.out_f32(), labels, r.batch, C, r.sums + s_.top_k.size());
   }
 
  private:

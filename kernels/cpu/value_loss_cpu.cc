@@ -24,9 +24,9 @@ class ValueLossCpu : public LossKernel {
       : s_(s), column_sums_(size_t(s.width) * (s.binary_metrics ? kBinarySums : kRegressionSums)) {}
 
   void run(const LossRun& r) override {
-    const float *out = r.out, *targets = static_cast<const float*>(r.targets);
+    const float *out = r.out_f32(), *targets = static_cast<const float*>(r.targets);
     const int64_t batch = r.batch;
-    float *dout = r.dout, *loss_sum = r.loss_sum, *sums = r.sums;
+    float *dout = r.dout_f32(), *loss_sum = r.loss_sum, *sums = r.sums;
     const int64_t K = s_.width;
     const double inv_n = double(s_.scale) / double(batch * K), inv_k = double(s_.scale) / double(K);
     double total = 0;

@@ -51,10 +51,12 @@ __global__ void dropout_kernel(const T* p, T* pd, int64_t n, float rate, const S
     pd[i] = from_f32<T>(to_f32(p[i]) * dropout_mask(seed, stream, uint64_t(i), rate, keep));
 }
 
-// As softmax_kernel, ds may alias dpd.
+// As softmax_kernel, ds may alias dpd. causal: P is 0 after the row's position, and so is dS: those
+// columns are written, never read.
 template <class T>
 __global__ void softmax_backward_kernel(const T* p, const float* dpd, T* ds, int64_t rows, int64_t len,
-                                        float scale, float rate, const StepScalars* s, int layer) {
+                                        bool causal, float scale, float rate, const StepScalars* s,
+                                        int layer) {
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   const int lane = int(threadIdx.x % 32);
   const bool drop = rate > 0.f;
@@ -68,11 +70,12 @@ __global__ void softmax_backward_kernel(const T* p, const float* dpd, T* ds, int
       const float d = in[j];
       return drop ? d * dropout_mask(seed, stream, uint64_t(r * len + j), rate, keep) : d;
     };
+    const int64_t n = causal ? r % len + 1 : len;
     float c = 0.f;
-    for (int64_t j = lane; j < len; j += 32) c += dp(j) * to_f32(pr[j]);
+    for (int64_t j = lane; j < n; j += 32) c += dp(j) * to_f32(pr[j]);
     c = warp_sum(c);
     for (int64_t j = lane; j < len; j += 32) {
-      const float v = scale * to_f32(pr[j]) * (dp(j) - c);
+      const float v = j < n ? scale * to_f32(pr[j]) * (dp(j) - c) : 0.f;
       dr[j] = from_f32<T>(v);
     }
   }
@@ -112,13 +115,13 @@ void launch_attention_dropout(DType t, const void* p, void* pd, int64_t n, float
 }
 
 void launch_attention_softmax_backward(DType t, const void* p, const float* dp, void* ds, int64_t rows,
-                                       int64_t len, float scale, float rate, const StepScalars* s,
-                                       int layer_index, cudaStream_t stream) {
+                                       int64_t len, bool causal, float scale, float rate,
+                                       const StepScalars* s, int layer_index, cudaStream_t stream) {
   if (rows <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     softmax_backward_kernel<T><<<row_blocks(rows), kThreads, 0, stream>>>(
-        static_cast<const T*>(p), dp, static_cast<T*>(ds), rows, len, scale, rate, s, layer_index);
+        static_cast<const T*>(p), dp, static_cast<T*>(ds), rows, len, causal, scale, rate, s, layer_index);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -38,8 +38,9 @@ void launch_attention_dropout(DType t, const void* p, void* pd, int64_t n, float
 
 // dS from dp, the gradient of the dropped P (dP', f32): through the dropout mask (rate > 0), then
 // the softmax: dS = scale * P (dP - sum_j dP_j P_j), each row of `len`. ds may be dp itself (t = f32).
+// causal: row r's columns after position r % len are not read (P is 0 there) and dS there is 0.
 void launch_attention_softmax_backward(DType t, const void* p, const float* dp, void* ds, int64_t rows,
-                                       int64_t len, float scale, float rate, const StepScalars* s,
-                                       int layer_index, cudaStream_t stream);
+                                       int64_t len, bool causal, float scale, float rate,
+                                       const StepScalars* s, int layer_index, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -135,8 +135,8 @@ class AttentionCuda : public LayerKernel {
     void* ds = ws_ + at_ds_;
     float* dp = f32_scratch(ds);
     batched('N', 'T', L, L, hd_, 1.f, arr(kdO), D, arr(kV), 3 * D, arr(kdP), L, true);
-    cuda::launch_attention_softmax_backward(t_, p_, dp, ds, n * L, L, scale_, dropping_ ? rate_ : 0.f,
-                                            scalars_, layer_, s);
+    cuda::launch_attention_softmax_backward(t_, p_, dp, ds, n * L, L, causal_, scale_,
+                                            dropping_ ? rate_ : 0.f, scalars_, layer_, s);
     batched('N', 'N', L, hd_, L, 1.f, arr(kdS), L, arr(kK), 3 * D, arr(kdQ), 3 * D);
     batched('T', 'N', L, hd_, L, 1.f, arr(kdS), L, arr(kQ), 3 * D, arr(kdK), 3 * D);
     void* dqkv = ws_ + at_rows3_;

@@ -41,23 +41,28 @@ class ClassificationLossCuda : public LossKernel {
     be_.copy_to_device(weights_, s_.class_weights.data(), s_.class_weights.size() * sizeof(float));
   }
 
+  // A loss over positions reads 16-bit logits and writes their gradient in 16 bits (the f32
+  // arithmetic of the f32 path: a converted copy would give the same numbers).
+  bool takes(DType t) const override { return t == DType::f32 || s_.positions > 1; }
+
   void run(const LossRun& r) override {
     if (s_.positions > 1) {
       if (!tokens_) throw InternalError("token loss kernel run before its scratch was bound");
-      cuda::launch_token_loss(r.out, static_cast<const int32_t*>(r.targets), r.batch * s_.positions, s_.width,
-                              s_.ignore_index, r.batch, r.dout, r.loss_sum, tokens_, be_.stream(), r.guard,
-                              r.guard_bit, r.sums);
+      cuda::launch_token_loss(r.dtype, r.out, static_cast<const int32_t*>(r.targets), r.batch * s_.positions,
+                              s_.width, s_.ignore_index, r.batch, r.dout, r.loss_sum, tokens_, be_.stream(),
+                              r.guard, r.guard_bit, r.sums);
       return;
     }
     if (!scratch_) throw InternalError("classification loss kernel run before its scratch was bound");
     const auto* labels = static_cast<const int32_t*>(r.targets);
     float* confusion = r.sums ? r.sums + s_.top_k.size() : nullptr;
-    cuda::launch_classification_loss(s_.scores, r.out, labels, r.batch, s_.width, r.dout, r.loss_sum,
-                                     s_.smoothing, scratch_, be_.stream(), r.guard, r.guard_bit, confusion,
-                                     r.training ? weights_ : nullptr);
+    cuda::launch_classification_loss(s_.scores, r.out_f32(), labels, r.batch, s_.width, r.dout_f32(),
+                                     r.loss_sum, s_.smoothing, scratch_, be_.stream(), r.guard, r.guard_bit,
+                                     confusion, r.training ? weights_ : nullptr);
     if (!r.sums) return;
     for (size_t k = 0; k < s_.top_k.size(); ++k)
-      cuda::launch_topk_correct(r.out, labels, r.batch, s_.width, s_.top_k[k], r.sums + k, be_.stream());
+      cuda::launch_topk_correct(r.out_f32(), labels, r.batch, s_.width, s_.top_k[k], r.sums + k,
+                                be_.stream());
   }
 
  private:

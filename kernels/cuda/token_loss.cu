@@ -4,6 +4,7 @@
 #include <cfloat>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/token_loss.cuh"
 
 namespace trainer::cuda {
@@ -47,22 +48,24 @@ __device__ __forceinline__ Online merge(Online a, Online b) {
   return r;
 }
 
+// T: the logits' and their gradient's dtype (f32 arithmetic in every one).
+template <class T>
 __global__ void __launch_bounds__(kRowThreads)
-    token_rows(const float* out, const int32_t* labels, int64_t classes, int32_t ignore, float* dout,
+    token_rows(const T* out, const int32_t* labels, int64_t classes, int32_t ignore, T* dout,
                TokenLossScratch* s) {
   const int64_t row = blockIdx.x;
-  const float* o = out + row * classes;
-  float* d = dout + row * classes;
+  const T* o = out + row * classes;
+  T* d = dout + row * classes;
   float* row_loss = reinterpret_cast<float*>(s + 1);
   const int32_t y = labels[row];
   if (y == ignore) {
-    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) d[c] = 0.f;
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) d[c] = from_f32<T>(0.f);
     if (threadIdx.x == 0) row_loss[row] = 0.f;
     return;
   }
   Online st{-FLT_MAX, 0.f, 0.f, -1};
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    const float x = o[c];
+    const float x = to_f32(o[c]);
     if (nan_bits(x)) {
       st.s = __int_as_float(0x7fc00000);  // NaN: the loss becomes NaN, which the guard sees
       continue;
@@ -91,18 +94,18 @@ __global__ void __launch_bounds__(kRowThreads)
     Online t = warps[0];
     for (int w = 1; w < int(blockDim.x / 32); ++w) t = merge(t, warps[w]);
     // The CPU takes index 0 when o[0] is NaN (nothing beats a NaN start).
-    if (nan_bits(o[0])) t.arg = 0;
+    if (nan_bits(to_f32(o[0]))) t.arg = 0;
     all = t;
   }
   __syncthreads();
   const float log_z = all.m + logf(all.s);
   const float inv = 1.f / float(s->counted);
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    const float p = __expf(o[c] - log_z);
-    d[c] = (p - (c == y ? 1.f : 0.f)) * inv;
+    const float p = __expf(to_f32(o[c]) - log_z);
+    d[c] = from_f32<T>((p - (c == y ? 1.f : 0.f)) * inv);
   }
   if (threadIdx.x == 0) {
-    const float loss = log_z - o[y];
+    const float loss = log_z - to_f32(o[y]);
     row_loss[row] = all.arg == y ? loss : -1.f - loss;
   }
 }
@@ -148,13 +151,17 @@ __global__ void sum_rows(const int32_t* labels, int64_t rows, int32_t ignore, in
 
 }  // namespace
 
-void launch_token_loss(const float* out, const int32_t* labels, int64_t rows, int64_t classes, int32_t ignore,
-                       int64_t batch, float* dout, float* loss_sum, TokenLossScratch* scratch,
+void launch_token_loss(DType t, const void* out, const int32_t* labels, int64_t rows, int64_t classes,
+                       int32_t ignore, int64_t batch, void* dout, float* loss_sum, TokenLossScratch* scratch,
                        cudaStream_t stream, StepScalars* guard, uint32_t guard_bit, float* sums) {
   count_labels<<<1, kSumThreads, 0, stream>>>(labels, rows, ignore, scratch);
   CUDA_CHECK_LAUNCH();
   if (rows > 0) {
-    token_rows<<<unsigned(rows), kRowThreads, 0, stream>>>(out, labels, classes, ignore, dout, scratch);
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      token_rows<T><<<unsigned(rows), kRowThreads, 0, stream>>>(static_cast<const T*>(out), labels, classes,
+                                                                ignore, static_cast<T*>(dout), scratch);
+    });
     CUDA_CHECK_LAUNCH();
   }
   sum_rows<<<1, kSumThreads, 0, stream>>>(labels, rows, ignore, batch, scratch, loss_sum, guard, guard_bit,

@@ -39,8 +39,8 @@ class ValueLossCuda : public LossKernel {
     if (!partials_) throw InternalError("value loss kernel run before its scratch was bound");
     cuda::ValueLossArgs a = a_;
     a.batch = r.batch;
-    cuda::launch_value_loss(a, r.out, static_cast<const float*>(r.targets), r.dout, r.loss_sum, partials_,
-                            r.guard, r.guard_bit, r.sums, be_.stream());
+    cuda::launch_value_loss(a, r.out_f32(), static_cast<const float*>(r.targets), r.dout_f32(), r.loss_sum,
+                            partials_, r.guard, r.guard_bit, r.sums, be_.stream());
   }
 
  private:

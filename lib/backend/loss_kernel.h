@@ -13,6 +13,7 @@
 
 #include "datasets/dataset.h"
 #include "lib/backend/layer_kernel.h"
+#include "lib/core/error.h"
 #include "lib/core/value_loss_formula.h"
 
 namespace trainer {
@@ -71,16 +72,28 @@ struct LossSpec {
 
 // One launch: backend memory throughout.
 struct LossRun {
-  const float* out = nullptr;     // (batch, width) f32
+  const void* out = nullptr;      // (batch, width), of `dtype`
   const void* targets = nullptr;  // int32 labels (batch, positions), or f32 values (batch, width)
   int64_t batch = 0;              // samples (a per-position loss runs batch * positions rows)
-  float* dout = nullptr;          // written: d(mean loss)/d(out), (batch, width)
-  float* loss_sum = nullptr;      // the batch's summed per-sample loss is added here
+  void* dout = nullptr;           // written: d(mean loss)/d(out), (batch, width), of `dtype`
+  // out's and dout's: f32, or the model output's 16-bit dtype where LossKernel::takes() it.
+  DType dtype = DType::f32;
+  float* loss_sum = nullptr;  // the batch's summed per-sample loss is added here
   // Not null: guard_bit is ORed into guard->nonfinite when *loss_sum is not finite afterwards.
   StepScalars* guard = nullptr;
   uint32_t guard_bit = 0;
   float* sums = nullptr;  // not null: the batch's metric sums are added (spec.metric_floats())
   bool training = false;  // class_weights apply to training runs only (validation is unweighted)
+
+  // out and dout as f32, for kernels that take nothing else: InternalError for another dtype.
+  const float* out_f32() const { return static_cast<const float*>(f32(out)); }
+  float* dout_f32() const { return static_cast<float*>(const_cast<void*>(f32(dout))); }
+
+ private:
+  const void* f32(const void* p) const {
+    if (dtype != DType::f32) throw InternalError("a loss kernel was given 16-bit outputs it does not take");
+    return p;
+  }
 };
 
 class LossKernel {
@@ -90,6 +103,9 @@ class LossKernel {
   // executor takes from its plan before the first step and hands to bind(); 0: none.
   virtual size_t scratch_bytes() const { return 0; }
   virtual void bind(void* scratch) { (void)scratch; }
+  // Whether run() takes the model's outputs (and writes their gradient) in dtype t itself; f32
+  // always. A 16-bit model output then needs no f32 copy (LossRun::dtype).
+  virtual bool takes(DType t) const { return t == DType::f32; }
   // The mean is PyTorch's reduction 'mean': over the batch for class indices, over batch * width
   // elements for float targets (each sample's loss in loss_sum is then its row's mean), over the
   // labels counted for a per-position loss (loss_sum gets that mean times the batch).

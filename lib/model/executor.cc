@@ -258,8 +258,15 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       const size_t kept = p->kernels.back()->kept_workspace_bytes();
       p->kept.push_back(kept ? take(kept, kUseWorkspaces) : 0);
     }
-    // The loss, the metrics and predict read the model's output as f32.
-    if (p->dtype.back() != DType::f32) p->output_edge = add_edge(layers.size(), DType::f32, layers.size());
+    // The loss, the metrics and predict read the model's output as f32, but a loss that takes the
+    // output's 16-bit dtype (a language model's logits: (B, L, V), the largest tensor of the step)
+    // reads it and writes its gradient as they are; predict converts on the host.
+    const DType out_dt = p->dtype.back();
+    const bool typed_loss = out_dt != DType::f32 && loss_ && !o_.output_gradient_given && !o_.loss_scaling &&
+                            o_.activation_slots == 1 && loss_->takes(out_dt);
+    if (out_dt != DType::f32 && !typed_loss)
+      p->output_edge = add_edge(layers.size(), DType::f32, layers.size());
+    p->out_dtype = p->output_edge >= 0 ? DType::f32 : out_dt;
     // The gradients. Backward runs the loss (time 0), then layer L-1 (time 1) down to layer 0
     // (time L). A storage root's gradient is first written by the backward of its last consumer
     // (the loss for the model's output, and for the last layer's input, which the loss may write

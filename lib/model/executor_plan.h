@@ -78,7 +78,8 @@ struct Executor::Plan {
   std::vector<Edge> edges;
   std::vector<std::vector<int>> input_edge;  // per layer and input: index into edges, -1: none
   int output_edge = -1;           // the model's output converted to f32 for the loss, -1: it is f32
-  size_t out = 0, out_grad = 0;   // the f32 model output the loss and predict read, and its gradient
+  size_t out = 0, out_grad = 0;   // the model output the loss and predict read, and its gradient
+  DType out_dtype = DType::f32;   // theirs: f32, or 16-bit where the loss takes it (LossKernel::takes)
   std::vector<size_t> workspace;  // per layer
   std::vector<size_t> kept;       // per layer: its kept workspace (LayerKernel::kept_workspace_bytes)
   // Per layer: its transient workspace is the executor's one region shared by every activation

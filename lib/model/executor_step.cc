@@ -3,7 +3,9 @@
 // graphs and replayed, evaluation and prediction.
 #include <spdlog/spdlog.h>
 
+#include "lib/core/bf16.h"
 #include "lib/core/error.h"
+#include "lib/core/fp16.h"
 #include "lib/model/executor.h"
 #include "lib/model/executor_plan.h"
 
@@ -40,10 +42,12 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   if (p.output_edge >= 0 && !on_logits) convert_forward(p.edges[size_t(p.output_edge)]);
   if (!with_loss) return;
   LossRun run;
-  run.out = on_logits ? p.logits : reinterpret_cast<float*>(arena(p) + p.out);
+  run.out = on_logits ? static_cast<const void*>(p.logits) : arena(p) + p.out;
+  run.dtype = on_logits ? DType::f32 : p.out_dtype;
   run.targets = arena(p) + p.labels;
   run.batch = p.batch;
-  run.dout = loss_gradient(p);  // on_logits is p.loss_on_logits here: with_loss holds
+  // on_logits is p.loss_on_logits here: with_loss holds
+  run.dout = on_logits ? static_cast<void*>(p.dlogits) : arena(p) + p.out_grad;
   // Training: the batch's loss goes to the step's scalars first; the guard's commit adds it to the
   // epoch's sum unless the step found a non-finite value.
   run.loss_sum = training ? &scalars_->batch_loss : metrics_;
@@ -163,7 +167,16 @@ void Executor::predict(int64_t batch, const float* x, float* out) {
   Plan& p = plan_for(batch);
   upload(p, batch, x, nullptr);
   enqueue_forward(p, false, false);
-  be_.copy_to_host(out, arena(p) + p.out, size_t(batch * model_.output_shape().numel()) * sizeof(float));
+  const size_t n = size_t(batch * model_.output_shape().numel());
+  if (p.out_dtype == DType::f32) {
+    be_.copy_to_host(out, arena(p) + p.out, n * sizeof(float));
+    return;
+  }
+  // A 16-bit output the loss reads as it is: widened here, exactly.
+  std::vector<uint16_t> half(n);
+  be_.copy_to_host(half.data(), arena(p) + p.out, n * sizeof(uint16_t));
+  for (size_t i = 0; i < n; ++i)
+    out[i] = p.out_dtype == DType::bf16 ? float_from_bf16(half[i]) : float_from_f16(half[i]);
 }
 
 Executor::StageTensors Executor::stage_tensors_of(const Plan& p) const {
@@ -176,6 +189,8 @@ Executor::StageTensors Executor::stage_tensors_of(const Plan& p) const {
 }
 
 float* Executor::loss_gradient(const Plan& p) const {
+  if (!p.loss_on_logits && p.out_dtype != DType::f32)
+    throw InternalError("the loss's gradient is " + std::string(dtype_name(p.out_dtype)) + ", not f32");
   return p.loss_on_logits ? p.dlogits : reinterpret_cast<float*>(arena(p) + p.out_grad);
 }
 

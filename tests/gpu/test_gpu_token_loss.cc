@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "lib/config/config.h"
+#include "lib/core/bf16.h"
 #include "lib/losses/losses.h"
 #include "lib/train/fit.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -28,23 +29,38 @@ struct Run {
   uint32_t guard = 0;
 };
 
+// bf16: the logits go to the kernel as bf16 (out rounded) and their gradient comes back as bf16,
+// widened here.
 Run run_on(Backend& be, const std::vector<float>& out, const std::vector<int32_t>& y, int64_t B, int64_t P,
-           int64_t C) {
+           int64_t C, bool bf16 = false) {
   LossConfig c = loss_config("cross_entropy");
   c.positions = P;
   test::TestLoss k(be, c.spec(C), B);
+  if (bf16) REQUIRE(k.takes(DType::bf16));
   const size_t n = out.size();
   Buffer ob(be, n * 4), yb(be, y.size() * 4), db(be, n * 4), lb(be, 4), sb(be, 8),
       gb(be, sizeof(StepScalars));
-  ob.upload(out);
+  std::vector<uint16_t> out16(n);
+  for (size_t i = 0; i < n; ++i) out16[i] = bf16_from_float(out[i]);
+  if (bf16)
+    be.copy_to_device(ob.get(), out16.data(), n * 2);
+  else
+    ob.upload(out);
   yb.upload(y);
   be.zero(lb.get(), 4);
   be.zero(sb.get(), 8);
   be.zero(gb.get(), sizeof(StepScalars));
   for (int rep = 0; rep < 2; ++rep)
-    k.run(ob.as(), yb.get(), B, db.as(), lb.as(), sb.as(), true, gb.as<StepScalars>());
+    k.run_typed(bf16 ? DType::bf16 : DType::f32, ob.get(), yb.get(), B, db.get(), lb.as(), sb.as(), true,
+                gb.as<StepScalars>());
   Run r;
-  r.dout = db.download(n);
+  if (bf16) {
+    std::vector<uint16_t> d16(n);
+    be.copy_to_host(d16.data(), db.get(), n * 2);
+    for (uint16_t v : d16) r.dout.push_back(float_from_bf16(v));
+  } else {
+    r.dout = db.download(n);
+  }
   r.sums = sb.download(2);
   r.loss = lb.download(1)[0];
   StepScalars s;
@@ -74,12 +90,24 @@ TEST_CASE("gpu runs the loss over positions as the CPU does", "[gpu][loss][token
     CHECK(gpu.sums == cpu.sums);
     CHECK(gpu.guard == 0);
     CHECK(cpu.guard == 0);
+    // bf16 logits (a bf16 model's, read as they are): the CPU's f32 loss on the same rounded
+    // values, and its gradient rounded once to bf16.
+    std::vector<float> rounded = out;
+    for (float& v : rounded) v = round_to_bf16(v);
+    const Run cpu16 = run_on(cpu_backend(), rounded, y, cs.B, cs.P, cs.C),
+              gpu16 = run_on(cuda_backend(), out, y, cs.B, cs.P, cs.C, true);
+    std::vector<float> want = cpu16.dout;
+    for (float& v : want) v = round_to_bf16(v);
+    CHECK(rel_error(gpu16.dout, want) < 2e-3);
+    CHECK(gpu16.loss == Approx(cpu16.loss).epsilon(1e-5));
+    CHECK(gpu16.sums == cpu16.sums);
     SECTION("a NaN logit is caught as on the CPU") {
       out[size_t(5 * cs.C + 1)] = NAN;
       const Run c2 = run_on(cpu_backend(), out, y, cs.B, cs.P, cs.C),
                 g2 = run_on(cuda_backend(), out, y, cs.B, cs.P, cs.C);
       CHECK(g2.guard == uint32_t(kNonfiniteLoss));
       CHECK(c2.guard == g2.guard);
+      CHECK(run_on(cuda_backend(), out, y, cs.B, cs.P, cs.C, true).guard == uint32_t(kNonfiniteLoss));
     }
   }
 }
@@ -92,6 +120,8 @@ TEST_CASE("gpu trains a character-level model on format text as the CPU does", "
   // Untied, and with lm_head reading the embedding's table (its backward adds to the gradient
   // lm_head's wrote).
   const bool tied = GENERATE(false, true);
+  // The GPU in bf16 too: the loss then reads the bf16 logits as they are (LossKernel::takes).
+  const bool bf16 = GENERATE(false, true);
   const std::string yaml = (tied ? test::tied_text_model() : test::kTextModel) +
                            "data: {train: {format: text, path: " + path +
                            ", context: 16, stride: 8}, batch_size: 32, validation_split: 0.1}\n";
@@ -101,11 +131,14 @@ TEST_CASE("gpu trains a character-level model on format text as the CPU does", "
   cpu.device.device = "cpu";
   gpu.device.device = "gpu:0";
   gpu.device.deterministic = true;
+  std::vector<std::string> gpu_sets = three_epochs;
+  if (bf16)
+    gpu_sets.insert(gpu_sets.end(), {"math=bf16", "low_precision_min_mflops=0"});  // every layer in bf16
   const FitResult a = fit(parse_config(yaml, "t.yaml", three_epochs), cpu, o1),
-                  b = fit(parse_config(yaml, "t.yaml", three_epochs), gpu, o2);
+                  b = fit(parse_config(yaml, "t.yaml", gpu_sets), gpu, o2);
   std::filesystem::remove(path);
-  INFO((tied ? "tied\n" : "untied\n") << o1.str() << o2.str());
+  INFO((tied ? "tied" : "untied") << (bf16 ? ", bf16\n" : ", f32\n") << o1.str() << o2.str());
   CHECK(b.final_val_loss < 1.5);
-  CHECK(b.final_val_loss == Approx(a.final_val_loss).epsilon(0.05));
+  CHECK(b.final_val_loss == Approx(a.final_val_loss).epsilon(bf16 ? 0.1 : 0.05));
   CHECK(b.final_val_accuracy == Approx(a.final_val_accuracy).margin(0.05));
 }

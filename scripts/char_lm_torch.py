@@ -103,6 +103,7 @@ def main():
     ap.add_argument("--synthetic", type=int, default=0, help="train on this many random tokens instead of --train")
     ap.add_argument("--gpt2-small", action="store_true",
                     help="GPT-2 small: vocab 50257, context 1024, 12 x 768, 12 heads, batch 8, no dropout")
+    ap.add_argument("--no-tie", action="store_true", help="--gpt2-small with an lm_head of its own")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--device", default="", help="cpu or cuda (default: cuda when there is one)")
@@ -130,7 +131,7 @@ def main():
         xv, yv = windows(a.val, a.context)
     if a.limit:
         xt, yt = xt[: a.limit], yt[: a.limit]
-    model = GPT(a.vocab, a.context, a.width, a.layers, a.heads, a.dropout, tie=a.gpt2_small).to(dev)
+    model = GPT(a.vocab, a.context, a.width, a.layers, a.heads, a.dropout, tie=a.gpt2_small and not a.no_tie).to(dev)
     say(f"char_lm_torch: {sum(p.numel() for p in model.parameters()):,} parameters, "
         f"{len(xt)} training windows, {len(xv)} validation windows, {dev} x {world}")
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=0.1,

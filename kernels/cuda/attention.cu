@@ -22,8 +22,15 @@ __global__ void fill_pointers_kernel(void** out, PointerTable t) {
 }
 
 // Each lane reads an element of s before it writes the same element of p: p may alias s.
+// The columns of row r that are written: up to the end of its block of positions when causal.
+__device__ __forceinline__ int64_t written_end(int64_t r, int64_t len, bool causal, int64_t block) {
+  if (!causal) return len;
+  const int64_t end = (r % len / block + 1) * block;
+  return end < len ? end : len;
+}
+
 template <class T>
-__global__ void softmax_kernel(const float* s, T* p, int64_t rows, int64_t len, bool causal) {
+__global__ void softmax_kernel(const float* s, T* p, int64_t rows, int64_t len, bool causal, int64_t block) {
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   const int lane = int(threadIdx.x % 32);
   for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
@@ -36,7 +43,8 @@ __global__ void softmax_kernel(const float* s, T* p, int64_t rows, int64_t len, 
     float sum = 0.f;
     for (int64_t j = lane; j < n; j += 32) sum += __expf(in[j] - m);
     const float inv = 1.f / warp_sum(sum);
-    for (int64_t j = lane; j < len; j += 32) {
+    const int64_t end = written_end(r, len, causal, block);
+    for (int64_t j = lane; j < end; j += 32) {
       const float v = j < n ? __expf(in[j] - m) * inv : 0.f;
       row[j] = from_f32<T>(v);
     }
@@ -55,8 +63,8 @@ __global__ void dropout_kernel(const T* p, T* pd, int64_t n, float rate, const S
 // columns are written, never read.
 template <class T>
 __global__ void softmax_backward_kernel(const T* p, const float* dpd, T* ds, int64_t rows, int64_t len,
-                                        bool causal, float scale, float rate, const StepScalars* s,
-                                        int layer) {
+                                        bool causal, int64_t block, float scale, float rate,
+                                        const StepScalars* s, int layer) {
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   const int lane = int(threadIdx.x % 32);
   const bool drop = rate > 0.f;
@@ -74,7 +82,8 @@ __global__ void softmax_backward_kernel(const T* p, const float* dpd, T* ds, int
     float c = 0.f;
     for (int64_t j = lane; j < n; j += 32) c += dp(j) * to_f32(pr[j]);
     c = warp_sum(c);
-    for (int64_t j = lane; j < len; j += 32) {
+    const int64_t end = written_end(r, len, causal, block);
+    for (int64_t j = lane; j < end; j += 32) {
       const float v = j < n ? scale * to_f32(pr[j]) * (dp(j) - c) : 0.f;
       dr[j] = from_f32<T>(v);
     }
@@ -94,11 +103,12 @@ void launch_fill_pointers(void** out, const PointerTable& t, cudaStream_t stream
 }
 
 void launch_attention_softmax(DType t, const float* s, void* p, int64_t rows, int64_t len, bool causal,
-                              cudaStream_t stream) {
+                              int64_t block, cudaStream_t stream) {
   if (rows <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    softmax_kernel<T><<<row_blocks(rows), kThreads, 0, stream>>>(s, static_cast<T*>(p), rows, len, causal);
+    softmax_kernel<T>
+        <<<row_blocks(rows), kThreads, 0, stream>>>(s, static_cast<T*>(p), rows, len, causal, block);
   });
   CUDA_CHECK_LAUNCH();
 }
@@ -115,13 +125,14 @@ void launch_attention_dropout(DType t, const void* p, void* pd, int64_t n, float
 }
 
 void launch_attention_softmax_backward(DType t, const void* p, const float* dp, void* ds, int64_t rows,
-                                       int64_t len, bool causal, float scale, float rate,
+                                       int64_t len, bool causal, int64_t block, float scale, float rate,
                                        const StepScalars* s, int layer_index, cudaStream_t stream) {
   if (rows <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    softmax_backward_kernel<T><<<row_blocks(rows), kThreads, 0, stream>>>(
-        static_cast<const T*>(p), dp, static_cast<T*>(ds), rows, len, causal, scale, rate, s, layer_index);
+    softmax_backward_kernel<T>
+        <<<row_blocks(rows), kThreads, 0, stream>>>(static_cast<const T*>(p), dp, static_cast<T*>(ds), rows,
+                                                    len, causal, block, scale, rate, s, layer_index);
   });
   CUDA_CHECK_LAUNCH();
 }

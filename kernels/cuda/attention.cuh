@@ -18,7 +18,7 @@ namespace trainer::cuda {
 // device at the start of each step that uses them (a CUDA graph replays the writes): the
 // executor's plans for other batch sizes share the memory they live in.
 struct PointerTable {
-  static constexpr int kMax = 16;
+  static constexpr int kMax = 64;
   char* base[kMax] = {};
   int64_t per_sample[kMax] = {}, per_head[kMax] = {};
   int arrays = 0;
@@ -28,9 +28,11 @@ void launch_fill_pointers(void** out, const PointerTable& t, cudaStream_t stream
 
 // P = softmax of each of `rows` rows of `len` scores s (f32: the products' f32 output, so the
 // exponentials see unrounded scores); causal: row r is query position r % len, whose keys after it
-// get P = 0. p may be s itself (t = f32).
+// get P = 0, written up to the end of its block of `block` positions (the products of a block of
+// queries read the keys up to there: attention_cuda.cc) and not beyond; the scores after the
+// position are not read. p may be s itself (t = f32).
 void launch_attention_softmax(DType t, const float* s, void* p, int64_t rows, int64_t len, bool causal,
-                              cudaStream_t stream);
+                              int64_t block, cudaStream_t stream);
 
 // pd = p * dropout mask (element e of P: unit e; lib/core/dropout_formula.h), n elements.
 void launch_attention_dropout(DType t, const void* p, void* pd, int64_t n, float rate, const StepScalars* s,
@@ -38,9 +40,10 @@ void launch_attention_dropout(DType t, const void* p, void* pd, int64_t n, float
 
 // dS from dp, the gradient of the dropped P (dP', f32): through the dropout mask (rate > 0), then
 // the softmax: dS = scale * P (dP - sum_j dP_j P_j), each row of `len`. ds may be dp itself (t = f32).
-// causal: row r's columns after position r % len are not read (P is 0 there) and dS there is 0.
+// causal: row r's columns after position r % len are not read (P is 0 there) and dS there is 0,
+// written up to the end of the row's block of `block` positions, as P.
 void launch_attention_softmax_backward(DType t, const void* p, const float* dp, void* ds, int64_t rows,
-                                       int64_t len, bool causal, float scale, float rate,
+                                       int64_t len, bool causal, int64_t block, float scale, float rate,
                                        const StepScalars* s, int layer_index, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -64,11 +64,10 @@ __global__ void __launch_bounds__(kRowThreads)
     return;
   }
   Online st{-FLT_MAX, 0.f, 0.f, -1};
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    const float x = to_f32(o[c]);
+  const auto take = [&](float x, int64_t c) {
     if (nan_bits(x)) {
       st.s = __int_as_float(0x7fc00000);  // NaN: the loss becomes NaN, which the guard sees
-      continue;
+      return;
     }
     if (x > st.m) {
       st.s = st.s * __expf(st.m - x) + 1.f;
@@ -77,7 +76,19 @@ __global__ void __launch_bounds__(kRowThreads)
       st.s += __expf(x - st.m);
     }
     if (st.arg < 0 || x > st.best) st.best = x, st.arg = int(c);
+  };
+  // Four loads in flight before their (dependent) updates, in column order.
+  constexpr int64_t kStep = kRowThreads;
+  int64_t c = threadIdx.x;
+  for (; c + 3 * kStep < classes; c += 4 * kStep) {
+    const float x0 = to_f32(o[c]), x1 = to_f32(o[c + kStep]), x2 = to_f32(o[c + 2 * kStep]),
+                x3 = to_f32(o[c + 3 * kStep]);
+    take(x0, c);
+    take(x1, c + kStep);
+    take(x2, c + 2 * kStep);
+    take(x3, c + 3 * kStep);
   }
+  for (; c < classes; c += kStep) take(to_f32(o[c]), c);
   for (int off = 16; off > 0; off /= 2) {
     Online b;
     b.m = __shfl_xor_sync(0xffffffffu, st.m, off);
@@ -100,6 +111,7 @@ __global__ void __launch_bounds__(kRowThreads)
   __syncthreads();
   const float log_z = all.m + logf(all.s);
   const float inv = 1.f / float(s->counted);
+#pragma unroll 4
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
     const float p = __expf(to_f32(o[c]) - log_z);
     d[c] = from_f32<T>((p - (c == y ? 1.f : 0.f)) * inv);

@@ -383,6 +383,10 @@ std::vector<Row> build_table() {
           ref("{type: multi_head_attention, heads: 2}", {40, 16}, 2, 2, kWide, "a row longer than a warp"),
           ref("{type: multi_head_attention, heads: 4, causal: true, dropout: 0.1}", {24, 32}, 2, 3, kWide,
               "causal with dropout"),
+          ref("{type: multi_head_attention, heads: 2, causal: true}", {512, 16}, 2, 4, kWide,
+              "512 positions: the GPU's products in 4 causal blocks"),
+          ref("{type: multi_head_attention, heads: 1, causal: true, dropout: 0.2}", {512, 8}, 1, 5, kWide,
+              "causal blocks with dropout"),
       });
   // bf16 dx within 1.8e-2 of f32's on an H200 (32 positions, 4 heads of 16), y and the weights'
   // gradients within the usual bounds: dS goes into dq = dS k and dk = dS^T q in 16 bits, as in

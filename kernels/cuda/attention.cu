@@ -21,29 +21,33 @@ __global__ void fill_pointers_kernel(void** out, PointerTable t) {
   }
 }
 
-// Each lane reads an element of s before it writes the same element of p: p may alias s.
-// The columns of row r that are written: up to the end of its block of positions when causal.
-__device__ __forceinline__ int64_t written_end(int64_t r, int64_t len, bool causal, int64_t block) {
+// The columns of the row at position `pos` that are written: up to the end of its block of
+// positions when causal.
+__device__ __forceinline__ int64_t written_end(int64_t pos, int64_t len, bool causal, int64_t block) {
   if (!causal) return len;
-  const int64_t end = (r % len / block + 1) * block;
+  const int64_t end = (pos / block + 1) * block;
   return end < len ? end : len;
 }
 
+// Each lane reads an element of s before it writes the same element of p: p may alias s.
 template <class T>
-__global__ void softmax_kernel(const float* s, T* p, int64_t rows, int64_t len, bool causal, int64_t block) {
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+__global__ void softmax_kernel(const float* s, int64_t s_pair, T* p, int64_t p_pair, BlockRows b, bool causal,
+                               int64_t block) {
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32), len = b.len;
   const int lane = int(threadIdx.x % 32);
-  for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
-    const float* in = s + r * len;
-    T* row = p + r * len;
-    const int64_t n = causal ? r % len + 1 : len;
+  for (int64_t q = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; q < b.pairs * b.count;
+       q += warps) {
+    const int64_t pair = q / b.count, i = q % b.count, pos = b.first + i;
+    const float* in = s + pair * s_pair + i * len;
+    T* row = p + pair * p_pair + i * len;
+    const int64_t n = causal ? pos + 1 : len;
     float m = -FLT_MAX;
     for (int64_t j = lane; j < n; j += 32) m = fmaxf(m, in[j]);
     m = warp_max(m);
     float sum = 0.f;
     for (int64_t j = lane; j < n; j += 32) sum += __expf(in[j] - m);
     const float inv = 1.f / warp_sum(sum);
-    const int64_t end = written_end(r, len, causal, block);
+    const int64_t end = written_end(pos, len, causal, block);
     for (int64_t j = lane; j < end; j += 32) {
       const float v = j < n ? __expf(in[j] - m) * inv : 0.f;
       row[j] = from_f32<T>(v);
@@ -59,30 +63,34 @@ __global__ void dropout_kernel(const T* p, T* pd, int64_t n, float rate, const S
     pd[i] = from_f32<T>(to_f32(p[i]) * dropout_mask(seed, stream, uint64_t(i), rate, keep));
 }
 
-// As softmax_kernel, ds may alias dpd. causal: P is 0 after the row's position, and so is dS: those
-// columns are written, never read.
+// As softmax_kernel, ds may alias dpd (which it follows: d_pair). causal: P is 0 after the row's
+// position, and so is dS: those columns are written, never read. The dropout mask of P's element
+// (pair, pos, j) is unit (pair len + pos) len + j, as launch_attention_dropout numbers it.
 template <class T>
-__global__ void softmax_backward_kernel(const T* p, const float* dpd, T* ds, int64_t rows, int64_t len,
-                                        bool causal, int64_t block, float scale, float rate,
+__global__ void softmax_backward_kernel(const T* p, int64_t p_pair, const float* dpd, T* ds, int64_t d_pair,
+                                        BlockRows b, bool causal, int64_t block, float scale, float rate,
                                         const StepScalars* s, int layer) {
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32), len = b.len;
   const int lane = int(threadIdx.x % 32);
   const bool drop = rate > 0.f;
   const uint64_t seed = drop ? s->seed : 0, stream = drop ? dropout_stream(s->step, layer) : 0;
   const float keep = drop ? dropout_keep_scale(rate) : 1.f;
-  for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
-    const T* pr = p + r * len;
-    const float* in = dpd + r * len;
-    T* dr = ds + r * len;
+  for (int64_t q = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; q < b.pairs * b.count;
+       q += warps) {
+    const int64_t pair = q / b.count, i = q % b.count, pos = b.first + i;
+    const T* pr = p + pair * p_pair + i * len;
+    const float* in = dpd + pair * d_pair + i * len;
+    T* dr = ds + pair * d_pair + i * len;
+    const uint64_t unit = uint64_t((pair * len + pos) * len);
     const auto dp = [&](int64_t j) {  // dP_j: the dropped weights' gradient through the mask
       const float d = in[j];
-      return drop ? d * dropout_mask(seed, stream, uint64_t(r * len + j), rate, keep) : d;
+      return drop ? d * dropout_mask(seed, stream, unit + uint64_t(j), rate, keep) : d;
     };
-    const int64_t n = causal ? r % len + 1 : len;
+    const int64_t n = causal ? pos + 1 : len;
     float c = 0.f;
     for (int64_t j = lane; j < n; j += 32) c += dp(j) * to_f32(pr[j]);
     c = warp_sum(c);
-    const int64_t end = written_end(r, len, causal, block);
+    const int64_t end = written_end(pos, len, causal, block);
     for (int64_t j = lane; j < end; j += 32) {
       const float v = j < n ? scale * to_f32(pr[j]) * (dp(j) - c) : 0.f;
       dr[j] = from_f32<T>(v);
@@ -102,13 +110,14 @@ void launch_fill_pointers(void** out, const PointerTable& t, cudaStream_t stream
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_attention_softmax(DType t, const float* s, void* p, int64_t rows, int64_t len, bool causal,
-                              int64_t block, cudaStream_t stream) {
+void launch_attention_softmax(DType t, const float* s, int64_t s_pair, void* p, int64_t p_pair,
+                              const BlockRows& b, bool causal, int64_t block, cudaStream_t stream) {
+  const int64_t rows = b.pairs * b.count;
   if (rows <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     softmax_kernel<T>
-        <<<row_blocks(rows), kThreads, 0, stream>>>(s, static_cast<T*>(p), rows, len, causal, block);
+        <<<row_blocks(rows), kThreads, 0, stream>>>(s, s_pair, static_cast<T*>(p), p_pair, b, causal, block);
   });
   CUDA_CHECK_LAUNCH();
 }
@@ -124,15 +133,17 @@ void launch_attention_dropout(DType t, const void* p, void* pd, int64_t n, float
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_attention_softmax_backward(DType t, const void* p, const float* dp, void* ds, int64_t rows,
-                                       int64_t len, bool causal, int64_t block, float scale, float rate,
-                                       const StepScalars* s, int layer_index, cudaStream_t stream) {
+void launch_attention_softmax_backward(DType t, const void* p, int64_t p_pair, const float* dp, void* ds,
+                                       int64_t d_pair, const BlockRows& b, bool causal, int64_t block,
+                                       float scale, float rate, const StepScalars* s, int layer_index,
+                                       cudaStream_t stream) {
+  const int64_t rows = b.pairs * b.count;
   if (rows <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     softmax_backward_kernel<T>
-        <<<row_blocks(rows), kThreads, 0, stream>>>(static_cast<const T*>(p), dp, static_cast<T*>(ds), rows,
-                                                    len, causal, block, scale, rate, s, layer_index);
+        <<<row_blocks(rows), kThreads, 0, stream>>>(static_cast<const T*>(p), p_pair, dp, static_cast<T*>(ds),
+                                                    d_pair, b, causal, block, scale, rate, s, layer_index);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -26,24 +26,31 @@ struct PointerTable {
 };
 void launch_fill_pointers(void** out, const PointerTable& t, cudaStream_t stream);
 
-// P = softmax of each of `rows` rows of `len` scores s (f32: the products' f32 output, so the
-// exponentials see unrounded scores); causal: row r is query position r % len, whose keys after it
-// get P = 0, written up to the end of its block of `block` positions (the products of a block of
-// queries read the keys up to there: attention_cuda.cc) and not beyond; the scores after the
-// position are not read. p may be s itself (t = f32).
-void launch_attention_softmax(DType t, const float* s, void* p, int64_t rows, int64_t len, bool causal,
-                              int64_t block, cudaStream_t stream);
+// The rows of a block of queries in each (sample, head) pair: `count` rows of `len` from
+// position `first`, for `pairs` pairs. Each tensor of the softmaxes is addressed from the block's
+// first row of pair 0, with its own stride between pairs (*_pair, elements).
+struct BlockRows {
+  int64_t pairs = 0, count = 0, first = 0, len = 0;
+};
+
+// P = softmax of each row of scores s (f32: the products' f32 output, so the exponentials see
+// unrounded scores); causal: the row at position pos gets P = 0 after it, written up to the end of
+// its block of `block` positions (the products of a block of queries read the keys up to there:
+// attention_cuda.cc) and not beyond; the scores after pos are not read. p may be s itself (t = f32).
+void launch_attention_softmax(DType t, const float* s, int64_t s_pair, void* p, int64_t p_pair,
+                              const BlockRows& b, bool causal, int64_t block, cudaStream_t stream);
 
 // pd = p * dropout mask (element e of P: unit e; lib/core/dropout_formula.h), n elements.
 void launch_attention_dropout(DType t, const void* p, void* pd, int64_t n, float rate, const StepScalars* s,
                               int layer_index, cudaStream_t stream);
 
 // dS from dp, the gradient of the dropped P (dP', f32): through the dropout mask (rate > 0), then
-// the softmax: dS = scale * P (dP - sum_j dP_j P_j), each row of `len`. ds may be dp itself (t = f32).
-// causal: row r's columns after position r % len are not read (P is 0 there) and dS there is 0,
-// written up to the end of the row's block of `block` positions, as P.
-void launch_attention_softmax_backward(DType t, const void* p, const float* dp, void* ds, int64_t rows,
-                                       int64_t len, bool causal, int64_t block, float scale, float rate,
-                                       const StepScalars* s, int layer_index, cudaStream_t stream);
+// the softmax: dS = scale * P (dP - sum_j dP_j P_j), each row of `len`. dp and ds share a layout
+// (d_pair); ds may be dp itself (t = f32). causal: the columns after the row's position are not
+// read (P is 0 there) and dS there is 0, written up to the end of the row's block, as P.
+void launch_attention_softmax_backward(DType t, const void* p, int64_t p_pair, const float* dp, void* ds,
+                                       int64_t d_pair, const BlockRows& b, bool causal, int64_t block,
+                                       float scale, float rate, const StepScalars* s, int layer_index,
+                                       cudaStream_t stream);
 
 }  // namespace trainer::cuda

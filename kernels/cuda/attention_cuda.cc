@@ -1,18 +1,18 @@
 // multi_head_attention on the GPU (lib/layers/attention.h): cuBLAS for the matrix products (the
-// projections over all B L rows; per (sample, head) the scores, P v and their gradients as one
-// batched product each, reading and writing the heads in place in the rows (B, L, 3, H, hd) of
-// qkv and (B, L, H, hd) of O through pointer arrays made at bind, so no tensor is rearranged),
-// attention.cu for the rest. The reference path of attention: P (B, H, L, L) is kept for
-// backward, as PyTorch's math attention keeps it. Causal attention of 512 positions or more runs
-// its products in 4 blocks of queries (and of keys, for dV and dK), each over the keys up to the block's end
-// only: 5/8 of the products' work, and the softmaxes write P and dS only where a product reads them.
-// Activations in the kernel's dtype (f32, or
-// bf16 / fp16 with f32 accumulation); the weights' gradients in f32, overwritten.
+// projections over all B L rows; per (sample, head) the scores, P v and their gradients as
+// batched products, reading and writing the heads in place in the rows (B, L, 3, H, hd) of qkv and
+// (B, L, H, hd) of O through pointer arrays, so no tensor is rearranged), attention.cu for the
+// rest. The reference path of attention: P (B, H, L, L) is kept for backward, as PyTorch's math
+// attention keeps it. The products and softmaxes run by blocks of queries: causal attention of 512
+// positions or more in 4 blocks, each over the keys up to the block's end only (5/8 of the
+// products' work; the softmaxes write P and dS only where a product reads them; dK and dV add up
+// the blocks' shares), other attention in one. Activations in the kernel's dtype (f32, or bf16 /
+// fp16 with f32 accumulation); the weights' gradients in f32, overwritten.
 //   kept from forward to backward: qkv as rows (B, L, 3D), P, O (B, L, D), the pointer arrays
-//   transient: the 16-bit weights, dqkv as rows (B, L, 3D), dO as rows, the dropped P, dS, the
-//   bias sums' scratch, and with 16-bit activations the scores S and their gradient dP in f32
-//   (B, H, L, L): the softmax and its backward read them unrounded, as a fused attention keeps
-//   them in registers
+//   transient: the 16-bit weights, dqkv as rows (B, L, 3D), dO as rows, the dropped P, one block's
+//   dS, the bias sums' scratch, and with 16-bit activations one block's scores S and their
+//   gradient dP in f32 (B, H, L / blocks, L): the softmax and its backward read them unrounded, as
+//   a fused attention keeps them in registers
 #include <cmath>
 
 #include "kernels/cuda/attention.cuh"
@@ -69,8 +69,10 @@ class AttentionCuda : public LayerKernel {
     at_rows3_ = region(bytes(rows() * 3 * d_));
     at_rows1_ = region(bytes(rows() * d_));
     at_pd_ = region(rate_ > 0.f ? bytes(probs()) : 0);
-    at_ds_ = region(bytes(probs()));
-    at_s_ = region(t_ == DType::f32 ? 0 : size_t(probs()) * sizeof(float));
+    // One block of queries' scores (and dP) and dS at a time: the products and softmaxes run block
+    // by block.
+    at_ds_ = region(bytes(block_probs()));
+    at_s_ = region(t_ == DType::f32 ? 0 : size_t(block_probs()) * sizeof(float));
     transient_ = at;
   }
 
@@ -116,13 +118,19 @@ class AttentionCuda : public LayerKernel {
     const void* wa = typed(wa_, at_wa_, 3 * D * D);
     gemm('N', 'T', R, 3 * D, D, 1.f, a_.x, D, wa, D, qkv_, 3 * D);
     if (bias_) cuda::launch_bias_add(t_, qkv_, ba_, R, 3 * D, 1, false, s);
-    // S = scale q k^T in f32, then P = softmax(S), per (sample, head); a block of queries r reads
-    // the keys up to its end, keys(r).
-    float* scores = f32_scratch(p_);
-    const int64_t Lb = L / blocks_;
-    for (int r = 0; r < blocks_; ++r)
+    // Per block of queries r: S = scale q k^T over the keys up to the block's end, keys(r), in f32
+    // (in P's rows in f32, else the block's scratch), then P = softmax(S) into the block's rows.
+    const int64_t Lb = L / blocks_, pairs = b_ * h_;
+    for (int r = 0; r < blocks_; ++r) {
       batched('N', 'T', Lb, keys(r), hd_, scale_, arr(kQ, r), 3 * D, arr(kK), 3 * D, arr(kS, r), L, true);
-    cuda::launch_attention_softmax(t_, scores, p_, b_ * h_ * L, L, causal_, Lb, s);
+      const cuda::BlockRows rows{pairs, Lb, r * Lb, L};
+      void* p = static_cast<char*>(p_) + bytes(r * Lb * L);
+      if (t_ == DType::f32)
+        cuda::launch_attention_softmax(t_, static_cast<float*>(p), L * L, p, L * L, rows, causal_, Lb, s);
+      else
+        cuda::launch_attention_softmax(t_, reinterpret_cast<float*>(ws_ + at_s_), Lb * L, p, L * L, rows,
+                                       causal_, Lb, s);
+    }
     if (dropping_) cuda::launch_attention_dropout(t_, p_, ws_ + at_pd_, probs(), rate_, scalars_, layer_, s);
     for (int r = 0; r < blocks_; ++r)
       batched('N', 'N', Lb, hd_, keys(r), 1.f, arr(dropping_ ? kPd : kP, r), L, arr(kV), 3 * D, arr(kO, r),
@@ -143,22 +151,23 @@ class AttentionCuda : public LayerKernel {
     // Per (sample, head): dv = P'^T dO, dP' = dO v^T, dS through the dropout and the softmax,
     // dq = dS k, dk = dS^T q; into the rows of dqkv.
     if (dropping_) cuda::launch_attention_dropout(t_, p_, ws_ + at_pd_, probs(), rate_, scalars_, layer_, s);
-    // Causal blocks: a block of keys c is read by the queries from its start on (queries(c)), in
-    // the sub-blocks from its diagonal (P and dS at (c Lb, c Lb)).
-    const int64_t n = b_ * h_, Lb = L / blocks_;
-    for (int c = 0; c < blocks_; ++c)
-      batched('T', 'N', Lb, hd_, queries(c), 1.f, arr(dropping_ ? kPdDiag : kPDiag, c), L, arr(kdO, c), D,
-              arr(kdV, c), 3 * D);
+    // Per block of queries r, the last first: dv (+)= P'_r^T dO_r over the keys up to the block's
+    // end (the last block writes every key's, the others add), dP_r = dO_r v^T, dS_r through the
+    // dropout and the softmax, dq_r = dS_r k, dk (+)= dS_r^T q_r; into the rows of dqkv.
+    const int64_t pairs = b_ * h_, Lb = L / blocks_;
     void* ds = ws_ + at_ds_;
-    float* dp = f32_scratch(ds);
-    for (int r = 0; r < blocks_; ++r)
-      batched('N', 'T', Lb, keys(r), hd_, 1.f, arr(kdO, r), D, arr(kV), 3 * D, arr(kdP, r), L, true);
-    cuda::launch_attention_softmax_backward(t_, p_, dp, ds, n * L, L, causal_, Lb, scale_,
-                                            dropping_ ? rate_ : 0.f, scalars_, layer_, s);
-    for (int r = 0; r < blocks_; ++r)
-      batched('N', 'N', Lb, hd_, keys(r), 1.f, arr(kdS, r), L, arr(kK), 3 * D, arr(kdQ, r), 3 * D);
-    for (int c = 0; c < blocks_; ++c)
-      batched('T', 'N', Lb, hd_, queries(c), 1.f, arr(kdSDiag, c), L, arr(kQ, c), 3 * D, arr(kdK, c), 3 * D);
+    float* dp = t_ == DType::f32 ? static_cast<float*>(ds) : reinterpret_cast<float*>(ws_ + at_s_);
+    for (int r = blocks_ - 1; r >= 0; --r) {
+      const float add = r + 1 < blocks_ ? 1.f : 0.f;
+      batched('T', 'N', keys(r), hd_, Lb, 1.f, arr(dropping_ ? kPd : kP, r), L, arr(kdO, r), D, arr(kdV),
+              3 * D, false, add);
+      batched('N', 'T', Lb, keys(r), hd_, 1.f, arr(kdO, r), D, arr(kV), 3 * D, arr(kdP), L, true);
+      cuda::launch_attention_softmax_backward(t_, static_cast<char*>(p_) + bytes(r * Lb * L), L * L, dp, ds,
+                                              Lb * L, cuda::BlockRows{pairs, Lb, r * Lb, L}, causal_, Lb,
+                                              scale_, dropping_ ? rate_ : 0.f, scalars_, layer_, s);
+      batched('N', 'N', Lb, hd_, keys(r), 1.f, arr(kdS), L, arr(kK), 3 * D, arr(kdQ, r), 3 * D);
+      batched('T', 'N', keys(r), hd_, Lb, 1.f, arr(kdS), L, arr(kQ, r), 3 * D, arr(kdK), 3 * D, false, add);
+    }
     void* dqkv = ws_ + at_rows3_;
     // The input projection: dWa = dqkv^T x, dba = the column sums of dqkv, dx = dqkv Wa.
     gemm('T', 'N', 3 * D, D, R, 1.f, dqkv, 3 * D, a_.x, D, dwa_, D, 1, 0, 0, 0, true);
@@ -169,21 +178,20 @@ class AttentionCuda : public LayerKernel {
  private:
   int64_t rows() const { return b_ * l_; }
   int64_t probs() const { return b_ * h_ * l_ * l_; }
+  int64_t block_probs() const { return b_ * h_ * (l_ / blocks_) * l_; }  // one block of queries'
   size_t bytes(int64_t n) const { return size_t(n) * dtype_bytes(t_); }
   // The pointer arrays, B H pointers each, (sample, head) in order: where each product's operand of
   // that sample and head starts.
-  // One array per block of queries (or keys): the block's first row, or for the *Diag arrays its
-  // diagonal sub-block.
-  enum Array { kQ, kK, kV, kS, kP, kPd, kO, kdO, kdP, kdS, kdQ, kdK, kdV, kPDiag, kPdDiag, kdSDiag, kArrays };
+  // One array per block of queries: where the block's rows start (the same for every block where
+  // a product reads or writes from key 0, or a block's scratch).
+  enum Array { kQ, kK, kV, kS, kP, kPd, kO, kdO, kdP, kdS, kdQ, kdK, kdV, kArrays };
   static constexpr int kBlocks = 4;
   static_assert(kArrays * kBlocks <= cuda::PointerTable::kMax, "the device table holds kMax arrays");
   void* const* arr(Array a, int block = 0) const {
     return ptrs_ + size_t(a * kBlocks + block) * size_t(b_ * h_);
   }
-  // The keys a block r of queries reads (causal: up to the block's end), and the queries that read
-  // a block c of keys (from its start on).
+  // The keys a block r of queries reads (causal: up to the block's end).
   int64_t keys(int r) const { return (r + 1) * (l_ / blocks_); }
-  int64_t queries(int c) const { return l_ - c * (l_ / blocks_); }
   // The table the device fills the arrays from (cuda::PointerTable): base, then bytes a sample
   // and a head further.
   void make_pointer_table() {
@@ -205,30 +213,27 @@ class AttentionCuda : public LayerKernel {
     };
     const size_t e = dtype_bytes(t_), f = sizeof(float);  // the scores and dP are f32 in every dtype
     char* qkv = static_cast<char*>(qkv_);
-    const int64_t rows3 = Lb * 3 * D, rows1 = Lb * D, block_rows = Lb * L, diag = Lb * L + Lb;
+    const int64_t rows3 = Lb * 3 * D, rows1 = Lb * D, block_rows = Lb * L, block = Lb * L;
     set(kQ, qkv, e, L * 3 * D, hd_, rows3);
     set(kK, qkv + bytes(D), e, L * 3 * D, hd_, 0);
     set(kV, qkv + bytes(2 * D), e, L * 3 * D, hd_, 0);
-    set(kS, f32_scratch(p_), f, h_ * pair, pair, block_rows);
+    // The scores: P's rows in f32 (the softmax runs in place), else the block's scratch.
+    if (t_ == DType::f32)
+      set(kS, p_, f, h_ * pair, pair, block_rows);
+    else
+      set(kS, ws_ + at_s_, f, h_ * block, block, 0);
     set(kP, p_, e, h_ * pair, pair, block_rows);
     set(kPd, ws_ + at_pd_, e, h_ * pair, pair, block_rows);
     set(kO, o_, e, L * D, hd_, rows1);
     set(kdO, ws_ + at_rows1_, e, L * D, hd_, rows1);
-    set(kdP, f32_scratch(ws_ + at_ds_), f, h_ * pair, pair, block_rows);
-    set(kdS, ws_ + at_ds_, e, h_ * pair, pair, block_rows);
+    // dP: the block's dS scratch in f32 (the softmax's backward runs in place), else its f32 scratch.
+    set(kdP, t_ == DType::f32 ? ws_ + at_ds_ : ws_ + at_s_, f, h_ * block, block, 0);
+    set(kdS, ws_ + at_ds_, e, h_ * block, block, 0);
     set(kdQ, ws_ + at_rows3_, e, L * 3 * D, hd_, rows3);
-    set(kdK, ws_ + at_rows3_ + bytes(D), e, L * 3 * D, hd_, rows3);
-    set(kdV, ws_ + at_rows3_ + bytes(2 * D), e, L * 3 * D, hd_, rows3);
-    set(kPDiag, p_, e, h_ * pair, pair, diag);
-    set(kPdDiag, ws_ + at_pd_, e, h_ * pair, pair, diag);
-    set(kdSDiag, ws_ + at_ds_, e, h_ * pair, pair, diag);
+    set(kdK, ws_ + at_rows3_ + bytes(D), e, L * 3 * D, hd_, 0);
+    set(kdV, ws_ + at_rows3_ + bytes(2 * D), e, L * 3 * D, hd_, 0);
   }
   double* scratch(size_t at) const { return reinterpret_cast<double*>(ws_ + at); }
-  // Where the f32 scores S (and in backward dP) go: the f32 tensor they become itself (`same`: P,
-  // dS) when the activations are f32, else their own transient region.
-  float* f32_scratch(void* same) const {
-    return static_cast<float*>(t_ == DType::f32 ? same : static_cast<void*>(ws_ + at_s_));
-  }
   // A weight in the activation dtype: itself in f32, else converted into its transient region.
   const void* typed(const float* w, size_t at, int64_t n) {
     if (t_ == DType::f32) return w;
@@ -238,11 +243,11 @@ class AttentionCuda : public LayerKernel {
   // One product per (sample, head): row-major C_i (m, n) = alpha op(A_i) op(B_i), the operands
   // from pointer arrays (arr()), ld* their row strides; C in the activation dtype or f32.
   void batched(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, void* const* a, int64_t lda,
-               void* const* b, int64_t ldb, void* const* c, int64_t ldc, bool f32_out = false) const {
+               void* const* b, int64_t ldb, void* const* c, int64_t ldc, bool f32_out = false,
+               float beta = 0.f) const {
     const DType ct = f32_out ? DType::f32 : t_;
     const cublasOperation_t opa = ta == 'T' ? CUBLAS_OP_T : CUBLAS_OP_N,
                             opb = tb == 'T' ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const float beta = 0.f;
     CUBLAS_CHECK(cublasGemmBatchedEx(
         be_.cublas(), opb, opa, int(n), int(m), int(k), &alpha, const_cast<const void* const*>(b),
         cuda_type(t_), int(ldb), const_cast<const void* const*>(a), cuda_type(t_), int(lda), &beta, c,

@@ -44,4 +44,11 @@ std::unique_ptr<LossKernel> make_value_loss_cuda(const LossSpec& s);
 // The step's guard, loss scaling, clipping and augmentation (step_kernels_cuda.cc).
 StepKernelSet cuda_step_kernels();
 
+namespace cuda {
+// The cap on a 16-bit dense layer's buffer of padded rows (dense_cuda.cc: its products then run
+// in chunks of rows), 256 MiB. Read when a kernel is made; tests lower it to run the chunks on
+// small layers.
+size_t& dense_pad_chunk_bytes();
+}  // namespace cuda
+
 }  // namespace trainer

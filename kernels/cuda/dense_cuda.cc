@@ -16,11 +16,18 @@
 // only its unaligned kernels (sm75 CUTLASS, align1: 14.5 of a 53 ms GPT-2 step): a large such
 // layer computes as if it had padded_ units, a multiple of 8: the 16-bit copy of W gets zero rows
 // up to padded_, y and dy are copied out of / into buffers of padded rows (cudaMemcpy2DAsync; the
-// pad of dy zeroed), and the bias, if any, is added to y after the copy.
+// pad of dy zeroed), and the bias, if any, is added to y after the copy. The padded buffer holds
+// a chunk of rows (at most 256 MiB, a divisor of the rows; GPT-2 small's logits at batch 8: 4
+// chunks of 2,048 rows instead of one 823 MB copy, which was the step's largest transient buffer;
+// chunks of 64 MiB cost 1.3 ms a step more on an H200): the products run chunk by chunk, dW adding
+// each chunk's share in f32.
 //   x: (B, in)  W: (units, in)  b: (units)  y: (B, units)
 //   W and b: the parameter views 0 and 1 (f32).
 //   workspace: [bias gradient scratch] [W in the activation dtype, when it is not f32]
 //              [y or dy with padded rows (B, padded_), when padded_]
+#include <algorithm>
+#include <type_traits>
+
 #include "kernels/cuda/bias.cuh"
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_backend.h"
@@ -45,6 +52,8 @@ class DenseCuda : public LayerKernel {
         math_(ctx.math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
         dtype_(ctx.act_dtype),
         padded_(padded_units(ctx.batch * l.rows(), l.units, ctx.act_dtype)),
+        chunk_(padded_ ? chunk_rows(int(ctx.batch * l.rows()), padded_, ctx.act_dtype)
+                       : int(ctx.batch * l.rows())),
         // dy (rows, units) is channels-last with one position a row: the column sums read whole rows
         // (coalesced), not one column a block (strided: 83 us for GPT-2's 8,192 x 3,072 in bf16)
         bias_split_(cuda::bias_grad_split(ctx.batch * l.rows(), l.units, 1, true, ctx.act_dtype)) {}
@@ -79,12 +88,20 @@ class DenseCuda : public LayerKernel {
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
     const void* w = typed_weights();
-    void* y = padded_ ? pad_ : a_.y;
-    if (fwd_.ok())
-      fwd_.run(w, a_.x, y);
-    else
-      gemm(CUBLAS_OP_T, CUBLAS_OP_N, w_rows(), batch_, in_, w, dtype_, a_.x, dtype_, y, dtype_, w_rows());
-    if (padded_) copy_rows(a_.y, units_, pad_, padded_);
+    if (!padded_) {
+      if (fwd_.ok())
+        fwd_.run(w, a_.x, a_.y);
+      else
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, units_, batch_, in_, w, dtype_, a_.x, dtype_, a_.y, dtype_, units_);
+    }
+    for (int c = 0; padded_ && c < batch_ / chunk_; ++c) {  // the padded product a chunk of rows at a time
+      const void* x = row_at(a_.x, c, in_);
+      if (fwd_.ok())
+        fwd_.run(w, x, pad_);
+      else
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, padded_, chunk_, in_, w, dtype_, x, dtype_, pad_, dtype_, padded_);
+      copy_rows(row_at(a_.y, c, units_), units_, pad_, padded_);
+    }
     if (bias_ && !fwd_bias_fused_)
       cuda::launch_bias_add(dtype_, a_.y, b_, batch_, units_, 1, false, be_.stream());
   }
@@ -92,28 +109,33 @@ class DenseCuda : public LayerKernel {
   void backward() override {
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
-    const void* dy = a_.dy;
-    if (padded_) {
-      copy_rows(pad_, padded_, a_.dy, units_);
-      const size_t e = dtype_bytes(dtype_);  // the pad meets W's zero rows in dx: no NaN from old bytes
-      CUDA_CHECK(cudaMemset2DAsync(static_cast<char*>(pad_) + size_t(units_) * e, size_t(padded_) * e, 0,
-                                   size_t(padded_ - units_) * e, size_t(batch_), be_.stream()));
-      dy = pad_;
+    const void* w = a_.dx ? typed_weights() : nullptr;
+    for (int c = 0; c < batch_ / chunk_; ++c) {  // one chunk: every row, unless padded_
+      const void* dy = row_at(a_.dy, c, units_);
+      const void* x = row_at(a_.x, c, in_);
+      if (padded_) {
+        copy_rows(pad_, padded_, dy, units_);
+        const size_t e = dtype_bytes(dtype_);  // the pad meets W's zero rows in dx: no NaN from old bytes
+        CUDA_CHECK(cudaMemset2DAsync(static_cast<char*>(pad_) + size_t(units_) * e, size_t(padded_) * e, 0,
+                                     size_t(padded_ - units_) * e, size_t(chunk_), be_.stream()));
+        dy = pad_;
+      }
+      const float add = c > 0 ? 1.f : 0.f;  // dW: the chunks' shares summed in f32
+      if (dw_plan_.ok())
+        dw_plan_.run(x, dy, dw_, add);
+      else
+        gemm(CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, chunk_, x, dtype_, dy, dtype_, dw_, DType::f32, in_,
+             padded_, add);
+      if (!a_.dx) continue;
+      void* dx = row_at(a_.dx, c, in_);
+      if (dx_plan_.ok())
+        dx_plan_.run(w, dy, dx);
+      else
+        gemm(CUBLAS_OP_N, CUBLAS_OP_N, in_, chunk_, w_rows(), w, dtype_, dy, dtype_, dx, dtype_, in_,
+             padded_);
     }
-    if (dw_plan_.ok())
-      dw_plan_.run(a_.x, dy, dw_);
-    else
-      gemm(CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, batch_, a_.x, dtype_, dy, dtype_, dw_, DType::f32, in_,
-           padded_);
     if (bias_ && !dw_bias_fused_)
       cuda::launch_bias_grad(bias_split_, dtype_, a_.dy, db_, bias_scratch_, be_.stream());
-    if (!a_.dx) return;
-    const void* w = typed_weights();
-    if (dx_plan_.ok())
-      dx_plan_.run(w, dy, a_.dx);
-    else
-      gemm(CUBLAS_OP_N, CUBLAS_OP_N, in_, batch_, w_rows(), w, dtype_, dy, dtype_, a_.dx, dtype_, in_,
-           padded_);
   }
 
  private:
@@ -133,11 +155,12 @@ class DenseCuda : public LayerKernel {
     };
     // With padded_, y (the forward's D) and dy (B of dW and dx) have rows of padded_ elements, and
     // the forward and dx run over padded_ units (W's zero rows); the bias is added after the copy.
-    fwd_ = plan(CUBLAS_OP_T, CUBLAS_OP_N, w_rows(), batch_, in_, dtype_, CUBLASLT_EPILOGUE_BIAS, b_,
+    // A chunk of rows each (every row unless padded_); the bias gradient's epilogue only for one.
+    fwd_ = plan(CUBLAS_OP_T, CUBLAS_OP_N, w_rows(), chunk_, in_, dtype_, CUBLASLT_EPILOGUE_BIAS, b_,
                 bias_ && !padded_ ? &fwd_bias_fused_ : nullptr, 0, padded_);
-    dw_plan_ = plan(CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, batch_, DType::f32, CUBLASLT_EPILOGUE_BGRADB, db_,
-                    bias_ ? &dw_bias_fused_ : nullptr, padded_, 0);
-    dx_plan_ = plan(CUBLAS_OP_N, CUBLAS_OP_N, in_, batch_, w_rows(), dtype_, CUBLASLT_EPILOGUE_DEFAULT,
+    dw_plan_ = plan(CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, chunk_, DType::f32, CUBLASLT_EPILOGUE_BGRADB, db_,
+                    bias_ && chunk_ == batch_ ? &dw_bias_fused_ : nullptr, padded_, 0);
+    dx_plan_ = plan(CUBLAS_OP_N, CUBLAS_OP_N, in_, chunk_, w_rows(), dtype_, CUBLASLT_EPILOGUE_DEFAULT,
                     nullptr, nullptr, padded_, 0);
   }
 
@@ -148,14 +171,31 @@ class DenseCuda : public LayerKernel {
     if (d == DType::f32 || units % per16 == 0 || rows * units < (int64_t(1) << 20)) return 0;
     return int((units + per16 - 1) / per16 * per16);
   }
-  size_t pad_bytes() const {
-    return padded_ ? align_up(size_t(batch_) * size_t(padded_) * dtype_bytes(dtype_)) : 0;
+  // The rows of a padded chunk: the largest divisor of `rows` whose padded rows fit in 256 MiB, if
+  // it is at least a quarter of that; else every row (one chunk).
+  static int chunk_rows(int rows, int padded, DType d) {
+    const int64_t cap = int64_t(cuda::dense_pad_chunk_bytes());
+    const int fit = int(std::max<int64_t>(1, cap / (int64_t(padded) * int64_t(dtype_bytes(d)))));
+    if (rows <= fit) return rows;
+    for (int c = fit; c >= std::max(1, fit / 4); --c)
+      if (rows % c == 0) return c;
+    return rows;
   }
-  // dst rows of dst_cols elements <- src rows of src_cols, the first min(...) of each, batch_ rows.
+  size_t pad_bytes() const {
+    return padded_ ? align_up(size_t(chunk_) * size_t(padded_) * dtype_bytes(dtype_)) : 0;
+  }
+  // Chunk c's first row of a (rows, cols) activation in the activation dtype.
+  template <class P>
+  P* row_at(P* t, int c, int cols) const {
+    using Byte = std::conditional_t<std::is_const<P>::value, const char, char>;
+    return reinterpret_cast<P*>(reinterpret_cast<Byte*>(t) +
+                                size_t(c) * size_t(chunk_) * size_t(cols) * dtype_bytes(dtype_));
+  }
+  // dst rows of dst_cols elements <- src rows of src_cols, the first units_ of each, chunk_ rows.
   void copy_rows(void* dst, int dst_cols, const void* src, int src_cols) {
     const size_t e = dtype_bytes(dtype_);
     CUDA_CHECK(cudaMemcpy2DAsync(dst, size_t(dst_cols) * e, src, size_t(src_cols) * e, size_t(units_) * e,
-                                 size_t(batch_), cudaMemcpyDeviceToDevice, be_.stream()));
+                                 size_t(chunk_), cudaMemcpyDeviceToDevice, be_.stream()));
   }
 
   size_t bias_bytes() const { return bias_ ? align_up(cuda::bias_grad_scratch_bytes(bias_split_)) : 0; }
@@ -182,20 +222,20 @@ class DenseCuda : public LayerKernel {
   // as before mixed precision; otherwise cublasGemmEx with f32 accumulation.
   // ldb_given > 0: B's leading dimension (padded rows) instead of the packed one.
   void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, DType at,
-            const void* b, DType bt, void* c, DType ct, int ldc, int ldb_given = 0) {
+            const void* b, DType bt, void* c, DType ct, int ldc, int ldb_given = 0, float beta = 0.f) {
     const int lda = ta == CUBLAS_OP_T ? k : m, ldb = ldb_given > 0 ? ldb_given : (tb == CUBLAS_OP_T ? n : k);
     const cublasHandle_t h = be_.cublas();
     if (at == DType::f32 && bt == DType::f32 && ct == DType::f32) {
       CUBLAS_CHECK(cublasSgemm(h, ta, tb, m, n, k, &kOne, static_cast<const float*>(a), lda,
-                               static_cast<const float*>(b), ldb, &kZero, static_cast<float*>(c), ldc));
+                               static_cast<const float*>(b), ldb, &beta, static_cast<float*>(c), ldc));
       return;
     }
-    CUBLAS_CHECK(cublasGemmEx(h, ta, tb, m, n, k, &kOne, a, cuda_type(at), lda, b, cuda_type(bt), ldb, &kZero,
+    CUBLAS_CHECK(cublasGemmEx(h, ta, tb, m, n, k, &kOne, a, cuda_type(at), lda, b, cuda_type(bt), ldb, &beta,
                               c, cuda_type(ct), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
   TypedActivations a_;
-  static constexpr float kOne = 1.f, kZero = 0.f;
+  static constexpr float kOne = 1.f;
   CudaBackend& be_;
   bool bias_;
   int batch_, in_, units_;
@@ -206,6 +246,7 @@ class DenseCuda : public LayerKernel {
   bool fwd_bias_fused_ = false, dw_bias_fused_ = false;
   DType dtype_;
   int padded_;  // > 0: the row length of the padded copy of y / dy (see the top)
+  int chunk_;   // rows a product covers: batch_, or with padded_ a divisor of it (see the top)
   void* w_typed_ = nullptr;
   void* pad_ = nullptr;
   cuda::BiasGradSplit bias_split_;
@@ -215,6 +256,11 @@ class DenseCuda : public LayerKernel {
 };
 
 }  // namespace
+
+size_t& cuda::dense_pad_chunk_bytes() {
+  static size_t bytes = size_t(256) << 20;
+  return bytes;
+}
 
 std::unique_ptr<LayerKernel> make_dense_cuda(const Layer& l, const KernelContext& ctx) {
   return std::make_unique<DenseCuda>(static_cast<const Dense&>(l), ctx);

@@ -111,9 +111,9 @@ void LtMatmul::tune(const void* a, const void* b, void* d) {
                 candidates_.size(), 1000.f * f.ms);
 }
 
-void LtMatmul::run(const void* a, const void* b, void* d) const {
-  static constexpr float kOne = 1.f, kZero = 0.f;
-  CUBLAS_CHECK(cublasLtMatmul(be_->cublas_lt(), desc_, &kOne, a, la_, b, lb_, &kZero, d, ld_, d, ld_, &algo_,
+void LtMatmul::run(const void* a, const void* b, void* d, float beta) const {
+  static constexpr float kOne = 1.f;
+  CUBLAS_CHECK(cublasLtMatmul(be_->cublas_lt(), desc_, &kOne, a, la_, b, lb_, &beta, d, ld_, d, ld_, &algo_,
                               be_->cublas_workspace(), be_->cublas_workspace_bytes(), be_->stream()));
 }
 

@@ -36,7 +36,8 @@ class LtMatmul {
 
   bool ok() const { return ok_; }
   // D = op(A) op(B) (+ epilogue); a, b in the A/B dtype, d in D's.
-  void run(const void* a, const void* b, void* d) const;
+  // beta 1: D += the product (D read first), for products summed over chunks.
+  void run(const void* a, const void* b, void* d, float beta = 0.f) const;
   // Runs each candidate algorithm on these tensors (plan time only: it writes d and the
   // epilogue's vector, and waits for the stream) and keeps the fastest; without tune() the
   // heuristic's first choice runs. Not for --deterministic runs: a timing must not pick the math.

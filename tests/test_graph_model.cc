@@ -434,3 +434,28 @@ TEST_CASE("trainer summary --json gives the expanded graph with checkpoint names
   CHECK(j.at("config").at("data").at("augment").at("crop_padding") == 2);
   CHECK(j.at("config").at("optimizer").at("nesterov") == true);
 }
+
+// GPT-2 small as GPT-2 is: lm_head reads wte's table (tie_to), so the model has 124,439,808
+// parameters, GPT-2's count, and the summary names the one tensor under the embedding's name.
+TEST_CASE("trainer summary of gpt2_small counts GPT-2's 124,439,808 parameters, the tied table once",
+          "[graph][cli][tie]") {
+  const std::string config = std::string(TRAINER_SOURCE_DIR) + "/configs/gpt2_small.yaml";
+  auto r = test::run_trainer("summary " + config);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("Total params: 124,439,808"));
+  auto j = test::run_trainer("summary " + config + " --json");
+  REQUIRE(j.exit_code == 0);
+  const auto s = nlohmann::json::parse(j.out);
+  CHECK(s.at("trainable_params") == 124439808);
+  bool found = false;
+  for (const auto& l : s.at("layers")) {
+    if (l.at("name") != "lm_head") continue;
+    found = true;
+    CHECK(l.at("hyper").at("tie_to") == "transformer.wte");
+    REQUIRE(l.at("params").size() == 1);
+    CHECK(l.at("params").at(0).at("name") == "transformer.wte.weight");
+    CHECK(l.at("params").at(0).at("shape") == nlohmann::json({50257, 768}));
+  }
+  CHECK(found);
+}

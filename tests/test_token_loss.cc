@@ -243,9 +243,13 @@ TEST_CASE("a loss over positions names what it needs", "[config][tokens]") {
 }
 
 TEST_CASE("a language model interrupted mid-epoch resumes bit-identically", "[fit][tokens][resume]") {
-  const std::string dir = test::temp_dir("text_resume");
+  // Untied, and with lm_head reading the embedding's table (tie_to: one tensor, one moment state).
+  const bool tied = GENERATE(false, true);
+  INFO((tied ? "tied" : "untied"));
+  const std::string dir = test::temp_dir(tied ? "text_resume_tied" : "text_resume");
   const std::string path = write_text(dir);
-  std::string yaml = kTextModel + "data: {train: {format: text, path: " + path +
+  std::string yaml = (tied ? test::tied_text_model() : kTextModel) +
+                     "data: {train: {format: text, path: " + path +
                      ", context: 16, stride: 8}, batch_size: 32, validation_split: 0.1}\n";
   yaml.replace(yaml.find("causal: true"), 12, "causal: true, dropout: 0.1");
   yaml.replace(yaml.find("epochs: 4"), 9, "epochs: 3");

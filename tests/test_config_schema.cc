@@ -436,8 +436,8 @@ TEST_CASE("the resolved config of every shipped config is itself a config that r
           "[cli][config]") {
   // What --print-config prints is what a run directory's config.yaml holds: a config of its own.
   const std::string dir = test::temp_dir("schema_roundtrip");
-  for (const char* name :
-       {"fashion_mnist_cnn", "fashion_mnist_sgd", "mnist_cnn", "cifar10_cnn", "reuters_conv1d", "mlp_disc"}) {
+  for (const char* name : {"fashion_mnist_cnn", "fashion_mnist_sgd", "mnist_cnn", "cifar10_cnn",
+                           "reuters_conv1d", "reuters_transformer", "mlp_disc", "gpt2_small"}) {
     CAPTURE(name);
     auto first = test::run_trainer("fit " + std::string(TRAINER_SOURCE_DIR) + "/configs/" + name +
                                    ".yaml --print-config --device gpu:2 --mem-limit 100");

@@ -100,6 +100,9 @@ FitResult fit_one_epoch(const std::string& name, std::vector<std::string> sets, 
 
 TEST_CASE("the shipped configs have the parameter totals their headers state", "[workloads][model]") {
   CHECK(params_of("reuters_conv1d.yaml") == 332856);
+  CHECK(params_of("reuters_transformer.yaml") == 1009178);
+  CHECK(params_of("gpt2_small.yaml") == 124439808);  // GPT-2's, lm_head tied to wte
+  CHECK(params_of("char_lm.yaml") == 10942464);
   CHECK(params_of("cifar10_cnn.yaml") == 122570);
   CHECK(params_of("mnist_cnn.yaml") == 21840);
   CHECK(params_of("fashion_mnist_cnn.yaml") == 21840);
@@ -128,6 +131,26 @@ TEST_CASE("reuters_conv1d trains an epoch on generated token sequences", "[workl
   REQUIRE(std::isfinite(r.final_train_loss));
   REQUIRE(std::isfinite(r.final_val_loss));
   REQUIRE(log.find("val_top5_accuracy=") != std::string::npos);
+}
+
+// The transformer beside it: embeddings of a row per position, one pre-norm block, the mean over
+// the positions (global_avg_pool with channels_last), a small classifier head.
+TEST_CASE("reuters_transformer trains an epoch on generated token sequences", "[workloads][fit]") {
+  dataset_tests::TempDir tmp;
+  const std::string dir = tmp.path("");
+  write_sequences(dir + "/train.txt", 96, 30982, 46, 3);
+  write_sequences(dir + "/test.txt", 40, 30982, 46, 4);
+  std::string log;
+  test::ExpectWarning classes("no validation samples", false);
+  FitResult r = fit_one_epoch("reuters_transformer.yaml",
+                              {"data.train.path=" + dir + "/train.txt",
+                               "data.validation.path=" + dir + "/test.txt", "data.train.limit=64"},
+                              log);
+  INFO(log);
+  REQUIRE(r.epochs_run == 1);
+  REQUIRE(r.params == 1009178);
+  REQUIRE(std::isfinite(r.final_train_loss));
+  REQUIRE(std::isfinite(r.final_val_loss));
 }
 
 TEST_CASE("cifar10_cnn trains an epoch on generated CIFAR-10 binary batches", "[workloads][fit]") {

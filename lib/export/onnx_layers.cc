@@ -12,6 +12,7 @@
 #include "lib/layers/conv2d.h"
 #include "lib/layers/dense.h"
 #include "lib/layers/embedding.h"
+#include "lib/layers/global_pool.h"
 #include "lib/layers/layer_norm.h"
 #include "lib/layers/pool1d.h"
 #include "lib/layers/pool2d.h"
@@ -108,8 +109,18 @@ std::string pool1d(GraphBuilder& b, const Layer& l, const LayerTensors&, const I
   return pool(b, p.kind == Pool1d::Kind::max, {&p.w}, in[0], out);
 }
 
-Translate global_pool(const char* op) {
-  return [op](GraphBuilder& b, const Layer&, const LayerTensors&, const Inputs& in, const std::string& out) {
+// channels_last (B, S..., C): ReduceMean / ReduceMax over the position axes (opset 17: `axes` an
+// attribute), not kept.
+Translate global_pool(const char* op, const char* reduce) {
+  return [op, reduce](GraphBuilder& b, const Layer& l, const LayerTensors&, const Inputs& in,
+                      const std::string& out) {
+    const GlobalPool& p = as<GlobalPool>(l);
+    if (p.channels_last) {
+      std::vector<int64_t> axes;
+      for (size_t a = 1; a < p.input_shape().rank(); ++a) axes.push_back(int64_t(a));
+      return b.node(reduce, {in[0]}, out,
+                    {Attribute::of_ints("axes", axes), Attribute::of_int("keepdims", 0)});
+    }
     const std::string pooled = b.node(op, {in[0]}, out + ".pooled");  // (B, C, 1...)
     return b.node("Flatten", {pooled}, out, {Attribute::of_int("axis", 1)});
   };
@@ -278,8 +289,8 @@ const std::map<std::string, Translate>& translations() {
       {"avgpool2d", pool2d},
       {"maxpool1d", pool1d},
       {"avgpool1d", pool1d},
-      {"global_avg_pool", global_pool("GlobalAveragePool")},
-      {"global_max_pool", global_pool("GlobalMaxPool")},
+      {"global_avg_pool", global_pool("GlobalAveragePool", "ReduceMean")},
+      {"global_max_pool", global_pool("GlobalMaxPool", "ReduceMax")},
       {"batchnorm", batchnorm},
       {"layer_norm", layer_norm},
       {"position_embedding", position_embedding},

@@ -7,7 +7,8 @@
 //   maxpool2d/1d           MaxPool (padding is -inf, as ours)
 //   avgpool2d/1d           AveragePool, count_include_pad=0 (padded positions are left out of the
 //                          divisor, as ours)
-//   global_avg/max_pool    GlobalAveragePool / GlobalMaxPool, then Flatten: (B, C, ...) -> (B, C)
+//   global_avg/max_pool    GlobalAveragePool / GlobalMaxPool, then Flatten: (B, C, ...) -> (B, C);
+//                          channels_last: ReduceMean / ReduceMax over the positions
 //   batchnorm              BatchNormalization with the running statistics (training_mode 0)
 //   relu, sigmoid, tanh, leaky_relu, softmax, log_softmax
 //                          Relu, Sigmoid, Tanh, LeakyRelu(alpha), Softmax / LogSoftmax (axis -1:

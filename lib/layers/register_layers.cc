@@ -69,10 +69,15 @@ void register_builtin_layers(Registry& r) {
               [](const KeyValues& v) { return std::make_unique<Pool1d>(v, Pool1d::Kind::avg); });
   r.add_layer("embedding", "a learned vector per token id: (L) ids -> (output_dim, L) (Keras Embedding)",
               Embedding::keys(), [](const KeyValues& v) { return std::make_unique<Embedding>(v); });
-  r.add_layer("global_avg_pool", "the mean over every position of each channel: (C, ...) -> (C)", {},
-              [](const KeyValues&) { return std::make_unique<GlobalAvgPool>(); });
-  r.add_layer("global_max_pool", "the maximum over every position of each channel: (C, ...) -> (C)", {},
-              [](const KeyValues&) { return std::make_unique<GlobalMaxPool>(); });
+  r.add_layer(
+      "global_avg_pool",
+      "the mean over every position of each channel: (C, ...) -> (C), or with channels_last (..., C) -> (C)",
+      GlobalPool::keys(), [](const KeyValues& v) { return std::make_unique<GlobalAvgPool>(v); });
+  r.add_layer(
+      "global_max_pool",
+      "the maximum over every position of each channel: (C, ...) -> (C), or with channels_last (..., C) "
+      "-> (C)",
+      GlobalPool::keys(), [](const KeyValues& v) { return std::make_unique<GlobalMaxPool>(v); });
   r.add_layer("batchnorm", "batch normalization per channel, running statistics for inference (BatchNorm)",
               BatchNorm::keys(), [](const KeyValues& v) { return std::make_unique<BatchNorm>(v); });
   r.add_layer("position_embedding",

@@ -263,6 +263,9 @@ std::vector<Row> build_table() {
           ref("{type: global_max_pool}", {5, 17}, 3, 1, kWide),
           ref("{type: global_max_pool}", {2, 3, 4, 5}, 2, 1, kWide, "3-D input"),
           ref("{type: global_max_pool}", {8, 56, 56}, 2, 1, kWide, "ResNet's last feature map size"),
+          fd("{type: global_max_pool, channels_last: true}", {7, 3}, 2, 234, 1e-3f,
+             "(L, D): a row per position"),
+          ref("{type: global_max_pool, channels_last: true}", {64, 48}, 4, 2, kWide, "(L, D), 64 positions"),
       }));
   {
     auto with = [](Case c, std::vector<Shape> more) {
@@ -289,6 +292,10 @@ std::vector<Row> build_table() {
       {
           fd("{type: global_avg_pool}", {3, 7}, 2, 131, 1e-2f, "was test_layers_more"),
           fd("{type: global_avg_pool}", {2, 3, 4}, 3, 132, 1e-2f, "was test_layers_more"),
+          fd("{type: global_avg_pool, channels_last: true}", {7, 3}, 2, 135, 1e-2f,
+             "(L, D): a row per position"),
+          fd("{type: global_avg_pool, channels_last: true}", {2, 3, 4}, 1, 134, 1e-2f, "(H, W, C)"),
+          ref("{type: global_avg_pool, channels_last: true}", {64, 48}, 4, 2, kWide, "(L, D), 64 positions"),
           fd("{type: global_avg_pool}", {2, 5}, 1, 133, 1e-2f, "batch 1"),
           ref("{type: global_avg_pool}", {3, 10}, 2, 182, Inputs::grid(), "was test_layers_more"),
           ref("{type: global_avg_pool}", {2, 5, 6}, 2, 182, Inputs::grid(), "was test_layers_more"),

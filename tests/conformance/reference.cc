@@ -13,6 +13,7 @@
 #include "lib/layers/dense.h"
 #include "lib/layers/dropout.h"
 #include "lib/layers/embedding.h"
+#include "lib/layers/global_pool.h"
 #include "lib/layers/layer_norm.h"
 #include "lib/layers/pool1d.h"
 #include "lib/layers/pool2d.h"
@@ -127,25 +128,34 @@ std::vector<double> reference_pool1d(ReferenceInput& in) {
   return y;
 }
 
+// Plane (b, c)'s position i: x[(b S + i) C + c] with channels_last, else x[(b C + c) S + i].
+namespace {
+double plane_value(const ReferenceInput& in, int64_t b, int64_t c, int64_t i) {
+  const auto& pool = static_cast<const GlobalPool&>(*in.layer);
+  const int64_t C = pool.channels(), S = pool.spatial();
+  return in.x[size_t(pool.channels_last ? (b * S + i) * C + c : (b * C + c) * S + i)];
+}
+}  // namespace
+
 std::vector<double> reference_global_avg_pool(ReferenceInput& in) {
-  const Shape& s = in.layer->input_shape();
-  const int64_t C = s[0], S = s.numel() / C;
+  const auto& pool = static_cast<const GlobalPool&>(*in.layer);
+  const int64_t C = pool.channels(), S = pool.spatial();
   std::vector<double> y;
   for (int64_t bc = 0; bc < in.batch * C; ++bc) {
     double sum = 0;
-    for (int64_t i = 0; i < S; ++i) sum += in.x[size_t(bc * S + i)];
+    for (int64_t i = 0; i < S; ++i) sum += plane_value(in, bc / C, bc % C, i);
     y.push_back(sum / double(S));
   }
   return y;
 }
 
 std::vector<double> reference_global_max_pool(ReferenceInput& in) {
-  const Shape& s = in.layer->input_shape();
-  const int64_t C = s[0], S = s.numel() / C;
+  const auto& pool = static_cast<const GlobalPool&>(*in.layer);
+  const int64_t C = pool.channels(), S = pool.spatial();
   std::vector<double> y;
   for (int64_t bc = 0; bc < in.batch * C; ++bc) {
-    double m = in.x[size_t(bc * S)];
-    for (int64_t i = 1; i < S; ++i) m = std::max(m, in.x[size_t(bc * S + i)]);
+    double m = plane_value(in, bc / C, bc % C, 0);
+    for (int64_t i = 1; i < S; ++i) m = std::max(m, plane_value(in, bc / C, bc % C, i));
     y.push_back(m);
   }
   return y;

@@ -117,8 +117,7 @@ std::string write_text(const std::string& dir) { return test::write_sentences(di
 TEST_CASE("a character-level model on format text learns the next byte", "[fit][tokens][e2e]") {
   const std::string dir = test::temp_dir("text_fit");
   const std::string path = write_text(dir);
-  const std::string yaml = kTextModel + "data: {train: {format: text, path: " + path +
-                           ", context: 16, stride: 8}, batch_size: 32, validation_split: 0.1}\n";
+  const std::string yaml = kTextModel + test::text_data(path);
   Config cfg = parse_config(yaml, "lm.yaml", {});
   REQUIRE(cfg.loss_config.positions == 16);
   REQUIRE(cfg.loss_config.task(256) == Task::tokens);
@@ -168,8 +167,7 @@ TEST_CASE("a language model whose output layer reads the embedding's table train
           "[fit][tokens][tie]") {
   const std::string dir = test::temp_dir("text_tied");
   const std::string path = write_text(dir);
-  const std::string yaml = test::tied_text_model() + "data: {train: {format: text, path: " + path +
-                           ", context: 16, stride: 8}, batch_size: 32, validation_split: 0.1}\n";
+  const std::string yaml = test::tied_text_model() + test::text_data(path);
   std::ostringstream out;
   FitOptions fo;
   fo.out_dir = dir + "/run";
@@ -248,9 +246,7 @@ TEST_CASE("a language model interrupted mid-epoch resumes bit-identically", "[fi
   INFO((tied ? "tied" : "untied"));
   const std::string dir = test::temp_dir(tied ? "text_resume_tied" : "text_resume");
   const std::string path = write_text(dir);
-  std::string yaml = (tied ? test::tied_text_model() : kTextModel) +
-                     "data: {train: {format: text, path: " + path +
-                     ", context: 16, stride: 8}, batch_size: 32, validation_split: 0.1}\n";
+  std::string yaml = (tied ? test::tied_text_model() : kTextModel) + test::text_data(path);
   yaml.replace(yaml.find("causal: true"), 12, "causal: true, dropout: 0.1");
   yaml.replace(yaml.find("epochs: 4"), 9, "epochs: 3");
   const auto run = [&](const std::string& out, const std::string& resume, int64_t stop) {

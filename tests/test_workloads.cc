@@ -113,18 +113,28 @@ TEST_CASE("the shipped configs have the parameter totals their headers state", "
   CHECK(params_of("resnet_fashion_mnist.yaml") == 170298);
 }
 
-TEST_CASE("reuters_conv1d trains an epoch on generated token sequences", "[workloads][fit]") {
+namespace {
+
+// One epoch of a reuters config on generated sequences of its vocabulary and classes (`seed` and
+// seed + 1 draw the training and validation files; `limit` training sequences).
+FitResult fit_reuters(const std::string& config, uint64_t seed, int limit, std::string& log) {
   dataset_tests::TempDir tmp;
   const std::string dir = tmp.path("");
-  write_sequences(dir + "/train.txt", 96, 30982, 46, 1);
-  write_sequences(dir + "/test.txt", 40, 30982, 46, 2);
-  std::string log;
+  write_sequences(dir + "/train.txt", 96, 30982, 46, seed);
+  write_sequences(dir + "/test.txt", 40, 30982, 46, seed + 1);
   // Random labels of 46 classes: validation may lack some that training has (named in a warning).
   test::ExpectWarning classes("no validation samples", false);
-  FitResult r = fit_one_epoch("reuters_conv1d.yaml",
-                              {"data.train.path=" + dir + "/train.txt",
-                               "data.validation.path=" + dir + "/test.txt", "data.train.limit=80"},
-                              log);
+  return fit_one_epoch(config,
+                       {"data.train.path=" + dir + "/train.txt", "data.validation.path=" + dir + "/test.txt",
+                        "data.train.limit=" + std::to_string(limit)},
+                       log);
+}
+
+}  // namespace
+
+TEST_CASE("reuters_conv1d trains an epoch on generated token sequences", "[workloads][fit]") {
+  std::string log;
+  FitResult r = fit_reuters("reuters_conv1d.yaml", 1, 80, log);
   INFO(log);
   REQUIRE(r.epochs_run == 1);
   REQUIRE(r.params == 332856);
@@ -136,16 +146,8 @@ TEST_CASE("reuters_conv1d trains an epoch on generated token sequences", "[workl
 // The transformer beside it: embeddings of a row per position, one pre-norm block, the mean over
 // the positions (global_avg_pool with channels_last), a small classifier head.
 TEST_CASE("reuters_transformer trains an epoch on generated token sequences", "[workloads][fit]") {
-  dataset_tests::TempDir tmp;
-  const std::string dir = tmp.path("");
-  write_sequences(dir + "/train.txt", 96, 30982, 46, 3);
-  write_sequences(dir + "/test.txt", 40, 30982, 46, 4);
   std::string log;
-  test::ExpectWarning classes("no validation samples", false);
-  FitResult r = fit_one_epoch("reuters_transformer.yaml",
-                              {"data.train.path=" + dir + "/train.txt",
-                               "data.validation.path=" + dir + "/test.txt", "data.train.limit=64"},
-                              log);
+  FitResult r = fit_reuters("reuters_transformer.yaml", 3, 64, log);
   INFO(log);
   REQUIRE(r.epochs_run == 1);
   REQUIRE(r.params == 1009178);

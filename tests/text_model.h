@@ -35,6 +35,13 @@ inline std::string tied_text_model() {
   return yaml;
 }
 
+// The data section the language-model tests train with: windows of 16 bytes of `path`, a new one
+// every 8, batches of 32, the last tenth of the text for validation.
+inline std::string text_data(const std::string& path) {
+  return "data: {train: {format: text, path: " + path +
+         ", context: 16, stride: 8}, batch_size: 32, validation_split: 0.1}\n";
+}
+
 // Writes the sentence 120 times (5,400 bytes) to `path`; returns it.
 inline std::string write_sentences(const std::string& path) {
   std::ofstream f(path);

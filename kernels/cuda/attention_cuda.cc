@@ -125,11 +125,9 @@ class AttentionCuda : public LayerKernel {
       batched('N', 'T', Lb, keys(r), hd_, scale_, arr(kQ, r), 3 * D, arr(kK), 3 * D, arr(kS, r), L, true);
       const cuda::BlockRows rows{pairs, Lb, r * Lb, L};
       void* p = static_cast<char*>(p_) + bytes(r * Lb * L);
-      if (t_ == DType::f32)
-        cuda::launch_attention_softmax(t_, static_cast<float*>(p), L * L, p, L * L, rows, causal_, Lb, s);
-      else
-        cuda::launch_attention_softmax(t_, reinterpret_cast<float*>(ws_ + at_s_), Lb * L, p, L * L, rows,
-                                       causal_, Lb, s);
+      const bool in_place = t_ == DType::f32;  // the scores are P's rows, else the block's scratch
+      const float* scores = in_place ? static_cast<float*>(p) : reinterpret_cast<float*>(ws_ + at_s_);
+      cuda::launch_attention_softmax(t_, scores, in_place ? L * L : Lb * L, p, L * L, rows, causal_, Lb, s);
     }
     if (dropping_) cuda::launch_attention_dropout(t_, p_, ws_ + at_pd_, probs(), rate_, scalars_, layer_, s);
     for (int r = 0; r < blocks_; ++r)
@@ -213,17 +211,18 @@ class AttentionCuda : public LayerKernel {
     };
     const size_t e = dtype_bytes(t_), f = sizeof(float);  // the scores and dP are f32 in every dtype
     char* qkv = static_cast<char*>(qkv_);
-    const int64_t rows3 = Lb * 3 * D, rows1 = Lb * D, block_rows = Lb * L, block = Lb * L;
+    // rows3, rows1: a block's rows of qkv and O; block: its rows of P, and one block's scratch.
+    const int64_t rows3 = Lb * 3 * D, rows1 = Lb * D, block = Lb * L;
     set(kQ, qkv, e, L * 3 * D, hd_, rows3);
     set(kK, qkv + bytes(D), e, L * 3 * D, hd_, 0);
     set(kV, qkv + bytes(2 * D), e, L * 3 * D, hd_, 0);
     // The scores: P's rows in f32 (the softmax runs in place), else the block's scratch.
     if (t_ == DType::f32)
-      set(kS, p_, f, h_ * pair, pair, block_rows);
+      set(kS, p_, f, h_ * pair, pair, block);
     else
       set(kS, ws_ + at_s_, f, h_ * block, block, 0);
-    set(kP, p_, e, h_ * pair, pair, block_rows);
-    set(kPd, ws_ + at_pd_, e, h_ * pair, pair, block_rows);
+    set(kP, p_, e, h_ * pair, pair, block);
+    set(kPd, ws_ + at_pd_, e, h_ * pair, pair, block);
     set(kO, o_, e, L * D, hd_, rows1);
     set(kdO, ws_ + at_rows1_, e, L * D, hd_, rows1);
     // dP: the block's dS scratch in f32 (the softmax's backward runs in place), else its f32 scratch.

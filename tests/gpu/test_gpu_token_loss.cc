@@ -123,9 +123,7 @@ TEST_CASE("gpu trains a character-level model on format text as the CPU does", "
   const bool tied = GENERATE(false, true);
   // The GPU in bf16 too: the loss then reads the bf16 logits as they are (LossKernel::takes).
   const bool bf16 = GENERATE(false, true);
-  const std::string yaml = (tied ? test::tied_text_model() : test::kTextModel) +
-                           "data: {train: {format: text, path: " + path +
-                           ", context: 16, stride: 8}, batch_size: 32, validation_split: 0.1}\n";
+  const std::string yaml = (tied ? test::tied_text_model() : test::kTextModel) + test::text_data(path);
   const std::vector<std::string> three_epochs{"train.epochs=3"};
   std::ostringstream o1, o2;
   FitOptions cpu, gpu;

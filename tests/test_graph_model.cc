@@ -283,6 +283,11 @@ TEST_CASE("a dense layer tied to an embedding shares its table and sums both gra
              Contains("'c' is a conv1d layer; a weight can be tied only to an embedding's table"));
   CHECK_THAT(tied("    - {type: dense, units: 6, per_position: true, tie_to: wte}\n"),
              Contains("'wte''s table is (5, 4)") && Contains("set units: 5"));
+  // Two readers: the second's backward would overwrite the first's share of the gradient.
+  CHECK_THAT(tied("    - {type: dense, units: 5, per_position: true, name: h1, tie_to: wte}\n"
+                  "    - {type: dense, units: 5, per_position: true, name: h2, inputs: [c], tie_to: wte}\n"
+                  "    - {type: add, inputs: [h1, h2]}\n"),
+             Contains("'wte''s table is read already by 'h1' (tie_to); one layer may share"));
   CHECK_THAT(model_error(config(
                  "    - {type: dense, units: 5, name: head, tie_to: wte}\n"
                  "    - {type: embedding, name: wte, input_dim: 5, output_dim: 4, channels_first: false}\n"

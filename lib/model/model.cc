@@ -54,6 +54,7 @@ int Model::index_of(const std::string& name) const {
 }
 
 void Model::check_ties(const std::function<std::string(const std::string&)>& where) const {
+  std::map<int, std::string> tied;  // embedding -> the layer that reads its table
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = *layers_[i];
     const std::string to = l.tie_to();
@@ -66,6 +67,12 @@ void Model::check_ties(const std::function<std::string(const std::string&)>& whe
     if (target.type() != "embedding")
       throw ConfigError(at + "'" + to + "' is a " + target.type() +
                         " layer; a weight can be tied only to an embedding's table (input_dim, output_dim)");
+    // The reader's backward writes the table's gradient and the embedding's adds to it: a second
+    // reader would overwrite the first's share.
+    if (tied.count(t))
+      throw ConfigError(at + "'" + to + "''s table is read already by '" + tied[t] +
+                        "' (tie_to); one layer may share an embedding's table");
+    tied[t] = l.name();
     if (t > int(i))
       throw ConfigError(at + "'" + to + "' runs after '" + l.name() +
                         "'; tie to an embedding that comes before the layer, as the token embedding "

@@ -208,6 +208,7 @@ open("seq-neg.txt", "w").write("0 1 2 3\n1 4 -7 5\n")
 # Token streams: a text, and uint16 token files raw or with llm.c's header.
 open("text.txt", "w").write("the quick brown fox jumps over the lazy dog. " * 20)
 open("text-short.txt", "w").write("tiny")
+open("text-cut.txt.gz", "wb").write(gzip.compress(bytes(range(256)) * 64)[:200])  # ends inside the stream
 def ids(v): return struct.pack("<%dH" % len(v), *v)
 def llmc(v, count): return struct.pack("<3i", 20240520, 1, count) + bytes(1012) + ids(v)
 open("tok.bin", "wb").write(ids([i % 100 for i in range(400)]))
@@ -219,6 +220,7 @@ open("tok-vocab.bin", "wb").write(ids([1, 2, 3] * 10 + [700] + [4] * 10))
 EOF
   mkfifo data.fifo
   mkdir data.dir
+  ln -s missing.bin tok-dangling.bin
 
   cat >idx.yaml <<'EOF'
 model:

@@ -7,40 +7,21 @@
 //   O (B, L, D); scratch of backward: dO (B, L, D), dqkv (B, L, 3D), dS (B, H, L, L), and with
 //   dropout P's dropped copy (B, H, L, L) (forward uses it too). Dropout's mask is drawn again
 //   where it is needed (lib/core/dropout_formula.h, unit = the element of P), never stored.
-#include <oneapi/dnnl/dnnl.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "lib/core/dropout_formula.h"
 #include "lib/layers/attention.h"
 
 namespace trainer {
 namespace {
 
-// C = alpha op(A) op(B) + beta C, row-major, leading dimensions in elements.
-void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) != dnnl_success)
-    throw InternalError("oneDNN sgemm failed (" + std::to_string(m) + " x " + std::to_string(n) + " x " +
-                        std::to_string(k) + ")");
-}
-
-// Column sums of a (rows, cols) matrix into out (overwritten): blocks of columns over threads.
-void column_sums(const float* m, int64_t rows, int64_t cols, float* out) {
-  constexpr int64_t kBlock = 16;
-#pragma omp parallel for schedule(static)
-  for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
-    const int64_t j1 = std::min(cols, j0 + kBlock);
-    double s[kBlock] = {};
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = j0; j < j1; ++j) s[j - j0] += m[r * cols + j];
-    for (int64_t j = j0; j < j1; ++j) out[j] = float(s[j - j0]);
-  }
-}
+using cpu::column_sums;
+using cpu::gemm;
 
 class AttentionCpu : public LayerKernel {
  public:

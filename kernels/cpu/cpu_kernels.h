@@ -35,6 +35,7 @@ std::unique_ptr<LayerKernel> make_add_cpu(const Layer& l, const KernelContext& c
 std::unique_ptr<LayerKernel> make_concat_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_layer_norm_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_attention_cpu(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_recurrent_cpu(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_position_embedding_cpu(const Layer& l, const KernelContext& ctx);
 // The losses (lib/losses), registered in the loss registry: on class indices
 // (classification_loss.cc) and on float targets (value_loss_cpu.cc).

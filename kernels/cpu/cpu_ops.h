@@ -9,6 +9,14 @@
 
 namespace trainer::cpu {
 
+// C = alpha op(A) op(B) + beta C through oneDNN's sgemm, row-major, leading dimensions in
+// elements; op 'N' or 'T'. Throws InternalError if oneDNN fails (cpu_gemm.cc).
+void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// The column sums of a (rows, cols) matrix into out (overwritten), in double: blocks of columns over
+// threads, each column's rows in order, so the result does not depend on the thread count.
+void column_sums(const float* m, int64_t rows, int64_t cols, float* out);
+
 // smoothing: label smoothing, target (1 - s) one_hot + s / C (PyTorch's label_smoothing).
 void classification_loss(ClassScores scores, const float* out, const int32_t* labels, int64_t batch,
                          int64_t classes, float* dout, float* loss_sum, float smoothing = 0.f,

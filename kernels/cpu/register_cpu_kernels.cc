@@ -31,6 +31,8 @@ void register_cpu_kernels(Registry& r) {
   r.add_kernel("rms_norm", "cpu", make_layer_norm_cpu);
   r.add_kernel("position_embedding", "cpu", make_position_embedding_cpu);
   r.add_kernel("multi_head_attention", "cpu", make_attention_cpu);
+  r.add_kernel("lstm", "cpu", make_recurrent_cpu);
+  r.add_kernel("gru", "cpu", make_recurrent_cpu);
   r.add_kernel("dropout2d", "cpu", make_dropout2d_cpu, any_layout);
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})
     r.add_kernel(t, "cpu", make_eltwise_cpu, any_layout);

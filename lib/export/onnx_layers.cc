@@ -16,6 +16,7 @@
 #include "lib/layers/layer_norm.h"
 #include "lib/layers/pool1d.h"
 #include "lib/layers/pool2d.h"
+#include "lib/layers/recurrent.h"
 
 namespace trainer::onnx {
 namespace {
@@ -244,6 +245,57 @@ std::string attention(GraphBuilder& b, const Layer& l, const LayerTensors& t, co
   return linear(joined, "c_proj", out);
 }
 
+// lstm / gru: ONNX's LSTM and GRU (opset 14's), time-major: x (B, L, D) is transposed to (L, B, D)
+// and Y (L, dirs, B, H) back to (B, L, dirs, H). The weights are the checkpoint's with the gates
+// reordered (PyTorch's i f g o -> ONNX's i o f c; r z n -> z r h) and the directions stacked:
+// W (dirs, G H, D), R (dirs, G H, H), B (dirs, 2 G H) = the input biases, then the hidden ones.
+// gru: linear_before_reset = 1 (the reset gate scales h W_hn^T + b_hn: PyTorch's form). Without
+// return_sequences y is Y at the last position (forward) and the first (reverse), joined.
+std::string recurrent(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
+                      const std::string& out) {
+  const Recurrent& r = as<Recurrent>(l);
+  const bool lstm = r.cell == Recurrent::Cell::lstm;
+  const int64_t L = r.length(), D = r.features(), H = r.units, G = r.gates(), dirs = r.directions();
+  const std::vector<int64_t> order = lstm ? std::vector<int64_t>{0, 3, 1, 2} : std::vector<int64_t>{1, 0, 2};
+  std::vector<float> w, rw, bias;
+  const auto gates = [&](const std::string& name, int64_t cols, std::vector<float>& to) {
+    const LayerTensors::View& v = t.at(l, name);
+    for (int64_t k : order) to.insert(to.end(), v.data + k * H * cols, v.data + (k + 1) * H * cols);
+  };
+  for (int64_t dir = 0; dir < dirs; ++dir) {
+    const std::string suffix = dir == 0 ? "_l0" : "_l0_reverse";
+    gates("weight_ih" + suffix, D, w);
+    gates("weight_hh" + suffix, H, rw);
+    gates("bias_ih" + suffix, 1, bias);
+    gates("bias_hh" + suffix, 1, bias);
+  }
+  const std::string x =
+      b.node("Transpose", {in[0]}, out + ".time_major", {Attribute::of_ints("perm", {1, 0, 2})});
+  std::vector<Attribute> attributes = {
+      Attribute::of_int("hidden_size", H),
+      Attribute::of_string("direction", dirs == 2 ? "bidirectional" : "forward")};
+  if (!lstm) attributes.push_back(Attribute::of_int("linear_before_reset", 1));
+  const std::string y =
+      b.node(lstm ? "LSTM" : "GRU",
+             {x, b.floats(out + ".W", {dirs, G * H, D}, w), b.floats(out + ".R", {dirs, G * H, H}, rw),
+              b.floats(out + ".B", {dirs, 2 * G * H}, bias)},
+             out + ".Y", attributes);  // (L, dirs, B, H)
+  const std::string rows =
+      b.node("Transpose", {y}, out + ".rows", {Attribute::of_ints("perm", {2, 0, 1, 3})});  // (B, L, dirs, H)
+  if (r.return_sequences)
+    return b.node("Reshape", {rows, b.int64s(out + ".shape", {3}, {0, 0, dirs * H})}, out);
+  const auto state = [&](int64_t dir, int64_t position) {  // (B, H): direction dir's h at position
+    const std::string suffix = dir == 0 ? "" : "_reverse";
+    const std::string at = b.node("Gather", {rows, b.int64s(out + ".position" + suffix, {}, {position})},
+                                  out + ".at" + suffix, {Attribute::of_int("axis", 1)});  // (B, dirs, H)
+    return b.node("Gather", {at, b.int64s(out + ".direction" + suffix, {}, {dir})},
+                  dirs == 1 ? out : out + ".last" + suffix, {Attribute::of_int("axis", 1)});
+  };
+  const std::string forward = state(0, L - 1);
+  if (dirs == 1) return forward;
+  return b.node("Concat", {forward, state(1, 0)}, out, {Attribute::of_int("axis", 1)});
+}
+
 std::string embedding(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
                       const std::string& out) {
   const Embedding& e = as<Embedding>(l);
@@ -295,6 +347,8 @@ const std::map<std::string, Translate>& translations() {
       {"layer_norm", layer_norm},
       {"position_embedding", position_embedding},
       {"multi_head_attention", attention},
+      {"lstm", recurrent},
+      {"gru", recurrent},
       {"rms_norm", layer_norm},
       {"relu", activation},
       {"sigmoid", activation},

@@ -17,6 +17,7 @@
 #include "lib/layers/pool1d.h"
 #include "lib/layers/pool2d.h"
 #include "lib/layers/position_embedding.h"
+#include "lib/layers/recurrent.h"
 #include "lib/registry/registry.h"
 
 namespace trainer {
@@ -95,6 +96,16 @@ void register_builtin_layers(Registry& r) {
               "(GPT-2's attention; nn.MultiheadAttention)",
               MultiHeadAttention::keys(),
               [](const KeyValues& v) { return std::make_unique<MultiHeadAttention>(v); });
+  r.add_layer("lstm",
+              "a long short-term memory over the rows of a sequence (L, D): (L, units) or (units) "
+              "(nn.LSTM, Keras LSTM)",
+              Recurrent::keys(Recurrent::Cell::lstm),
+              [](const KeyValues& v) { return std::make_unique<Recurrent>(v, Recurrent::Cell::lstm); });
+  r.add_layer("gru",
+              "a gated recurrent unit over the rows of a sequence (L, D): (L, units) or (units) "
+              "(nn.GRU, Keras GRU)",
+              Recurrent::keys(Recurrent::Cell::gru),
+              [](const KeyValues& v) { return std::make_unique<Recurrent>(v, Recurrent::Cell::gru); });
   r.add_layer("flatten", "(C, H, W) -> (C * H * W), channel-major", {},
               [](const KeyValues&) { return std::make_unique<Flatten>(); });
   r.add_layer("identity", "its input, unchanged", {},

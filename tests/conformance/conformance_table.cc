@@ -402,6 +402,26 @@ std::vector<Row> build_table() {
   // PyTorch's flash attention.
   attention.low_precision_dx_scale = 3.0;
   rows.push_back(attention);
+  for (const char* t : {"lstm", "gru"}) {
+    const std::string y = std::string("{type: ") + t;
+    rows.push_back(kernel_row(
+        t, reference_recurrent, kConv,
+        {
+            fd(y + ", units: 3}", {4, 2}, 2, 601, 1e-2f, "the last h"),
+            fd(y + ", units: 2, return_sequences: true}", {5, 3}, 2, 602, 1e-2f, "every position's h"),
+            fd(y + ", units: 2, bidirectional: true}", {4, 3}, 2, 603, 1e-2f, "both directions' last h"),
+            fd(y + ", units: 3, return_sequences: true, bidirectional: true}", {3, 2}, 1, 604, 1e-2f,
+               "batch 1, both directions at every position"),
+            fd(y + ", units: 4}", {1, 3}, 3, 605, 1e-2f, "one position"),
+            eval(fd(y + ", units: 3, return_sequences: true}", {4, 2}, 2, 606, 1e-2f,
+                    "inference computes the same")),
+            ref(y + ", units: 32}", {20, 16}, 4, 1, kWide, "20 steps of 32 units"),
+            ref(y + ", units: 48, return_sequences: true, bidirectional: true}", {16, 24}, 3, 2, kWide,
+                "bidirectional sequences of 48 units"),
+            ref(y + ", units: 7, bidirectional: true}", {50, 5}, 5, 3, kWide,
+                "50 steps, units not a multiple of 4"),
+        }));
+  }
   for (const char* t : {"layer_norm", "rms_norm"}) {
     const std::string type = t, bias_off = type == "layer_norm" ? ", bias: false" : ", epsilon: 1.0e-5";
     std::vector<Case> v = {

@@ -17,6 +17,7 @@
 #include "lib/layers/layer_norm.h"
 #include "lib/layers/pool1d.h"
 #include "lib/layers/pool2d.h"
+#include "lib/layers/recurrent.h"
 
 namespace trainer::conformance {
 
@@ -375,6 +376,62 @@ std::vector<double> reference_attention(ReferenceInput& in) {
         for (int64_t j = 0; j < D; ++j) acc += o[size_t(i * D + j)] * wp[size_t(u * D + j)];
         y[size_t((n * L + i) * D + u)] = acc;
       }
+  }
+  return y;
+}
+
+}  // namespace trainer::conformance
+
+namespace trainer::conformance {
+
+// lstm / gru in float64, step by step from the formulas of lib/layers/recurrent.h: per direction
+// and sample, h and c start at 0 and the positions are read forward (the reverse direction: from
+// the last); y holds every h or the last one, forward's features before reverse's.
+std::vector<double> reference_recurrent(ReferenceInput& in) {
+  const auto& r = static_cast<const Recurrent&>(*in.layer);
+  const int64_t L = r.length(), D = r.features(), H = r.units, G = r.gates(), dirs = r.directions();
+  const int64_t out = dirs * H;
+  const bool lstm = r.cell == Recurrent::Cell::lstm;
+  const auto sigmoid = [](double a) { return 1.0 / (1.0 + std::exp(-a)); };
+  std::vector<double> y(size_t(in.batch * (r.return_sequences ? L : 1) * out));
+  for (int64_t dir = 0; dir < dirs; ++dir) {
+    const std::vector<double>&wih = in.params[size_t(4 * dir)], &whh = in.params[size_t(4 * dir + 1)],
+          &bih = in.params[size_t(4 * dir + 2)], &bhh = in.params[size_t(4 * dir + 3)];
+    for (int64_t n = 0; n < in.batch; ++n) {
+      std::vector<double> h(static_cast<size_t>(H), 0.0), c = h, ax(static_cast<size_t>(G)), ah = ax;
+      for (int64_t s = 0; s < L; ++s) {
+        const int64_t t = dir == 0 ? s : L - 1 - s;
+        const double* x = in.x.data() + (n * L + t) * D;
+        std::vector<double> hn = h, cn = c;
+        for (int64_t j = 0; j < H; ++j) {
+          // The pre-activations of unit j in every gate: input and hidden sides apart.
+          for (int64_t k = 0; k < G; ++k) {
+            const int64_t row = k * H + j;
+            double a = bih[size_t(row)], b = bhh[size_t(row)];
+            for (int64_t e = 0; e < D; ++e) a += wih[size_t(row * D + e)] * x[e];
+            for (int64_t e = 0; e < H; ++e) b += whh[size_t(row * H + e)] * h[size_t(e)];
+            ax[size_t(k)] = a;
+            ah[size_t(k)] = b;
+          }
+          if (lstm) {
+            const double i = sigmoid(ax[0] + ah[0]), f = sigmoid(ax[1] + ah[1]), g = std::tanh(ax[2] + ah[2]),
+                         o = sigmoid(ax[3] + ah[3]);
+            cn[size_t(j)] = f * c[size_t(j)] + i * g;
+            hn[size_t(j)] = o * std::tanh(cn[size_t(j)]);
+          } else {
+            const double rr = sigmoid(ax[0] + ah[0]), z = sigmoid(ax[1] + ah[1]),
+                         nn = std::tanh(ax[2] + rr * ah[2]);
+            hn[size_t(j)] = (1 - z) * nn + z * h[size_t(j)];
+          }
+        }
+        h = hn;
+        c = cn;
+        if (r.return_sequences)
+          for (int64_t j = 0; j < H; ++j) y[size_t((n * L + t) * out + dir * H + j)] = h[size_t(j)];
+      }
+      if (!r.return_sequences)
+        for (int64_t j = 0; j < H; ++j) y[size_t(n * out + dir * H + j)] = h[size_t(j)];
+    }
   }
   return y;
 }

@@ -40,6 +40,7 @@ std::vector<double> reference_embedding(ReferenceInput& in);
 std::vector<double> reference_batchnorm(ReferenceInput& in);
 std::vector<double> reference_layer_norm(ReferenceInput& in);  // layer_norm and rms_norm
 std::vector<double> reference_position_embedding(ReferenceInput& in);
+std::vector<double> reference_recurrent(ReferenceInput& in);  // lstm and gru
 
 // The row of a token id (lib/layers/embedding.h): integral ids in [0, vocab) map to themselves,
 // others are clamped (NaN -> 0).

@@ -11,6 +11,6 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 exec bash "$repo/scripts/onnx_check.sh" --trainer "$1" --samples 200 --epochs 1 \
   "$repo/tests/scripts/onnx_layers_image.yaml" "$repo/tests/scripts/onnx_layers_tokens.yaml" \
-  "$repo/tests/scripts/onnx_layers_sequence.yaml" \
+  "$repo/tests/scripts/onnx_layers_sequence.yaml" "$repo/tests/scripts/onnx_layers_recurrent.yaml" \
   "$repo/configs/iris_mlp.yaml" "$repo/configs/breast_cancer_binary.yaml" "$repo/configs/diabetes_regression.yaml" \
   "$repo/configs/fashion_mnist_cnn.yaml" "$repo/configs/resnet_fashion_mnist.yaml"

@@ -101,6 +101,7 @@ FitResult fit_one_epoch(const std::string& name, std::vector<std::string> sets, 
 TEST_CASE("the shipped configs have the parameter totals their headers state", "[workloads][model]") {
   CHECK(params_of("reuters_conv1d.yaml") == 332856);
   CHECK(params_of("reuters_transformer.yaml") == 1009178);
+  CHECK(params_of("reuters_lstm.yaml") == 4103726);  // nn.LSTM's two biases (Keras' LSTM has one)
   CHECK(params_of("gpt2_small.yaml") == 124439808);  // GPT-2's, lm_head tied to wte
   CHECK(params_of("char_lm.yaml") == 10942464);
   CHECK(params_of("cifar10_cnn.yaml") == 122570);
@@ -151,6 +152,17 @@ TEST_CASE("reuters_transformer trains an epoch on generated token sequences", "[
   INFO(log);
   REQUIRE(r.epochs_run == 1);
   REQUIRE(r.params == 1009178);
+  REQUIRE(std::isfinite(r.final_train_loss));
+  REQUIRE(std::isfinite(r.final_val_loss));
+}
+
+// The LSTM beside them: the last state of 300 steps of 128 units.
+TEST_CASE("reuters_lstm trains an epoch on generated token sequences", "[workloads][fit]") {
+  std::string log;
+  FitResult r = fit_reuters("reuters_lstm.yaml", 5, 64, log);
+  INFO(log);
+  REQUIRE(r.epochs_run == 1);
+  REQUIRE(r.params == 4103726);
   REQUIRE(std::isfinite(r.final_train_loss));
   REQUIRE(std::isfinite(r.final_val_loss));
 }

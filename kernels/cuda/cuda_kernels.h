@@ -35,6 +35,7 @@ std::unique_ptr<LayerKernel> make_batchnorm_cuda(const Layer& l, const KernelCon
 std::unique_ptr<LayerKernel> make_layer_norm_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_position_embedding_cuda(const Layer& l, const KernelContext& ctx);
 std::unique_ptr<LayerKernel> make_attention_cuda(const Layer& l, const KernelContext& ctx);
+std::unique_ptr<LayerKernel> make_recurrent_cuda(const Layer& l, const KernelContext& ctx);
 
 // The losses (lib/losses), registered in the loss registry: on class indices
 // (classification_loss_cuda.cc) and on float targets (value_loss_cuda.cc).

@@ -39,6 +39,8 @@ void register_cuda_kernels(Registry& r) {
   r.add_kernel("rms_norm", "cuda", make_layer_norm_cuda, low | kMemoryBound);
   r.add_kernel("position_embedding", "cuda", make_position_embedding_cuda, low | kMemoryBound);
   r.add_kernel("multi_head_attention", "cuda", make_attention_cuda, low);
+  r.add_kernel("lstm", "cuda", make_recurrent_cuda);
+  r.add_kernel("gru", "cuda", make_recurrent_cuda);
   r.add_kernel("dropout2d", "cuda", make_dropout_cuda, follow);
   for (const char* t : {"relu", "sigmoid", "tanh", "gelu", "leaky_relu"})
     r.add_kernel(t, "cuda", make_eltwise_cuda, follow_any);

@@ -5,7 +5,9 @@ namespace trainer {
 KeySpecs Recurrent::keys(Cell cell) {
   const std::string what = cell == Cell::lstm ? "lstm" : "gru";
   return {
-      integer_key("units", 0, 1, 65536, "the hidden state's size H")
+      integer_key(
+          "units", 0, 1, 4096,
+          "the hidden state's size H (at most 4096: the GPU kernel keeps a block's states in shared memory)")
           .require("is required: the size of the hidden state, e.g. units: 128"),
       bool_key("return_sequences", false,
                "output every position's hidden state (B, L, H), for a layer that follows over the "

@@ -27,17 +27,21 @@ size_t backward_smem(const RecurrentPass& p) {
 // Shared: hp (S, H) the carried h, c (S, H) lstm's cell, side (S, G H) the hidden side of the
 // pre-activations (b_hh + h_{t-1} W_hh^T).
 template <int S>
-__global__ void forward_kernel(RecurrentPass p, const float* __restrict__ ax, const float* __restrict__ wt,
-                               const float* __restrict__ bih, const float* __restrict__ bhh, float* gate,
-                               float* h, float* state) {
+__global__ void forward_kernel(RecurrentPass p, RecurrentTensors t0, RecurrentTensors t1) {
   extern __shared__ float sm[];
-  const int64_t H = p.units, L = p.length, G = (p.lstm ? 4 : 3) * H, b0 = int64_t(blockIdx.x) * S;
+  const unsigned per_direction = gridDim.x / unsigned(p.directions);
+  const bool reverse = blockIdx.x >= per_direction;
+  const RecurrentTensors& T = reverse ? t1 : t0;
+  const float* __restrict__ ax = T.ax, * __restrict__ wt = T.w, * __restrict__ bih = T.bih, * __restrict__ bhh = T.bhh;
+  float *gate = T.gate, *h = T.h, *state = T.state;
+  const int64_t H = p.units, L = p.length, G = (p.lstm ? 4 : 3) * H,
+                b0 = int64_t(blockIdx.x % per_direction) * S;
   const int sn = int(std::min<int64_t>(S, p.batch - b0));
   float *hp = sm, *cc = hp + S * H, *side = cc + S * H;
   for (int64_t i = threadIdx.x; i < S * H; i += blockDim.x) hp[i] = cc[i] = 0.f;
   __syncthreads();
   for (int64_t step = 0; step < L; ++step) {
-    const int64_t t = p.reverse ? L - 1 - step : step;
+    const int64_t t = reverse ? L - 1 - step : step;
     const bool first = step == 0;
     for (int64_t k = threadIdx.x; k < G; k += blockDim.x) {
       float acc[S];
@@ -87,20 +91,24 @@ __global__ void forward_kernel(RecurrentPass p, const float* __restrict__ ax, co
 // Shared: dh (S, H) the gradient reaching h_t from later steps, dc (S, H) lstm's, dah (S, G H) this
 // step's hidden-side gradients, part (gates, S, H) their product with each gate's rows of W_hh.
 template <int S>
-__global__ void backward_kernel(RecurrentPass p, const float* __restrict__ gate, const float* __restrict__ h,
-                                const float* __restrict__ state, const float* __restrict__ whh,
-                                const float* __restrict__ dy, int64_t out, int64_t column, bool seq,
-                                float* dax, float* dah_out) {
+__global__ void backward_kernel(RecurrentPass p, RecurrentTensors t0, RecurrentTensors t1,
+                                const float* __restrict__ dy, int64_t out, bool seq) {
   extern __shared__ float sm[];
+  const unsigned per_direction = gridDim.x / unsigned(p.directions);
+  const bool reverse = blockIdx.x >= per_direction;
+  const RecurrentTensors& T = reverse ? t1 : t0;
+  const float* __restrict__ gate = T.gate, * __restrict__ h = T.h, * __restrict__ state = T.state, * __restrict__ whh = T.w;
+  float *dax = T.dax, *dah_out = T.dah;
   const int gates = p.lstm ? 4 : 3;
-  const int64_t H = p.units, L = p.length, G = gates * H, b0 = int64_t(blockIdx.x) * S;
+  const int64_t H = p.units, L = p.length, G = gates * H, b0 = int64_t(blockIdx.x % per_direction) * S;
+  const int64_t column = reverse ? H : 0;
   const int sn = int(std::min<int64_t>(S, p.batch - b0));
   float *dh = sm, *dc = dh + S * H, *dah = dc + S * H, *part = dah + S * G;
   for (int64_t i = threadIdx.x; i < S * H; i += blockDim.x) dh[i] = dc[i] = 0.f;
   for (int64_t i = threadIdx.x; i < S * G; i += blockDim.x) dah[i] = 0.f;
   __syncthreads();
   for (int64_t step = L - 1; step >= 0; --step) {
-    const int64_t t = p.reverse ? L - 1 - step : step, tp = p.reverse ? t + 1 : t - 1;
+    const int64_t t = reverse ? L - 1 - step : step, tp = reverse ? t + 1 : t - 1;
     const bool first = step == 0, last = step == L - 1;
     for (int64_t i = threadIdx.x; i < sn * H; i += blockDim.x) {
       const int64_t s = i / H, j = i % H, b = b0 + s;
@@ -199,7 +207,9 @@ void with_samples(int samples, F&& f) {
   }
 }
 
-unsigned blocks_of(const RecurrentPass& p) { return unsigned((p.batch + p.samples - 1) / p.samples); }
+unsigned blocks_of(const RecurrentPass& p) {
+  return unsigned((p.batch + p.samples - 1) / p.samples * p.directions);
+}
 
 }  // namespace
 
@@ -228,25 +238,22 @@ void launch_recurrent_transpose(const float* whh, int64_t rows, int64_t cols, fl
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_recurrent_forward(const RecurrentPass& p, const float* ax, const float* wt, const float* bih,
-                              const float* bhh, float* gate, float* h, float* state, cudaStream_t stream) {
+void launch_recurrent_forward(const RecurrentPass& p, const RecurrentTensors* t, cudaStream_t stream) {
   const int threads = block_threads((p.lstm ? 4 : 3) * p.units);
   with_samples(p.samples, [&](auto s) {
     constexpr int S = decltype(s)::value;
-    forward_kernel<S>
-        <<<blocks_of(p), threads, forward_smem(p), stream>>>(p, ax, wt, bih, bhh, gate, h, state);
+    forward_kernel<S><<<blocks_of(p), threads, forward_smem(p), stream>>>(p, t[0], t[p.directions - 1]);
   });
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_recurrent_backward(const RecurrentPass& p, const float* gate, const float* h, const float* state,
-                               const float* whh, const float* dy, int64_t out, int64_t column, bool seq,
-                               float* dax, float* dah, cudaStream_t stream) {
+void launch_recurrent_backward(const RecurrentPass& p, const RecurrentTensors* t, const float* dy,
+                               int64_t out, bool seq, cudaStream_t stream) {
   const int threads = block_threads((p.lstm ? 4 : 3) * p.units);
   with_samples(p.samples, [&](auto s) {
     constexpr int S = decltype(s)::value;
-    backward_kernel<S><<<blocks_of(p), threads, backward_smem(p), stream>>>(p, gate, h, state, whh, dy, out,
-                                                                            column, seq, dax, dah);
+    backward_kernel<S>
+        <<<blocks_of(p), threads, backward_smem(p), stream>>>(p, t[0], t[p.directions - 1], dy, out, seq);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -420,6 +420,12 @@ std::vector<Row> build_table() {
                 "bidirectional sequences of 48 units"),
             ref(y + ", units: 7, bidirectional: true}", {50, 5}, 5, 3, kWide,
                 "50 steps, units not a multiple of 4"),
+            ref(y + ", units: 160, return_sequences: true}", {6, 8}, 3, 4, kWide,
+                "W_hh over 227 KB: the GPU splits the units over a cluster of 2 blocks"),
+            ref(y + ", units: 256, bidirectional: true}", {5, 4}, 9, 5, kWide,
+                "a cluster of 8 blocks (lstm), 4 (gru); 9 rows"),
+            ref(y + ", units: 512}", {4, 3}, 2, 6, kWide,
+                "too large for a cluster: W_hh read from L2 every step"),
         }));
   }
   for (const char* t : {"layer_norm", "rms_norm"}) {

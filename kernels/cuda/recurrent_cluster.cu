@@ -50,18 +50,28 @@ __host__ __device__ inline Geometry geometry(const RecurrentPass& p, int blocks)
   return g;
 }
 
-// Shared memory, in floats.
-int64_t forward_floats(const Geometry& g, int S) { return g.H * g.R + S * g.H + 3 * S * g.U + S * g.R; }
-int64_t backward_floats(const Geometry& g, int S) {
-  return g.G * g.U + 2 * S * g.R + S * g.G + g.gates * S * g.U + 2 * S * g.U;
+// The register kernels: a thread keeps its row (forward) or column (backward) of W_hh in kRegW
+// registers, for H <= kRegW, H a multiple of 4 (h and dAh are read 4 at a time), one row a
+// thread (R <= kRegRows: about 170 registers a thread).
+constexpr int kRegW = 128, kRegRows = 256;
+// The shared-memory kernels: at most this many threads (one a row of the block; W_hh's slice in
+// 227 KB keeps the rows below about 480).
+constexpr int kSmemRows = 512;
+
+// Shared memory, in floats; W_hh's slice only when it is not in registers.
+int64_t forward_floats(const Geometry& g, int S, bool regs) {
+  return S * g.H + 3 * S * g.U + S * g.R + (regs ? 0 : g.H * g.R);
+}
+int64_t backward_floats(const Geometry& g, int S, bool regs) {
+  return S * g.G + 2 * S * g.R + g.gates * S * g.U + 2 * S * g.U + (regs ? 0 : g.G * g.U);
 }
 
-// Shared: wt (H, R) the block's rows of W_hh transposed (row r = gate r / U, unit q U + r % U);
-// hfull (S, H) h_{t-1} of every unit; hown (2, S, U) this block's h, double-buffered; cown (S, U);
-// side (S, R) the hidden side b_hh + h_{t-1} W_hh^T of the block's rows.
-template <int S>
-__global__ void forward_cluster_kernel(RecurrentPass p, int blocks, RecurrentTensors t0,
-                                       RecurrentTensors t1) {
+// Shared: hfull (S, H) h_{t-1} of every unit; hown (2, S, U) this block's h, double-buffered; cown
+// (S, U); side (S, R) the hidden side b_hh + h_{t-1} W_hh^T of the block's rows (row r = gate r / U,
+// unit q U + r % U); unless Regs, wt (H, R) the block's rows of W_hh transposed.
+template <int S, bool Regs>
+__global__ void __launch_bounds__(Regs ? kRegRows : kSmemRows)
+    forward_cluster_kernel(RecurrentPass p, int blocks, RecurrentTensors t0, RecurrentTensors t1) {
   extern __shared__ float sm[];
   const unsigned per_direction = gridDim.x / unsigned(p.directions);  // a multiple of blocks
   const bool reverse = blockIdx.x >= per_direction;
@@ -73,10 +83,21 @@ __global__ void forward_cluster_kernel(RecurrentPass p, int blocks, RecurrentTen
   const unsigned q = cluster_rank();
   const int64_t b0 = int64_t(blockIdx.x % per_direction / blocks) * S, u0 = int64_t(q) * U;
   const int sn = int(std::min<int64_t>(S, p.batch - b0));
-  float *wt = sm, *hfull = wt + H * R, *hown = hfull + S * H, *cown = hown + 2 * S * U, *side = cown + S * U;
-  for (int64_t e = threadIdx.x; e < H * R; e += blockDim.x) {
-    const int64_t j = e / R, r = e % R;
-    wt[e] = whh[((r / U) * H + u0 + r % U) * H + j];
+  float *hfull = sm, *hown = hfull + S * H, *cown = hown + 2 * S * U, *side = cown + S * U,
+        *wt = side + S * R;
+  float wreg[Regs ? kRegW : 1];
+  if (Regs) {
+    const int64_t r = threadIdx.x;
+    if (r < R) {
+      const float* row = whh + ((r / U) * H + u0 + r % U) * H;
+#pragma unroll
+      for (int j = 0; j < (Regs ? kRegW : 1); ++j) wreg[j] = j < H ? row[j] : 0.f;
+    }
+  } else {
+    for (int64_t e = threadIdx.x; e < H * R; e += blockDim.x) {
+      const int64_t j = e / R, r = e % R;
+      wt[e] = whh[((r / U) * H + u0 + r % U) * H + j];
+    }
   }
   for (int64_t e = threadIdx.x; e < 3 * S * U; e += blockDim.x) hown[e] = 0.f;  // both h buffers and c
   cluster_sync();
@@ -102,12 +123,28 @@ __global__ void forward_cluster_kernel(RecurrentPass p, int blocks, RecurrentTen
       float acc[S];
 #pragma unroll
       for (int s = 0; s < S; ++s) acc[s] = 0.f;
-      if (step > 0)
-        for (int64_t j = 0; j < H; ++j) {
-          const float w = wt[j * R + r];
+      if (step > 0) {
+        if (Regs) {
 #pragma unroll
-          for (int s = 0; s < S; ++s) acc[s] += w * hfull[s * H + j];
+          for (int j = 0; j < (Regs ? kRegW : 1); j += 4) {
+            if (j >= H) break;
+#pragma unroll
+            for (int s = 0; s < S; ++s) {
+              const float4 v = *reinterpret_cast<const float4*>(hfull + s * H + j);
+              acc[s] += wreg[j] * v.x;
+              acc[s] += wreg[j + 1] * v.y;
+              acc[s] += wreg[j + 2] * v.z;
+              acc[s] += wreg[j + 3] * v.w;
+            }
+          }
+        } else {
+          for (int64_t j = 0; j < H; ++j) {
+            const float w = wt[j * R + r];
+#pragma unroll
+            for (int s = 0; s < S; ++s) acc[s] += w * hfull[s * H + j];
+          }
         }
+      }
       const float bk = bhh[(r / U) * H + u0 + r % U];
 #pragma unroll
       for (int s = 0; s < S; ++s) side[s * R + r] = bk + acc[s];
@@ -140,12 +177,13 @@ __global__ void forward_cluster_kernel(RecurrentPass p, int blocks, RecurrentTen
   }
 }
 
-// Shared: wc (G, U) the columns of W_hh the block's units feed (wc[k U + u] = W_hh[k][q U + u]);
-// dahown (2, S, R) this step's hidden-side gradients of the block's rows, double-buffered; dfull
-// (S, G) every row's; part (gates, S, U); dh, dc (S, U).
-template <int S>
-__global__ void backward_cluster_kernel(RecurrentPass p, int blocks, RecurrentTensors t0, RecurrentTensors t1,
-                                        const float* __restrict__ dy, int64_t out, bool seq) {
+// Shared: dfull (S, G) every row's hidden-side gradients of this step; dahown (2, S, R) the block's
+// rows', double-buffered; part (gates, S, U); dh, dc (S, U); unless Regs, wc (G, U) the columns
+// of W_hh the block's units feed (wc[k U + u] = W_hh[k][q U + u]).
+template <int S, bool Regs>
+__global__ void __launch_bounds__(Regs ? kRegRows : kSmemRows)
+    backward_cluster_kernel(RecurrentPass p, int blocks, RecurrentTensors t0, RecurrentTensors t1,
+                            const float* __restrict__ dy, int64_t out, bool seq) {
   extern __shared__ float sm[];
   const unsigned per_direction = gridDim.x / unsigned(p.directions);  // a multiple of blocks
   const bool reverse = blockIdx.x >= per_direction;
@@ -157,9 +195,19 @@ __global__ void backward_cluster_kernel(RecurrentPass p, int blocks, RecurrentTe
   const unsigned q = cluster_rank();
   const int64_t b0 = int64_t(blockIdx.x % per_direction / blocks) * S, u0 = int64_t(q) * U;
   const int sn = int(std::min<int64_t>(S, p.batch - b0));
-  float *wc = sm, *dahown = wc + G * U, *dfull = dahown + 2 * S * R, *part = dfull + S * G,
-        *dh = part + g.gates * S * U, *dc = dh + S * U;
-  for (int64_t e = threadIdx.x; e < G * U; e += blockDim.x) wc[e] = whh[(e / U) * H + u0 + e % U];
+  float *dfull = sm, *dahown = dfull + S * G, *part = dahown + 2 * S * R, *dh = part + g.gates * S * U,
+        *dc = dh + S * U, *wc = dc + S * U;
+  float wreg[Regs ? kRegW : 1];
+  if (Regs) {
+    const int64_t item = threadIdx.x;
+    if (item < R) {
+      const float* col = whh + (item / U) * H * H + u0 + item % U;
+#pragma unroll
+      for (int kk = 0; kk < (Regs ? kRegW : 1); ++kk) wreg[kk] = kk < H ? col[kk * H] : 0.f;
+    }
+  } else {
+    for (int64_t e = threadIdx.x; e < G * U; e += blockDim.x) wc[e] = whh[(e / U) * H + u0 + e % U];
+  }
   for (int64_t e = threadIdx.x; e < 2 * S * R; e += blockDim.x) dahown[e] = 0.f;
   for (int64_t e = threadIdx.x; e < 2 * S * U; e += blockDim.x) dh[e] = 0.f;  // dh and dc
   __syncthreads();
@@ -208,12 +256,27 @@ __global__ void backward_cluster_kernel(RecurrentPass p, int blocks, RecurrentTe
       float acc[S];
 #pragma unroll
       for (int s = 0; s < S; ++s) acc[s] = 0.f;
-      const float* w = wc + r * H * U + u;
       const float* d = dfull + r * H;
-      for (int64_t kk = 0; kk < H; ++kk) {
-        const float wv = w[kk * U];
+      if (Regs) {
 #pragma unroll
-        for (int s = 0; s < S; ++s) acc[s] += d[s * G + kk] * wv;
+        for (int kk = 0; kk < (Regs ? kRegW : 1); kk += 4) {
+          if (kk >= H) break;
+#pragma unroll
+          for (int s = 0; s < S; ++s) {
+            const float4 v = *reinterpret_cast<const float4*>(d + s * G + kk);
+            acc[s] += v.x * wreg[kk];
+            acc[s] += v.y * wreg[kk + 1];
+            acc[s] += v.z * wreg[kk + 2];
+            acc[s] += v.w * wreg[kk + 3];
+          }
+        }
+      } else {
+        const float* w = wc + r * H * U + u;
+        for (int64_t kk = 0; kk < H; ++kk) {
+          const float wv = w[kk * U];
+#pragma unroll
+          for (int s = 0; s < S; ++s) acc[s] += d[s * G + kk] * wv;
+        }
       }
 #pragma unroll
       for (int s = 0; s < S; ++s) part[(r * S + s) * U + u] = acc[s];
@@ -230,17 +293,24 @@ __global__ void backward_cluster_kernel(RecurrentPass p, int blocks, RecurrentTe
   cluster_sync();  // no block leaves while another may still read its shared memory
 }
 
+// f(S, Regs) as compile-time constants.
 template <class F>
-void with_samples(int samples, F&& f) {
+void with_variant(int samples, bool regs, F&& f) {
+  const auto go = [&](auto s) {
+    if (regs)
+      f(s, std::true_type{});
+    else
+      f(s, std::false_type{});
+  };
   switch (samples) {
     case 1:
-      return f(std::integral_constant<int, 1>{});
+      return go(std::integral_constant<int, 1>{});
     case 2:
-      return f(std::integral_constant<int, 2>{});
+      return go(std::integral_constant<int, 2>{});
     case 4:
-      return f(std::integral_constant<int, 4>{});
+      return go(std::integral_constant<int, 4>{});
     default:
-      return f(std::integral_constant<int, 8>{});
+      return go(std::integral_constant<int, 8>{});
   }
 }
 
@@ -272,63 +342,74 @@ RecurrentCluster plan_recurrent_cluster(const RecurrentPass& p, int device) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   const size_t limit = prop.sharedMemPerBlockOptin;
-  for (int blocks : {1, 2, 4, 8}) {
-    if (blocks > 1 && prop.major < 9) break;
-    if (p.units % blocks != 0) continue;
-    const Geometry g = geometry(p, blocks);
-    // The fewest batch rows a cluster that still fill the GPU with one wave of clusters.
-    int samples = 1;
-    while (samples < 8 &&
-           (p.batch + samples - 1) / samples * blocks * p.directions > prop.multiProcessorCount)
-      samples *= 2;
-    RecurrentCluster c;
-    c.blocks = blocks;
-    c.samples = samples;
-    c.forward_smem = size_t(forward_floats(g, samples)) * sizeof(float);
-    c.backward_smem = size_t(backward_floats(g, samples)) * sizeof(float);
-    if (std::max(c.forward_smem, c.backward_smem) > limit) continue;
-    bool fits = true;
-    with_samples(samples, [&](auto s) {
-      constexpr int S = decltype(s)::value;
-      CUDA_CHECK(cudaFuncSetAttribute(forward_cluster_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(c.forward_smem)));
-      CUDA_CHECK(cudaFuncSetAttribute(backward_cluster_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      int(c.backward_smem)));
-      if (blocks > 1) {
-        cudaLaunchAttribute attr;
-        int clusters = 0;
-        cudaLaunchConfig_t cfg = config(p, c, c.forward_smem, nullptr, &attr);
-        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, forward_cluster_kernel<S>, &cfg));
-        fits = fits && clusters > 0;
-        cfg = config(p, c, c.backward_smem, nullptr, &attr);
-        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, backward_cluster_kernel<S>, &cfg));
-        fits = fits && clusters > 0;
-      }
-    });
-    if (fits) return c;
+  // W_hh in registers where it fits (H <= 128: the fastest), else in shared memory; the fewest
+  // blocks a cluster that hold it.
+  for (bool regs : {true, false}) {
+    if (regs && (p.units > kRegW || p.units % 4 != 0)) continue;
+    for (int blocks : {1, 2, 4, 8}) {
+      if (blocks > 1 && prop.major < 9) break;
+      if (p.units % blocks != 0) continue;
+      const Geometry g = geometry(p, blocks);
+      // The fewest batch rows a cluster that still fill the GPU with one wave of clusters.
+      int samples = 1;
+      while (samples < 8 &&
+             (p.batch + samples - 1) / samples * blocks * p.directions > prop.multiProcessorCount)
+        samples *= 2;
+      if (threads_for(g, samples) > (regs ? kRegRows : kSmemRows)) continue;
+      RecurrentCluster c;
+      c.blocks = blocks;
+      c.samples = samples;
+      c.registers = regs;
+      c.forward_smem = size_t(forward_floats(g, samples, regs)) * sizeof(float);
+      c.backward_smem = size_t(backward_floats(g, samples, regs)) * sizeof(float);
+      if (std::max(c.forward_smem, c.backward_smem) > limit) continue;
+      bool fits = true;
+      with_variant(samples, regs, [&](auto s, auto r) {
+        constexpr int S = decltype(s)::value;
+        constexpr bool Regs = decltype(r)::value;
+        CUDA_CHECK(cudaFuncSetAttribute(forward_cluster_kernel<S, Regs>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(c.forward_smem)));
+        CUDA_CHECK(cudaFuncSetAttribute(backward_cluster_kernel<S, Regs>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(c.backward_smem)));
+        if (blocks > 1) {
+          cudaLaunchAttribute attr;
+          int clusters = 0;
+          cudaLaunchConfig_t cfg = config(p, c, c.forward_smem, nullptr, &attr);
+          CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, forward_cluster_kernel<S, Regs>, &cfg));
+          fits = fits && clusters > 0;
+          cfg = config(p, c, c.backward_smem, nullptr, &attr);
+          CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, backward_cluster_kernel<S, Regs>, &cfg));
+          fits = fits && clusters > 0;
+        }
+      });
+      if (fits) return c;
+    }
   }
   return RecurrentCluster{};
 }
 
 void launch_recurrent_forward_cluster(const RecurrentPass& p, const RecurrentCluster& c,
                                       const RecurrentTensors* t, cudaStream_t stream) {
-  with_samples(c.samples, [&](auto s) {
+  with_variant(c.samples, c.registers, [&](auto s, auto r) {
     constexpr int S = decltype(s)::value;
+    constexpr bool Regs = decltype(r)::value;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = config(p, c, c.forward_smem, stream, &attr);
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, forward_cluster_kernel<S>, p, c.blocks, t[0], t[p.directions - 1]));
+    CUDA_CHECK(
+        cudaLaunchKernelEx(&cfg, forward_cluster_kernel<S, Regs>, p, c.blocks, t[0], t[p.directions - 1]));
   });
 }
 
 void launch_recurrent_backward_cluster(const RecurrentPass& p, const RecurrentCluster& c,
                                        const RecurrentTensors* t, const float* dy, int64_t out, bool seq,
                                        cudaStream_t stream) {
-  with_samples(c.samples, [&](auto s) {
+  with_variant(c.samples, c.registers, [&](auto s, auto r) {
     constexpr int S = decltype(s)::value;
+    constexpr bool Regs = decltype(r)::value;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = config(p, c, c.backward_smem, stream, &attr);
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, backward_cluster_kernel<S>, p, c.blocks, t[0], t[p.directions - 1],
-                                  dy, out, seq));
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, backward_cluster_kernel<S, Regs>, p, c.blocks, t[0],
+                                  t[p.directions - 1], dy, out, seq));
   });
 }
 

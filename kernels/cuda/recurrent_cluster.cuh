@@ -4,7 +4,8 @@
 // A cluster of C blocks (Hopper's thread block clusters; C = 1 on older GPUs) carries S rows of
 // the batch. Block q of the cluster owns the units q U .. q U + U - 1 (U = H / C) and keeps in
 // shared memory the rows of W_hh its units' gates read (forward) or the columns its units' h
-// feeds (backward): C = 2 holds an LSTM of 128 units (256 KB of weights) on two SMs. Per step the
+// feeds (backward): C = 2 holds an LSTM of 128 units (256 KB of weights) on two SMs; up to 128
+// units each thread keeps its row of W_hh in registers instead. Per step the
 // blocks exchange h (forward) or the gates' gradients (backward) through distributed shared
 // memory, double-buffered, with one cluster barrier a step. Same cells and arithmetic as the other
 // kernels (lib/core/recurrent_formula.h); the sums over W_hh run in another order, so the results
@@ -21,8 +22,9 @@
 namespace trainer::cuda {
 
 struct RecurrentCluster {
-  int blocks = 0;   // C, the blocks of a cluster; 0: W_hh does not fit on chip (use recurrent.cuh)
-  int samples = 1;  // S, batch rows a cluster carries
+  int blocks = 0;          // C, the blocks of a cluster; 0: W_hh does not fit on chip (use recurrent.cuh)
+  int samples = 1;         // S, batch rows a cluster carries
+  bool registers = false;  // each thread keeps its row (column) of W_hh in registers, not shared memory
   size_t forward_smem = 0, backward_smem = 0;
 };
 

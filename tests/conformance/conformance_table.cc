@@ -420,6 +420,8 @@ std::vector<Row> build_table() {
                 "bidirectional sequences of 48 units"),
             ref(y + ", units: 7, bidirectional: true}", {50, 5}, 5, 3, kWide,
                 "50 steps, units not a multiple of 4"),
+            ref(y + ", units: 128, bidirectional: true}", {12, 16}, 5, 7, kWide,
+                "W_hh in registers over a cluster of 2 blocks (reuters_lstm's units)"),
             ref(y + ", units: 160, return_sequences: true}", {6, 8}, 3, 4, kWide,
                 "W_hh over 227 KB: the GPU splits the units over a cluster of 2 blocks"),
             ref(y + ", units: 256, bidirectional: true}", {5, 4}, 9, 5, kWide,

@@ -7,6 +7,7 @@ keys do (trainer: --set model.layers.1.type=gru, --set model.layers.1.bidirectio
 
 Speed, on random tokens on the device (ms/step after warm-up, peak memory):
   python3 scripts/reuters_lstm_torch.py --steps 200 [--amp bf16] [--compile]
+  python3 scripts/reuters_lstm_torch.py --device cpu --threads 16 --steps 20
 Parity, on the sequences files of scripts/reuters_to_files.py (label, then token ids per line;
 padded and truncated at the front to --maxlen as the sequences reader does), one line per epoch:
   python3 scripts/reuters_lstm_torch.py --data data/reuters --epochs 10
@@ -62,9 +63,13 @@ def main():
     p.add_argument("--data", help="a folder with train.txt and test.txt (sequences format)")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads); 0: PyTorch's default")
     a = p.parse_args()
     torch.manual_seed(a.seed)
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    dev = a.device if a.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
     net = Net(a.vocab, 128, a.units, 46, a.cell, a.bidirectional).to(dev)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     step_fn = net if not a.compile else torch.compile(net)
@@ -97,7 +102,8 @@ def main():
         print(json.dumps({"workload": "reuters_%s%s" % (a.cell, "_bi" if a.bidirectional else ""),
                           "amp": a.amp, "compile": a.compile, "batch": a.batch, "ms_per_step": round(ms, 3),
                           "steps_per_s": round(1e3 / ms, 1), "peak_mib": round(peak, 1),
-                          "torch": torch.__version__, "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu"}))
+                          "torch": torch.__version__,
+                          "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu, %d threads" % torch.get_num_threads()}))
         return
     xt, yt = read_sequences(a.data + "/train.txt", a.maxlen)
     xv, yv = read_sequences(a.data + "/test.txt", a.maxlen)

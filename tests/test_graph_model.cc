@@ -240,6 +240,41 @@ TEST_CASE("gradients of a tensor with several consumers are summed (finite diffe
   CHECK(checked > 100);
 }
 
+// Stacked recurrent layers in one model: a bidirectional lstm's every-position output feeds a
+// gru whose last state feeds the classifier; the whole model's parameter gradients (through both
+// directions, the stacking and the dense layer) against finite differences.
+TEST_CASE("stacked lstm and gru layers train end to end (finite differences)", "[graph][gradients]") {
+  Model m =
+      model_of(config("    - {type: lstm, units: 3, return_sequences: true, bidirectional: true}\n"
+                      "    - {type: gru, units: 4}\n"
+                      "    - {type: dense, units: 3}\n",
+                      "", "[5, 2]"));
+  CHECK(m.num_params() == 2 * (4 * 3 * (2 + 3) + 8 * 3) + (3 * 4 * (6 + 4) + 6 * 4) + (4 * 3 + 3));
+  size_t checked = 0;
+  std::string first;
+  const size_t bad = bad_gradients(m, Shape{5, 2}, 3, &checked, &first);
+  INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first);
+  CHECK(bad == 0);
+  CHECK(checked == size_t(m.num_params()));
+}
+
+// An embedding's default output is channels-first (features, positions), for conv1d; a layer that
+// reads rows (positions, features) would take the features for positions without an error.
+TEST_CASE("a recurrent layer or attention fed a channels-first embedding is a config error", "[graph]") {
+  for (const char* layer : {"{type: lstm, units: 4}", "{type: gru, units: 4, return_sequences: true}",
+                            "{type: multi_head_attention, heads: 2}"}) {
+    const std::string yaml =
+        config(std::string("    - {type: embedding, input_dim: 20, output_dim: 6}\n    - ") + layer +
+               "\n    - {type: flatten}\n    - {type: dense, units: 3}\n");
+    CHECK_THAT(model_error(yaml), Contains("graph.yaml:") && Contains("reads a sequence as rows") &&
+                                      Contains("'embedding_1' gives (6, 4)") &&
+                                      Contains("set channels_first: false on 'embedding_1'"));
+    std::string fixed = yaml;
+    fixed.replace(fixed.find("output_dim: 6}"), 14, "output_dim: 6, channels_first: false}");
+    CHECK(model_error(fixed).empty());
+  }
+}
+
 // tie_to: the output layer reads the embedding's table. The model keeps it once (the summary, the
 // arena, the checkpoint names), its gradient is the sum of both uses (the dense layer's backward
 // writes it, the embedding's adds), and the errors name the key and what is allowed.

@@ -8,6 +8,7 @@
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
 #include "lib/keys/node_reader.h"
+#include "lib/layers/embedding.h"
 #include "lib/model/arena_layout.h"
 #include "lib/registry/registry.h"
 
@@ -43,7 +44,9 @@ Model::Model(const Shape& input_shape, const YAML::Node& layers, InitScheme init
     made.push_back(std::move(layer));
   }
   build_graph(decls, made, by_name);
-  check_ties([&](const std::string& name) { return decls[size_t(by_name.at(name))].where; });
+  const auto where = [&](const std::string& name) { return decls[size_t(by_name.at(name))].where; };
+  check_ties(where);
+  check_row_inputs(where);
   lay_out_arenas();
 }
 
@@ -51,6 +54,22 @@ int Model::index_of(const std::string& name) const {
   for (size_t i = 0; i < layers_.size(); ++i)
     if (layers_[i]->name() == name) return int(i);
   return -1;
+}
+
+void Model::check_row_inputs(const std::function<std::string(const std::string&)>& where) const {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = *layers_[i];
+    if (l.type() != "lstm" && l.type() != "gru" && l.type() != "multi_head_attention") continue;
+    const int from = inputs_[i].empty() ? -1 : inputs_[i][0];
+    if (from < 0) continue;
+    const auto* e = dynamic_cast<const Embedding*>(layers_[size_t(from)].get());
+    if (!e || !e->channels_first) continue;
+    throw ConfigError(
+        where(l.name()) + ": " + l.type() + " reads a sequence as rows (positions, features), but '" +
+        e->name() + "' gives " + e->output_shape().str() +
+        " (features, positions: an embedding's default, for conv1d); set channels_first: false on '" +
+        e->name() + "'");
+  }
 }
 
 void Model::check_ties(const std::function<std::string(const std::string&)>& where) const {

@@ -140,6 +140,19 @@ def make_inputs(args):
         x = rng.integers(0, vocab, size=[n] + shape).astype(np.float32)
         x[0, :6] = [-3, -0.5, 0.7, vocab - 1, vocab - 0.5, vocab + 40]  # clamped as the kernels clamp
         x[1, :3] = [1.5, 2.999, vocab * 3]
+        # A recurrent layer masked by the ids (inputs: [..., input]): padding (id 0) at the front,
+        # at the back and scattered, a different count in each row, never a whole row.
+        if any("input" in as_list(l.get("inputs", []))[1:] for l in model["layers"]):
+            L = shape[0]
+            for r in range(2, n):
+                k = r % L
+                if r % 3 == 0:
+                    x[r, :k] = 0
+                elif r % 3 == 1:
+                    x[r, L - k:] = 0
+                else:
+                    x[r, ::3] = 0
+                    x[r, 1] = 1 + r % (vocab - 1)
     elif len(shape) == 3:
         x = rng.integers(0, 256, size=[n] + shape, dtype=np.uint8)
     else:

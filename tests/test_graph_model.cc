@@ -258,6 +258,27 @@ TEST_CASE("stacked lstm and gru layers train end to end (finite differences)", "
   CHECK(checked == size_t(m.num_params()));
 }
 
+// The same through a mask: the token ids (the model's input) are the layers' second input, and
+// the positions whose id is 0 are skipped (front, back and inner padding below). Every parameter
+// gradient, the embedding's table included, against finite differences.
+TEST_CASE("lstm and gru masked by the token ids train end to end (finite differences)",
+          "[graph][gradients]") {
+  Model m =
+      model_of(config("    - {type: embedding, input_dim: 9, output_dim: 3, channels_first: false}\n"
+                      "    - {type: lstm, units: 3, return_sequences: true, bidirectional: true,"
+                      " inputs: [embedding_1, input]}\n"
+                      "    - {type: gru, units: 2, inputs: [lstm_1, input]}\n"
+                      "    - {type: dense, units: 3}\n",
+                      "", "[6]"));
+  const std::vector<float> ids = {0, 0, 3, 5, 1, 8, 2, 7, 4, 0, 0, 0, 6, 0, 2, 0, 5, 3};  // 3 samples
+  size_t checked = 0;
+  std::string first;
+  const size_t bad = bad_gradients(m, Shape{6}, 3, &checked, &first, ids);
+  INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first);
+  CHECK(bad == 0);
+  CHECK(checked == size_t(m.num_params()));
+}
+
 // An embedding's default output is channels-first (features, positions), for conv1d; a layer that
 // reads rows (positions, features) would take the features for positions without an error.
 TEST_CASE("a recurrent layer or attention fed a channels-first embedding is a config error", "[graph]") {

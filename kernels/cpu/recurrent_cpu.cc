@@ -44,6 +44,8 @@ class RecurrentCpu : public LayerKernel {
 
   void bind(const KernelBinding& b) override {
     a_ = BoundActivations(b);
+    ids_ = b.inputs.size() > 1 ? b.input(1).f32() : nullptr;
+    dids_ = b.input_grads.size() > 1 ? b.input_grad(1).f32() : nullptr;
     for (int64_t dir = 0; dir < dirs_; ++dir) {
       Dir& d = dir_[dir];
       d.wih = b.param(4 * dir).f32();
@@ -80,13 +82,20 @@ class RecurrentCpu : public LayerKernel {
         const int64_t t = dir == 0 ? s : L - 1 - s, tp = dir == 0 ? t - 1 : t + 1;
         const bool first = s == 0;
         if (!first) gemm('N', 'T', B, G, H, 1.f, d.h + tp * H, L * H, d.whh, H, 0.f, hh_, G);
-        const float *bih = d.bih, *bhh = d.bhh, *ax = ax_, *hh = hh_;
+        const float *bih = d.bih, *bhh = d.bhh, *ax = ax_, *hh = hh_, *ids = ids_;
         float *gate = d.gate, *hs = d.h, *st = d.s;
         const bool lstm = lstm_;
 #pragma omp parallel for schedule(static)
         for (int64_t n = 0; n < B; ++n)
           for (int64_t j = 0; j < H; ++j) {
             const int64_t at = (n * L + t) * G + j, ap = (n * L + tp) * H + j, ah = n * G + j;
+            if (ids && ids[n * L + t] == 0.f) {  // padding: h and c pass through
+              const int64_t o = (n * L + t) * H + j;
+              hs[o] = first ? 0.f : hs[ap];
+              st[o] = first || !lstm ? 0.f : st[ap];
+              for (int k = 0; k < (lstm ? 4 : 3); ++k) gate[at + k * H] = 0.f;
+              continue;
+            }
             const auto pre = [&](int k) {
               return ax[at + k * H] + bih[k * H + j] + bhh[k * H + j] + (first ? 0.f : hh[ah + k * H]);
             };
@@ -112,8 +121,13 @@ class RecurrentCpu : public LayerKernel {
 #pragma omp parallel for schedule(static)
       for (int64_t n = 0; n < B; ++n) {
         if (seq_)
-          for (int64_t t = 0; t < L; ++t)
-            std::memcpy(y + (n * L + t) * out + dir * H, hs + (n * L + t) * H, size_t(H) * sizeof(float));
+          for (int64_t t = 0; t < L; ++t) {
+            float* row = y + (n * L + t) * out + dir * H;
+            if (ids_ && ids_[n * L + t] == 0.f)
+              std::fill(row, row + H, 0.f);  // a padding position's output
+            else
+              std::memcpy(row, hs + (n * L + t) * H, size_t(H) * sizeof(float));
+          }
         else
           std::memcpy(y + n * out + dir * H, hs + (n * L + last) * H, size_t(H) * sizeof(float));
       }
@@ -129,7 +143,7 @@ class RecurrentCpu : public LayerKernel {
       for (int64_t s = L - 1; s >= 0; --s) {
         const int64_t t = dir == 0 ? s : L - 1 - s, tp = dir == 0 ? t - 1 : t + 1;
         const bool first = s == 0, last = s == L - 1;
-        const float *gate = d.gate, *hs = d.h, *st = d.s, *dy = a_.dy;
+        const float *gate = d.gate, *hs = d.h, *st = d.s, *dy = a_.dy, *ids = ids_;
         float *ax = ax_, *ah = ah_, *dh = dh_, *dc = dc_;
         const bool lstm = lstm_, seq = seq_;
 #pragma omp parallel for schedule(static)
@@ -137,6 +151,11 @@ class RecurrentCpu : public LayerKernel {
           for (int64_t j = 0; j < H; ++j) {
             const int64_t at = (n * L + t) * G + j, o = (n * L + t) * H + j, ap = (n * L + tp) * H + j;
             const int64_t c = n * H + j;
+            if (ids && ids[n * L + t] == 0.f) {  // padding: dh and dc pass through, no gate gradients
+              for (int k = 0; k < (lstm ? 4 : 3); ++k) ax[at + k * H] = ah[at + k * H] = 0.f;
+              if (!seq && last) dh[c] += dy[n * out + dir * H + j];  // y is the state carried here
+              continue;
+            }
             float g = dh[c];
             if (seq)
               g += dy[(n * L + t) * out + dir * H + j];
@@ -158,8 +177,9 @@ class RecurrentCpu : public LayerKernel {
               }
             }
           }
-        // dh_{t-1} (+)= dAh_t W_hh; nothing reaches before the first step.
-        if (!first) gemm('N', 'N', B, H, G, 1.f, ah_ + t * G, L * G, d.whh, H, lstm_ ? 0.f : 1.f, dh_, H);
+        // dh_{t-1} = the part that skips W_hh (gru's z dh, a padding position's whole dh; lstm's 0)
+        // + dAh_t W_hh; nothing reaches before the first step.
+        if (!first) gemm('N', 'N', B, H, G, 1.f, ah_ + t * G, L * G, d.whh, H, 1.f, dh_, H);
       }
       // h_{t-1} of every step (zero at the first), then the weights' gradients over all rows.
       const float* hs = d.h;
@@ -180,6 +200,7 @@ class RecurrentCpu : public LayerKernel {
       column_sums(ah_, rows(), G, d.dbhh);
       if (a_.dx) gemm('N', 'N', rows(), d_, G, 1.f, ax_, G, d.wih, d_, dir == 0 ? 0.f : 1.f, a_.dx, d_);
     }
+    if (dids_) std::fill(dids_, dids_ + B * L, 0.f);  // token ids: no gradient
   }
 
  private:
@@ -195,6 +216,8 @@ class RecurrentCpu : public LayerKernel {
   bool lstm_, seq_;
   int64_t dirs_, b_, l_, d_, h_, g_;
   BoundActivations a_;
+  const float* ids_ = nullptr;  // the mask's token ids (B, L), or null
+  float* dids_ = nullptr;
   Dir dir_[2];
   float *ax_ = nullptr, *ah_ = nullptr, *hh_ = nullptr, *dh_ = nullptr, *dc_ = nullptr, *hprev_ = nullptr;
 };

@@ -63,6 +63,12 @@ __global__ void forward_kernel(RecurrentPass p, RecurrentTensors t0, RecurrentTe
     for (int64_t i = threadIdx.x; i < sn * H; i += blockDim.x) {
       const int64_t s = i / H, j = i % H, b = b0 + s;
       const int64_t at = (b * L + t) * G + j, o = (b * L + t) * H + j;
+      if (p.ids && p.ids[b * L + t] == 0.f) {  // padding: h and c pass through
+        h[o] = hp[i];
+        state[o] = p.lstm ? cc[i] : 0.f;
+        for (int k = 0; k < (p.lstm ? 4 : 3); ++k) gate[at + k * H] = 0.f;
+        continue;
+      }
       const float* sd = side + s * G + j;
       float g[4];
       if (p.lstm) {
@@ -113,6 +119,15 @@ __global__ void backward_kernel(RecurrentPass p, RecurrentTensors t0, RecurrentT
     for (int64_t i = threadIdx.x; i < sn * H; i += blockDim.x) {
       const int64_t s = i / H, j = i % H, b = b0 + s;
       const int64_t at = (b * L + t) * G + j, o = (b * L + t) * H + j, ap = (b * L + tp) * H + j;
+      float* ds = dah + s * G + j;
+      if (p.ids && p.ids[b * L + t] == 0.f) {  // padding: dh and dc pass through, no gate gradients
+        for (int k = 0; k < gates; ++k) {
+          dax[at + k * H] = ds[k * H] = 0.f;
+          if (dah_out) dah_out[at + k * H] = 0.f;
+        }
+        if (!seq && last) dh[i] += dy[b * out + column + j];  // y is the state carried here
+        continue;
+      }
       float g = dh[i];
       if (seq)
         g += dy[(b * L + t) * out + column + j];
@@ -120,7 +135,6 @@ __global__ void backward_kernel(RecurrentPass p, RecurrentTensors t0, RecurrentT
         g += dy[b * out + column + j];
       float gv[4], da[4];
       for (int k = 0; k < gates; ++k) gv[k] = gate[at + k * H];
-      float* ds = dah + s * G + j;
       if (p.lstm) {
         float c = dc[i];
         lstm_cell_backward(gv, state[o], first ? 0.f : state[ap], g, c, da);
@@ -174,13 +188,13 @@ __global__ void transpose_kernel(const float* a, int64_t rows, int64_t cols, flo
   }
 }
 
-__global__ void output_kernel(const float* h, int64_t batch, int64_t length, int64_t units, bool seq,
-                              int64_t t_last, float* y, int64_t out, int64_t column) {
+__global__ void output_kernel(const float* h, const float* ids, int64_t batch, int64_t length, int64_t units,
+                              bool seq, int64_t t_last, float* y, int64_t out, int64_t column) {
   const int64_t rows = seq ? batch * length : batch, n = rows * units;
   for (int64_t e = global_index(); e < n; e += grid_stride()) {
     const int64_t r = e / units, j = e % units;
     const int64_t from = seq ? r : r * length + t_last;  // the row of h
-    y[r * out + column + j] = h[from * units + j];
+    y[r * out + column + j] = seq && ids && ids[r] == 0.f ? 0.f : h[from * units + j];
   }
 }
 
@@ -258,10 +272,11 @@ void launch_recurrent_backward(const RecurrentPass& p, const RecurrentTensors* t
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_recurrent_output(const float* h, int64_t batch, int64_t length, int64_t units, bool seq,
-                             int64_t t_last, float* y, int64_t out, int64_t column, cudaStream_t stream) {
+void launch_recurrent_output(const float* h, const float* ids, int64_t batch, int64_t length, int64_t units,
+                             bool seq, int64_t t_last, float* y, int64_t out, int64_t column,
+                             cudaStream_t stream) {
   output_kernel<<<grid_for((seq ? batch * length : batch) * units), kThreads, 0, stream>>>(
-      h, batch, length, units, seq, t_last, y, out, column);
+      h, ids, batch, length, units, seq, t_last, y, out, column);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -22,8 +22,9 @@ constexpr int64_t kMaxRecurrentUnits = 4096;
 struct RecurrentPass {
   int64_t batch = 0, length = 0, units = 0;  // B, L, H
   bool lstm = true;
-  int directions = 1;  // 2: direction 1 reads the positions from L - 1 down to 0, in the same launch
-  int samples = 1;     // rows of the batch a block carries: 1, 2, 4 or 8 (recurrent_samples())
+  int directions = 1;          // 2: direction 1 reads the positions from L - 1 down to 0, in the same launch
+  int samples = 1;             // rows of the batch a block carries: 1, 2, 4 or 8 (recurrent_samples())
+  const float* ids = nullptr;  // the mask's token ids (B, L): positions whose id is 0 are skipped; null: none
 };
 
 // One direction's tensors. Forward reads ax, w, bih, bhh and writes gate, h, state; backward reads
@@ -52,10 +53,11 @@ void launch_recurrent_forward(const RecurrentPass& p, const RecurrentTensors* t,
 // side) and, for gru, dah (hidden side).
 void launch_recurrent_backward(const RecurrentPass& p, const RecurrentTensors* t, const float* dy,
                                int64_t out, bool seq, cudaStream_t stream);
-// y from h: with seq, y[b, t, column + j] = h[b, t, j] for every t; else y[b, column + j] =
-// h[b, t_last, j]. out: y's row width.
-void launch_recurrent_output(const float* h, int64_t batch, int64_t length, int64_t units, bool seq,
-                             int64_t t_last, float* y, int64_t out, int64_t column, cudaStream_t stream);
+// y from h: with seq, y[b, t, column + j] = h[b, t, j] for every t (0 where ids, if not null, is
+// 0); else y[b, column + j] = h[b, t_last, j]. out: y's row width.
+void launch_recurrent_output(const float* h, const float* ids, int64_t batch, int64_t length, int64_t units,
+                             bool seq, int64_t t_last, float* y, int64_t out, int64_t column,
+                             cudaStream_t stream);
 // hprev[b, t] = h[b, t + step] (step -1 forward, +1 reverse), 0 where that is outside [0, L).
 void launch_recurrent_shift(const float* h, int64_t batch, int64_t length, int64_t units, int64_t step,
                             float* hprev, cudaStream_t stream);

@@ -159,6 +159,14 @@ __global__ void __launch_bounds__(Regs ? kRegRows : kSmemRows)
       }
       const float* sd = side + s * R + u;
       const int64_t at = (b * L + t) * G + u0 + u, o = (b * L + t) * H + u0 + u;
+      if (p.ids && p.ids[b * L + t] == 0.f) {  // padding: h and c pass through
+        const float hv = hown[prev * S * U + i];
+        hown[cur * S * U + i] = hv;
+        h[o] = hv;
+        state[o] = p.lstm ? cown[i] : 0.f;
+        for (int k = 0; k < g.gates; ++k) gate[at + k * H] = 0.f;
+        continue;
+      }
       float gv[4], hv;
       if (p.lstm) {
         float c;
@@ -219,6 +227,15 @@ __global__ void __launch_bounds__(Regs ? kRegRows : kSmemRows)
     for (int64_t i = threadIdx.x; i < sn * U; i += blockDim.x) {
       const int64_t s = i / U, u = i % U, b = b0 + s, j = u0 + u;
       const int64_t at = (b * L + t) * G + j, o = (b * L + t) * H + j, ap = (b * L + tp) * H + j;
+      float* ds = mine + s * R + u;
+      if (p.ids && p.ids[b * L + t] == 0.f) {  // padding: dh and dc pass through, no gate gradients
+        for (int k = 0; k < g.gates; ++k) {
+          dax[at + k * H] = ds[k * U] = 0.f;
+          if (dah_out) dah_out[at + k * H] = 0.f;
+        }
+        if (!seq && last) dh[i] += dy[b * out + column + j];  // y is the state carried here
+        continue;
+      }
       float gr = dh[i];
       if (seq)
         gr += dy[(b * L + t) * out + column + j];
@@ -226,7 +243,6 @@ __global__ void __launch_bounds__(Regs ? kRegRows : kSmemRows)
         gr += dy[b * out + column + j];
       float gv[4], da[4];
       for (int k = 0; k < g.gates; ++k) gv[k] = gate[at + k * H];
-      float* ds = mine + s * R + u;
       if (p.lstm) {
         float c = dc[i];
         lstm_cell_backward(gv, state[o], first ? 0.f : state[ap], gr, c, da);

@@ -54,6 +54,8 @@ class RecurrentCuda : public LayerKernel {
 
   void bind(const KernelBinding& b) override {
     a_ = BoundActivations(b);
+    pass_.ids = b.inputs.size() > 1 ? b.input(1).f32() : nullptr;
+    dids_ = b.input_grads.size() > 1 ? b.input_grad(1).f32() : nullptr;
     for (int64_t dir = 0; dir < dirs_; ++dir) {
       Dir& d = dir_[dir];
       d.wih = b.param(4 * dir).f32();
@@ -110,8 +112,8 @@ class RecurrentCuda : public LayerKernel {
     else
       cuda::launch_recurrent_forward(pass_, t, st);
     for (int64_t dir = 0; dir < dirs_; ++dir)
-      cuda::launch_recurrent_output(dir_[dir].h, b_, l_, h_, seq_, dir == 0 ? l_ - 1 : 0, a_.y, dirs_ * h_,
-                                    dir * h_, st);
+      cuda::launch_recurrent_output(dir_[dir].h, pass_.ids, b_, l_, h_, seq_, dir == 0 ? l_ - 1 : 0, a_.y,
+                                    dirs_ * h_, dir * h_, st);
   }
 
   void backward() override {
@@ -141,6 +143,7 @@ class RecurrentCuda : public LayerKernel {
       cuda::launch_bias_grad(split_, DType::f32, d.ah, d.dbhh, sums_, st);
       if (a_.dx) gemm('N', 'N', rows(), d_, G, d.ax, G, d.wih, d_, dir == 0 ? 0.f : 1.f, a_.dx, d_);
     }
+    if (dids_) CUDA_CHECK(cudaMemsetAsync(dids_, 0, floats(b_ * l_), st));  // token ids: no gradient
   }
 
  private:
@@ -178,6 +181,7 @@ class RecurrentCuda : public LayerKernel {
   Dir dir_[2];
   float* hprev_ = nullptr;
   double* sums_ = nullptr;
+  float* dids_ = nullptr;  // the mask's ids' gradient (zeros), or null
 };
 
 }  // namespace

@@ -42,4 +42,18 @@ std::string GraphBuilder::node(const std::string& op, const std::vector<std::str
   return g_.nodes.back().outputs[0];
 }
 
+std::vector<std::string> GraphBuilder::node_outputs(const std::string& op,
+                                                    const std::vector<std::string>& inputs,
+                                                    const std::vector<std::string>& outputs,
+                                                    std::vector<Attribute> attributes) {
+  Node n;
+  n.op_type = op;
+  for (const std::string& o : outputs) n.outputs.push_back(unique(o));
+  n.name = n.outputs[0];
+  n.inputs = inputs;
+  n.attributes = std::move(attributes);
+  g_.nodes.push_back(std::move(n));
+  return g_.nodes.back().outputs;
+}
+
 }  // namespace trainer::onnx

@@ -37,6 +37,10 @@ class GraphBuilder {
   // named after its output.
   std::string node(const std::string& op, const std::vector<std::string>& inputs, const std::string& output,
                    std::vector<Attribute> attributes = {});
+  // A node of several outputs (TopK, LSTM's Y and Y_h): their names, made unique, in order.
+  std::vector<std::string> node_outputs(const std::string& op, const std::vector<std::string>& inputs,
+                                        const std::vector<std::string>& outputs,
+                                        std::vector<Attribute> attributes = {});
   Graph& graph() { return g_; }
 
  private:

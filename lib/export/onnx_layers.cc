@@ -250,7 +250,12 @@ std::string attention(GraphBuilder& b, const Layer& l, const LayerTensors& t, co
 // reordered (PyTorch's i f g o -> ONNX's i o f c; r z n -> z r h) and the directions stacked:
 // W (dirs, G H, D), R (dirs, G H, H), B (dirs, 2 G H) = the input biases, then the hidden ones.
 // gru: linear_before_reset = 1 (the reset gate scales h W_hn^T + b_hn: PyTorch's form). Without
-// return_sequences y is Y at the last position (forward) and the first (reverse), joined.
+// return_sequences y is the operator's Y_h (each direction's state after its last step).
+// Masked (a second input of token ids): skipping a position is running the cells over the other
+// positions only, so the graph moves each sample's unmasked positions to the front in order
+// (TopK of pad L + position gives the permutation), runs the operator with sequence_lens = their
+// count (it writes 0 past them, and the reverse direction starts at the last of them), and moves
+// the rows back (the inverse permutation, TopK of the permutation).
 std::string recurrent(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
                       const std::string& out) {
   const Recurrent& r = as<Recurrent>(l);
@@ -269,31 +274,65 @@ std::string recurrent(GraphBuilder& b, const Layer& l, const LayerTensors& t, co
     gates("bias_ih" + suffix, 1, bias);
     gates("bias_hh" + suffix, 1, bias);
   }
-  const std::string x =
-      b.node("Transpose", {in[0]}, out + ".time_major", {Attribute::of_ints("perm", {1, 0, 2})});
+  std::string x = in[0], perm, inverse, lengths;
+  // GatherElements along the positions of a (B, L, F) tensor by per-sample indices (B, L).
+  const auto along_positions = [&](const std::string& v, const std::string& idx, const std::string& to) {
+    const std::string wide = b.node("Unsqueeze", {idx, b.int64s(to + ".axes", {1}, {2})}, to + ".index3");
+    const std::string full =
+        b.node("Expand", {wide, b.node("Shape", {v}, to + ".shape")}, to + ".index_full");  // (B, L, F)
+    return b.node("GatherElements", {v, full}, to, {Attribute::of_int("axis", 1)});
+  };
+  if (r.masked()) {
+    const std::string pad =
+        b.node("Equal", {in[1], b.scalar(out + ".zero", 0.f)}, out + ".padding");  // (B, L)
+    std::vector<float> positions(static_cast<size_t>(L));
+    for (int64_t i = 0; i < L; ++i) positions[size_t(i)] = float(i);
+    const std::string key = b.node(
+        "Add",
+        {b.node("Mul",
+                {b.node("Cast", {pad}, out + ".pad_f", {Attribute::of_int("to", int64_t(DataType::float32))}),
+                 b.scalar(out + ".length", float(L))},
+                out + ".pad_l"),
+         b.floats(out + ".positions", {L}, positions)},
+        out + ".key");
+    const std::string k = b.int64s(out + ".k", {1}, {L});
+    const std::vector<Attribute> ascending = {Attribute::of_int("axis", 1), Attribute::of_int("largest", 0),
+                                              Attribute::of_int("sorted", 1)};
+    perm = b.node_outputs("TopK", {key, k}, {out + ".key_sorted", out + ".order"}, ascending)[1];  // (B, L)
+    const std::string perm_f =
+        b.node("Cast", {perm}, out + ".order_f", {Attribute::of_int("to", int64_t(DataType::float32))});
+    inverse = b.node_outputs("TopK", {perm_f, k}, {out + ".order_sorted", out + ".inverse"}, ascending)[1];
+    const std::string kept = b.node("Cast", {b.node("Not", {pad}, out + ".kept")}, out + ".kept_f",
+                                    {Attribute::of_int("to", int64_t(DataType::float32))});
+    lengths = b.node("Cast",
+                     {b.node("ReduceSum", {kept, b.int64s(out + ".sum_axes", {1}, {1})}, out + ".count",
+                             {Attribute::of_int("keepdims", 0)})},
+                     out + ".lengths", {Attribute::of_int("to", int64_t(DataType::int32))});  // (B)
+    x = along_positions(x, perm, out + ".packed");
+  }
+  const std::string xt =
+      b.node("Transpose", {x}, out + ".time_major", {Attribute::of_ints("perm", {1, 0, 2})});
   std::vector<Attribute> attributes = {
       Attribute::of_int("hidden_size", H),
       Attribute::of_string("direction", dirs == 2 ? "bidirectional" : "forward")};
   if (!lstm) attributes.push_back(Attribute::of_int("linear_before_reset", 1));
-  const std::string y =
-      b.node(lstm ? "LSTM" : "GRU",
-             {x, b.floats(out + ".W", {dirs, G * H, D}, w), b.floats(out + ".R", {dirs, G * H, H}, rw),
-              b.floats(out + ".B", {dirs, 2 * G * H}, bias)},
-             out + ".Y", attributes);  // (L, dirs, B, H)
-  const std::string rows =
-      b.node("Transpose", {y}, out + ".rows", {Attribute::of_ints("perm", {2, 0, 1, 3})});  // (B, L, dirs, H)
-  if (r.return_sequences)
-    return b.node("Reshape", {rows, b.int64s(out + ".shape", {3}, {0, 0, dirs * H})}, out);
-  const auto state = [&](int64_t dir, int64_t position) {  // (B, H): direction dir's h at position
-    const std::string suffix = dir == 0 ? "" : "_reverse";
-    const std::string at = b.node("Gather", {rows, b.int64s(out + ".position" + suffix, {}, {position})},
-                                  out + ".at" + suffix, {Attribute::of_int("axis", 1)});  // (B, dirs, H)
-    return b.node("Gather", {at, b.int64s(out + ".direction" + suffix, {}, {dir})},
-                  dirs == 1 ? out : out + ".last" + suffix, {Attribute::of_int("axis", 1)});
-  };
-  const std::string forward = state(0, L - 1);
-  if (dirs == 1) return forward;
-  return b.node("Concat", {forward, state(1, 0)}, out, {Attribute::of_int("axis", 1)});
+  std::vector<std::string> args = {xt, b.floats(out + ".W", {dirs, G * H, D}, w),
+                                   b.floats(out + ".R", {dirs, G * H, H}, rw),
+                                   b.floats(out + ".B", {dirs, 2 * G * H}, bias)};
+  if (r.masked()) args.push_back(lengths);
+  const std::vector<std::string> ys = b.node_outputs(lstm ? "LSTM" : "GRU", args, {out + ".Y", out + ".Y_h"},
+                                                     attributes);  // (L, dirs, B, H), (dirs, B, H)
+  if (!r.return_sequences) {
+    const std::string last =
+        b.node("Transpose", {ys[1]}, out + ".last", {Attribute::of_ints("perm", {1, 0, 2})});  // (B, dirs, H)
+    return b.node("Reshape", {last, b.int64s(out + ".shape", {2}, {0, dirs * H})}, out);
+  }
+  const std::string rows = b.node("Transpose", {ys[0]}, out + ".rows",
+                                  {Attribute::of_ints("perm", {2, 0, 1, 3})});  // (B, L, dirs, H)
+  if (!r.masked()) return b.node("Reshape", {rows, b.int64s(out + ".shape", {3}, {0, 0, dirs * H})}, out);
+  const std::string joined =
+      b.node("Reshape", {rows, b.int64s(out + ".shape", {3}, {0, 0, dirs * H})}, out + ".packed_out");
+  return along_positions(joined, inverse, out);
 }
 
 std::string embedding(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,

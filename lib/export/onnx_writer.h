@@ -36,7 +36,7 @@ class ProtoWriter {
 };
 
 // TensorProto.DataType values used here.
-enum class DataType : int32_t { float32 = 1, uint8 = 2, int64 = 7 };
+enum class DataType : int32_t { float32 = 1, uint8 = 2, int32 = 6, int64 = 7 };
 
 struct Tensor {  // TensorProto: dims, data_type, name, raw_data
   std::string name;

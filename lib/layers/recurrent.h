@@ -19,6 +19,11 @@
 // (G H), and with bidirectional the same four with the suffix _l0_reverse. So a PyTorch state
 // dict loads as it is, and the parameter count is PyTorch's (Keras' GRU with reset_after, its
 // default, also has two biases; Keras' LSTM has one, 4H fewer parameters).
+// Masking (Keras' mask_zero, PyTorch's packed sequences): with a second input, the token ids (L)
+// the sequence was embedded from (`inputs: [embedded, input]`), the positions whose id is 0 (the
+// sequences reader's padding) are skipped: h and c pass through them unchanged, and their output
+// rows are 0. With front padding (pad_sequences' default) the forward direction starts at the
+// first real token, and the last state is the one after the last real token in both directions.
 // Init: `init: torch` gives PyTorch's U(-1/sqrt(H), 1/sqrt(H)) for every tensor; `keras` gives
 // Glorot-uniform weights and zero biases (Keras initializes the recurrent matrix orthogonally and
 // the LSTM's forget-gate bias to 1: not reproduced).
@@ -43,6 +48,9 @@ class Recurrent : public Layer {
   int64_t directions() const { return bidirectional ? 2 : 1; }
   int64_t length() const { return input_shape()[0]; }    // L
   int64_t features() const { return input_shape()[1]; }  // D
+  // A second input, the token ids (L): positions whose id is 0 are skipped.
+  bool masked() const { return input_shapes().size() == 2; }
+  int max_inputs() const override { return 2; }
   // The per-step products x W_ih^T and h W_hh^T, 2 flops a multiply-add, over every position and
   // direction.
   double forward_flops() const override {
@@ -54,6 +62,7 @@ class Recurrent : public Layer {
 
  protected:
   Shape infer(const Shape& in) override;
+  Shape infer_inputs(const std::vector<Shape>& in) override;
 };
 
 }  // namespace trainer

@@ -32,6 +32,14 @@ Case ref(std::string yaml, Shape in, int64_t batch, uint64_t seed, Inputs inputs
   return c;
 }
 
+// A recurrent case with its mask: a second input of token ids, one a position, a third of them 0
+// (padding, skipped).
+Case masked(Case c) {
+  c.more_inputs = {Shape{c.input[0]}};
+  c.constant_inputs = {Inputs::tokens(50, 1.0 / 3)};
+  return c;
+}
+
 Case eval(Case c) {
   c.training = false;
   return c;
@@ -420,6 +428,16 @@ std::vector<Row> build_table() {
                 "bidirectional sequences of 48 units"),
             ref(y + ", units: 7, bidirectional: true}", {50, 5}, 5, 3, kWide,
                 "50 steps, units not a multiple of 4"),
+            masked(fd(y + ", units: 3, return_sequences: true, bidirectional: true}", {6, 2}, 3, 607, 1e-2f,
+                      "masked: ids 0 skipped (every position's h, both directions)")),
+            masked(
+                fd(y + ", units: 2}", {5, 3}, 4, 608, 1e-2f, "masked: the last state carried past padding")),
+            masked(ref(y + ", units: 32, bidirectional: true}", {20, 8}, 6, 8, kWide, "masked, 32 units")),
+            masked(ref(y + ", units: 128, return_sequences: true}", {12, 16}, 4, 9, kWide,
+                       "masked, W_hh in registers over a cluster of 2")),
+            masked(ref(y + ", units: 160}", {6, 8}, 3, 10, kWide, "masked, W_hh in shared memory")),
+            masked(ref(y + ", units: 512, bidirectional: true}", {4, 3}, 3, 11, kWide,
+                       "masked, the L2 kernels")),
             ref(y + ", units: 128, bidirectional: true}", {12, 16}, 5, 7, kWide,
                 "W_hh in registers over a cluster of 2 blocks (reuters_lstm's units)"),
             ref(y + ", units: 160, return_sequences: true}", {6, 8}, 3, 4, kWide,

@@ -101,6 +101,10 @@ struct Case {
   // every term cancels): the 16-bit rows check |dx| <= the 16-bit bound x max |dy|, not that the
   // noise matches the f32 run's relatively.
   bool dx_noise = false;
+  // Inputs after the first that are not differentiable (a recurrent layer's token ids, which mask
+  // the padding): how each is drawn (one per entry of more_inputs; empty: every input as the
+  // first). Their dx must be exactly 0, and finite differences skip them.
+  std::vector<Inputs> constant_inputs;
 };
 
 struct Row;

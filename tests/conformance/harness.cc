@@ -216,7 +216,17 @@ CaseData make_case_data(const Case& c) {
   d.fused_relu = c.fused_relu;
   int64_t x_floats = 0;
   for (const Shape& s : inputs) x_floats += c.batch * s.numel();
-  d.x = draw_inputs(c.inputs, size_t(x_floats), c.seed);
+  if (c.constant_inputs.empty()) {
+    d.x = draw_inputs(c.inputs, size_t(x_floats), c.seed);
+  } else {
+    REQUIRE(c.constant_inputs.size() == c.more_inputs.size());
+    d.x = draw_inputs(c.inputs, size_t(c.batch * c.input.numel()), c.seed);
+    for (size_t k = 0; k < c.more_inputs.size(); ++k) {
+      const std::vector<float> more =
+          draw_inputs(c.constant_inputs[k], size_t(c.batch * c.more_inputs[k].numel()), c.seed + 10 + k);
+      d.x.insert(d.x.end(), more.begin(), more.end());
+    }
+  }
   for (const auto& [i, v] : c.set_inputs) d.x.at(i) = v;
   d.dy = uniform(size_t(c.batch * d.layer->output_shape().numel()), c.seed + 2, -1, 1);
   SplitMix64 rng = SplitMix64::counter(c.seed + 1);
@@ -481,6 +491,13 @@ void run_case(const Row& row, const Case& c, Backend& backend, Backend* cpu) {
     INFO("the input is not differentiable: dx must be exactly 0");
     CHECK(a.dx == std::vector<float>(a.dx.size(), 0.f));
   }
+  // Differentiable: every input, or only the first (Case::constant_inputs).
+  const size_t differentiable = c.constant_inputs.empty() ? d.x.size() : size_t(c.batch * c.input.numel());
+  if (differentiable < a.dx.size()) {
+    INFO("the inputs after the first are token ids: their dx must be exactly 0");
+    CHECK(std::vector<float>(a.dx.begin() + long(differentiable), a.dx.end()) ==
+          std::vector<float>(a.dx.size() - differentiable, 0.f));
+  }
   {
     // A first layer (dx null): the same parameter gradients (see Row::first_layer_margin), y and
     // buffers, bit for bit; this is also the determinism check (a second run on fresh memory).
@@ -507,7 +524,7 @@ void run_case(const Row& row, const Case& c, Backend& backend, Backend* cpu) {
   }
   if (c.checks & kGradients) {
     if (row.input_differentiable) {
-      std::vector<size_t> all(d.x.size());
+      std::vector<size_t> all(differentiable);
       for (size_t i = 0; i < all.size(); ++i) all[i] = i;
       check_finite_differences(k, "dx", d.x, a.dx, all, c.h, &KernelRun::set_input);
     }

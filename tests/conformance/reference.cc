@@ -386,7 +386,8 @@ namespace trainer::conformance {
 
 // lstm / gru in float64, step by step from the formulas of lib/layers/recurrent.h: per direction
 // and sample, h and c start at 0 and the positions are read forward (the reverse direction: from
-// the last); y holds every h or the last one, forward's features before reverse's.
+// the last); y holds every h or the last one, forward's features before reverse's. Masked (a
+// second input of token ids after the sequences in x): positions whose id is 0 are skipped.
 std::vector<double> reference_recurrent(ReferenceInput& in) {
   const auto& r = static_cast<const Recurrent&>(*in.layer);
   const int64_t L = r.length(), D = r.features(), H = r.units, G = r.gates(), dirs = r.directions();
@@ -401,6 +402,8 @@ std::vector<double> reference_recurrent(ReferenceInput& in) {
       std::vector<double> h(static_cast<size_t>(H), 0.0), c = h, ax(static_cast<size_t>(G)), ah = ax;
       for (int64_t s = 0; s < L; ++s) {
         const int64_t t = dir == 0 ? s : L - 1 - s;
+        if (r.masked() && in.x[size_t(in.batch * L * D + n * L + t)] == 0.0)
+          continue;  // padding: skipped, y 0
         const double* x = in.x.data() + (n * L + t) * D;
         std::vector<double> hn = h, cn = c;
         for (int64_t j = 0; j < H; ++j) {

@@ -279,6 +279,25 @@ TEST_CASE("lstm and gru masked by the token ids train end to end (finite differe
   CHECK(checked == size_t(m.num_params()));
 }
 
+// Causal attention with the key-padding mask: front-padded rows leave the first queries no key
+// (their weights are 0); every parameter gradient against finite differences.
+TEST_CASE("causal attention masked by the token ids trains end to end (finite differences)",
+          "[graph][gradients]") {
+  Model m = model_of(
+      config("    - {type: embedding, input_dim: 9, output_dim: 4, channels_first: false}\n"
+             "    - {type: multi_head_attention, heads: 2, causal: true, inputs: [embedding_1, input]}\n"
+             "    - {type: global_avg_pool, channels_last: true}\n"
+             "    - {type: dense, units: 3}\n",
+             "", "[5]"));
+  const std::vector<float> ids = {0, 0, 3, 5, 1, 2, 7, 0, 4, 8, 0, 6, 0, 2, 0};  // 3 samples
+  size_t checked = 0;
+  std::string first;
+  const size_t bad = bad_gradients(m, Shape{5}, 3, &checked, &first, ids);
+  INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first);
+  CHECK(bad == 0);
+  CHECK(checked == size_t(m.num_params()));
+}
+
 // An embedding's default output is channels-first (features, positions), for conv1d; a layer that
 // reads rows (positions, features) would take the features for positions without an error.
 TEST_CASE("a recurrent layer or attention fed a channels-first embedding is a config error", "[graph]") {

@@ -47,6 +47,8 @@ class AttentionCpu : public LayerKernel {
 
   void bind(const KernelBinding& b) override {
     a_ = BoundActivations(b);
+    ids_ = b.inputs.size() > 1 ? b.input(1).f32() : nullptr;
+    dids_ = b.input_grads.size() > 1 ? b.input_grad(1).f32() : nullptr;
     size_t k = 0;
     wa_ = b.param(k).f32();
     dwa_ = b.grad(k++).f32();
@@ -86,7 +88,8 @@ class AttentionCpu : public LayerKernel {
         const float* q = qkv_ + n * L * 3 * D + h * hd_;
         float* p = p_ + (n * h_ + h) * L * L;
         gemm('N', 'T', L, L, hd_, scale_, q, 3 * D, q + D, 3 * D, 0.f, p, L);
-        for (int64_t i = 0; i < L; ++i) softmax_row(p + i * L, causal_ ? i + 1 : L, L);
+        const float* keys = ids_ ? ids_ + n * L : nullptr;
+        for (int64_t i = 0; i < L; ++i) softmax_row(p + i * L, causal_ ? i + 1 : L, L, keys);
         const float* used = p;
         if (dropping_) {
           float* pd = pd_ + (n * h_ + h) * L * L;
@@ -139,6 +142,7 @@ class AttentionCpu : public LayerKernel {
     gemm('T', 'N', 3 * D, D, R, 1.f, dqkv_, 3 * D, a_.x, D, 0.f, dwa_, D);
     if (bias_) column_sums(dqkv_, R, 3 * D, dba_);
     if (a_.dx) gemm('N', 'N', R, D, 3 * D, 1.f, dqkv_, 3 * D, wa_, D, 0.f, a_.dx, D);
+    if (dids_) std::fill(dids_, dids_ + b_ * L, 0.f);  // token ids: no gradient
   }
 
  private:
@@ -151,16 +155,18 @@ class AttentionCpu : public LayerKernel {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < cols; ++j) m[r * cols + j] += bias[j];
   }
-  // The softmax of the first `n` values of a row of `len` (the rest: 0, the causal mask).
-  static void softmax_row(float* s, int64_t n, int64_t len) {
+  // The softmax of the first `n` values of a row of `len` (the rest: 0, the causal mask); keys (not
+  // null): the sample's token ids, whose 0s get 0 too. A row with no key left is all 0.
+  static void softmax_row(float* s, int64_t n, int64_t len, const float* keys) {
     float m = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
+    for (int64_t j = 0; j < n; ++j)
+      if (!keys || keys[j] != 0.f) m = std::max(m, s[j]);
     double sum = 0;
     for (int64_t j = 0; j < n; ++j) {
-      s[j] = std::exp(s[j] - m);
+      s[j] = !keys || keys[j] != 0.f ? std::exp(s[j] - m) : 0.f;
       sum += s[j];
     }
-    const float inv = float(1.0 / sum);
+    const float inv = sum > 0 ? float(1.0 / sum) : 0.f;
     for (int64_t j = 0; j < n; ++j) s[j] *= inv;
     for (int64_t j = n; j < len; ++j) s[j] = 0.f;
   }
@@ -179,6 +185,8 @@ class AttentionCpu : public LayerKernel {
   bool dropping_ = false;
   uint64_t seed_ = 0, stream_ = 0;
   BoundActivations a_;
+  const float* ids_ = nullptr;  // the key-padding mask's token ids (B, L), or null
+  float* dids_ = nullptr;
   float *wa_ = nullptr, *dwa_ = nullptr, *ba_ = nullptr, *dba_ = nullptr;
   float *wp_ = nullptr, *dwp_ = nullptr, *bp_ = nullptr, *dbp_ = nullptr;
   float *qkv_ = nullptr, *p_ = nullptr, *o_ = nullptr;

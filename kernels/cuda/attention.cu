@@ -41,15 +41,20 @@ __global__ void softmax_kernel(const float* s, int64_t s_pair, T* p, int64_t p_p
     const float* in = s + pair * s_pair + i * len;
     T* row = p + pair * p_pair + i * len;
     const int64_t n = causal ? pos + 1 : len;
+    const T* keys = b.keys ? static_cast<const T*>(b.keys) + pair / b.heads * len : nullptr;
+    const auto key = [&](int64_t j) { return !keys || to_f32(keys[j]) != 0.f; };
     float m = -FLT_MAX;
-    for (int64_t j = lane; j < n; j += 32) m = fmaxf(m, in[j]);
+    for (int64_t j = lane; j < n; j += 32)
+      if (key(j)) m = fmaxf(m, in[j]);
     m = warp_max(m);
     float sum = 0.f;
-    for (int64_t j = lane; j < n; j += 32) sum += __expf(in[j] - m);
-    const float inv = 1.f / warp_sum(sum);
+    for (int64_t j = lane; j < n; j += 32)
+      if (key(j)) sum += __expf(in[j] - m);
+    sum = warp_sum(sum);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;  // no key left: the row is 0
     const int64_t end = written_end(pos, len, causal, block);
     for (int64_t j = lane; j < end; j += 32) {
-      const float v = j < n ? __expf(in[j] - m) * inv : 0.f;
+      const float v = j < n && key(j) ? __expf(in[j] - m) * inv : 0.f;
       row[j] = from_f32<T>(v);
     }
   }

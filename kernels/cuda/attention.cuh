@@ -29,14 +29,19 @@ void launch_fill_pointers(void** out, const PointerTable& t, cudaStream_t stream
 // The rows of a block of queries in each (sample, head) pair: `count` rows of `len` from
 // position `first`, for `pairs` pairs. Each tensor of the softmaxes is addressed from the block's
 // first row of pair 0, with its own stride between pairs (*_pair, elements).
+// keys (not null, the softmax only): the token ids (samples, len) of the key-padding mask, in P's
+// dtype; pair p is sample p / heads.
 struct BlockRows {
   int64_t pairs = 0, count = 0, first = 0, len = 0;
+  const void* keys = nullptr;
+  int64_t heads = 1;
 };
 
 // P = softmax of each row of scores s (f32: the products' f32 output, so the exponentials see
 // unrounded scores); causal: the row at position pos gets P = 0 after it, written up to the end of
 // its block of `block` positions (the products of a block of queries read the keys up to there:
 // attention_cuda.cc) and not beyond; the scores after pos are not read. p may be s itself (t = f32).
+// With b.keys, keys whose id is 0 get P = 0 too, and a row with no key left is all 0.
 void launch_attention_softmax(DType t, const float* s, int64_t s_pair, void* p, int64_t p_pair,
                               const BlockRows& b, bool causal, int64_t block, cudaStream_t stream);
 

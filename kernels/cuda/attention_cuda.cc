@@ -85,6 +85,8 @@ class AttentionCuda : public LayerKernel {
 
   void bind(const KernelBinding& b) override {
     a_ = TypedActivations(b, t_);
+    ids_ = b.inputs.size() > 1 ? b.input(1).as(t_) : nullptr;  // the key-padding mask's token ids
+    dids_ = b.input_grads.size() > 1 ? b.input_grad(1).as(t_) : nullptr;
     size_t k = 0;
     wa_ = b.param(k).f32();
     dwa_ = b.grad(k++).f32();
@@ -123,7 +125,7 @@ class AttentionCuda : public LayerKernel {
     const int64_t Lb = L / blocks_, pairs = b_ * h_;
     for (int r = 0; r < blocks_; ++r) {
       batched('N', 'T', Lb, keys(r), hd_, scale_, arr(kQ, r), 3 * D, arr(kK), 3 * D, arr(kS, r), L, true);
-      const cuda::BlockRows rows{pairs, Lb, r * Lb, L};
+      const cuda::BlockRows rows{pairs, Lb, r * Lb, L, ids_, h_};
       void* p = static_cast<char*>(p_) + bytes(r * Lb * L);
       const bool in_place = t_ == DType::f32;  // the scores are P's rows, else the block's scratch
       const float* scores = in_place ? static_cast<float*>(p) : reinterpret_cast<float*>(ws_ + at_s_);
@@ -161,8 +163,9 @@ class AttentionCuda : public LayerKernel {
               3 * D, false, add);
       batched('N', 'T', Lb, keys(r), hd_, 1.f, arr(kdO, r), D, arr(kV), 3 * D, arr(kdP), L, true);
       cuda::launch_attention_softmax_backward(t_, static_cast<char*>(p_) + bytes(r * Lb * L), L * L, dp, ds,
-                                              Lb * L, cuda::BlockRows{pairs, Lb, r * Lb, L}, causal_, Lb,
-                                              scale_, dropping_ ? rate_ : 0.f, scalars_, layer_, s);
+                                              Lb * L, cuda::BlockRows{pairs, Lb, r * Lb, L, nullptr, h_},
+                                              causal_, Lb, scale_, dropping_ ? rate_ : 0.f, scalars_, layer_,
+                                              s);
       batched('N', 'N', Lb, hd_, keys(r), 1.f, arr(kdS), L, arr(kK), 3 * D, arr(kdQ, r), 3 * D);
       batched('T', 'N', keys(r), hd_, Lb, 1.f, arr(kdS), L, arr(kQ, r), 3 * D, arr(kdK), 3 * D, false, add);
     }
@@ -171,6 +174,7 @@ class AttentionCuda : public LayerKernel {
     gemm('T', 'N', 3 * D, D, R, 1.f, dqkv, 3 * D, a_.x, D, dwa_, D, 1, 0, 0, 0, true);
     if (bias_) cuda::launch_bias_grad(split_a_, t_, dqkv, dba_, scratch(at_scratch_a_), s);
     if (a_.dx) gemm('N', 'N', R, D, 3 * D, 1.f, dqkv, 3 * D, typed(wa_, at_wa_, 3 * D * D), D, a_.dx, D);
+    if (dids_) CUDA_CHECK(cudaMemsetAsync(dids_, 0, size_t(b_ * l_) * dtype_bytes(t_), be_.stream()));
   }
 
  private:
@@ -288,6 +292,8 @@ class AttentionCuda : public LayerKernel {
          at_pd_ = 0, at_ds_ = 0, at_s_ = 0, transient_ = 0;
   bool dropping_ = false;
   TypedActivations a_;
+  const void* ids_ = nullptr;  // the key-padding mask's token ids (B, L) in the activation dtype, or null
+  void* dids_ = nullptr;
   const float *wa_ = nullptr, *ba_ = nullptr, *wp_ = nullptr, *bp_ = nullptr;
   float *dwa_ = nullptr, *dba_ = nullptr, *dwp_ = nullptr, *dbp_ = nullptr;
   void *qkv_ = nullptr, *p_ = nullptr, *o_ = nullptr;

@@ -204,7 +204,8 @@ std::string position_embedding(GraphBuilder& b, const Layer& l, const LayerTenso
 
 // multi_head_attention from opset 17's operators (Attention came in 23): the projections as MatMul
 // with the transposed weights, the heads by Reshape and Transpose, softmax(scale q k^T + mask) v;
-// the causal mask adds -inf above the diagonal.
+// the causal mask adds -inf above the diagonal; the key-padding mask (a second input of token ids)
+// puts -inf where a key's id is 0, and a row with no key left gets weights 0 instead of NaN.
 std::string attention(GraphBuilder& b, const Layer& l, const LayerTensors& t, const Inputs& in,
                       const std::string& out) {
   const MultiHeadAttention& a = as<MultiHeadAttention>(l);
@@ -236,7 +237,19 @@ std::string attention(GraphBuilder& b, const Layer& l, const LayerTensors& t, co
       for (int64_t j = i + 1; j < L; ++j) mask[size_t(i * L + j)] = -std::numeric_limits<float>::infinity();
     s = b.node("Add", {s, b.floats(out + ".causal_mask", {L, L}, mask)}, out + ".masked");
   }
-  const std::string p = b.node("Softmax", {s}, out + ".weights", {Attribute::of_int("axis", -1)});
+  if (a.masked()) {  // keys whose id is 0: -inf; a row left with none: NaN from Softmax, made 0
+    const std::string pad =
+        b.node("Equal", {in[1], b.scalar(out + ".zero", 0.f)}, out + ".padding");  // (B, L)
+    const std::string pad4 = b.node("Unsqueeze", {pad, b.int64s(out + ".pad_axes", {2}, {1, 2})},
+                                    out + ".padding4");  // (B, 1, 1, L)
+    s = b.node("Where", {pad4, b.scalar(out + ".minus_inf", -std::numeric_limits<float>::infinity()), s},
+               out + ".key_masked");
+  }
+  std::string p =
+      b.node("Softmax", {s}, out + (a.masked() ? ".softmax" : ".weights"), {Attribute::of_int("axis", -1)});
+  if (a.masked())
+    p = b.node("Where", {b.node("IsNaN", {p}, out + ".empty_rows"), b.scalar(out + ".none", 0.f), p},
+               out + ".weights");
   const std::string o = b.node("MatMul", {p, v}, out + ".heads_out");  // (B, H, L, hd)
   const std::string rows =
       b.node("Transpose", {o}, out + ".rows", {Attribute::of_ints("perm", {0, 2, 1, 3})});

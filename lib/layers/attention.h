@@ -7,6 +7,10 @@
 //               P = softmax over each row of S; in training, dropout on P (rate: dropout)
 //               O_h = P v_h                                     (L, hd), heads side by side: (L, D)
 //   y = O c_proj.weight^T + c_proj.bias                         (B, L, D)
+// Key-padding mask (nn.MultiheadAttention's key_padding_mask, Keras' mask_zero): with a second
+// input, the token ids (L) of the sequence (`inputs: [x, input]`), keys whose id is 0 get no
+// weight; a query left with no key (causal attention at front padding) attends to nothing, its
+// output row is the output projection's bias (FlashAttention's convention; PyTorch gives NaN).
 // Weights in nn.Linear's layout (out, in), named as GPT-2's checkpoints name them: a layer named
 // transformer.h.0.attn holds transformer.h.0.attn.c_attn.weight (3D, D), .c_attn.bias (3D),
 // .c_proj.weight (D, D) and .c_proj.bias (D).
@@ -29,6 +33,9 @@ class MultiHeadAttention : public Layer {
   int64_t length() const { return input_shape()[0]; }
   int64_t width() const { return input_shape()[1]; }  // D
   int64_t head_dim() const { return width() / heads; }
+  // A second input, the token ids (L): keys whose id is 0 are masked.
+  bool masked() const { return input_shapes().size() == 2; }
+  int max_inputs() const override { return 2; }
   // The four matrix products of qkv, S, P v and the output projection, 2 flops a multiply-add
   // (causal attention computes the masked half too).
   double forward_flops() const override {
@@ -41,6 +48,7 @@ class MultiHeadAttention : public Layer {
 
  protected:
   Shape infer(const Shape& in) override;
+  Shape infer_inputs(const std::vector<Shape>& in) override;
 };
 
 }  // namespace trainer

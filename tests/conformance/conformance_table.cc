@@ -404,6 +404,14 @@ std::vector<Row> build_table() {
               "512 positions: the GPU's products in 4 causal blocks"),
           ref("{type: multi_head_attention, heads: 1, causal: true, dropout: 0.2}", {512, 8}, 1, 5, kWide,
               "causal blocks with dropout"),
+          masked(fd("{type: multi_head_attention, heads: 2}", {5, 4}, 3, 506, 1e-2f,
+                    "key-padding mask: keys of id 0 get no weight")),
+          masked(fd("{type: multi_head_attention, heads: 2, causal: true, dropout: 0.3}", {6, 4}, 3, 507,
+                    1e-2f, "causal with the mask and dropout: queries with no key left give 0")),
+          masked(ref("{type: multi_head_attention, heads: 4, causal: true}", {32, 64}, 3, 6, kWide,
+                     "masked, 32 positions")),
+          masked(ref("{type: multi_head_attention, heads: 2, causal: true}", {512, 16}, 2, 7, kWide,
+                     "masked, the GPU's 4 causal blocks")),
       });
   // bf16 dx within 1.8e-2 of f32's on an H200 (32 positions, 4 heads of 16), y and the weights'
   // gradients within the usual bounds: dS goes into dq = dS k and dk = dS^T q in 16 bits, as in

@@ -337,8 +337,12 @@ std::vector<double> reference_attention(ReferenceInput& in) {
   const bool drop = in.training && a.dropout > 0.f;
   const uint64_t stream = dropout_stream(in.step, in.layer_index);
   const double scale = 1.0 / std::sqrt(double(hd));
-  std::vector<double> y(in.x.size());
+  std::vector<double> y(size_t(in.batch * L * D));
+  // Masked: the token ids (B, L) after the sequences in x; keys whose id is 0 get no weight, and a
+  // query with no key left attends to nothing (its weights are 0).
+  const double* ids = a.masked() ? in.x.data() + in.batch * L * D : nullptr;
   for (int64_t n = 0; n < in.batch; ++n) {
+    const auto key = [&](int64_t j) { return !ids || ids[n * L + j] != 0.0; };
     const double* x = in.x.data() + n * L * D;
     std::vector<double> qkv(size_t(L * 3 * D)), o(size_t(L * D), 0.0);
     for (int64_t i = 0; i < L; ++i)
@@ -353,14 +357,17 @@ std::vector<double> reference_attention(ReferenceInput& in) {
         std::vector<double> p(size_t(L), 0.0);
         double m = -1e300, sum = 0;
         for (int64_t j = 0; j < n_keys; ++j) {
+          if (!key(j)) continue;
           double s = 0;
           for (int64_t e = 0; e < hd; ++e)
             s += qkv[size_t(i * 3 * D + h * hd + e)] * qkv[size_t(j * 3 * D + D + h * hd + e)];
           p[size_t(j)] = s * scale;
           m = std::max(m, p[size_t(j)]);
         }
-        for (int64_t j = 0; j < n_keys; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - m));
+        for (int64_t j = 0; j < n_keys; ++j)
+          if (key(j)) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - m));
         for (int64_t j = 0; j < n_keys; ++j) {
+          if (!key(j)) continue;
           double w = p[size_t(j)] / sum;
           if (drop) {
             const uint64_t unit = uint64_t(((n * H + h) * L + i) * L + j);

@@ -15,6 +15,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "lib/core/dropout_formula.h"
+#include "lib/core/rotary_formula.h"
 #include "lib/layers/attention.h"
 
 namespace trainer {
@@ -34,6 +35,8 @@ class AttentionCpu : public LayerKernel {
         causal_(l.causal),
         bias_(l.use_bias),
         rate_(l.dropout),
+        rotary_(l.rotary),
+        base_(l.rotary_base),
         scale_(float(1.0 / std::sqrt(double(l.head_dim())))),
         scalars_(ctx.scalars),
         layer_(ctx.layer_index) {}
@@ -82,6 +85,7 @@ class AttentionCpu : public LayerKernel {
     }
     gemm('N', 'T', R, 3 * D, D, 1.f, a_.x, D, wa_, D, 0.f, qkv_, 3 * D);
     if (bias_) add_rows(qkv_, R, 3 * D, ba_);
+    if (rotary_) rotate(qkv_, 1.f);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t n = 0; n < b_; ++n)
       for (int64_t h = 0; h < h_; ++h) {
@@ -138,6 +142,7 @@ class AttentionCpu : public LayerKernel {
         gemm('N', 'N', L, hd_, L, 1.f, ds, L, q + D, 3 * D, 0.f, dq, 3 * D);
         gemm('T', 'N', L, hd_, L, 1.f, ds, L, q, 3 * D, 0.f, dq + D, 3 * D);
       }
+    if (rotary_) rotate(dqkv_, -1.f);  // the gradients of q and k before their rotation
     // The input projection: dWa = dqkv^T x, dba = sum of dqkv, dx = dqkv Wa.
     gemm('T', 'N', 3 * D, D, R, 1.f, dqkv_, 3 * D, a_.x, D, 0.f, dwa_, D);
     if (bias_) column_sums(dqkv_, R, 3 * D, dba_);
@@ -150,6 +155,21 @@ class AttentionCpu : public LayerKernel {
   int64_t rows() const { return b_ * l_; }
   int64_t probs() const { return b_ * h_ * l_ * l_; }
 
+  // q and k of every row of m (B, L, 3D) rotated in place by their positions (sign -1: back).
+  void rotate(float* m, float sign) const {
+    const int64_t L = l_, D = d_, hd = hd_, half = hd_ / 2, heads = h_;
+    const float base = base_;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < b_ * L; ++r) {
+      const int64_t pos = r % L;
+      for (int part = 0; part < 2; ++part)
+        for (int64_t h = 0; h < heads; ++h) {
+          float* v = m + r * 3 * D + part * D + h * hd;
+          for (int64_t i = 0; i < half; ++i)
+            rotary_rotate(v[i], v[i + half], rotary_angle(pos, i, hd, base), sign);
+        }
+    }
+  }
   static void add_rows(float* m, int64_t rows, int64_t cols, const float* bias) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r)
@@ -179,7 +199,9 @@ class AttentionCpu : public LayerKernel {
 
   int64_t b_, l_, d_, h_, hd_;
   bool causal_, bias_;
-  float rate_, scale_;
+  float rate_;
+  bool rotary_;
+  float base_, scale_;
   const StepScalars* scalars_;
   int layer_;
   bool dropping_ = false;

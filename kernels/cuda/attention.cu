@@ -8,6 +8,7 @@
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "lib/core/dropout_formula.h"
+#include "lib/core/rotary_formula.h"
 
 namespace trainer::cuda {
 namespace {
@@ -106,6 +107,21 @@ __global__ void softmax_backward_kernel(const T* p, int64_t p_pair, const float*
 // Blocks of 8 warps, a row a warp, as many blocks as fill the GPU.
 unsigned row_blocks(int64_t rows) { return grid_for((rows + 7) / 8 * kThreads, kThreads); }
 
+// One thread a pair (row, q or k, head, i < hd/2) of m's rows (3 d wide).
+template <class T>
+__global__ void rotary_kernel(T* m, int64_t len, int64_t d, int64_t hd, int64_t n, float base, float sign) {
+  const int64_t half = hd / 2, per_row = 2 * d / 2;  // pairs a row: 2 parts x d / 2
+  for (int64_t e = global_index(); e < n; e += grid_stride()) {
+    const int64_t row = e / per_row, k = e % per_row, part = k / (d / 2), in_part = k % (d / 2);
+    const int64_t head = in_part / half, i = in_part % half;
+    T* v = m + row * 3 * d + part * d + head * hd;
+    float a = to_f32(v[i]), b = to_f32(v[i + half]);
+    rotary_rotate(a, b, rotary_angle(row % len, i, hd, base), sign);
+    v[i] = from_f32<T>(a);
+    v[i + half] = from_f32<T>(b);
+  }
+}
+
 }  // namespace
 
 void launch_fill_pointers(void** out, const PointerTable& t, cudaStream_t stream) {
@@ -123,6 +139,16 @@ void launch_attention_softmax(DType t, const float* s, int64_t s_pair, void* p, 
     using T = decltype(tag);
     softmax_kernel<T>
         <<<row_blocks(rows), kThreads, 0, stream>>>(s, s_pair, static_cast<T*>(p), p_pair, b, causal, block);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_attention_rotary(DType t, void* m, int64_t batch, int64_t len, int64_t d, int64_t heads,
+                             float base, float sign, cudaStream_t stream) {
+  const int64_t hd = d / heads, half = hd / 2, n = batch * len * 2 * heads * half;  // pairs
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    rotary_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(m), len, d, hd, n, base, sign);
   });
   CUDA_CHECK_LAUNCH();
 }

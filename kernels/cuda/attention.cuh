@@ -45,6 +45,11 @@ struct BlockRows {
 void launch_attention_softmax(DType t, const float* s, int64_t s_pair, void* p, int64_t p_pair,
                               const BlockRows& b, bool causal, int64_t block, cudaStream_t stream);
 
+// q and k of every row of m (batch, len, 3 d) in dtype t rotated in place by their positions
+// (lib/core/rotary_formula.h; sign -1: the inverse, for their gradients), heads of d / heads.
+void launch_attention_rotary(DType t, void* m, int64_t batch, int64_t len, int64_t d, int64_t heads,
+                             float base, float sign, cudaStream_t stream);
+
 // pd = p * dropout mask (element e of P: unit e; lib/core/dropout_formula.h), n elements.
 void launch_attention_dropout(DType t, const void* p, void* pd, int64_t n, float rate, const StepScalars* s,
                               int layer_index, cudaStream_t stream);

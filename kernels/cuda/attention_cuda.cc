@@ -44,6 +44,8 @@ class AttentionCuda : public LayerKernel {
         causal_(l.causal),
         bias_(l.use_bias),
         rate_(l.dropout),
+        rotary_(l.rotary),
+        base_(l.rotary_base),
         scale_(float(1.0 / std::sqrt(double(l.head_dim())))),
         // Causal: the queries in blocks of L / kBlocks positions, each block's products over the keys
         // up to its end only (5/8 of the work at 4 blocks); otherwise one block, every key. Blocks of
@@ -120,6 +122,7 @@ class AttentionCuda : public LayerKernel {
     const void* wa = typed(wa_, at_wa_, 3 * D * D);
     gemm('N', 'T', R, 3 * D, D, 1.f, a_.x, D, wa, D, qkv_, 3 * D);
     if (bias_) cuda::launch_bias_add(t_, qkv_, ba_, R, 3 * D, 1, false, s);
+    if (rotary_) cuda::launch_attention_rotary(t_, qkv_, b_, L, D, h_, base_, 1.f, s);
     // Per block of queries r: S = scale q k^T over the keys up to the block's end, keys(r), in f32
     // (in P's rows in f32, else the block's scratch), then P = softmax(S) into the block's rows.
     const int64_t Lb = L / blocks_, pairs = b_ * h_;
@@ -170,6 +173,8 @@ class AttentionCuda : public LayerKernel {
       batched('T', 'N', keys(r), hd_, Lb, 1.f, arr(kdS), L, arr(kQ, r), 3 * D, arr(kdK), 3 * D, false, add);
     }
     void* dqkv = ws_ + at_rows3_;
+    if (rotary_)
+      cuda::launch_attention_rotary(t_, dqkv, b_, L, D, h_, base_, -1.f, s);  // back through the rotation
     // The input projection: dWa = dqkv^T x, dba = the column sums of dqkv, dx = dqkv Wa.
     gemm('T', 'N', 3 * D, D, R, 1.f, dqkv, 3 * D, a_.x, D, dwa_, D, 1, 0, 0, 0, true);
     if (bias_) cuda::launch_bias_grad(split_a_, t_, dqkv, dba_, scratch(at_scratch_a_), s);
@@ -283,7 +288,9 @@ class AttentionCuda : public LayerKernel {
   cublasMath_t math_;
   int64_t b_, l_, d_, h_, hd_;
   bool causal_, bias_;
-  float rate_, scale_;
+  float rate_;
+  bool rotary_;
+  float base_, scale_;
   int blocks_;  // causal blocks of queries (keys()); 1: none
   const StepScalars* scalars_;
   int layer_;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "lib/core/error.h"
+#include "lib/core/rotary_formula.h"
 #include "lib/layers/activation.h"
 #include "lib/layers/attention.h"
 #include "lib/layers/batchnorm.h"
@@ -225,7 +226,36 @@ std::string attention(GraphBuilder& b, const Layer& l, const LayerTensors& t, co
     return b.node("Gather", {heads, b.int64s(out + "." + name + "_index", {}, {i})}, out + "." + name,
                   {Attribute::of_int("axis", 0)});  // (B, H, L, hd)
   };
-  const std::string q = part(0, "q"), k = part(1, "k"), v = part(2, "v");
+  std::string q = part(0, "q"), k = part(1, "k");
+  const std::string v = part(2, "v");
+  if (a.rotary) {  // x cos + rotate_half(x) sin, rotate_half(x) = (-x2, x1); tables (L, hd)
+    const int64_t half = hd / 2;
+    std::vector<float> cos_t(static_cast<size_t>(L * hd)), sin_t(cos_t.size());
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t e = 0; e < hd; ++e) {
+        const double angle = double(rotary_angle(i, e % half, hd, a.rotary_base));
+        cos_t[size_t(i * hd + e)] = float(std::cos(angle));
+        sin_t[size_t(i * hd + e)] = float(std::sin(angle));
+      }
+    const std::string cos_n = b.floats(out + ".rotary_cos", {L, hd}, cos_t),
+                      sin_n = b.floats(out + ".rotary_sin", {L, hd}, sin_t);
+    const std::string axes = b.int64s(out + ".last_axis", {1}, {-1});
+    const auto rope = [&](const std::string& x, const std::string& name) {
+      const std::string x1 =
+          b.node("Slice", {x, b.int64s(name + ".s0", {1}, {0}), b.int64s(name + ".e0", {1}, {half}), axes},
+                 name + ".first");
+      const std::string x2 =
+          b.node("Slice", {x, b.int64s(name + ".s1", {1}, {half}), b.int64s(name + ".e1", {1}, {hd}), axes},
+                 name + ".second");
+      const std::string turned = b.node("Concat", {b.node("Neg", {x2}, name + ".neg"), x1},
+                                        name + ".half_turn", {Attribute::of_int("axis", -1)});
+      return b.node("Add",
+                    {b.node("Mul", {x, cos_n}, name + ".cos"), b.node("Mul", {turned, sin_n}, name + ".sin")},
+                    name + ".rotary");
+    };
+    q = rope(q, out + ".q");
+    k = rope(k, out + ".k");
+  }
   const std::string kt = b.node("Transpose", {k}, out + ".k_t", {Attribute::of_ints("perm", {0, 1, 3, 2})});
   std::string s = b.node(
       "Mul",

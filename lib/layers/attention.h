@@ -7,6 +7,9 @@
 //               P = softmax over each row of S; in training, dropout on P (rate: dropout)
 //               O_h = P v_h                                     (L, hd), heads side by side: (L, D)
 //   y = O c_proj.weight^T + c_proj.bias                         (B, L, D)
+// rotary: q and k rotated by their positions after the projection (lib/core/rotary_formula.h,
+// rotary_base 10000 as RoFormer and Llama); head_dim must be even. No learned position embedding is
+// then needed.
 // Key-padding mask (nn.MultiheadAttention's key_padding_mask, Keras' mask_zero): with a second
 // input, the token ids (L) of the sequence (`inputs: [x, input]`), keys whose id is 0 get no
 // weight; a query left with no key (causal attention at front padding) attends to nothing, its
@@ -29,6 +32,8 @@ class MultiHeadAttention : public Layer {
   bool causal = false;
   float dropout = 0.f;
   bool use_bias = true;
+  bool rotary = false;
+  float rotary_base = 10000.f;
 
   int64_t length() const { return input_shape()[0]; }
   int64_t width() const { return input_shape()[1]; }  // D

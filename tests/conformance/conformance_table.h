@@ -105,6 +105,10 @@ struct Case {
   // the padding): how each is drawn (one per entry of more_inputs; empty: every input as the
   // first). Their dx must be exactly 0, and finite differences skip them.
   std::vector<Inputs> constant_inputs;
+  // The bf16 and fp16 runs' bound on y, as a multiple of kLowPrecisionBound (kF16Bound): above 1
+  // where the kernel rounds an intermediate twice by design (rotary attention rounds q and k as
+  // the projection writes them and again when it turns them, as rotating bf16 tensors does).
+  double low_precision_y_scale = 1.0;
 };
 
 struct Row;

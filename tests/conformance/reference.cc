@@ -351,6 +351,17 @@ std::vector<double> reference_attention(ReferenceInput& in) {
         for (int64_t j = 0; j < D; ++j) acc += x[i * D + j] * wa[size_t(u * D + j)];
         qkv[size_t(i * 3 * D + u)] = acc;
       }
+    if (a.rotary)  // q and k: pair (e, e + hd/2) of each head turned by i base^(-2e/hd)
+      for (int64_t i = 0; i < L; ++i)
+        for (int64_t part = 0; part < 2; ++part)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t e = 0; e < hd / 2; ++e) {
+              double* v = qkv.data() + i * 3 * D + part * D + h * hd;
+              const double angle = double(i) * std::pow(double(a.rotary_base), -2.0 * double(e) / double(hd));
+              const double c = std::cos(angle), sn = std::sin(angle), x1 = v[e], x2 = v[e + hd / 2];
+              v[e] = x1 * c - x2 * sn;
+              v[e + hd / 2] = x2 * c + x1 * sn;
+            }
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < L; ++i) {
         const int64_t n_keys = a.causal ? i + 1 : L;

@@ -11,6 +11,8 @@ Speed, on random tokens on the device (ms/step after warm-up, peak memory):
 Parity, on the sequences files of scripts/reuters_to_files.py (label, then token ids per line;
 padded and truncated at the front to --maxlen as the sequences reader does), one line per epoch:
   python3 scripts/reuters_lstm_torch.py --data data/reuters --epochs 10
+and configs/doc_topics_lstm.yaml's twin (scripts/make_doc_topics.py's passages of linux-doc):
+  python3 scripts/reuters_lstm_torch.py --data data/doc_topics --vocab 257 --width 64 --classes 8
 """
 import argparse
 import json
@@ -54,6 +56,8 @@ def main():
     p.add_argument("--maxlen", type=int, default=300)
     p.add_argument("--vocab", type=int, default=30982)
     p.add_argument("--units", type=int, default=128)
+    p.add_argument("--width", type=int, default=128, help="the embedding's size")
+    p.add_argument("--classes", type=int, default=46)
     p.add_argument("--cell", choices=["lstm", "gru"], default="lstm")
     p.add_argument("--bidirectional", action="store_true")
     p.add_argument("--steps", type=int, default=200)
@@ -70,7 +74,7 @@ def main():
     if a.threads:
         torch.set_num_threads(a.threads)
     dev = a.device if a.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
-    net = Net(a.vocab, 128, a.units, 46, a.cell, a.bidirectional).to(dev)
+    net = Net(a.vocab, a.width, a.units, a.classes, a.cell, a.bidirectional).to(dev)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     step_fn = net if not a.compile else torch.compile(net)
     loss_fn = nn.CrossEntropyLoss()
@@ -86,7 +90,7 @@ def main():
 
     if not a.data:
         x = torch.randint(0, a.vocab, (a.batch, a.maxlen), device=dev)
-        y = torch.randint(0, 46, (a.batch,), device=dev)
+        y = torch.randint(0, a.classes, (a.batch,), device=dev)
         for _ in range(a.warmup):
             step(x, y)
         if dev == "cuda":

@@ -102,6 +102,7 @@ TEST_CASE("the shipped configs have the parameter totals their headers state", "
   CHECK(params_of("reuters_conv1d.yaml") == 332856);
   CHECK(params_of("reuters_transformer.yaml") == 1009178);
   CHECK(params_of("reuters_lstm.yaml") == 4103726);  // nn.LSTM's two biases (Keras' LSTM has one)
+  CHECK(params_of("doc_topics_lstm.yaml") == 116808);
   CHECK(params_of("gpt2_small.yaml") == 124439808);  // GPT-2's, lm_head tied to wte
   CHECK(params_of("char_lm.yaml") == 10942464);
   CHECK(params_of("cifar10_cnn.yaml") == 122570);

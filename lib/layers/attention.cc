@@ -38,15 +38,6 @@ Shape MultiHeadAttention::infer(const Shape& in) {
   return in;
 }
 
-Shape MultiHeadAttention::infer_inputs(const std::vector<Shape>& in) {
-  const Shape out = infer(in[0]);
-  if (in.size() == 2 && (in[1].rank() != 1 || in[1][0] != in[0][0]))
-    shape_error("takes the sequence " + in[0].batched_str() +
-                " and, to mask the padding keys, the token ids it was embedded from, one a position (" +
-                std::to_string(in[0][0]) + "); the second input is " + in[1].batched_str());
-  return out;
-}
-
 std::vector<ParamSpec> MultiHeadAttention::param_specs() const {
   const int64_t d = width();
   std::vector<ParamSpec> p{{"c_attn.weight", Shape{3 * d, d}, ParamRole::weight, d, 3 * d}};

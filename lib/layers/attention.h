@@ -20,11 +20,11 @@
 #pragma once
 
 #include "lib/keys/key_spec.h"
-#include "lib/registry/layer.h"
+#include "lib/layers/sequence_layer.h"
 
 namespace trainer {
 
-class MultiHeadAttention : public Layer {
+class MultiHeadAttention : public SequenceLayer {
  public:
   explicit MultiHeadAttention(const KeyValues& v);
   static KeySpecs keys();
@@ -38,9 +38,6 @@ class MultiHeadAttention : public Layer {
   int64_t length() const { return input_shape()[0]; }
   int64_t width() const { return input_shape()[1]; }  // D
   int64_t head_dim() const { return width() / heads; }
-  // A second input, the token ids (L): keys whose id is 0 are masked.
-  bool masked() const { return input_shapes().size() == 2; }
-  int max_inputs() const override { return 2; }
   // The four matrix products of qkv, S, P v and the output projection, 2 flops a multiply-add
   // (causal attention computes the masked half too).
   double forward_flops() const override {
@@ -53,7 +50,7 @@ class MultiHeadAttention : public Layer {
 
  protected:
   Shape infer(const Shape& in) override;
-  Shape infer_inputs(const std::vector<Shape>& in) override;
+  std::string masks() const override { return "the padding keys"; }
 };
 
 }  // namespace trainer

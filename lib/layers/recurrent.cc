@@ -33,15 +33,6 @@ Shape Recurrent::infer(const Shape& in) {
   return return_sequences ? Shape{in[0], out} : Shape{out};
 }
 
-Shape Recurrent::infer_inputs(const std::vector<Shape>& in) {
-  const Shape out = infer(in[0]);
-  if (in.size() == 2 && (in[1].rank() != 1 || in[1][0] != in[0][0]))
-    shape_error("takes the sequence " + in[0].batched_str() +
-                " and, to mask the padding, the token ids it was embedded from, one a position (" +
-                std::to_string(in[0][0]) + "); the second input is " + in[1].batched_str());
-  return out;
-}
-
 std::vector<ParamSpec> Recurrent::param_specs() const {
   const int64_t g = gates() * units, h = units, d = features();
   std::vector<ParamSpec> p;

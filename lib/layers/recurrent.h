@@ -30,11 +30,11 @@
 #pragma once
 
 #include "lib/keys/key_spec.h"
-#include "lib/registry/layer.h"
+#include "lib/layers/sequence_layer.h"
 
 namespace trainer {
 
-class Recurrent : public Layer {
+class Recurrent : public SequenceLayer {
  public:
   enum class Cell { lstm, gru };
   Recurrent(const KeyValues& v, Cell cell);
@@ -48,9 +48,6 @@ class Recurrent : public Layer {
   int64_t directions() const { return bidirectional ? 2 : 1; }
   int64_t length() const { return input_shape()[0]; }    // L
   int64_t features() const { return input_shape()[1]; }  // D
-  // A second input, the token ids (L): positions whose id is 0 are skipped.
-  bool masked() const { return input_shapes().size() == 2; }
-  int max_inputs() const override { return 2; }
   // The per-step products x W_ih^T and h W_hh^T, 2 flops a multiply-add, over every position and
   // direction.
   double forward_flops() const override {
@@ -62,7 +59,7 @@ class Recurrent : public Layer {
 
  protected:
   Shape infer(const Shape& in) override;
-  Shape infer_inputs(const std::vector<Shape>& in) override;
+  std::string masks() const override { return "the padding"; }
 };
 
 }  // namespace trainer

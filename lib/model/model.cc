@@ -9,6 +9,7 @@
 #include "lib/core/rng.h"
 #include "lib/keys/node_reader.h"
 #include "lib/layers/embedding.h"
+#include "lib/layers/sequence_layer.h"
 #include "lib/model/arena_layout.h"
 #include "lib/registry/registry.h"
 
@@ -59,7 +60,7 @@ int Model::index_of(const std::string& name) const {
 void Model::check_row_inputs(const std::function<std::string(const std::string&)>& where) const {
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = *layers_[i];
-    if (l.type() != "lstm" && l.type() != "gru" && l.type() != "multi_head_attention") continue;
+    if (!dynamic_cast<const SequenceLayer*>(&l)) continue;
     const int from = inputs_[i].empty() ? -1 : inputs_[i][0];
     if (from < 0) continue;
     const auto* e = dynamic_cast<const Embedding*>(layers_[size_t(from)].get());

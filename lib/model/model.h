@@ -94,7 +94,7 @@ class Model {
   // ConfigError unless every tie_to names an earlier embedding whose table has the weight's shape;
   // where(name): the layer's place in the config.
   // ConfigError (at `where` of the layer) when a layer that reads a sequence as rows (positions,
-  // features) (lstm, gru, multi_head_attention) is fed an embedding's channels-first output
+  // features) (a SequenceLayer: lstm, gru, multi_head_attention) is fed an embedding's channels-first output
   // (features, positions): the shapes agree, the meaning does not.
   void check_row_inputs(const std::function<std::string(const std::string&)>& where) const;
   void check_ties(const std::function<std::string(const std::string&)>& where) const;

@@ -216,6 +216,17 @@ size_t bad_gradients(Model& m, const Shape& input, int64_t batch, size_t* checke
   return bad;
 }
 
+// bad_gradients(), checked: no gradient outside the bound (the first few named); returns how many
+// were compared.
+size_t check_gradients(Model& m, const Shape& input, int64_t batch, const std::vector<float>& ids = {}) {
+  size_t checked = 0;
+  std::string first;
+  const size_t bad = bad_gradients(m, input, batch, &checked, &first, ids);
+  INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first);
+  CHECK(bad == 0);
+  return checked;
+}
+
 }  // namespace
 
 // A graph where one tensor (t) has four consumers: two dense layers (their gradients go through
@@ -232,11 +243,7 @@ TEST_CASE("gradients of a tensor with several consumers are summed (finite diffe
                       "    - {type: concat, name: cat, inputs: [s, t]}\n"
                       "    - {type: flatten, name: view}\n"
                       "    - {type: dense, units: 3, name: out}\n"));
-  size_t checked = 0;
-  std::string first;
-  const size_t bad = bad_gradients(m, Shape{4}, 4, &checked, &first);
-  INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first);
-  CHECK(bad == 0);
+  const size_t checked = check_gradients(m, Shape{4}, 4);
   CHECK(checked > 100);
 }
 
@@ -250,11 +257,7 @@ TEST_CASE("stacked lstm and gru layers train end to end (finite differences)", "
                       "    - {type: dense, units: 3}\n",
                       "", "[5, 2]"));
   CHECK(m.num_params() == 2 * (4 * 3 * (2 + 3) + 8 * 3) + (3 * 4 * (6 + 4) + 6 * 4) + (4 * 3 + 3));
-  size_t checked = 0;
-  std::string first;
-  const size_t bad = bad_gradients(m, Shape{5, 2}, 3, &checked, &first);
-  INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first);
-  CHECK(bad == 0);
+  const size_t checked = check_gradients(m, Shape{5, 2}, 3);
   CHECK(checked == size_t(m.num_params()));
 }
 
@@ -271,11 +274,7 @@ TEST_CASE("lstm and gru masked by the token ids train end to end (finite differe
                       "    - {type: dense, units: 3}\n",
                       "", "[6]"));
   const std::vector<float> ids = {0, 0, 3, 5, 1, 8, 2, 7, 4, 0, 0, 0, 6, 0, 2, 0, 5, 3};  // 3 samples
-  size_t checked = 0;
-  std::string first;
-  const size_t bad = bad_gradients(m, Shape{6}, 3, &checked, &first, ids);
-  INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first);
-  CHECK(bad == 0);
+  const size_t checked = check_gradients(m, Shape{6}, 3, ids);
   CHECK(checked == size_t(m.num_params()));
 }
 
@@ -290,11 +289,7 @@ TEST_CASE("causal attention masked by the token ids trains end to end (finite di
              "    - {type: dense, units: 3}\n",
              "", "[5]"));
   const std::vector<float> ids = {0, 0, 3, 5, 1, 2, 7, 0, 4, 8, 0, 6, 0, 2, 0};  // 3 samples
-  size_t checked = 0;
-  std::string first;
-  const size_t bad = bad_gradients(m, Shape{5}, 3, &checked, &first, ids);
-  INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first);
-  CHECK(bad == 0);
+  const size_t checked = check_gradients(m, Shape{5}, 3, ids);
   CHECK(checked == size_t(m.num_params()));
 }
 
@@ -379,11 +374,7 @@ TEST_CASE("a dense layer tied to an embedding shares its table and sums both gra
   // Ids 0..4 in every position, each batch row different.
   std::vector<float> ids;
   for (int i = 0; i < 4 * 3; ++i) ids.push_back(float((i * 3 + 1) % 5));
-  size_t checked = 0;
-  std::string first;
-  const size_t bad = bad_gradients(m, Shape{3}, 4, &checked, &first, ids);
-  INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first);
-  CHECK(bad == 0);
+  const size_t checked = check_gradients(m, Shape{3}, 4, ids);
   CHECK(checked == 73);
 
   const auto tied = [&](const std::string& head) {
@@ -433,11 +424,7 @@ TEST_CASE("activation gradients that share memory by lifetime still give exact g
                       "    - {type: sigmoid, name: s2}\n"
                       "    - {type: dense, units: 3, name: out}\n",
                       "", "[2, 5]"));
-  size_t checked = 0;
-  std::string first;
-  const size_t bad = bad_gradients(m, Shape{2, 5}, 3, &checked, &first);
-  INFO(bad << " of " << checked << " parameter gradients outside 2e-3 + 2e-2 |numeric|:" << first);
-  CHECK(bad == 0);
+  const size_t checked = check_gradients(m, Shape{2, 5}, 3);
   CHECK(checked > 200);
 
   CpuBackend backend;

@@ -132,16 +132,21 @@ FitResult fit_reuters(const std::string& config, uint64_t seed, int limit, std::
                        log);
 }
 
+// One epoch ran with the config's parameter count, and both losses are numbers.
+void require_one_epoch(const FitResult& r, int64_t params) {
+  REQUIRE(r.epochs_run == 1);
+  REQUIRE(r.params == params);
+  REQUIRE(std::isfinite(r.final_train_loss));
+  REQUIRE(std::isfinite(r.final_val_loss));
+}
+
 }  // namespace
 
 TEST_CASE("reuters_conv1d trains an epoch on generated token sequences", "[workloads][fit]") {
   std::string log;
   FitResult r = fit_reuters("reuters_conv1d.yaml", 1, 80, log);
   INFO(log);
-  REQUIRE(r.epochs_run == 1);
-  REQUIRE(r.params == 332856);
-  REQUIRE(std::isfinite(r.final_train_loss));
-  REQUIRE(std::isfinite(r.final_val_loss));
+  require_one_epoch(r, 332856);
   REQUIRE(log.find("val_top5_accuracy=") != std::string::npos);
 }
 
@@ -151,10 +156,7 @@ TEST_CASE("reuters_transformer trains an epoch on generated token sequences", "[
   std::string log;
   FitResult r = fit_reuters("reuters_transformer.yaml", 3, 64, log);
   INFO(log);
-  REQUIRE(r.epochs_run == 1);
-  REQUIRE(r.params == 1009178);
-  REQUIRE(std::isfinite(r.final_train_loss));
-  REQUIRE(std::isfinite(r.final_val_loss));
+  require_one_epoch(r, 1009178);
 }
 
 // The LSTM beside them: the last state of 300 steps of 128 units.
@@ -162,10 +164,7 @@ TEST_CASE("reuters_lstm trains an epoch on generated token sequences", "[workloa
   std::string log;
   FitResult r = fit_reuters("reuters_lstm.yaml", 5, 64, log);
   INFO(log);
-  REQUIRE(r.epochs_run == 1);
-  REQUIRE(r.params == 4103726);
-  REQUIRE(std::isfinite(r.final_train_loss));
-  REQUIRE(std::isfinite(r.final_val_loss));
+  require_one_epoch(r, 4103726);
 }
 
 TEST_CASE("cifar10_cnn trains an epoch on generated CIFAR-10 binary batches", "[workloads][fit]") {

@@ -15,17 +15,12 @@ passages a class, taken evenly over its files.
   -> data/doc_topics/train.txt, data/doc_topics/test.txt, data/doc_topics/classes.txt
 """
 import argparse
-import gzip
 import os
 import re
 
+from make_text_corpus import read_text  # this folder's: a .rst or .rst.gz file as text
+
 CLASSES = ["admin-guide", "filesystems", "networking", "driver-api", "userspace-api", "trace", "virt", "process"]
-
-
-def read_text(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        return f.read().decode("utf-8", errors="replace")
 
 
 def passages(text, length):

@@ -1,8 +1,10 @@
 // A relu that alone takes a batchnorm's output runs inside the batchnorm's kernel
 // (KernelContext::fused_relu, Executor::fusable_relu): the model trains, evaluates and predicts
-// exactly as the same model with an identity view between the two, which keeps them apart.
+// exactly as the same model with an identity view between the two, which keeps them apart. The
+// same holds for outputs written over their inputs' memory (Executor::overwritable_input).
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <string>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -20,7 +22,7 @@ constexpr int64_t kClasses = 10;
 struct Run {
   std::vector<float> out, grads, params, buffers;
   double loss = 0, eval_loss = 0;
-  int fused = 0;
+  int fused = 0, in_place = 0;
 };
 
 // Three SGD steps with momentum on one batch (training statistics), then an evaluation and a
@@ -42,6 +44,7 @@ Run run(const Model& model, bool plain, int64_t batch) {
   Executor ex(model, backend, opt, eo);
   Run r;
   r.fused = ex.fused_relus();
+  r.in_place = ex.outputs_in_place();
   ex.upload_params(params.data(), buffers.data());
   ex.set_gradient_hook([&](float* g) { r.grads.assign(g, g + model.param_arena_floats()); });
   for (int t = 1; t <= 3; ++t) ex.train_step(batch, x.data(), y.data(), t, 0.05f);
@@ -65,15 +68,17 @@ std::string unfused(std::string layers) {
   return layers;
 }
 
-void check_fused_equals_unfused(const std::string& layers, const Shape& input, int expect_fused) {
-  const Model fused_model(input, YAML::Load(layers), InitScheme::torch, "test");
-  const Model unfused_model(input, YAML::Load(unfused(layers)), InitScheme::torch, "test");
-  REQUIRE(fused_model.param_arena_floats() == unfused_model.param_arena_floats());
+// Trains, evaluates and predicts with both models (plain and backend layouts): bit for bit the
+// same results. check(a, b, plain) checks what else the plans should show.
+void check_same_results(const std::string& layers_a, const std::string& layers_b, const Shape& input,
+                        const std::function<void(const Run&, const Run&, bool)>& check) {
+  const Model model_a(input, YAML::Load(layers_a), InitScheme::torch, "test");
+  const Model model_b(input, YAML::Load(layers_b), InitScheme::torch, "test");
+  REQUIRE(model_a.param_arena_floats() == model_b.param_arena_floats());
   for (bool plain : {true, false}) {
     INFO((plain ? "plain layouts" : "backend layouts"));
-    const Run a = run(fused_model, plain, 6), b = run(unfused_model, plain, 6);
-    CHECK(a.fused == expect_fused);
-    CHECK(b.fused == 0);
+    const Run a = run(model_a, plain, 6), b = run(model_b, plain, 6);
+    check(a, b, plain);
     // The same arithmetic in the same order: equal bit for bit.
     CHECK(a.loss == b.loss);
     CHECK(a.eval_loss == b.eval_loss);
@@ -82,6 +87,13 @@ void check_fused_equals_unfused(const std::string& layers, const Shape& input, i
     CHECK(a.buffers == b.buffers);
     CHECK(a.out == b.out);
   }
+}
+
+void check_fused_equals_unfused(const std::string& layers, const Shape& input, int expect_fused) {
+  check_same_results(layers, unfused(layers), input, [&](const Run& a, const Run& b, bool) {
+    CHECK(a.fused == expect_fused);
+    CHECK(b.fused == 0);
+  });
 }
 
 }  // namespace
@@ -150,4 +162,44 @@ TEST_CASE("the shipped batchnorm networks fuse every batchnorm that only a relu 
     Executor ex(model, backend, opt, test::classifier_options({2}, 10));
     CHECK(ex.fused_relus() == pairs);
   }
+}
+
+// In-place outputs (LayerKernel::may_overwrite_input, Executor::overwritable_input): the add takes
+// the memory of the batchnorm's output (whose backward reads x, not y), the relu after it the add's.
+// Identity views in front of both keep every output in its own memory; the results are the same bit
+// for bit, and so are those of a batchnorm with a fused relu (which reads its y in backward) and
+// of a relu whose input also goes elsewhere, which stay apart.
+TEST_CASE(
+    "a residual add writes over the batchnorm's output and its relu over the add's, with the same results",
+    "[executor][in_place]") {
+  const std::string shared = R"([
+    {type: conv2d, filters: 8, kernel_size: 3, padding: same},
+    {type: batchnorm},
+    {type: relu, name: r0},
+    {type: conv2d, filters: 8, kernel_size: 3, padding: same},
+    {type: batchnorm, name: b1},
+    {type: add, name: a1, inputs: [b1, r0]},
+    {type: relu, name: r1},
+    {type: conv2d, filters: 8, kernel_size: 3, padding: same},
+    {type: batchnorm, name: b2},
+    {type: add, inputs: [r1, b2]},
+    {type: global_avg_pool},
+    {type: dense, units: 10}])";
+  std::string apart = shared;
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"inputs: [b1, r0]}", "inputs: [v1, r0]}"},
+        {"{type: relu, name: r1}", "{type: identity, name: v2},\n    {type: relu, name: r1}"},
+        {"{type: batchnorm, name: b1},", "{type: batchnorm, name: b1},\n    {type: identity, name: v1},"},
+        {"inputs: [r1, b2]}", "inputs: [r1, v3]}"},
+        {"{type: batchnorm, name: b2},", "{type: batchnorm, name: b2},\n    {type: identity, name: v3},"}}) {
+    const size_t at = apart.find(from);
+    REQUIRE(at != std::string::npos);
+    apart.replace(at, from.size(), to);
+  }
+  check_same_results(shared, apart, Shape{2, 8, 8}, [](const Run& a, const Run& b, bool plain) {
+    // a1 over b1, r1 over a1, the last add over b2 (its second input: r1 has two consumers).
+    if (plain) CHECK(a.in_place == 3);
+    CHECK(b.in_place == 0);
+    CHECK(a.fused == 1);
+  });
 }

@@ -22,6 +22,10 @@ class AddCpu : public LayerKernel {
   AddCpu(const Layer& l, const KernelContext& ctx) : n_(ctx.batch * l.output_shape().numel()) {}
 
   bool accumulates_input_grads() const override { return true; }
+  // Element-wise: y may be x_0 or x_1 (the first loop reads both before it writes), not a later
+  // input (the first loop writes y before the others are read). Backward reads dy only.
+  bool may_overwrite_input(size_t k) const override { return k < 2; }
+  bool backward_reads_output() const override { return false; }
   void bind(const KernelBinding& b) override { io_ = BoundInputs(b); }
 
   void forward(bool) override {

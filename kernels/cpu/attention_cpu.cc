@@ -43,6 +43,8 @@ class AttentionCpu : public LayerKernel {
 
   // Kept: qkv, P, O. Scratch: dO, dqkv, dS (and the dropped P).
   size_t kept_workspace_bytes() const override { return floats(rows() * 3 * d_ + probs() + rows() * d_); }
+  // Backward reads what forward kept (qkv, P, O) and dy, never y.
+  bool backward_reads_output() const override { return false; }
   size_t workspace_bytes() const override {
     return floats(rows() * d_ + rows() * 3 * d_ + probs() * (rate_ > 0.f ? 2 : 1));
   }

@@ -91,6 +91,9 @@ class BatchNormCpu : public LayerKernel {
     return stats_bytes() + sums_bytes() + y_.scratch_bytes + dy_.scratch_bytes;
   }
 
+  // Backward reads x, the statistics and dy; y only as a fused relu's mask.
+  bool backward_reads_output() const override { return relu_; }
+
   void bind(const KernelBinding& b) override {
     a_ = BoundActivations(b);
     x_.set_data_handle(a_.x);

@@ -57,6 +57,8 @@ class DenseCpu : public LayerKernel {
     });
   }
 
+  // Backward reads x, W and dy, never y.
+  bool backward_reads_output() const override { return false; }
   size_t workspace_bytes() const override {
     size_t n = 0;
     for (const Edge* edge : edges()) n += edge->scratch_bytes;

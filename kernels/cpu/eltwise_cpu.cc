@@ -36,6 +36,7 @@ class EltwiseCpu : public LayerKernel {
     auto md = blocked ? input_md(ctx, dims) : plain_md({ctx.batch * l.input_shape().numel()});
     y_md_ = blocked && !ctx.output_layout_free ? plain_md(dims) : md;
     y_layout_ = layout_of(y_md_);
+    in_place_ok_ = l.kind == ActivationKind::relu && y_md_ == md;
     const auto algo = eltwise_algorithm(l);
     const float alpha = l.kind == ActivationKind::leaky_relu ? l.alpha : 0.f;
     DNNL_CHECK({
@@ -53,6 +54,9 @@ class EltwiseCpu : public LayerKernel {
 
   std::shared_ptr<const Layout> output_layout() const override { return y_layout_; }
   size_t output_bytes() const override { return y_md_.get_size(); }
+  // relu in place (no reorder at the edge): oneDNN's backward masks by src > 0, and y > 0 where
+  // x > 0, so reading y where x was gives the same gradient, bit for bit.
+  bool may_overwrite_input(size_t k) const override { return k == 0 && in_place_ok_; }
   size_t workspace_bytes() const override { return y_.scratch_bytes + dy_.scratch_bytes; }
   void bind(const KernelBinding& b) override {
     a_ = BoundActivations(b);
@@ -88,6 +92,7 @@ class EltwiseCpu : public LayerKernel {
   std::shared_ptr<const Layout> y_layout_;  // y_md_ when not plain
   memory x_, dx_;
   Edge y_, dy_;
+  bool in_place_ok_ = false;
 };
 
 }  // namespace

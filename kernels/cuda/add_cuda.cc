@@ -45,6 +45,13 @@ class AddCuda : public LayerKernel {
   size_t workspace_bytes() const override { return mixed_ ? size_t(n_) * dtype_bytes(dtype_) : 0; }
   bool workspace_is_transient() const override { return true; }
   bool accumulates_input_grads() const override { return true; }
+  // Element-wise in the output's layout: y may be x_0, or x_1 of two inputs when x_0 needs no
+  // transposition (which would go through y first). Backward reads dy only.
+  bool may_overwrite_input(size_t k) const override {
+    const bool same0 = in_nhwc_[0] == out_nhwc_;
+    return (k == 0 && same0) || (k == 1 && in_nhwc_.size() == 2 && same0 && in_nhwc_[1] == out_nhwc_);
+  }
+  bool backward_reads_output() const override { return false; }
 
   void bind(const KernelBinding& b) override {
     x_.clear();

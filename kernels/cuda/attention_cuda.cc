@@ -82,6 +82,8 @@ class AttentionCuda : public LayerKernel {
     return align_up(bytes(rows() * 3 * d_)) + align_up(bytes(probs())) + align_up(bytes(rows() * d_)) +
            align_up(size_t(kArrays * kBlocks) * size_t(b_ * h_) * sizeof(void*));
   }
+  // Backward reads what forward kept (qkv, P, O) and dy, never y.
+  bool backward_reads_output() const override { return false; }
   size_t workspace_bytes() const override { return transient_; }
   bool workspace_is_transient() const override { return true; }
 

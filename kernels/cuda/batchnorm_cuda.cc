@@ -66,6 +66,9 @@ class BatchNormCuda : public LayerKernel {
     return stats_bytes() + sums_bytes() + (relu_ ? 2 : 1) * align_up(out_.workspace_bytes());
   }
 
+  // Backward reads x, the statistics and dy; y only as a fused relu's mask.
+  bool backward_reads_output() const override { return relu_; }
+
   void bind(const KernelBinding& b) override {
     const int64_t C = g_.channels;
     a_ = TypedActivations(b, dtype_);

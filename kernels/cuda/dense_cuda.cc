@@ -58,6 +58,8 @@ class DenseCuda : public LayerKernel {
         // (coalesced), not one column a block (strided: 83 us for GPT-2's 8,192 x 3,072 in bf16)
         bias_split_(cuda::bias_grad_split(ctx.batch * l.rows(), l.units, 1, true, ctx.act_dtype)) {}
 
+  // Backward reads x, W and dy, never y.
+  bool backward_reads_output() const override { return false; }
   size_t workspace_bytes() const override { return bias_bytes() + weight_bytes() + pad_bytes(); }
   bool workspace_is_transient() const override { return true; }
 

@@ -50,6 +50,11 @@ class EltwiseCuda : public LayerKernel {
   }
   size_t workspace_bytes() const override { return out_.workspace_bytes(); }
   bool workspace_is_transient() const override { return true; }
+  // relu in place (no layout change): its backward's mask x > 0 is y > 0, so reading y where x was
+  // gives the same gradient, bit for bit.
+  bool may_overwrite_input(size_t k) const override {
+    return k == 0 && kind_ == cuda::Eltwise::relu && in_nhwc_ == out_nhwc_;
+  }
 
   void bind(const KernelBinding& b) override {
     a_ = TypedActivations(b, dtype_);

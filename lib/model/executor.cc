@@ -156,6 +156,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     p->takes_bias_of.assign(layers.size(), -1);
     // Storage roots (views share their input's memory): the model's input (root 0) has no gradient.
     std::vector<size_t> root(layers.size() + 1, 0);
+    std::vector<size_t> out_size(layers.size() + 1, 0);  // bytes of each storage root's output
     // The gradients of the layers' outputs and of the dtype conversions are placed after the loop,
     // sharing memory where their lives in the backward pass do not overlap (below the loop).
     std::vector<size_t> grad_bytes(layers.size() + 1, 0);  // per storage root
@@ -197,6 +198,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         p->kept.push_back(0);
         p->input_edge[i].assign(from.size(), -1);
         root[i + 1] = root[t];
+        out_size[i + 1] = out_size[t];
         continue;
       }
       root[i + 1] = i + 1;
@@ -243,7 +245,18 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         throw InternalError("layer '" + l.name() + "' chose an output layout where plain was required");
       size_t out_bytes = tensor_bytes(b * l.output_shape().numel(), dt);
       if (size_t kb = p->kernels.back()->output_bytes()) out_bytes = std::max(out_bytes, kb);
-      p->act.push_back(take(out_bytes, kUseOutputs));
+      // The output over an input's memory (PyTorch's in-place ops) where nothing else needs that
+      // input any more (LayerKernel::may_overwrite_input); its gradient stays its own.
+      const int over = overwritable_input(*p, i, dt, root, out_size, out_bytes);
+      if (over >= 0) {
+        const size_t t = size_t(from[size_t(over)] + 1);
+        p->act.push_back(p->act[t]);
+        out_size[i + 1] = out_size[t];
+        ++p->outputs_in_place;
+      } else {
+        p->act.push_back(take(out_bytes, kUseOutputs));
+        out_size[i + 1] = out_bytes;
+      }
       p->grad.push_back(0);  // placed with the other gradients below
       grad_bytes[i + 1] = out_bytes;
       p->layout.push_back(p->kernels.back()->output_layout());
@@ -457,6 +470,8 @@ int Executor::folded_biases() const {
   const Plan& p = *plans_.begin()->second;
   return int(std::count_if(p.takes_bias_of.begin(), p.takes_bias_of.end(), [](int v) { return v >= 0; }));
 }
+
+int Executor::outputs_in_place() const { return plans_.begin()->second->outputs_in_place; }
 
 int Executor::fused_relus() const {
   const Plan& p = *plans_.begin()->second;
@@ -679,6 +694,28 @@ int Executor::sole_consumer(size_t i, const char* type, DType dt) const {
 // needs a kernel registered with kFusesRelu, a relu that is the only consumer of the layer's
 // output (nobody else reads the pre-relu values or adds to their gradient), and no dtype
 // conversion between them. The relu's output may have any number of consumers.
+// The input of layer i (planned so far in p: its kernel is p.kernels.back(), its dtype dt) whose
+// memory its output may take, or -1: the kernel may write over it (LayerKernel::may_overwrite_input), the
+// input is a layer's own output (not the model's input, a view or a fused relu's, which share a
+// root's memory with others), layer i is its one consumer and takes it once, without a dtype
+// conversion, in the output's dtype and layout, the memory holds the output, and the producer's
+// backward does not read it (LayerKernel::backward_reads_output).
+int Executor::overwritable_input(const Plan& p, size_t i, DType dt, const std::vector<size_t>& root,
+                                 const std::vector<size_t>& out_size, size_t out_bytes) const {
+  const LayerKernel& k = *p.kernels.back();
+  const std::vector<int>& from = model_.layer_inputs(i);
+  for (size_t j = 0; j < from.size(); ++j) {
+    if (from[j] < 0 || std::count(from.begin(), from.end(), from[j]) != 1) continue;
+    const size_t t = size_t(from[j] + 1);
+    if (!k.may_overwrite_input(j) || p.input_edge[i][j] >= 0 || root[t] != t || !p.kernels[t - 1]) continue;
+    if (p.dtype[t] != dt || p.layout[t] != k.output_layout() || out_size[t] < out_bytes) continue;
+    if (model_.consumers(from[j]) != std::vector<int>{int(i)} || p.kernels[t - 1]->backward_reads_output())
+      continue;
+    return int(j);
+  }
+  return -1;
+}
+
 int Executor::fusable_relu(size_t i, DType dt) const {
   if (!(Registry::global().kernel_caps(model_.layers()[i]->type(), be_.name()) & kFusesRelu)) return -1;
   return sole_consumer(i, "relu", dt);

@@ -166,6 +166,9 @@ class Executor : public StepRunner {
   int fused_relus() const;
   // Biases taken by the batchnorm after them (KernelContext::takes_bias), in the same plan.
   int folded_biases() const;
+  // Layers whose output took the memory of their input (LayerKernel::may_overwrite_input), in the
+  // same plan.
+  int outputs_in_place() const;
   // How many layers' kernels write their output in a backend layout (channels-last) rather than
   // plain, in the plan of the largest batch.
   int outputs_in_backend_layouts() const;
@@ -293,6 +296,8 @@ class Executor : public StepRunner {
   void gather_gradients(const Plan& p, size_t i, bool first);
   // The relu layer that layer i's kernel, in activation dtype dt, runs itself (-1: none).
   int fusable_relu(size_t i, DType dt) const;
+  int overwritable_input(const Plan& p, size_t i, DType dt, const std::vector<size_t>& root,
+                         const std::vector<size_t>& out_size, size_t out_bytes) const;
   int bias_taker(size_t i, DType dt) const;
   int sole_consumer(size_t i, const char* type, DType dt) const;
   int bias_slot(int layer) const;

@@ -3,6 +3,8 @@
 // a fused model and its unfused twin, or between backends.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "lib/backend/device_collective.h"
@@ -15,8 +17,9 @@ namespace trainer::gpu_test {
 struct FusionRun {
   std::vector<float> params, buffers, out;
   MetricSums train, eval;
-  int fused = 0;   // relus run inside the kernel before them
-  int folded = 0;  // biases taken by the batchnorm after them
+  int fused = 0;     // relus run inside the kernel before them
+  int folded = 0;    // biases taken by the batchnorm after them
+  int in_place = 0;  // outputs written over their input's memory
 };
 
 // collective: synchronized batchnorm through it (one replica: the synchronized kernels).
@@ -43,6 +46,7 @@ inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool
   FusionRun r;
   r.fused = ex.fused_relus();
   r.folded = ex.folded_biases();
+  r.in_place = ex.outputs_in_place();
   r.params.resize(size_t(model.param_arena_floats()));
   r.buffers.resize(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1)));
   model.initialize(r.params.data(), r.buffers.data(), 3);
@@ -65,22 +69,22 @@ inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool
   return r;
 }
 
-// A fused model and its twin with every pair kept apart (identity views between) train, evaluate
-// and predict bit for bit alike in fp32, bf16 and fp16 (where the GPU has them), with plain NCHW
-// and with backend layouts (channels-last in 16 bits); `relus` relus fused in the first.
-inline void check_fused_bitwise(const std::string& fused_yaml, const std::string& unfused_yaml, int relus) {
-  Config cf = parse_config(fused_yaml, "fused.yaml", {});
-  Config cu = parse_config(unfused_yaml, "unfused.yaml", {});
-  Model fused(cf.input_shape, cf.layers, cf.init, cf.file);
-  Model unfused(cu.input_shape, cu.layers, cu.init, cu.file);
+// Two models with the same parameters train, evaluate and predict bit for bit alike in fp32, bf16
+// and fp16 (where the GPU has them), with plain NCHW and with backend layouts (channels-last in 16
+// bits); check(a, b) checks what else their plans should show.
+inline void check_same_bitwise(const std::string& yaml_a, const std::string& yaml_b,
+                               const std::function<void(const FusionRun&, const FusionRun&)>& check) {
+  Config ca = parse_config(yaml_a, "a.yaml", {});
+  Config cb = parse_config(yaml_b, "b.yaml", {});
+  Model model_a(ca.input_shape, ca.layers, ca.init, ca.file);
+  Model model_b(cb.input_shape, cb.layers, cb.init, cb.file);
   for (MathMode math : {MathMode::strict_fp32, MathMode::bf16, MathMode::fp16}) {
     if (math != MathMode::strict_fp32 && !gpu_has_math(math)) continue;
     for (bool plain : {true, false}) {
       INFO(math_name(math) << (plain ? ", NCHW" : ", backend layouts (channels-last in 16 bits)"));
-      const FusionRun a = run_fusion(cuda_backend(), fused, math, plain);
-      const FusionRun b = run_fusion(cuda_backend(), unfused, math, plain);
-      CHECK(a.fused == relus);
-      CHECK(b.fused == 0);
+      const FusionRun a = run_fusion(cuda_backend(), model_a, math, plain);
+      const FusionRun b = run_fusion(cuda_backend(), model_b, math, plain);
+      check(a, b);
       CHECK(a.train.loss_sum == b.train.loss_sum);
       CHECK(a.eval.loss_sum == b.eval.loss_sum);
       CHECK(a.params == b.params);
@@ -88,6 +92,15 @@ inline void check_fused_bitwise(const std::string& fused_yaml, const std::string
       CHECK(a.out == b.out);
     }
   }
+}
+
+// A fused model and its twin with every pair kept apart (identity views between), `relus` relus
+// fused in the first.
+inline void check_fused_bitwise(const std::string& fused_yaml, const std::string& unfused_yaml, int relus) {
+  check_same_bitwise(fused_yaml, unfused_yaml, [&](const FusionRun& a, const FusionRun& b) {
+    CHECK(a.fused == relus);
+    CHECK(b.fused == 0);
+  });
 }
 
 // The fused model trains on the GPU like on the CPU in fp32, `gpu_relus` and `cpu_relus` relus

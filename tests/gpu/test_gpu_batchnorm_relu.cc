@@ -86,3 +86,32 @@ TEST_CASE("gpu synchronized batchnorm with a fused relu trains bit for bit as th
     CHECK(a.out == b.out);
   }
 }
+
+// In-place outputs (Executor::overwritable_input): a residual block whose add writes over its
+// batchnorm's output and whose relu writes over the add's, against the same block with identity
+// views in front of both (every output in its own memory).
+TEST_CASE("gpu residual add and relu written over their inputs train bit for bit as with separate memory",
+          "[gpu][fusion][in_place]") {
+  const std::string shared = R"(model:
+  input_shape: [3, 10, 10]
+  layers:
+    - {type: conv2d, name: c0, filters: 16, kernel_size: 3, padding: same}
+    - {type: batchnorm, name: bn0}
+    - {type: relu, name: r0}
+    - {type: conv2d, name: c1, filters: 16, kernel_size: 3, padding: same}
+    - {type: batchnorm, name: bn1}
+    - {type: add, name: add, inputs: [bn1, r0]}
+    - {type: relu, name: r1}
+    - {type: global_avg_pool, name: pool}
+    - {type: dense, name: fc, units: 6}
+data: {train: {format: random}, num_classes: 6}
+)";
+  std::string apart = shared;
+  apart.replace(apart.find("inputs: [bn1, r0]"), 17, "inputs: [v1, r0]");
+  apart.insert(apart.find("    - {type: add"), "    - {type: identity, name: v1}\n");
+  apart.insert(apart.find("    - {type: relu, name: r1}"), "    - {type: identity, name: v2}\n");
+  check_same_bitwise(shared, apart, [](const FusionRun& a, const FusionRun& b) {
+    CHECK(a.in_place == 2);
+    CHECK(b.in_place == 0);
+  });
+}

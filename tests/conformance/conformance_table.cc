@@ -60,6 +60,7 @@ Case fused_relu(Case c) {
 }
 
 const Inputs kWide = Inputs::uniform(-2, 2);  // the GPU comparisons' inputs
+const Inputs kUnit = Inputs::uniform(-1, 1);
 
 // ---- Row-specific properties ----
 
@@ -428,6 +429,17 @@ std::vector<Row> build_table() {
                      "masked, 32 positions")),
           masked(ref("{type: multi_head_attention, heads: 2, causal: true}", {512, 16}, 2, 7, kWide,
                      "masked, the GPU's 4 causal blocks")),
+          // Heads of 32, 64 and 128 without dropout: the GPU's fused kernels in 16 bits
+          // (flash_attention.cuh), over lengths that are not whole tiles of 64. Inputs in [-1, 1]:
+          // with [-2, 2] the scores of 128 features are sharp enough that the CPU's fp32 softmax
+          // differs from float64 by 1e-4 relative.
+          ref("{type: multi_head_attention, heads: 2, causal: true}", {96, 128}, 2, 10, kUnit,
+              "heads of 64, causal: fused on the GPU in 16 bits"),
+          ref("{type: multi_head_attention, heads: 4}", {40, 128}, 2, 11, kUnit, "heads of 32, fused"),
+          masked(ref("{type: multi_head_attention, heads: 1, causal: true}", {130, 128}, 2, 12, kUnit,
+                     "masked, a head of 128, fused")),
+          rounded_twice(ref("{type: multi_head_attention, heads: 2, causal: true, rotary: true}", {80, 128},
+                            2, 13, kUnit, "rotary, fused")),
       });
   // bf16 dx within 1.8e-2 of f32's on an H200 (32 positions, 4 heads of 16), y and the weights'
   // gradients within the usual bounds: dS goes into dq = dS k and dk = dS^T q in 16 bits, as in

@@ -102,6 +102,7 @@ TEST_CASE("gpu residual add and relu written over their inputs train bit for bit
     - {type: batchnorm, name: bn1}
     - {type: add, name: add, inputs: [bn1, r0]}
     - {type: relu, name: r1}
+    - {type: conv2d, name: c2, filters: 16, kernel_size: 3, padding: same}
     - {type: global_avg_pool, name: pool}
     - {type: dense, name: fc, units: 6}
 data: {train: {format: random}, num_classes: 6}

@@ -24,9 +24,9 @@ CONFIGS = {
 TORCH_MODE = {"fp32": "gpu-fp32", "tf32": "gpu-tf32", "bf16": "gpu-bf16"}
 
 
-def trainer_fit(a, config, math, gpus, mpi):
+def trainer_fit(a, config, math, gpus, mpi, extra=()):
     sets = ["--set", "data.train={format: random, samples: %d, seed: 1}" % a.samples,
-            "--set", "data.validation=null", "--set", "data.validation_split=0"]
+            "--set", "data.validation=null", "--set", "data.validation_split=0"] + list(extra)
     fit = [a.trainer, "fit", config, "--batch-size", str(a.batch), "--epochs", str(a.epochs), "--math", math,
            "--log-format", "json", "--no-out"] + sets
     if mpi:

@@ -160,7 +160,7 @@ const KeySpecs& train_keys() {
       integer_key("epochs", 10, 1, kMillion, "passes over the training data"),
       integer_key("seed", 0, 0, int64_t(1) << 62,
                   "seed of the initialization, shuffling, dropout and splits"),
-      bool_key("deterministic", false, "GPU: only deterministic cuDNN algorithms"),
+      bool_key("deterministic", false, "GPU: only deterministic cuDNN algorithms, attention without its fused kernels"),
       choice_key("on_nan", "stop", {"stop", "skip"},
                  "a step with a non-finite loss or gradients: stop the run (exit 5), or skip the batch"),
       choice_key("divergence", "stop", {"stop", "warn"},

@@ -108,7 +108,8 @@ void add_fit_command(CLI::App& app) {
          "fp32 (strict, the default) | tf32 (GPU tensor cores) | bf16 (GPU; CPU: AVX-512 BF16/AMX) | "
          "fp16 (GPU, with dynamic loss scaling) [default: config's math]")
       ->check(CLI::IsMember(math_names()));
-  sub->add_flag("--deterministic", st->deterministic, "GPU: deterministic cuDNN algorithms only, attention without its fused kernels");
+  sub->add_flag("--deterministic", st->deterministic,
+                "GPU: deterministic cuDNN algorithms only, attention without its fused kernels");
   sub->add_flag("--print-config", st->print_config, "Print the resolved config (defaults filled) and exit");
   auto* out =
       sub->add_option(

@@ -102,6 +102,7 @@ class AttentionCuda : public LayerKernel {
   // Backward reads what forward kept (qkv, P, O) and dy, never y.
   bool backward_reads_output() const override { return false; }
   size_t workspace_bytes() const override { return transient_; }
+  bool wants_low_precision_params() const override { return t_ != DType::f32; }
   bool workspace_is_transient() const override { return true; }
 
   void bind(const KernelBinding& b) override {
@@ -109,12 +110,14 @@ class AttentionCuda : public LayerKernel {
     ids_ = b.inputs.size() > 1 ? b.input(1).as(t_) : nullptr;  // the key-padding mask's token ids
     dids_ = b.input_grads.size() > 1 ? b.input_grad(1).as(t_) : nullptr;
     size_t k = 0;
+    wa_low_ = b.param_low(k, t_);
     wa_ = b.param(k).f32();
     dwa_ = b.grad(k++).f32();
     if (bias_) {
       ba_ = b.param(k).f32();
       dba_ = b.grad(k++).f32();
     }
+    wp_low_ = b.param_low(k, t_);
     wp_ = b.param(k).f32();
     dwp_ = b.grad(k++).f32();
     if (bias_) {
@@ -140,7 +143,7 @@ class AttentionCuda : public LayerKernel {
     CUBLAS_CHECK(cublasSetMathMode(be_.cublas(), math_));
     dropping_ = training && rate_ > 0.f;
     const int64_t R = rows(), D = d_, L = l_;
-    const void* wa = typed(wa_, at_wa_, 3 * D * D);
+    const void* wa = typed(wa_, wa_low_, at_wa_, 3 * D * D);
     gemm('N', 'T', R, 3 * D, D, 1.f, a_.x, D, wa, D, qkv_, 3 * D);
     if (bias_) cuda::launch_bias_add(t_, qkv_, ba_, R, 3 * D, 1, false, s);
     if (rotary_) cuda::launch_attention_rotary(t_, qkv_, b_, L, D, h_, base_, 1.f, s);
@@ -173,7 +176,7 @@ class AttentionCuda : public LayerKernel {
   // y = O Wp^T + bp.
   void project_output() {
     const int64_t R = rows(), D = d_;
-    gemm('N', 'T', R, D, D, 1.f, o_, D, typed(wp_, at_wp_, D * D), D, a_.y, D);
+    gemm('N', 'T', R, D, D, 1.f, o_, D, typed(wp_, wp_low_, at_wp_, D * D), D, a_.y, D);
     if (bias_) cuda::launch_bias_add(t_, a_.y, bp_, R, D, 1, false, be_.stream());
   }
 
@@ -183,7 +186,7 @@ class AttentionCuda : public LayerKernel {
     const int64_t R = rows(), D = d_, L = l_;
     // The output projection: dO = dy Wp, dWp = dy^T O, dbp = the column sums of dy.
     void* drows = ws_ + at_rows1_;
-    gemm('N', 'N', R, D, D, 1.f, a_.dy, D, typed(wp_, at_wp_, D * D), D, drows, D);
+    gemm('N', 'N', R, D, D, 1.f, a_.dy, D, typed(wp_, wp_low_, at_wp_, D * D), D, drows, D);
     gemm('T', 'N', D, D, R, 1.f, a_.dy, D, o_, D, dwp_, D, 1, 0, 0, 0, true);
     if (bias_) cuda::launch_bias_grad(split_p_, t_, a_.dy, dbp_, scratch(at_scratch_p_), s);
     if (flash_) {
@@ -225,7 +228,8 @@ class AttentionCuda : public LayerKernel {
     if (rotary_) cuda::launch_attention_rotary(t_, dqkv, b_, l_, D, h_, base_, -1.f, s);
     gemm('T', 'N', 3 * D, D, R, 1.f, dqkv, 3 * D, a_.x, D, dwa_, D, 1, 0, 0, 0, true);
     if (bias_) cuda::launch_bias_grad(split_a_, t_, dqkv, dba_, scratch(at_scratch_a_), s);
-    if (a_.dx) gemm('N', 'N', R, D, 3 * D, 1.f, dqkv, 3 * D, typed(wa_, at_wa_, 3 * D * D), D, a_.dx, D);
+    if (a_.dx)
+      gemm('N', 'N', R, D, 3 * D, 1.f, dqkv, 3 * D, typed(wa_, wa_low_, at_wa_, 3 * D * D), D, a_.dx, D);
     if (dids_) CUDA_CHECK(cudaMemsetAsync(dids_, 0, size_t(b_ * l_) * dtype_bytes(t_), s));
   }
 
@@ -289,9 +293,11 @@ class AttentionCuda : public LayerKernel {
     set(kdV, ws_ + at_rows3_ + bytes(2 * D), e, L * 3 * D, hd_, 0);
   }
   double* scratch(size_t at) const { return reinterpret_cast<double*>(ws_ + at); }
-  // A weight in the activation dtype: itself in f32, else converted into its transient region.
-  const void* typed(const float* w, size_t at, int64_t n) {
+  // A weight in the activation dtype: itself in f32, else the executor's 16-bit copy (low), else
+  // converted into its transient region.
+  const void* typed(const float* w, const void* low, size_t at, int64_t n) {
     if (t_ == DType::f32) return w;
+    if (low) return low;
     cuda::launch_convert(ws_ + at, t_, w, DType::f32, n, false, be_.stream());
     return ws_ + at;
   }
@@ -350,6 +356,7 @@ class AttentionCuda : public LayerKernel {
   const void* ids_ = nullptr;  // the key-padding mask's token ids (B, L) in the activation dtype, or null
   void* dids_ = nullptr;
   const float *wa_ = nullptr, *ba_ = nullptr, *wp_ = nullptr, *bp_ = nullptr;
+  const void *wa_low_ = nullptr, *wp_low_ = nullptr;  // KernelBinding::params_low, or null
   float *dwa_ = nullptr, *dba_ = nullptr, *dwp_ = nullptr, *dbp_ = nullptr;
   void *qkv_ = nullptr, *p_ = nullptr, *o_ = nullptr;
   float* lse_ = nullptr;   // fused: each query's log-sum-exp (B, H, L)

@@ -61,6 +61,8 @@ class DenseCuda : public LayerKernel {
   // Backward reads x, W and dy, never y.
   bool backward_reads_output() const override { return false; }
   size_t workspace_bytes() const override { return bias_bytes() + weight_bytes() + pad_bytes(); }
+  // Unpadded 16-bit products read W from the executor's 16-bit copy (padded ones need zero rows).
+  bool wants_low_precision_params() const override { return dtype_ != DType::f32 && !padded_; }
   bool workspace_is_transient() const override { return true; }
 
   void bind(const KernelBinding& b) override {
@@ -68,6 +70,7 @@ class DenseCuda : public LayerKernel {
     w_typed_ = weight_bytes() ? static_cast<char*>(b.workspace) + bias_bytes() : nullptr;
     pad_ = padded_ ? static_cast<char*>(b.workspace) + bias_bytes() + weight_bytes() : nullptr;
     w_ = b.param(0).f32();
+    w_low_ = padded_ ? nullptr : b.param_low(0, dtype_);
     dw_ = b.grad(0).f32();
     if (bias_) {
       b_ = b.param(1).f32();
@@ -78,7 +81,7 @@ class DenseCuda : public LayerKernel {
     if (!tune_) return;  // --deterministic: the heuristic's choices, never a timing's
     // The bound tensors serve as the measurement's: nothing has run yet, the step overwrites
     // what the trials write (y, dW, dx, the bias gradient, the 16-bit copy of W).
-    const void* w = dtype_ == DType::f32 ? static_cast<const void*>(w_) : w_typed_;
+    const void* w = dtype_ == DType::f32 ? static_cast<const void*>(w_) : w_low_ ? w_low_ : w_typed_;
     // A forward-only binding (`trainer bench`'s matmul) has no gradients to time the others on.
     if (fwd_.ok()) fwd_.tune(w, a_.x, padded_ ? pad_ : a_.y);
     const void* dy = padded_ ? pad_ : a_.dy;
@@ -208,6 +211,7 @@ class DenseCuda : public LayerKernel {
   // W in the activation dtype (W itself in f32), with zero rows up to padded_.
   const void* typed_weights() {
     if (dtype_ == DType::f32) return w_;
+    if (w_low_) return w_low_;
     cuda::launch_convert(w_typed_, dtype_, w_, DType::f32, int64_t(units_) * in_, false, be_.stream());
     if (padded_) {
       const size_t row = size_t(in_) * dtype_bytes(dtype_);
@@ -254,6 +258,7 @@ class DenseCuda : public LayerKernel {
   cuda::BiasGradSplit bias_split_;
   double* bias_scratch_ = nullptr;
   const float *w_ = nullptr, *b_ = nullptr;
+  const void* w_low_ = nullptr;  // KernelBinding::params_low's W, or null (then converted)
   float *dw_ = nullptr, *db_ = nullptr;
 };
 

@@ -141,6 +141,11 @@ struct TensorView {
 // Every tensor one kernel touches, for bind().
 struct KernelBinding {
   std::vector<TensorView> params, grads;  // one per ParamSpec of the layer, in declaration order
+  // A 16-bit copy of each parameter (bf16 or fp16, the step's low-precision dtype), refreshed by
+  // the executor after every change of the f32 parameters (each update, each upload), for kernels
+  // that want_low_precision_params(): they read it instead of converting the weights themselves.
+  // Empty, or data null, where there is none.
+  std::vector<TensorView> params_low;
   // optimizer_state[slot][k]: the optimizer's state slot (momentum, moments...) of params[k],
   // for kernels that fuse the update; laid out like params.
   std::vector<std::vector<TensorView>> optimizer_state;
@@ -163,6 +168,10 @@ struct KernelBinding {
   const TensorView& input(size_t i = 0) const { return at(inputs, i, "input"); }
   const TensorView& input_grad(size_t i = 0) const { return at(input_grads, i, "input gradient"); }
   const TensorView& param(size_t i) const { return at(params, i, "parameter"); }
+  // params_low[i]'s data if it exists in dtype t, else null (the kernel converts params[i]).
+  const void* param_low(size_t i, DType t) const {
+    return i < params_low.size() && params_low[i].dtype == t ? params_low[i].data : nullptr;
+  }
   const TensorView& grad(size_t i) const { return at(grads, i, "parameter gradient"); }
   const TensorView& buffer(size_t i) const { return at(buffers, i, "buffer"); }
 
@@ -298,6 +307,9 @@ class LayerKernel {
   // batchnorm's output and a relu over the add's: PyTorch's in-place ops, ResNet-18 at batch 128
   // in bf16 kept 6 tensors a block where PyTorch keeps 4.
   virtual bool may_overwrite_input(size_t /*k*/) const { return false; }
+  // True when the kernel reads the 16-bit copy of its parameters (KernelBinding::params_low) where
+  // the executor keeps one; the executor keeps one when some kernel wants it.
+  virtual bool wants_low_precision_params() const { return false; }
   // False when backward reads no y (only inputs, dy and its own workspaces): then a consumer that
   // may_overwrite_input can take y's memory. True (the default) when it reads y or may.
   virtual bool backward_reads_output() const { return true; }

@@ -357,6 +357,15 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   if (o_.activation_slots > 1)
     for (auto& kv : plans_) scratch_floats = std::max(scratch_floats, plan_gradient_pieces(*kv.second));
 
+  // A 16-bit copy of the parameters where a kernel reads one (ExecutorOptions::low_precision_params):
+  // converted once after each update instead of by every layer in forward and again in backward
+  // (gpt2_small: 99 conversions, 0.84 ms of a 24.4 ms step on an H200).
+  bool want_low = false;
+  if (o_.low_precision_params && be_.activation_dtype(o_.math) != DType::f32)
+    for (const auto& kv : plans_)
+      for (const auto& k : kv.second->kernels) want_low = want_low || (k && k->wants_low_precision_params());
+  const size_t low_bytes = want_low ? size_t(model_.param_arena_floats()) * 2 : 0;
+
   // 3. Allocate: parameter arena, buffers, activations. Each allocation names what it is for.
   // Gradients and each optimizer state slot are arenas laid out like the parameters (the Model's
   // offsets), back to back; the arena's size is a multiple of the alignment, so every tensor of
@@ -396,6 +405,11 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       activation_bytes_ += align_up(shared_transient_bytes);
     }
     parameter_bytes_ = floats_bytes(n_param_floats_) * slots;
+    if (low_bytes) {
+      params_low_ = allocate(low_bytes, "the parameters in 16 bits (read by the layers' products)");
+      params_low_dtype_ = be_.activation_dtype(o_.math);
+      parameter_bytes_ += align_up(low_bytes);
+    }
     if (o_.activation_slots > 1) {
       grad_scratch_ =
           static_cast<float*>(allocate(std::max<size_t>(floats_bytes(scratch_floats), 1),
@@ -413,7 +427,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     const int64_t max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
     const size_t cap = be_.allocator().cap_bytes();
     const size_t fixed =
-        floats_bytes(n_param_floats_) * slots + align_up(sizeof(StepScalars)) +
+        floats_bytes(n_param_floats_) * slots + align_up(low_bytes) + align_up(sizeof(StepScalars)) +
         align_up(sizeof(NonfiniteRecord)) + align_up(n_metrics * sizeof(float)) +
         (clip_ ? align_up(sizeof(ClipRecord)) + align_up(kClipPartials * sizeof(double)) : 0) +
         (scaler_ ? align_up(sizeof(LossScaleState)) : 0) +
@@ -572,6 +586,9 @@ KernelBinding Executor::binding(const Plan& p, size_t i) const {
     // they wrote (Model::params()).
     if (t.layer == int(i) && !t.shared_with.empty()) b.accumulate_param_grads = true;
     b.params.push_back(view(params_ + t.offset, t.shape));
+    if (params_low_)
+      b.params_low.push_back(
+          view(static_cast<char*>(params_low_) + size_t(t.offset) * 2, t.shape, nullptr, params_low_dtype_));
     b.grads.push_back(grad_of(j));
     for (size_t k = 0; k < state_.size(); ++k)
       b.optimizer_state[k].push_back(view(state_[k] + t.offset, t.shape));

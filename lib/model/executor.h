@@ -55,6 +55,10 @@ struct ExecutorOptions {
   // A convolution's or dense layer's bias whose output goes to a batchnorm alone is taken by the
   // batchnorm (backends that register it: KernelContext::takes_bias); false: for tests.
   bool fold_bias = true;
+  // A 16-bit copy of the parameters, refreshed after each update, for the kernels that want one
+  // (LayerKernel::wants_low_precision_params) in bf16 or fp16 math; false: each converts its own
+  // weights every step (for tests).
+  bool low_precision_params = true;
   // > 0: scale the gradients to this global L2 norm before each update, on the device.
   float clip_grad_norm = 0.f;
   // Random crop / flip of training batches (data.augment), on the device at the start of each
@@ -320,6 +324,9 @@ class Executor : public StepRunner {
   int64_t n_param_floats_ = 0;
   float* params_ = nullptr;  // arena: params | grads | state slots, each laid out like params
   float* grads_ = nullptr;
+  void* params_low_ = nullptr;  // the 16-bit copy of params_ (ExecutorOptions::low_precision_params)
+  DType params_low_dtype_ = DType::f32;
+  void refresh_low_precision_params();
   std::vector<float*> state_;  // per optimizer state slot
   float* buffers_ = nullptr;
   std::vector<char*> slot_arenas_;    // per activation slot: its arena (one allocation, slot after slot)

@@ -9,7 +9,14 @@ namespace trainer {
 
 void Executor::upload_params(const float* params, const float* buffers) {
   be_.copy_to_device(params_, params, size_t(n_param_floats_) * sizeof(float));
+  refresh_low_precision_params();
   upload_buffers(buffers);
+}
+
+// The 16-bit copy of the parameters (ExecutorOptions::low_precision_params) from the f32 ones,
+// on the backend's queue: after an upload, and after each update inside the step.
+void Executor::refresh_low_precision_params() {
+  if (params_low_) be_.convert(params_low_, params_low_dtype_, params_, DType::f32, n_param_floats_, false);
 }
 
 void Executor::download_params(float* params, float* buffers) {

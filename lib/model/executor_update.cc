@@ -90,6 +90,7 @@ void Executor::enqueue_update(int64_t batch, size_t buckets_launched) {
   // finite; weights are checked after it; the host reads the record only with the metrics.
   if (!scaler_) guard_->check(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
   opt_step_->step(params_, grads_, state_.data(), scalars_);  // checks the weights after it
+  refresh_low_precision_params();
   if (scaler_) loss_scale_->update(scaler_, scalars_);
   guard_->commit(scalars_, batch, metrics_, nonfinite_);
 }

@@ -707,16 +707,13 @@ int Executor::sole_consumer(size_t i, const char* type, DType dt) const {
   return int(j);
 }
 
-// The relu layer that layer i's kernel (activations in dtype dt) runs itself, -1: none. Fusing
-// needs a kernel registered with kFusesRelu, a relu that is the only consumer of the layer's
-// output (nobody else reads the pre-relu values or adds to their gradient), and no dtype
-// conversion between them. The relu's output may have any number of consumers.
 // The input of layer i (planned so far in p: its kernel is p.kernels.back(), its dtype dt) whose
-// memory its output may take, or -1: the kernel may write over it (LayerKernel::may_overwrite_input), the
-// input is a layer's own output (not the model's input, a view or a fused relu's, which share a
-// root's memory with others), layer i is its one consumer and takes it once, without a dtype
-// conversion, in the output's dtype and layout, the memory holds the output, and the producer's
-// backward does not read it (LayerKernel::backward_reads_output).
+// memory its output may take, or -1: the kernel may write over it
+// (LayerKernel::may_overwrite_input), the input is a layer's own output (not the model's input, a
+// view or a fused relu's, which share a root's memory with others), layer i is its one consumer
+// and takes it once, without a dtype conversion, in the output's dtype and layout, the memory
+// holds the output, and the producer's backward does not read it
+// (LayerKernel::backward_reads_output).
 int Executor::overwritable_input(const Plan& p, size_t i, DType dt, const std::vector<size_t>& root,
                                  const std::vector<size_t>& out_size, size_t out_bytes) const {
   const LayerKernel& k = *p.kernels.back();
@@ -733,6 +730,10 @@ int Executor::overwritable_input(const Plan& p, size_t i, DType dt, const std::v
   return -1;
 }
 
+// The relu layer that layer i's kernel (activations in dtype dt) runs itself, -1: none. Fusing
+// needs a kernel registered with kFusesRelu, a relu that is the only consumer of the layer's
+// output (nobody else reads the pre-relu values or adds to their gradient), and no dtype
+// conversion between them. The relu's output may have any number of consumers.
 int Executor::fusable_relu(size_t i, DType dt) const {
   if (!(Registry::global().kernel_caps(model_.layers()[i]->type(), be_.name()) & kFusesRelu)) return -1;
   return sole_consumer(i, "relu", dt);

@@ -17,17 +17,18 @@ namespace trainer::gpu_test {
 struct FusionRun {
   std::vector<float> params, buffers, out;
   MetricSums train, eval;
-  int fused = 0;     // relus run inside the kernel before them
-  int folded = 0;    // biases taken by the batchnorm after them
-  int in_place = 0;  // outputs written over their input's memory
+  int fused = 0;            // relus run inside the kernel before them
+  int folded = 0;           // biases taken by the batchnorm after them
+  int in_place = 0;         // outputs written over their input's memory
+  bool low_params = false;  // the executor keeps a 16-bit copy of the parameters
 };
 
 // collective: synchronized batchnorm through it (one replica: the synchronized kernels).
 // deterministic false: the kernels the backend times fastest (our convolutions among them).
-// fold_bias: ExecutorOptions::fold_bias.
+// fold_bias, low_params: ExecutorOptions::fold_bias, low_precision_params.
 inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool plain_layouts,
                             DeviceCollective* collective = nullptr, bool deterministic = true,
-                            bool fold_bias = true) {
+                            bool fold_bias = true, bool low_params = true) {
   const Optimizer opt(make_optimizer("{type: sgd, lr: 0.05, momentum: 0.9}"));
   ExecutorOptions o;
   o.batch_sizes = {16};
@@ -37,6 +38,7 @@ inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool
   o.seed = 5;
   o.plain_layouts = plain_layouts;
   o.fold_bias = fold_bias;
+  o.low_precision_params = low_params;
   o.deterministic = deterministic;
   o.loss_scaling = math == MathMode::fp16;
   o.loss_scale_init = 1024.f;
@@ -47,6 +49,8 @@ inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool
   r.fused = ex.fused_relus();
   r.folded = ex.folded_biases();
   r.in_place = ex.outputs_in_place();
+  for (const auto& [what, bytes] : ex.memory_breakdown())
+    r.low_params = r.low_params || what.find("parameters in 16 bits") != std::string::npos;
   r.params.resize(size_t(model.param_arena_floats()));
   r.buffers.resize(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1)));
   model.initialize(r.params.data(), r.buffers.data(), 3);

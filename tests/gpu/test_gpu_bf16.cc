@@ -14,6 +14,7 @@
 
 #include "lib/config/config.h"
 #include "lib/model/executor.h"
+#include "tests/gpu/fusion_run.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace trainer;
@@ -278,8 +279,8 @@ data: {train: {format: random}, num_classes: FILTERS}
 
 // The executor's 16-bit copy of the parameters (ExecutorOptions::low_precision_params), refreshed
 // after each update, which dense and attention read instead of converting their weights: four
-// bf16 steps of a small transformer train bit for bit as with each layer converting its own
-// (deterministic kernels, so that both runs choose the same algorithms).
+// bf16 steps of a small transformer train, evaluate and predict bit for bit as with each layer
+// converting its own (deterministic kernels, so that both runs choose the same algorithms).
 TEST_CASE("gpu dense and attention read the executor's 16-bit parameters and train bit for bit alike",
           "[gpu][bf16][low_params]") {
   if (!gpu_has_math(MathMode::bf16)) return;
@@ -297,46 +298,12 @@ data: {train: {format: random}, num_classes: 6}
 )",
                                 "low.yaml", {});
   const Model model(c.input_shape, c.layers, c.init, c.file);
-  struct Result {
-    std::vector<float> params, out;
-    double loss = 0;
-    bool copy = false;
-  };
-  const auto run = [&](bool low) {
-    const Optimizer opt(make_optimizer("{type: adamw, lr: 0.01}"));
-    ExecutorOptions o;
-    o.batch_sizes = {8};
-    o.num_classes = 6;
-    o.loss = loss_config("cross_entropy");
-    o.math = MathMode::bf16;
-    o.seed = 5;
-    o.deterministic = true;
-    o.low_precision_params = low;
-    Executor ex(model, cuda_backend(), opt, o);
-    Result r;
-    for (const auto& [what, bytes] : ex.memory_breakdown())
-      r.copy = r.copy || what.find("parameters in 16 bits") != std::string::npos;
-    r.params.resize(size_t(model.param_arena_floats()));
-    std::vector<float> buffers(size_t(std::max<int64_t>(model.buffer_arena_floats(), 1)));
-    model.initialize(r.params.data(), buffers.data(), 3);
-    ex.upload_params(r.params.data(), buffers.data());
-    std::vector<int32_t> y(8);
-    std::vector<float> x;
-    for (int64_t t = 1; t <= 4; ++t) {
-      x = random_vector(size_t(8 * model.input_shape().numel()), 900 + uint64_t(t), -1.f, 1.f);
-      for (size_t i = 0; i < y.size(); ++i) y[i] = int32_t((i * 5 + size_t(t)) % 6);
-      ex.train_step(8, x.data(), y.data(), t, 0.01f);
-    }
-    r.loss = ex.read_metrics().loss_sum;
-    r.out.resize(8 * 6);
-    ex.predict(8, x.data(), r.out.data());
-    ex.download_params(r.params.data(), buffers.data());
-    return r;
-  };
-  const Result a = run(true), b = run(false);
-  CHECK(a.copy);
-  CHECK_FALSE(b.copy);
-  CHECK(a.loss == b.loss);
+  const FusionRun a = run_fusion(cuda_backend(), model, MathMode::bf16, false, nullptr, true, true, true);
+  const FusionRun b = run_fusion(cuda_backend(), model, MathMode::bf16, false, nullptr, true, true, false);
+  CHECK(a.low_params);
+  CHECK_FALSE(b.low_params);
+  CHECK(a.train.loss_sum == b.train.loss_sum);
+  CHECK(a.eval.loss_sum == b.eval.loss_sum);
   CHECK(a.params == b.params);
   CHECK(a.out == b.out);
 }

@@ -1,7 +1,13 @@
 // Three launches: count the labels, one block a row (an online softmax: the running max and the
 // sum of exponentials in one read of the logits, then the gradient in a second), and one block
 // that sums the rows' losses in a fixed order (the result is the same on every run).
+// A row's threads read and write 16 bytes at a time (a scalar head up to the row's first 16-byte
+// boundary, then vectors, then a scalar tail), and fold each vector into the running sum with one
+// rescale: element-wise 2-byte loads, each with a branchy update, took 1.27 ms for (8192, 50257)
+// bf16 on an H200, about 3x what the kernel's 2.5 GB of traffic needs.
 #include <cfloat>
+#include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
@@ -29,6 +35,66 @@ __global__ void count_labels(const int32_t* labels, int64_t rows, int32_t ignore
   }
 }
 
+// The rows move in 16-byte accesses of kVec<T> elements (8 bf16 or fp16, 4 floats).
+template <class T>
+constexpr int kVec = 16 / int(sizeof(T));
+// Whole warps, and a thread for each head and tail element (fewer than kVec<T>).
+static_assert(kRowThreads % 32 == 0 && kRowThreads <= 1024);
+
+__device__ __forceinline__ float bits_f32(__nv_bfloat16, uint16_t b) {
+  return __bfloat162float(__ushort_as_bfloat16(b));
+}
+__device__ __forceinline__ float bits_f32(__half, uint16_t b) { return __half2float(__ushort_as_half(b)); }
+__device__ __forceinline__ uint32_t pair_bits(__nv_bfloat16, float a, float b) {
+  const __nv_bfloat162 p = __floats2bfloat162_rn(a, b);
+  return uint32_t(__bfloat16_as_ushort(p.x)) | uint32_t(__bfloat16_as_ushort(p.y)) << 16;
+}
+__device__ __forceinline__ uint32_t pair_bits(__half, float a, float b) {
+  const __half2 p = __floats2half2_rn(a, b);
+  return uint32_t(__half_as_ushort(p.x)) | uint32_t(__half_as_ushort(p.y)) << 16;
+}
+
+// 16 bytes as kVec<T> floats, the lower address first, and back (rounding to nearest even, as
+// from_f32 does).
+template <class T>
+__device__ __forceinline__ void unpack(uint4 u, float (&x)[kVec<T>]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (kVec<T> == 4) {
+      x[i] = __uint_as_float(w[i]);
+    } else {
+      x[2 * i] = bits_f32(T(), uint16_t(w[i] & 0xffffu));
+      x[2 * i + 1] = bits_f32(T(), uint16_t(w[i] >> 16));
+    }
+  }
+}
+template <class T>
+__device__ __forceinline__ uint4 pack(const float (&x)[kVec<T>]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (kVec<T> == 4)
+      w[i] = __float_as_uint(x[i]);
+    else
+      w[i] = pair_bits(T(), x[2 * i], x[2 * i + 1]);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// A row of n elements at p: `head` scalars up to its first 16-byte boundary (at most n), then
+// `vecs` 16-byte vectors, then a scalar tail (fewer than kVec<T>) from column `tail`.
+template <class T>
+struct RowSplit {
+  int64_t head, vecs, tail;
+  __device__ RowSplit(const T* p, int64_t n) {
+    const int64_t phase = int64_t(reinterpret_cast<uintptr_t>(p) & 15) / int64_t(sizeof(T));
+    head = phase == 0 ? 0 : (kVec<T> - phase < n ? kVec<T> - phase : n);
+    vecs = (n - head) / kVec<T>;
+    tail = head + vecs * kVec<T>;
+  }
+};
+
 // A thread's running softmax state over its columns: max m, sum of exp(x - m), and the argmax
 // (the first index of the largest value, NaN never chosen, as the CPU's scan).
 struct Online {
@@ -37,6 +103,38 @@ struct Online {
   float best;
   int arg;
 };
+
+// Folds N logits from column c (N = 1, or one vector) into st, columns in increasing order: the
+// sum is rescaled once for the N. fmaxf skips a NaN in the max, while __expf (ex2.approx, NaN in
+// NaN out) carries it into the sum: the loss becomes NaN, which the guard sees. arg: the first
+// column of the N whose max rose above best (strictly, so an earlier tie stays), resolved to the
+// element's column after the scan.
+template <int N>
+__device__ __forceinline__ void fold(Online& st, const float (&x)[N], int64_t c) {
+  float top[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) top[j] = x[j];
+#pragma unroll
+  for (int w = 1; w < N; w *= 2)
+#pragma unroll
+    for (int j = 0; j + w < N; j += 2 * w) top[j] = fmaxf(top[j], top[j + w]);
+  if (top[0] > st.m) {
+    st.s *= __expf(st.m - top[0]);
+    st.m = top[0];
+  }
+  float e[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) e[j] = __expf(x[j] - st.m);
+#pragma unroll
+  for (int w = 1; w < N; w *= 2)
+#pragma unroll
+    for (int j = 0; j + w < N; j += 2 * w) e[j] += e[j + w];
+  st.s += e[0];
+  if (top[0] > st.best) {
+    st.best = top[0];
+    st.arg = int(c);
+  }
+}
 
 __device__ __forceinline__ Online merge(Online a, Online b) {
   Online r;
@@ -48,47 +146,67 @@ __device__ __forceinline__ Online merge(Online a, Online b) {
   return r;
 }
 
+// Vectors a thread keeps in flight before their updates.
+constexpr int kLoads = 4;
+
 // T: the logits' and their gradient's dtype (f32 arithmetic in every one).
 template <class T>
 __global__ void __launch_bounds__(kRowThreads)
     token_rows(const T* out, const int32_t* labels, int64_t classes, int32_t ignore, T* dout,
                TokenLossScratch* s) {
+  constexpr int V = kVec<T>;
+  constexpr int64_t kStride = kRowThreads;
   const int64_t row = blockIdx.x;
+  const int t = int(threadIdx.x);
   const T* o = out + row * classes;
   T* d = dout + row * classes;
   float* row_loss = reinterpret_cast<float*>(s + 1);
   const int32_t y = labels[row];
   if (y == ignore) {
-    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) d[c] = from_f32<T>(0.f);
-    if (threadIdx.x == 0) row_loss[row] = 0.f;
+    const RowSplit<T> ds(d, classes);
+    if (t < ds.head) d[t] = from_f32<T>(0.f);
+    uint4* dv = reinterpret_cast<uint4*>(d + ds.head);
+    for (int64_t k = t; k < ds.vecs; k += kStride) __stcs(dv + k, make_uint4(0, 0, 0, 0));
+    if (ds.tail + t < classes) d[ds.tail + t] = from_f32<T>(0.f);
+    if (t == 0) row_loss[row] = 0.f;
     return;
   }
-  Online st{-FLT_MAX, 0.f, 0.f, -1};
-  const auto take = [&](float x, int64_t c) {
-    if (nan_bits(x)) {
-      st.s = __int_as_float(0x7fc00000);  // NaN: the loss becomes NaN, which the guard sees
-      return;
-    }
-    if (x > st.m) {
-      st.s = st.s * __expf(st.m - x) + 1.f;
-      st.m = x;
-    } else {
-      st.s += __expf(x - st.m);
-    }
-    if (st.arg < 0 || x > st.best) st.best = x, st.arg = int(c);
-  };
-  // Four loads in flight before their (dependent) updates, in column order.
-  constexpr int64_t kStep = kRowThreads;
-  int64_t c = threadIdx.x;
-  for (; c + 3 * kStep < classes; c += 4 * kStep) {
-    const float x0 = to_f32(o[c]), x1 = to_f32(o[c + kStep]), x2 = to_f32(o[c + 2 * kStep]),
-                x3 = to_f32(o[c + 3 * kStep]);
-    take(x0, c);
-    take(x1, c + kStep);
-    take(x2, c + 2 * kStep);
-    take(x3, c + 3 * kStep);
+  const float inv = 1.f / float(s->counted);  // read before the scan, which hides its latency
+  const RowSplit<T> rs(o, classes);
+  const uint4* ov = reinterpret_cast<const uint4*>(o + rs.head);
+  // Each thread's columns in increasing order: its head element, its vectors, its tail element.
+  Online st{-FLT_MAX, 0.f, -INFINITY, -1};
+  if (t < rs.head) {
+    const float x[1] = {to_f32(o[t])};
+    fold(st, x, t);
   }
-  for (; c < classes; c += kStep) take(to_f32(o[c]), c);
+  int64_t k = t;
+  for (; k + (kLoads - 1) * kStride < rs.vecs; k += kLoads * kStride) {
+    uint4 u[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) u[i] = ov[k + i * kStride];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      float x[V];
+      unpack<T>(u[i], x);
+      fold(st, x, rs.head + (k + i * kStride) * V);
+    }
+  }
+  for (; k < rs.vecs; k += kStride) {
+    float x[V];
+    unpack<T>(ov[k], x);
+    fold(st, x, rs.head + k * V);
+  }
+  if (rs.tail + t < classes) {
+    const float x[1] = {to_f32(o[rs.tail + t])};
+    fold(st, x, rs.tail + t);
+  }
+  // The argmax's column: the first of its vector equal to the max.
+  if (st.arg >= 0) {
+    int c = st.arg;
+    for (int j = 1; j < V && to_f32(o[c]) != st.best; ++j) ++c;
+    st.arg = c;
+  }
   for (int off = 16; off > 0; off /= 2) {
     Online b;
     b.m = __shfl_xor_sync(0xffffffffu, st.m, off);
@@ -99,24 +217,53 @@ __global__ void __launch_bounds__(kRowThreads)
   }
   __shared__ Online warps[kRowThreads / 32];
   __shared__ Online all;
-  if ((threadIdx.x & 31) == 0) warps[threadIdx.x / 32] = st;
+  if ((t & 31) == 0) warps[t / 32] = st;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    Online t = warps[0];
-    for (int w = 1; w < int(blockDim.x / 32); ++w) t = merge(t, warps[w]);
+  if (t == 0) {
+    Online r = warps[0];
+    for (int w = 1; w < kRowThreads / 32; ++w) r = merge(r, warps[w]);
     // The CPU takes index 0 when o[0] is NaN (nothing beats a NaN start).
-    if (nan_bits(to_f32(o[0]))) t.arg = 0;
-    all = t;
+    if (nan_bits(to_f32(o[0]))) r.arg = 0;
+    all = r;
   }
   __syncthreads();
   const float log_z = all.m + logf(all.s);
-  const float inv = 1.f / float(s->counted);
-#pragma unroll 4
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    const float p = __expf(to_f32(o[c]) - log_z);
-    d[c] = from_f32<T>((p - (c == y ? 1.f : 0.f)) * inv);
+  const auto grad = [&](float x, int64_t c) { return (__expf(x - log_z) - (c == y ? 1.f : 0.f)) * inv; };
+  if (((reinterpret_cast<uintptr_t>(o) ^ reinterpret_cast<uintptr_t>(d)) & 15) != 0) {
+    // out and dout 16-byte aligned at different columns: element by element.
+    for (int64_t c = t; c < classes; c += kStride) d[c] = from_f32<T>(grad(to_f32(o[c]), c));
+  } else {
+    // The logits' last read and the gradient's write both streamed (evict first): L2 is left to
+    // the rows of the other blocks, whose logits are read a second time.
+    if (t < rs.head) d[t] = from_f32<T>(grad(to_f32(o[t]), t));
+    uint4* dv = reinterpret_cast<uint4*>(d + rs.head);
+    const auto put = [&](uint4 u, int64_t k) {
+      const int64_t c0 = rs.head + k * V;
+      float x[V];
+      unpack<T>(u, x);
+#pragma unroll
+      for (int j = 0; j < V; ++j) x[j] = __expf(x[j] - log_z);
+      if (c0 <= y && y < c0 + V) {
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (c0 + j == y) x[j] -= 1.f;
+      }
+#pragma unroll
+      for (int j = 0; j < V; ++j) x[j] *= inv;
+      __stcs(dv + k, pack<T>(x));
+    };
+    int64_t k = t;
+    for (; k + (kLoads - 1) * kStride < rs.vecs; k += kLoads * kStride) {
+      uint4 u[kLoads];
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i) u[i] = __ldcs(ov + k + i * kStride);
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i) put(u[i], k + i * kStride);
+    }
+    for (; k < rs.vecs; k += kStride) put(__ldcs(ov + k), k);
+    if (rs.tail + t < classes) d[rs.tail + t] = from_f32<T>(grad(to_f32(o[rs.tail + t]), rs.tail + t));
   }
-  if (threadIdx.x == 0) {
+  if (t == 0) {
     const float loss = log_z - to_f32(o[y]);
     row_loss[row] = all.arg == y ? loss : -1.f - loss;
   }

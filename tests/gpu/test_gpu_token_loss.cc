@@ -31,28 +31,30 @@ struct Run {
 };
 
 // bf16: the logits go to the kernel as bf16 (out rounded) and their gradient comes back as bf16,
-// widened here.
+// widened here. shift: the logits start that many elements into their buffer, so that they sit at
+// another 16-byte phase than their gradient.
 Run run_on(Backend& be, const std::vector<float>& out, const std::vector<int32_t>& y, int64_t B, int64_t P,
-           int64_t C, bool bf16 = false) {
+           int64_t C, bool bf16 = false, int64_t shift = 0) {
   LossConfig c = loss_config("cross_entropy");
   c.positions = P;
   test::TestLoss k(be, c.spec(C), B);
   if (bf16) REQUIRE(k.takes(DType::bf16));
   const size_t n = out.size();
-  Buffer ob(be, n * 4), yb(be, y.size() * 4), db(be, n * 4), lb(be, 4), sb(be, 8),
+  Buffer ob(be, (n + size_t(shift)) * 4), yb(be, y.size() * 4), db(be, n * 4), lb(be, 4), sb(be, 8),
       gb(be, sizeof(StepScalars));
+  void* op = static_cast<char*>(ob.get()) + shift * (bf16 ? 2 : 4);
   std::vector<uint16_t> out16(n);
   for (size_t i = 0; i < n; ++i) out16[i] = bf16_from_float(out[i]);
   if (bf16)
-    be.copy_to_device(ob.get(), out16.data(), n * 2);
+    be.copy_to_device(op, out16.data(), n * 2);
   else
-    ob.upload(out);
+    be.copy_to_device(op, out.data(), n * 4);
   yb.upload(y);
   be.zero(lb.get(), 4);
   be.zero(sb.get(), 8);
   be.zero(gb.get(), sizeof(StepScalars));
   for (int rep = 0; rep < 2; ++rep)
-    k.run_typed(bf16 ? DType::bf16 : DType::f32, ob.get(), yb.get(), B, db.get(), lb.as(), sb.as(), true,
+    k.run_typed(bf16 ? DType::bf16 : DType::f32, op, yb.get(), B, db.get(), lb.as(), sb.as(), true,
                 gb.as<StepScalars>());
   Run r;
   if (bf16) {
@@ -110,6 +112,72 @@ TEST_CASE("gpu runs the loss over positions as the CPU does", "[gpu][loss][token
       CHECK(c2.guard == g2.guard);
       CHECK(run_on(cuda_backend(), out, y, cs.B, cs.P, cs.C, true).guard == uint32_t(kNonfiniteLoss));
     }
+  }
+}
+
+// The GPU reads and writes a row 16 bytes at a time from the row's first 16-byte boundary, with
+// scalars before it and after the last whole vector. Rows of 3, 9 and 8195 classes start at every
+// phase (8 in bf16, 4 in f32; 3 classes in bf16 is often shorter than the scalars before the
+// boundary), with the largest logit tied in those scalars, in one vector, in a thread's vectors
+// 1024 and 2048 columns apart, across threads and at the row's end: the label the first of the
+// tie (a hit) or the later one (a miss), as the CPU's first index of the maximum. Also a row of
+// equal logits, -0 and +0 tied as the maximum, an ignored row, the logits at another phase than
+// their gradient, and a NaN before the boundary, in a vector and at the row's end.
+TEST_CASE("gpu's loss over positions keeps the CPU's argmax and gradient at every row alignment",
+          "[gpu][loss][tokens]") {
+  for (const int64_t C : {int64_t(3), int64_t(9), int64_t(8195)}) {
+    INFO("classes " << C);
+    const int64_t B = 2, P = 12, rows = B * P;
+    // Values that bf16 holds, so that the f32 and bf16 runs see the same numbers.
+    std::vector<float> out = test::random_vector(size_t(rows * C), uint64_t(C) + 1, -4.f, 4.f);
+    for (float& v : out) v = round_to_bf16(v);
+    std::vector<int32_t> y(static_cast<size_t>(rows));
+    float hits = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* o = out.data() + r * C;
+      const int64_t ties[][2] = {{0, 1},        {1, 2},        {0, C - 1},     {r, r + 1},
+                                 {r, r + 1024}, {r, r + 2048}, {C - 2, C - 1}, {2, 7},
+                                 {3, 5},        {5, 8},        {6, 14},        {r * 37, r * 37 + 5}};
+      int64_t a = ties[r % 12][0], b = ties[r % 12][1];
+      if (b >= C) a = 0, b = C - 1;
+      o[a] = o[b] = 9.f;
+      y[size_t(r)] = int32_t(r % 2 == 0 ? a : b);
+      if (r == 9) y[size_t(r)] = -100;
+      if (r == 10) {  // all equal: the argmax is column 0
+        std::fill(o, o + C, 0.5f);
+        y[size_t(r)] = 1;
+      }
+      if (r == 11 || r == 13) {  // the maximum 0, as -0 then +0 (+0 then -0): the first is the argmax
+        for (int64_t c = 0; c < C; ++c) o[c] = round_to_bf16(-1.f - std::fabs(o[c]));
+        o[a] = r == 11 ? -0.f : 0.f;
+        o[b] = r == 11 ? 0.f : -0.f;
+        y[size_t(r)] = int32_t(a);
+      }
+      if (y[size_t(r)] == (r == 10 ? 0 : a)) ++hits;
+    }
+    const Run cpu = run_on(cpu_backend(), out, y, B, P, C);
+    REQUIRE(cpu.sums[0] == 2 * hits);  // two runs: the CPU takes the first of each tie
+    for (const int64_t shift : {0, 1, 3}) {
+      INFO("logits " << shift << " elements into their buffer");
+      const Run gpu = run_on(cuda_backend(), out, y, B, P, C, false, shift);
+      CHECK(rel_error(gpu.dout, cpu.dout) < 1e-5);
+      CHECK(gpu.loss == Approx(cpu.loss).epsilon(1e-5));
+      CHECK(gpu.sums == cpu.sums);
+      const Run gpu16 = run_on(cuda_backend(), out, y, B, P, C, true, shift);
+      std::vector<float> want = cpu.dout;
+      for (float& v : want) v = round_to_bf16(v);
+      CHECK(rel_error(gpu16.dout, want) < 2e-3);
+      CHECK(gpu16.loss == Approx(cpu.loss).epsilon(1e-5));
+      CHECK(gpu16.sums == cpu.sums);
+    }
+    for (const int64_t r : {1, 3})
+      for (const int64_t c : {int64_t(0), int64_t(2), C / 2, C - 1}) {
+        INFO("NaN at row " << r << " column " << c);
+        std::vector<float> bad = out;
+        bad[size_t(r * C + c)] = NAN;
+        CHECK(run_on(cuda_backend(), bad, y, B, P, C).guard == uint32_t(kNonfiniteLoss));
+        CHECK(run_on(cuda_backend(), bad, y, B, P, C, true).guard == uint32_t(kNonfiniteLoss));
+      }
   }
 }
 

@@ -6,11 +6,12 @@
 // Backward (dW, overwritten) is deterministic and uses no floating-point atomics:
 //   1. keys = clamped id of every position p = b*L + l, values = p;
 //   2. cub's stable radix sort by key, so each id's positions are contiguous and ascending;
-//   3. the sorted positions are cut into chunks of 32, a warp each: for every column d, a
-//      segmented scan over the warp's lanes (a fixed tree of shuffles) sums each run of equal ids
-//      inside the chunk. A run that is a whole id goes straight to dW; a run that continues into
-//      or from a neighbouring chunk is kept in the workspace;
-//   4. a warp per chunk where an id that crosses chunks ends finds the id's first chunk (a binary
+//   3. the sorted positions are cut into chunks of 32, a warp per chunk and tile of 32 columns:
+//      for every column d of the tile, a segmented scan over the warp's lanes (a fixed tree of
+//      shuffles) sums each run of equal ids inside the chunk. A run that is a whole id goes
+//      straight to dW; a run that continues into or from a neighbouring chunk is kept in the
+//      workspace;
+//   4. a warp per chunk (and tile) where an id that crosses chunks ends finds the id's first chunk (a binary
 //      search of the sorted keys), adds its run sums (a fixed tree again) and writes its dW row.
 // Rows of ids that do not occur are zero (a memset first). The summation order is fixed by the
 // batch alone, so results repeat bit for bit. No thread walks positions one dependent load after

@@ -43,7 +43,7 @@ Run run(const Model& model, bool plain, int64_t batch) {
   eo.plain_layouts = plain;
   Executor ex(model, backend, opt, eo);
   Run r;
-  r.fused = ex.fused_relus();
+  r.fused = ex.fused_activations();
   r.in_place = ex.outputs_in_place();
   ex.upload_params(params.data(), buffers.data());
   ex.set_gradient_hook([&](float* g) { r.grads.assign(g, g + model.param_arena_floats()); });
@@ -160,7 +160,7 @@ TEST_CASE("the shipped batchnorm networks fuse every batchnorm that only a relu 
     CpuBackend backend;
     const Optimizer opt{OptimizerConfig{}};
     Executor ex(model, backend, opt, test::classifier_options({2}, 10));
-    CHECK(ex.fused_relus() == pairs);
+    CHECK(ex.fused_activations() == pairs);
   }
 }
 

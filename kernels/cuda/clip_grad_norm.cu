@@ -74,4 +74,11 @@ void launch_clip_grad_norm(float* g, int64_t n, float max_norm, double* partials
   launch_clip_by_partials(g, n, max_norm, partials, /*groups=*/1, record, stream);
 }
 
+void launch_clip_norm_only(const float* g, int64_t n, float max_norm, double* partials, ClipRecord* record,
+                           cudaStream_t stream) {
+  launch_clip_sum_squares(g, n, partials, stream);
+  clip_factor_groups_kernel<<<1, kClipPartials, 0, stream>>>(partials, /*groups=*/1, max_norm, record);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace trainer::cuda

@@ -12,6 +12,9 @@ namespace trainer::cuda {
 
 void launch_clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record,
                            cudaStream_t stream);
+// The norm and the factor only (ClipKernel::norm_only): the optimizer step scales as it reads.
+void launch_clip_norm_only(const float* g, int64_t n, float max_norm, double* partials, ClipRecord* record,
+                           cudaStream_t stream);
 // The two phases for gradients spread over pipeline stages (ClipKernel::by_partials):
 //   partials: (kClipPartials) doubles; then (groups * kClipPartials), every stage's.
 void launch_clip_sum_squares(const float* g, int64_t n, double* partials, cudaStream_t stream);

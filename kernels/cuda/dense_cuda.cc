@@ -9,6 +9,20 @@
 // launches a step). Where cuBLASLt has no algorithm for an epilogue or a product, that step falls
 // back to cublasSgemm/cublasGemmEx and the bias kernels of bias.cu. Math: strict fp32 computes
 // without TF32, tf32 with it (cuBLAS's handle math mode for the fallbacks).
+// The bias is f32; where cuBLASLt has no algorithm for an f32 bias beside a 16-bit y (the bf16
+// products of GPT-2's MLP), the forward's epilogue takes the executor's 16-bit copy of it (or,
+// without that copy, the bias converted into the workspace before the product: the same bits).
+// A gelu (tanh form) after the layer runs in the forward product's epilogue
+// (KernelContext::fused_gelu, GELU_AUX_BIAS): y = gelu(W x + b), and the pre-activation W x + b
+// is kept (the aux matrix, kept workspace) for backward, which first makes the gradient at the
+// pre-activation (eltwise.cu's gelu backward, over the output's gradient, which nothing reads
+// after this layer: KernelContext::fused_relu's rule) and runs the products on it. Without an
+// algorithm for that epilogue the product writes the pre-activation and eltwise.cu's gelu makes y
+// from it.
+// That gelu's backward is taken over by the dense layer after it where it alone reads the gelu's
+// output (KernelContext::gelu_to_next / gelu_from_input, GeluHandoff): that layer's dx product
+// multiplies by gelu' at the kept pre-activation in its DGELU epilogue, so GPT-2's MLP runs no
+// gelu kernel either way.
 // Activations in bf16 (or fp16, ctx.act_dtype): cublasGemmEx on tensor cores with f32
 // accumulation; W is converted into the workspace by each call that reads it, and dW is written
 // in f32 directly (cuBLAS takes 16-bit A and B with an f32 C).
@@ -24,8 +38,11 @@
 //   x: (B, in)  W: (units, in)  b: (units)  y: (B, units)
 //   W and b: the parameter views 0 and 1 (f32).
 //   workspace: [bias gradient scratch] [W in the activation dtype, when it is not f32]
-//              [y or dy with padded rows (B, padded_), when padded_]
+//              [y or dy with padded rows (B, padded_), when padded_] [b in the activation dtype,
+//              when the executor keeps no 16-bit copy of it]
+//   kept workspace, with a fused gelu: the pre-activation (B, units)
 #include <algorithm>
+#include <memory>
 #include <type_traits>
 
 #include "kernels/cuda/bias.cuh"
@@ -33,6 +50,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/eltwise.cuh"
 #include "kernels/cuda/lt_matmul.h"
 #include "lib/layers/dense.h"
 
@@ -44,7 +62,10 @@ class DenseCuda : public LayerKernel {
   DenseCuda(const Dense& l, const KernelContext& ctx)
       : be_(cuda_of(ctx)),
         bias_(l.use_bias && !ctx.bias_to_batchnorm),  // else the batchnorm after it takes the bias
-        batch_(int(ctx.batch * l.rows())),            // per_position: every row of every sample
+        gelu_(ctx.fused_gelu),
+        gelu_to_next_(ctx.gelu_to_next),
+        gelu_from_input_(ctx.gelu_from_input),
+        batch_(int(ctx.batch * l.rows())),  // per_position: every row of every sample
         in_(int(l.in_features())),
         units_(int(l.units)),
         math_mode_(ctx.math),
@@ -60,7 +81,10 @@ class DenseCuda : public LayerKernel {
 
   // Backward reads x, W and dy, never y.
   bool backward_reads_output() const override { return false; }
-  size_t workspace_bytes() const override { return bias_bytes() + weight_bytes() + pad_bytes(); }
+  size_t workspace_bytes() const override {
+    return bias_bytes() + weight_bytes() + pad_bytes() + low_bias_bytes();
+  }
+  size_t kept_workspace_bytes() const override { return gelu_ ? pre_bytes() : 0; }
   // Unpadded 16-bit products read W from the executor's 16-bit copy (padded ones need zero rows).
   bool wants_low_precision_params() const override { return dtype_ != DType::f32 && !padded_; }
   bool workspace_is_transient() const override { return true; }
@@ -69,12 +93,24 @@ class DenseCuda : public LayerKernel {
     a_ = TypedActivations(b, dtype_);
     w_typed_ = weight_bytes() ? static_cast<char*>(b.workspace) + bias_bytes() : nullptr;
     pad_ = padded_ ? static_cast<char*>(b.workspace) + bias_bytes() + weight_bytes() : nullptr;
+    dpre_ = gelu_ ? const_cast<void*>(a_.dy) : nullptr;  // the fused gelu's backward writes over dy
+    pre_ = gelu_ ? b.kept_workspace : nullptr;
+    if (gelu_to_next_) {  // the layer after binds next, and may take the gelu's backward over
+      gelu_to_next_->pre = pre_;
+      gelu_to_next_->ld = units_;
+      gelu_to_next_->taken = false;
+    }
     w_ = b.param(0).f32();
     w_low_ = padded_ ? nullptr : b.param_low(0, dtype_);
     dw_ = b.grad(0).f32();
     if (bias_) {
       b_ = b.param(1).f32();
+      b_low_ = b.param_low(1, dtype_);
       db_ = b.grad(1).f32();
+      if (!b_low_ && low_bias_bytes()) {  // converted before each forward product
+        b_typed_ = static_cast<char*>(b.workspace) + bias_bytes() + weight_bytes() + pad_bytes();
+        b_low_ = b_typed_;
+      }
     }
     bias_scratch_ = static_cast<double*>(b.workspace);
     plan_products();
@@ -83,8 +119,8 @@ class DenseCuda : public LayerKernel {
     // what the trials write (y, dW, dx, the bias gradient, the 16-bit copy of W).
     const void* w = dtype_ == DType::f32 ? static_cast<const void*>(w_) : w_low_ ? w_low_ : w_typed_;
     // A forward-only binding (`trainer bench`'s matmul) has no gradients to time the others on.
-    if (fwd_.ok()) fwd_.tune(w, a_.x, padded_ ? pad_ : a_.y);
-    const void* dy = padded_ ? pad_ : a_.dy;
+    if (fwd_.ok()) fwd_.tune(w, a_.x, padded_ ? pad_ : fwd_gelu_fused_ || !gelu_ ? a_.y : pre_);
+    const void* dy = padded_ ? pad_ : gelu_ ? dpre_ : a_.dy;
     if (dw_plan_.ok() && a_.dy && dw_) dw_plan_.tune(a_.x, dy, dw_);
     if (dx_plan_.ok() && a_.dy && a_.dx) dx_plan_.tune(w, dy, a_.dx);
   }
@@ -93,11 +129,14 @@ class DenseCuda : public LayerKernel {
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
     const void* w = typed_weights();
+    if (b_typed_ && fwd_bias_fused_)
+      cuda::launch_convert(b_typed_, dtype_, b_, DType::f32, units_, false, be_.stream());
+    void* out = gelu_ && !fwd_gelu_fused_ ? pre_ : a_.y;  // what the product writes
     if (!padded_) {
       if (fwd_.ok())
-        fwd_.run(w, a_.x, a_.y);
+        fwd_.run(w, a_.x, out);
       else
-        gemm(CUBLAS_OP_T, CUBLAS_OP_N, units_, batch_, in_, w, dtype_, a_.x, dtype_, a_.y, dtype_, units_);
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, units_, batch_, in_, w, dtype_, a_.x, dtype_, out, dtype_, units_);
     }
     for (int c = 0; padded_ && c < batch_ / chunk_; ++c) {  // the padded product a chunk of rows at a time
       const void* x = row_at(a_.x, c, in_);
@@ -105,18 +144,27 @@ class DenseCuda : public LayerKernel {
         fwd_.run(w, x, pad_);
       else
         gemm(CUBLAS_OP_T, CUBLAS_OP_N, padded_, chunk_, in_, w, dtype_, x, dtype_, pad_, dtype_, padded_);
-      copy_rows(row_at(a_.y, c, units_), units_, pad_, padded_);
+      copy_rows(row_at(out, c, units_), units_, pad_, padded_);
     }
     if (bias_ && !fwd_bias_fused_)
-      cuda::launch_bias_add(dtype_, a_.y, b_, batch_, units_, 1, false, be_.stream());
+      cuda::launch_bias_add(dtype_, out, b_, batch_, units_, 1, false, be_.stream());
+    if (gelu_ && !fwd_gelu_fused_)
+      cuda::launch_eltwise_forward(cuda::Eltwise::gelu_tanh, 0.f, dtype_, pre_, a_.y,
+                                   int64_t(batch_) * units_, be_.stream());
   }
 
   void backward() override {
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
     const void* w = a_.dx ? typed_weights() : nullptr;
+    const void* dy_all = a_.dy;  // the gradient at the product's output
+    if (gelu_ && !(gelu_to_next_ && gelu_to_next_->taken)) {
+      cuda::launch_eltwise_backward(cuda::Eltwise::gelu_tanh, 0.f, dtype_, pre_, a_.dy, dpre_,
+                                    int64_t(batch_) * units_, be_.stream());
+      dy_all = dpre_;
+    }
     for (int c = 0; c < batch_ / chunk_; ++c) {  // one chunk: every row, unless padded_
-      const void* dy = row_at(a_.dy, c, units_);
+      const void* dy = row_at(dy_all, c, units_);
       const void* x = row_at(a_.x, c, in_);
       if (padded_) {
         copy_rows(pad_, padded_, dy, units_);
@@ -140,33 +188,48 @@ class DenseCuda : public LayerKernel {
              padded_);
     }
     if (bias_ && !dw_bias_fused_)
-      cuda::launch_bias_grad(bias_split_, dtype_, a_.dy, db_, bias_scratch_, be_.stream());
+      cuda::launch_bias_grad(bias_split_, dtype_, dy_all, db_, bias_scratch_, be_.stream());
   }
 
  private:
-  // The products, each with the bias fused where cuBLASLt has an algorithm for the epilogue.
+  // The products, each with the bias (and a fused gelu) in its epilogue where cuBLASLt has an
+  // algorithm for it: the epilogues are tried in order, the last being none.
   //   forward  y^T  = W x^T (+ b)     dW  dW^T = x^T dy (db = column sums of dy)    dx  dx^T = W^T dy^T
   void plan_products() {
-    using cuda::LtMatmul;
-    const auto plan = [&](cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, DType d,
-                          cublasLtEpilogue_t epilogue, const void* vec, bool* fused, int ldb, int ldd) {
-      if (fused) {
-        LtMatmul p(be_, math_mode_, ta, tb, m, n, k, dtype_, d, epilogue, vec, ldb, ldd);
-        *fused = p.ok();
-        if (p.ok()) return p;
-      }
-      return LtMatmul(be_, math_mode_, ta, tb, m, n, k, dtype_, d, CUBLASLT_EPILOGUE_DEFAULT, nullptr, ldb,
-                      ldd);
-    };
+    using cuda::LtEpilogue;
     // With padded_, y (the forward's D) and dy (B of dW and dx) have rows of padded_ elements, and
     // the forward and dx run over padded_ units (W's zero rows); the bias is added after the copy.
     // A chunk of rows each (every row unless padded_); the bias gradient's epilogue only for one.
-    fwd_ = plan(CUBLAS_OP_T, CUBLAS_OP_N, w_rows(), chunk_, in_, dtype_, CUBLASLT_EPILOGUE_BIAS, b_,
-                bias_ && !padded_ ? &fwd_bias_fused_ : nullptr, 0, padded_);
-    dw_plan_ = plan(CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, chunk_, DType::f32, CUBLASLT_EPILOGUE_BGRADB, db_,
-                    bias_ && chunk_ == batch_ ? &dw_bias_fused_ : nullptr, padded_, 0);
-    dx_plan_ = plan(CUBLAS_OP_N, CUBLAS_OP_N, in_, chunk_, w_rows(), dtype_, CUBLASLT_EPILOGUE_DEFAULT,
-                    nullptr, nullptr, padded_, 0);
+    std::vector<LtEpilogue> fwd;  // the gelu (with the bias), then the bias alone
+    size_t gelu_tries = 0;
+    if (!padded_) {
+      if (gelu_)
+        fwd = bias_ ? cuda::bias_tries(CUBLASLT_EPILOGUE_GELU_AUX_BIAS, b_, b_low_, dtype_, pre_, units_)
+                    : std::vector<LtEpilogue>{
+                          LtEpilogue{CUBLASLT_EPILOGUE_GELU_AUX, nullptr, DType::f32, pre_, units_}};
+      gelu_tries = fwd.size();
+      for (const LtEpilogue& e : cuda::bias_tries(CUBLASLT_EPILOGUE_BIAS, b_, b_low_, dtype_))
+        fwd.push_back(e);
+    }
+    size_t which = 0;
+    fwd_ = cuda::plan_first(be_, math_mode_, CUBLAS_OP_T, CUBLAS_OP_N, w_rows(), chunk_, in_, dtype_, dtype_,
+                            fwd, &which, 0, padded_);
+    fwd_gelu_fused_ = which < gelu_tries;
+    fwd_bias_fused_ = bias_ && which < fwd.size();
+    const std::vector<LtEpilogue> dw =
+        chunk_ == batch_ ? cuda::bias_tries(CUBLASLT_EPILOGUE_BGRADB, db_, nullptr, DType::f32)
+                         : std::vector<LtEpilogue>{};
+    dw_plan_ = cuda::plan_first(be_, math_mode_, CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, chunk_, dtype_,
+                                DType::f32, dw, &which, padded_, 0);
+    dw_bias_fused_ = which < dw.size();
+    // dx through the gelu before this layer (GeluHandoff), in one product (not padded chunks).
+    std::vector<LtEpilogue> dx;
+    const GeluHandoff* h = gelu_from_input_.get();
+    if (h && h->pre && h->ld == in_ && chunk_ == batch_ && a_.dx)
+      dx.push_back(LtEpilogue{CUBLASLT_EPILOGUE_DGELU, nullptr, DType::f32, const_cast<void*>(h->pre), in_});
+    dx_plan_ = cuda::plan_first(be_, math_mode_, CUBLAS_OP_N, CUBLAS_OP_N, in_, chunk_, w_rows(), dtype_,
+                                dtype_, dx, &which, padded_, 0);
+    if (!dx.empty() && which == 0 && dx_plan_.ok()) gelu_from_input_->taken = true;
   }
 
   // Units rounded up to 16 bytes of the dtype, for a layer whose rows are not already (0 when they
@@ -203,6 +266,10 @@ class DenseCuda : public LayerKernel {
                                  size_t(chunk_), cudaMemcpyDeviceToDevice, be_.stream()));
   }
 
+  size_t pre_bytes() const { return align_up(size_t(batch_) * size_t(units_) * dtype_bytes(dtype_)); }
+  size_t low_bias_bytes() const {
+    return bias_ && dtype_ != DType::f32 ? align_up(size_t(units_) * dtype_bytes(dtype_)) : 0;
+  }
   size_t bias_bytes() const { return bias_ ? align_up(cuda::bias_grad_scratch_bytes(bias_split_)) : 0; }
   int w_rows() const { return padded_ ? padded_ : units_; }  // rows of the products' W
   size_t weight_bytes() const {
@@ -244,21 +311,27 @@ class DenseCuda : public LayerKernel {
   static constexpr float kOne = 1.f;
   CudaBackend& be_;
   bool bias_;
+  bool gelu_;  // KernelContext::fused_gelu
+  std::shared_ptr<GeluHandoff> gelu_to_next_, gelu_from_input_;
   int batch_, in_, units_;
   MathMode math_mode_;
   bool tune_;  // measure the cuBLASLt candidates at bind (not under --deterministic)
   cublasMath_t math_;
   cuda::LtMatmul fwd_, dw_plan_, dx_plan_;
-  bool fwd_bias_fused_ = false, dw_bias_fused_ = false;
+  bool fwd_bias_fused_ = false, dw_bias_fused_ = false, fwd_gelu_fused_ = false;
   DType dtype_;
   int padded_;  // > 0: the row length of the padded copy of y / dy (see the top)
   int chunk_;   // rows a product covers: batch_, or with padded_ a divisor of it (see the top)
   void* w_typed_ = nullptr;
   void* pad_ = nullptr;
+  void* pre_ = nullptr;   // fused gelu: the pre-activation (kept workspace)
+  void* dpre_ = nullptr;  // and its gradient (over the output's gradient)
   cuda::BiasGradSplit bias_split_;
   double* bias_scratch_ = nullptr;
   const float *w_ = nullptr, *b_ = nullptr;
   const void* w_low_ = nullptr;  // KernelBinding::params_low's W, or null (then converted)
+  const void* b_low_ = nullptr;  // and its b, or null
+  void* b_typed_ = nullptr;      // b converted in the workspace (no 16-bit copy of it)
   float *dw_ = nullptr, *db_ = nullptr;
 };
 

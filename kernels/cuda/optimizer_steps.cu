@@ -2,7 +2,10 @@
 // lib/core/optimizer_formulas.h (the formulas the CPU steps run, explicitly rounded, so the bits
 // agree) and one registration line per optimizer. Per-step values (learning rate, bias
 // corrections, the non-finite flags) are read from device memory, so a captured step replays.
-//   element-wise rules: one grid-stride pass, update() per parameter, the weight check fused
+//   element-wise rules: one grid-stride pass, update() per parameter, the weight check fused;
+//     gradient clipping's factor applied as each gradient is read, and the 16-bit copy of the
+//     weights written beside them (OptimizerKernel::fuse_*): GPT-2 small's step lost the clip's
+//     scaling pass and the copy's conversion pass over the 124M parameters
 //   tensor-wise rules (LAMB): three launches, each reduction in a fixed order
 //     1. a block per chunk (kernels/cpu's chunks): moments() per parameter, the chunk's sums of
 //        w^2 and u^2
@@ -11,11 +14,13 @@
 //   Chunks of 2048 floats keep a block's loop short (8 rounds of 256 threads): with 8192, the
 //   latency of a small network's few long blocks cost ~40 us a step on an H100.
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/nonfinite_guard.cuh"
 #include "lib/optim/optimizer.h"
@@ -23,14 +28,20 @@
 namespace trainer {
 namespace {
 
-template <class Rule>
+// Low: the 16-bit copy's element type (void: none). clip: the clipping record whose factor scales
+// the gradients (null: none), rounded as the clip's own pass rounds g * factor.
+template <class Rule, class Low>
 __global__ void elementwise_kernel(Rule rule, float* w, const float* g, OptimizerState st, int64_t n,
-                                   StepScalars* s) {
+                                   StepScalars* s, const ClipRecord* clip, Low* low) {
   const bool skip = (s->nonfinite & kNonfiniteSkipsUpdate) != 0;  // non-finite loss or gradient: no update
   const typename Rule::Coeffs c = rule.coeffs(s->lr, s->step, s->optim);
+  const float scale = clip ? clip->last_scale : 1.f;
   bool bad = false;
   for (int64_t i = cuda::global_index(); i < n; i += cuda::grid_stride()) {
-    if (!skip) Rule::update(c, w[i], g[i], st, i);
+    if (!skip) {
+      Rule::update(c, w[i], scale == 1.f ? g[i] : __fmul_rn(g[i], scale), st, i);
+      if constexpr (!std::is_void_v<Low>) low[i] = cuda::from_f32<Low>(w[i]);
+    }
     bad |= nonfinite_bits(w[i]);
   }
   cuda::flag_nonfinite_weights(bad, s);
@@ -119,12 +130,35 @@ class ElementwiseStep : public OptimizerKernel {
       : rule_(spec.hyper), n_(spec.n), slots_(rule_.slots()), be_(static_cast<CudaBackend&>(*spec.backend)) {}
   void step(float* w, const float* g, float* const* state, StepScalars* s) override {
     if (n_ <= 0) return;
-    elementwise_kernel<Rule><<<cuda::grid_for(n_), cuda::kThreads, 0, be_.stream()>>>(
-        rule_, w, g, OptimizerState::of(state, slots_), n_, s);
+    const OptimizerState st = OptimizerState::of(state, slots_);
+    const auto launch = [&](auto* low) {
+      using Low = std::remove_pointer_t<decltype(low)>;
+      elementwise_kernel<Rule, Low>
+          <<<cuda::grid_for(n_), cuda::kThreads, 0, be_.stream()>>>(rule_, w, g, st, n_, s, clip_, low);
+    };
+    if (low_dtype_ == DType::bf16)
+      launch(static_cast<__nv_bfloat16*>(low_));
+    else if (low_dtype_ == DType::f16)
+      launch(static_cast<__half*>(low_));
+    else
+      launch(static_cast<void*>(nullptr));
     CUDA_CHECK_LAUNCH();
+  }
+  bool fuse_grad_scale(const ClipRecord* record) override {
+    clip_ = record;
+    return true;
+  }
+  bool fuse_low_precision_copy(void* low, DType t) override {
+    if (t == DType::f32) return false;
+    low_ = low;
+    low_dtype_ = t;
+    return true;
   }
 
  private:
+  const ClipRecord* clip_ = nullptr;
+  void* low_ = nullptr;
+  DType low_dtype_ = DType::f32;  // f32: no copy
   Rule rule_;
   int64_t n_;
   int slots_;

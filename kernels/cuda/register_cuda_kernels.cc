@@ -19,7 +19,7 @@ void register_cuda_kernels(Registry& r) {
                                                         kLowPrecisionChannelsOf8 | kFusesRelu |
                                                         kBiasToBatchnorm;
   const unsigned follow = low | kFollowsInputDtype, follow_any = follow | kAnyInputLayout | kDenseLayout;
-  r.add_kernel("dense", "cuda", make_dense_cuda, low | kBiasToBatchnorm);
+  r.add_kernel("dense", "cuda", make_dense_cuda, low | kBiasToBatchnorm | kFusesGeluTanh | kTakesGeluGrad);
   r.add_kernel("conv2d", "cuda", make_conv2d_cuda, conv);
   r.add_kernel("maxpool2d", "cuda", make_pool2d_cuda, follow_any | kFusesRelu);
   r.add_kernel("avgpool2d", "cuda", make_pool2d_cuda, follow_any | kFusesRelu);

@@ -226,6 +226,17 @@ struct BoundInputs {
   }
 };
 
+// A fused gelu's backward taken over by the one layer that reads the gelu's output
+// (KernelContext::gelu_to_next, gelu_from_input): the producer's bind publishes its
+// pre-activation; the consumer's bind, where its dx product can multiply by gelu' there (in
+// cuBLASLt's DGELU epilogue), says so, and then writes the gradient at the pre-activation into the
+// producer's output gradient: the producer's backward skips its own pass over the gelu.
+struct GeluHandoff {
+  const void* pre = nullptr;  // the producer's pre-activation (rows, ld), in the activation dtype
+  int64_t ld = 0;
+  bool taken = false;  // set by the consumer's bind
+};
+
 struct KernelContext {
   Backend* backend = nullptr;
   int64_t batch = 0;
@@ -260,6 +271,12 @@ struct KernelContext {
   // gradient are this kernel's (the executor aliases them, as for a view). backward() may then
   // overwrite the output's gradient with dy (the CPU's does): nothing reads dz after it.
   bool fused_relu = false;
+  // The same for a gelu in its tanh form (only kernels registered with kFusesGeluTanh): forward
+  // writes z = gelu(y), backward reads dz and may overwrite it.
+  bool fused_gelu = false;
+  // With fused_gelu: the handoff of the gelu's backward to the layer after it, or null. And in
+  // that layer's context (only kernels registered with kTakesGeluGrad): the same handoff.
+  std::shared_ptr<GeluHandoff> gelu_to_next, gelu_from_input;
   // Bias folding (only kernels registered with kBiasToBatchnorm / kTakesBias). bias_to_batchnorm:
   // the layer's output goes to a batchnorm alone, which takes the bias: the kernel
   // neither adds it nor writes its gradient. takes_bias: this batchnorm's input lacks the bias of

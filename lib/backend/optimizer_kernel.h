@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lib/backend/layer_kernel.h"
+#include "lib/backend/step_kernels.h"
 #include "lib/core/optimizer_formulas.h"
 
 namespace trainer {
@@ -45,6 +46,22 @@ class OptimizerKernel {
   // so a captured step replays it), and ORs kNonfiniteWeights into s->nonfinite when a weight is
   // not finite afterwards, skipped or not.
   virtual void step(float* w, const float* g, float* const* state, StepScalars* s) = 0;
+  // Passes over the whole arena the step can take over, offered once after bind(); each returns
+  // whether the step does it (then the executor leaves the pass out):
+  //   fuse_grad_scale: every gradient read is multiplied by record->last_scale (backend memory:
+  //     gradient clipping's factor, which then need not scale the arena itself)
+  //   fuse_low_precision_copy: each updated weight is also written, rounded to t, at the same
+  //     index of `low` (the 16-bit copy the layers' products read; ExecutorOptions::
+  //     low_precision_params)
+  virtual bool fuse_grad_scale(const ClipRecord* record) {
+    (void)record;
+    return false;
+  }
+  virtual bool fuse_low_precision_copy(void* low, DType t) {
+    (void)low;
+    (void)t;
+    return false;
+  }
 };
 
 using OptimizerKernelFactory = std::function<std::unique_ptr<OptimizerKernel>(const OptimizerSpec&)>;

@@ -14,6 +14,7 @@
 
 #include "lib/backend/layer_kernel.h"
 #include "lib/core/augment_formula.h"
+#include "lib/core/error.h"
 
 namespace trainer {
 
@@ -116,6 +117,16 @@ class ClipKernel {
   virtual void clip(float* g, int64_t n, double* partials, ClipRecord* record) {
     sum_squares(g, n, partials);
     by_partials(g, n, partials, 1, record);
+  }
+  // The norm and the factor into record, g left as it is: for an optimizer step that multiplies
+  // the gradients by the factor as it reads them (OptimizerKernel::fuse_grad_scale). Only
+  // backends whose optimizer steps take that over implement it.
+  virtual void norm_only(const float* g, int64_t n, double* partials, ClipRecord* record) {
+    (void)g;
+    (void)n;
+    (void)partials;
+    (void)record;
+    throw InternalError("this backend's clipping always scales the gradients");
   }
 };
 

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "lib/core/error.h"
+#include "lib/layers/activation.h"
 #include "lib/layers/dense.h"
 #include "lib/losses/losses.h"
 #include "lib/model/arena_layout.h"
@@ -96,6 +98,8 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     opt_step_ = optimizer.make_kernel(be_, model_.param_arena_floats(), std::move(tensors));
     if (const size_t bytes = opt_step_->scratch_bytes())
       opt_step_->bind(allocate(bytes, "optimizer scratch (per-tensor sums)"));
+    // Pipeline stages clip over every stage's norm first (stage_clip), which scales the arena.
+    grad_scale_in_step_ = clip_ && !o_.clip_stages && opt_step_->fuse_grad_scale(clip_);
   }
   // The gradient sum reads each step's shard weight from the step scalars (device memory), in
   // buckets cut once here.
@@ -152,7 +156,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     p->layout.push_back(nullptr);
     p->dtype.push_back(DType::f32);  // the host's batch
     p->input_edge.assign(layers.size(), {});
-    p->fused_relu.assign(layers.size(), false);
+    p->fused_activation.assign(layers.size(), false);
     p->takes_bias_of.assign(layers.size(), -1);
     // Storage roots (views share their input's memory): the model's input (root 0) has no gradient.
     std::vector<size_t> root(layers.size() + 1, 0);
@@ -182,12 +186,13 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     // Each tensor's dtype, known before its consumers' kernels are made (the layout choice below
     // needs every consumer's).
     const std::vector<DType> planned_dtype = plan_dtypes();
+    std::map<size_t, std::shared_ptr<GeluHandoff>> gelu_handoffs;  // by the layer that takes one
     for (size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = *layers[i];
       const std::vector<int>& from = model_.layer_inputs(i);
       // A view, or a relu its input's kernel runs: the output is the input's memory (and its
       // gradient's).
-      if (l.aliases_input() || p->fused_relu[i]) {
+      if (l.aliases_input() || p->fused_activation[i]) {
         const size_t t = size_t(from[0] + 1);
         p->kernels.push_back(nullptr);
         p->act.push_back(p->act[t]);
@@ -228,13 +233,22 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         ctx.input_layouts.push_back(p->input_edge[i][k] < 0 ? p->layout[size_t(from[k] + 1)] : nullptr);
       ctx.input_layout = ctx.input_layouts[0];
       std::vector<int> next = model_.consumers(int(i));
-      const int relu = fusable_relu(i, dt);
-      if (relu >= 0) {
-        ctx.fused_relu = true;
-        p->fused_relu[size_t(relu)] = true;
-        next = model_.consumers(relu);
+      const int relu = fusable_relu(i, dt), gelu = relu < 0 ? fusable_gelu(i, dt) : -1;
+      if (const int act = std::max(relu, gelu); act >= 0) {
+        ctx.fused_relu = relu >= 0;
+        ctx.fused_gelu = gelu >= 0;
+        p->fused_activation[size_t(act)] = true;
+        next = model_.consumers(act);
       }
-      if (const int taker = relu < 0 ? bias_taker(i, dt) : -1; taker >= 0) {
+      // The fused gelu's backward handed to the layer that alone reads its output, in its dtype.
+      if (gelu >= 0 && next.size() == 1 && model_.layer_inputs(size_t(next[0])) == std::vector<int>{gelu} &&
+          (reg.kernel_caps(layers[size_t(next[0])]->type(), be_.name()) & kTakesGeluGrad) &&
+          planned_dtype[size_t(next[0]) + 1] == dt) {
+        ctx.gelu_to_next = std::make_shared<GeluHandoff>();
+        gelu_handoffs[size_t(next[0])] = ctx.gelu_to_next;
+      }
+      if (auto h = gelu_handoffs.find(i); h != gelu_handoffs.end()) ctx.gelu_from_input = h->second;
+      if (const int taker = relu < 0 && gelu < 0 ? bias_taker(i, dt) : -1; taker >= 0) {
         ctx.bias_to_batchnorm = true;
         p->takes_bias_of[size_t(taker)] = int(i);
       }
@@ -409,6 +423,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       params_low_ = allocate(low_bytes, "the parameters in 16 bits (read by the layers' products)");
       params_low_dtype_ = be_.activation_dtype(o_.math);
       parameter_bytes_ += align_up(low_bytes);
+      low_copy_in_step_ = opt_step_->fuse_low_precision_copy(params_low_, params_low_dtype_);
     }
     if (o_.activation_slots > 1) {
       grad_scratch_ =
@@ -487,9 +502,9 @@ int Executor::folded_biases() const {
 
 int Executor::outputs_in_place() const { return plans_.begin()->second->outputs_in_place; }
 
-int Executor::fused_relus() const {
+int Executor::fused_activations() const {
   const Plan& p = *plans_.begin()->second;
-  return int(std::count(p.fused_relu.begin(), p.fused_relu.end(), true));
+  return int(std::count(p.fused_activation.begin(), p.fused_activation.end(), true));
 }
 
 int Executor::outputs_in_backend_layouts() const {
@@ -529,8 +544,9 @@ size_t Executor::plan_gradients(Plan& p) const {
   // A tensor's storage root: views (flatten, identity) share their input's memory.
   std::vector<size_t> root(layers.size() + 1, 0);
   for (size_t i = 0; i < layers.size(); ++i)
-    root[i + 1] =
-        layers[i]->aliases_input() || p.fused_relu[i] ? root[size_t(model_.layer_inputs(i)[0] + 1)] : i + 1;
+    root[i + 1] = layers[i]->aliases_input() || p.fused_activation[i]
+                      ? root[size_t(model_.layer_inputs(i)[0] + 1)]
+                      : i + 1;
   std::vector<bool> written(layers.size() + 1, false);
   written[root[layers.size()]] = true;  // the loss writes the output's gradient first
   size_t scratch = 0;
@@ -737,6 +753,15 @@ int Executor::overwritable_input(const Plan& p, size_t i, DType dt, const std::v
 int Executor::fusable_relu(size_t i, DType dt) const {
   if (!(Registry::global().kernel_caps(model_.layers()[i]->type(), be_.name()) & kFusesRelu)) return -1;
   return sole_consumer(i, "relu", dt);
+}
+
+// The gelu layer in its tanh form that layer i's kernel runs itself, -1: none (as fusable_relu,
+// for kernels registered with kFusesGeluTanh).
+int Executor::fusable_gelu(size_t i, DType dt) const {
+  if (!(Registry::global().kernel_caps(model_.layers()[i]->type(), be_.name()) & kFusesGeluTanh)) return -1;
+  const int j = sole_consumer(i, "gelu", dt);
+  if (j < 0 || !static_cast<const Activation&>(*model_.layers()[size_t(j)]).tanh_approx) return -1;
+  return j;
 }
 
 // Whether layer i (whose output goes to the layers `next`) may write its output in its kernel's

@@ -165,9 +165,9 @@ class Executor : public StepRunner {
   // Whether training and evaluation steps fold the model's final softmax / log_softmax into the
   // loss (see Executor::choose_loss_on_logits), for every planned batch size.
   bool loss_on_logits() const;
-  // The relu layers that run inside the kernel of the batchnorm before them (KernelContext::
-  // fused_relu), in the plan of the first batch size.
-  int fused_relus() const;
+  // The relu and gelu layers that run inside the kernel of the layer before them (KernelContext::
+  // fused_relu, fused_gelu), in the plan of the first batch size.
+  int fused_activations() const;
   // Biases taken by the batchnorm after them (KernelContext::takes_bias), in the same plan.
   int folded_biases() const;
   // Layers whose output took the memory of their input (LayerKernel::may_overwrite_input), in the
@@ -298,7 +298,8 @@ class Executor : public StepRunner {
   // Several activation slots: layer i's gradient pieces from the scratch into the arena, added, or
   // copied when `first` (the step's first micro-batch).
   void gather_gradients(const Plan& p, size_t i, bool first);
-  // The relu layer that layer i's kernel, in activation dtype dt, runs itself (-1: none).
+  // The relu (gelu) layer that layer i's kernel, in activation dtype dt, runs itself (-1: none).
+  int fusable_gelu(size_t i, DType dt) const;
   int fusable_relu(size_t i, DType dt) const;
   int overwritable_input(const Plan& p, size_t i, DType dt, const std::vector<size_t>& root,
                          const std::vector<size_t>& out_size, size_t out_bytes) const;
@@ -351,6 +352,8 @@ class Executor : public StepRunner {
   NonfiniteRecord* nonfinite_ = nullptr;  // backend memory, zeroed with the metrics
   LossScaleState* scaler_ = nullptr;      // backend memory, with loss scaling only
   ClipRecord* clip_ = nullptr;            // backend memory, with clip_grad_norm only
+  bool grad_scale_in_step_ = false;       // the optimizer step applies the clip's factor
+  bool low_copy_in_step_ = false;         // the optimizer step writes params_low_
   double* clip_partials_ = nullptr;       // backend memory: kClipPartials partial sums
   // The step's own kernels (lib/backend/step_kernels.h), made once when the executor plans: the
   // non-finite guard; loss scaling (also the micro-batches' weights); clipping, with

@@ -66,9 +66,9 @@ struct Executor::Plan {
   int64_t batch = 0;
   int slot = 0;  // the activation slot (ExecutorOptions::activation_slots) its tensors live in
   std::vector<std::unique_ptr<LayerKernel>> kernels;  // null for views (flatten) and fused relus
-  // Per layer: a relu that runs inside the kernel of the layer before it (KernelContext::
-  // fused_relu): like a view, no kernel, and its output and gradient are that layer's.
-  std::vector<bool> fused_relu;
+  // Per layer: a relu or gelu that runs inside the kernel of the layer before it (KernelContext::
+  // fused_relu, fused_gelu): like a view, no kernel, and its output and gradient are that layer's.
+  std::vector<bool> fused_activation;
   // Per layer: the layer whose bias this batchnorm takes (KernelContext::takes_bias), -1: none.
   std::vector<int> takes_bias_of;
   // Byte offsets into the activation arena. Index 0 is the input; index i+1 is layer i's output.

@@ -84,13 +84,18 @@ void Executor::enqueue_update(int64_t batch, size_t buckets_launched) {
   // device after the update, as GradScaler.update() does after optimizer.step().
   if (scaler_) loss_scale_->unscale(grads_, n_param_floats_, scaler_, scalars_);
   if (grad_hook_) grad_hook_(grads_);
-  if (clip_ && !o_.clip_stages)  // pipeline stages clip over every stage first (stage_clip)
+  // Clipping: the norm and the factor; the optimizer step scales the gradients as it reads them
+  // where it can (grad_scale_in_step_), else the clip scales the arena. Pipeline stages clip over
+  // every stage first (stage_clip).
+  if (clip_ && grad_scale_in_step_)
+    clipper_->norm_only(grads_, n_param_floats_, clip_partials_, clip_);
+  else if (clip_ && !o_.clip_stages)
     clipper_->clip(grads_, n_param_floats_, clip_partials_, clip_);
   // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
   // finite; weights are checked after it; the host reads the record only with the metrics.
   if (!scaler_) guard_->check(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
   opt_step_->step(params_, grads_, state_.data(), scalars_);  // checks the weights after it
-  refresh_low_precision_params();
+  if (!low_copy_in_step_) refresh_low_precision_params();
   if (scaler_) loss_scale_->update(scaler_, scalars_);
   guard_->commit(scalars_, batch, metrics_, nonfinite_);
 }

@@ -59,6 +59,11 @@ enum KernelCaps : unsigned {
   // position_embedding), which 16 bits speed up at any size, so low_precision_min_mflops does not
   // keep it in f32 as it keeps small convolutions and dense layers.
   kMemoryBound = 256u,
+  // Can apply GELU's tanh form to its output itself (KernelContext::fused_gelu), as kFusesRelu
+  // a relu: a gelu layer with `approximate: tanh` that alone reads this layer's output.
+  kFusesGeluTanh = 512u,
+  // Can take over the backward of a fused gelu before it (KernelContext::gelu_from_input).
+  kTakesGeluGrad = 1024u,
 };
 
 // What a layer type is besides its keys.

@@ -46,7 +46,7 @@ inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool
   o.sync_batchnorm = collective != nullptr;
   Executor ex(model, be, opt, o);
   FusionRun r;
-  r.fused = ex.fused_relus();
+  r.fused = ex.fused_activations();
   r.folded = ex.folded_biases();
   r.in_place = ex.outputs_in_place();
   for (const auto& [what, bytes] : ex.memory_breakdown())

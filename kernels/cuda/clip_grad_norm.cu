@@ -32,14 +32,16 @@ __global__ void sum_squares_kernel(const float* g, int64_t n, double* partials) 
 
 // One block: thread t sums partial t of every group in group order, then the tree sum, the norm
 // and the factor (with one group: the total of the partials, in the tree's order).
+// s (not null): bit ORed into s->nonfinite when the norm is not finite.
 __global__ void clip_factor_groups_kernel(const double* partials, int groups, float max_norm,
-                                          ClipRecord* record) {
+                                          ClipRecord* record, StepScalars* s = nullptr, uint32_t bit = 0) {
   __shared__ double shared[kClipPartials];
   double v = 0;
   for (int j = 0; j < groups; ++j) v += partials[int64_t(j) * kClipPartials + threadIdx.x];
   const double total = block_sum(v, shared);
   if (threadIdx.x != 0) return;
   const double norm = sqrt(total);
+  if (s && !isfinite(norm)) atomicOr(&s->nonfinite, bit);
   const float scale = clip_factor(norm, max_norm);
   record->last_norm = float(norm);
   record->last_scale = scale;
@@ -75,9 +77,10 @@ void launch_clip_grad_norm(float* g, int64_t n, float max_norm, double* partials
 }
 
 void launch_clip_norm_only(const float* g, int64_t n, float max_norm, double* partials, ClipRecord* record,
-                           cudaStream_t stream) {
+                           StepScalars* s, uint32_t bit, cudaStream_t stream) {
   launch_clip_sum_squares(g, n, partials, stream);
-  clip_factor_groups_kernel<<<1, kClipPartials, 0, stream>>>(partials, /*groups=*/1, max_norm, record);
+  clip_factor_groups_kernel<<<1, kClipPartials, 0, stream>>>(partials, /*groups=*/1, max_norm, record, s,
+                                                             bit);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -12,9 +12,10 @@ namespace trainer::cuda {
 
 void launch_clip_grad_norm(float* g, int64_t n, float max_norm, double* partials, ClipRecord* record,
                            cudaStream_t stream);
-// The norm and the factor only (ClipKernel::norm_only): the optimizer step scales as it reads.
+// The norm and the factor only (ClipKernel::norm_only): the optimizer step scales as it reads;
+// bit ORed into s->nonfinite when the norm is not finite.
 void launch_clip_norm_only(const float* g, int64_t n, float max_norm, double* partials, ClipRecord* record,
-                           cudaStream_t stream);
+                           StepScalars* s, uint32_t bit, cudaStream_t stream);
 // The two phases for gradients spread over pipeline stages (ClipKernel::by_partials):
 //   partials: (kClipPartials) doubles; then (groups * kClipPartials), every stage's.
 void launch_clip_sum_squares(const float* g, int64_t n, double* partials, cudaStream_t stream);

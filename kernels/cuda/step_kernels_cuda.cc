@@ -64,8 +64,9 @@ class ClipCuda : public ClipKernel {
   void clip(float* g, int64_t n, double* partials, ClipRecord* record) override {
     cuda::launch_clip_grad_norm(g, n, max_norm_, partials, record, stream_);
   }
-  void norm_only(const float* g, int64_t n, double* partials, ClipRecord* record) override {
-    cuda::launch_clip_norm_only(g, n, max_norm_, partials, record, stream_);
+  void norm_only(const float* g, int64_t n, double* partials, ClipRecord* record, StepScalars* s,
+                 uint32_t bit) override {
+    cuda::launch_clip_norm_only(g, n, max_norm_, partials, record, s, bit, stream_);
   }
 
  private:

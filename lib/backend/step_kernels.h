@@ -119,13 +119,19 @@ class ClipKernel {
     by_partials(g, n, partials, 1, record);
   }
   // The norm and the factor into record, g left as it is: for an optimizer step that multiplies
-  // the gradients by the factor as it reads them (OptimizerKernel::fuse_grad_scale). Only
-  // backends whose optimizer steps take that over implement it.
-  virtual void norm_only(const float* g, int64_t n, double* partials, ClipRecord* record) {
+  // the gradients by the factor as it reads them (OptimizerKernel::fuse_grad_scale). And, as
+  // GuardKernel::check would, `bit` ORed into s->nonfinite when a gradient is not finite: the norm
+  // is then not finite (the squares of finite floats summed in f64 do not overflow), so the
+  // gradients need no pass of their own. Only backends whose optimizer steps take the scaling
+  // over implement it.
+  virtual void norm_only(const float* g, int64_t n, double* partials, ClipRecord* record, StepScalars* s,
+                         uint32_t bit) {
     (void)g;
     (void)n;
     (void)partials;
     (void)record;
+    (void)s;
+    (void)bit;
     throw InternalError("this backend's clipping always scales the gradients");
   }
 };

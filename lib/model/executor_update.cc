@@ -87,13 +87,15 @@ void Executor::enqueue_update(int64_t batch, size_t buckets_launched) {
   // Clipping: the norm and the factor; the optimizer step scales the gradients as it reads them
   // where it can (grad_scale_in_step_), else the clip scales the arena. Pipeline stages clip over
   // every stage first (stage_clip).
+  // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
+  // finite (the norm_only clip checks them as it sums their squares); weights are checked after
+  // it; the host reads the record only with the metrics.
   if (clip_ && grad_scale_in_step_)
-    clipper_->norm_only(grads_, n_param_floats_, clip_partials_, clip_);
+    clipper_->norm_only(grads_, n_param_floats_, clip_partials_, clip_, scalars_, kNonfiniteGradients);
   else if (clip_ && !o_.clip_stages)
     clipper_->clip(grads_, n_param_floats_, clip_partials_, clip_);
-  // The non-finite guard: the update is skipped on the device when the loss or a gradient is not
-  // finite; weights are checked after it; the host reads the record only with the metrics.
-  if (!scaler_) guard_->check(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
+  if (!scaler_ && !(clip_ && grad_scale_in_step_))
+    guard_->check(grads_, n_param_floats_, kNonfiniteGradients, scalars_);
   opt_step_->step(params_, grads_, state_.data(), scalars_);  // checks the weights after it
   if (!low_copy_in_step_) refresh_low_precision_params();
   if (scaler_) loss_scale_->update(scaler_, scalars_);

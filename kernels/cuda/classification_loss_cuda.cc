@@ -44,13 +44,14 @@ class ClassificationLossCuda : public LossKernel {
   // A loss over positions reads 16-bit logits and writes their gradient in 16 bits (the f32
   // arithmetic of the f32 path: a converted copy would give the same numbers).
   bool takes(DType t) const override { return t == DType::f32 || s_.positions > 1; }
+  bool takes_pitch() const override { return s_.positions > 1; }
 
   void run(const LossRun& r) override {
     if (s_.positions > 1) {
       if (!tokens_) throw InternalError("token loss kernel run before its scratch was bound");
       cuda::launch_token_loss(r.dtype, r.out, static_cast<const int32_t*>(r.targets), r.batch * s_.positions,
-                              s_.width, s_.ignore_index, r.batch, r.dout, r.loss_sum, tokens_, be_.stream(),
-                              r.guard, r.guard_bit, r.sums);
+                              s_.width, r.pitch ? r.pitch : s_.width, s_.ignore_index, r.batch, r.dout,
+                              r.loss_sum, tokens_, be_.stream(), r.guard, r.guard_bit, r.sums);
       return;
     }
     if (!scratch_) throw InternalError("classification loss kernel run before its scratch was bound");

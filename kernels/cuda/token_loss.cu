@@ -152,14 +152,14 @@ constexpr int kLoads = 4;
 // T: the logits' and their gradient's dtype (f32 arithmetic in every one).
 template <class T>
 __global__ void __launch_bounds__(kRowThreads)
-    token_rows(const T* out, const int32_t* labels, int64_t classes, int32_t ignore, T* dout,
+    token_rows(const T* out, const int32_t* labels, int64_t classes, int64_t pitch, int32_t ignore, T* dout,
                TokenLossScratch* s) {
   constexpr int V = kVec<T>;
   constexpr int64_t kStride = kRowThreads;
   const int64_t row = blockIdx.x;
   const int t = int(threadIdx.x);
-  const T* o = out + row * classes;
-  T* d = dout + row * classes;
+  const T* o = out + row * pitch;
+  T* d = dout + row * pitch;
   float* row_loss = reinterpret_cast<float*>(s + 1);
   const int32_t y = labels[row];
   if (y == ignore) {
@@ -311,15 +311,16 @@ __global__ void sum_rows(const int32_t* labels, int64_t rows, int32_t ignore, in
 }  // namespace
 
 void launch_token_loss(DType t, const void* out, const int32_t* labels, int64_t rows, int64_t classes,
-                       int32_t ignore, int64_t batch, void* dout, float* loss_sum, TokenLossScratch* scratch,
-                       cudaStream_t stream, StepScalars* guard, uint32_t guard_bit, float* sums) {
+                       int64_t pitch, int32_t ignore, int64_t batch, void* dout, float* loss_sum,
+                       TokenLossScratch* scratch, cudaStream_t stream, StepScalars* guard, uint32_t guard_bit,
+                       float* sums) {
   count_labels<<<1, kSumThreads, 0, stream>>>(labels, rows, ignore, scratch);
   CUDA_CHECK_LAUNCH();
   if (rows > 0) {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      token_rows<T><<<unsigned(rows), kRowThreads, 0, stream>>>(static_cast<const T*>(out), labels, classes,
-                                                                ignore, static_cast<T*>(dout), scratch);
+      token_rows<T><<<unsigned(rows), kRowThreads, 0, stream>>>(
+          static_cast<const T*>(out), labels, classes, pitch, ignore, static_cast<T*>(dout), scratch);
     });
     CUDA_CHECK_LAUNCH();
   }

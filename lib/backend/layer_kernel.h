@@ -277,6 +277,9 @@ struct KernelContext {
   // With fused_gelu: the handoff of the gelu's backward to the layer after it, or null. And in
   // that layer's context (only kernels registered with kTakesGeluGrad): the same handoff.
   std::shared_ptr<GeluHandoff> gelu_to_next, gelu_from_input;
+  // The output goes to the loss alone, which reads its rows (and writes their gradient) at any
+  // pitch (LossKernel::takes_pitch): the kernel may pad its rows (LayerKernel::output_pitch).
+  bool output_pitch_ok = false;
   // Bias folding (only kernels registered with kBiasToBatchnorm / kTakesBias). bias_to_batchnorm:
   // the layer's output goes to a batchnorm alone, which takes the bias: the kernel
   // neither adds it nor writes its gradient. takes_bias: this batchnorm's input lacks the bias of
@@ -308,6 +311,9 @@ class LayerKernel {
   // Bytes of y (and of dy) in that layout (blocked layouts may pad channels); 0 = plain size,
   // batch * output numel floats.
   virtual size_t output_bytes() const { return 0; }
+  // Elements from one row of y (and dy) to the next where the kernel pads its rows
+  // (KernelContext::output_pitch_ok; output_bytes() then covers the padded rows); 0: packed.
+  virtual int64_t output_pitch() const { return 0; }
   // Hands the kernel its tensors (see the design note above). May be called again with other
   // tensors (tests rebind with and without an input gradient); steps use the latest binding.
   virtual void bind(const KernelBinding& b) = 0;

@@ -76,6 +76,9 @@ struct LossRun {
   const void* targets = nullptr;  // int32 labels (batch, positions), or f32 values (batch, width)
   int64_t batch = 0;              // samples (a per-position loss runs batch * positions rows)
   void* dout = nullptr;           // written: d(mean loss)/d(out), (batch, width), of `dtype`
+  // Elements from one row of out (and dout) to the next, where the last layer pads its rows
+  // (LayerKernel::output_pitch; only for kernels that takes_pitch()); 0: the width.
+  int64_t pitch = 0;
   // out's and dout's: f32, or the model output's 16-bit dtype where LossKernel::takes() it.
   DType dtype = DType::f32;
   float* loss_sum = nullptr;  // the batch's summed per-sample loss is added here
@@ -106,6 +109,8 @@ class LossKernel {
   // Whether run() takes the model's outputs (and writes their gradient) in dtype t itself; f32
   // always. A 16-bit model output then needs no f32 copy (LossRun::dtype).
   virtual bool takes(DType t) const { return t == DType::f32; }
+  // Whether run() reads rows of out (and writes dout's) at LossRun::pitch.
+  virtual bool takes_pitch() const { return false; }
   // The mean is PyTorch's reduction 'mean': over the batch for class indices, over batch * width
   // elements for float targets (each sample's loss in loss_sum is then its row's mean), over the
   // labels counted for a per-position loss (loss_sum gets that mean times the batch).

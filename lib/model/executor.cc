@@ -248,6 +248,11 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         gelu_handoffs[size_t(next[0])] = ctx.gelu_to_next;
       }
       if (auto h = gelu_handoffs.find(i); h != gelu_handoffs.end()) ctx.gelu_from_input = h->second;
+      // The last layer's output read by the loss alone, as it is (the typed_loss below, and a loss
+      // that reads rows at a pitch): its kernel may pad the rows.
+      ctx.output_pitch_ok = i + 1 == layers.size() && next.empty() && dt != DType::f32 && loss_ &&
+                            !o_.output_gradient_given && !o_.loss_scaling && o_.activation_slots == 1 &&
+                            loss_->takes(dt) && loss_->takes_pitch();
       if (const int taker = relu < 0 && gelu < 0 ? bias_taker(i, dt) : -1; taker >= 0) {
         ctx.bias_to_batchnorm = true;
         p->takes_bias_of[size_t(taker)] = int(i);
@@ -294,6 +299,9 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     if (out_dt != DType::f32 && !typed_loss)
       p->output_edge = add_edge(layers.size(), DType::f32, layers.size());
     p->out_dtype = p->output_edge >= 0 ? DType::f32 : out_dt;
+    if (!layers.empty() && p->kernels.back()) p->out_pitch = p->kernels.back()->output_pitch();
+    if (p->out_pitch && (p->output_edge >= 0 || !typed_loss))
+      throw InternalError("the last layer padded its rows for a loss that does not read them so");
     // The gradients. Backward runs the loss (time 0), then layer L-1 (time 1) down to layer 0
     // (time L). A storage root's gradient is first written by the backward of its last consumer
     // (the loss for the model's output, and for the last layer's input, which the loss may write

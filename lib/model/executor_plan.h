@@ -69,6 +69,9 @@ struct Executor::Plan {
   // Per layer: a relu or gelu that runs inside the kernel of the layer before it (KernelContext::
   // fused_relu, fused_gelu): like a view, no kernel, and its output and gradient are that layer's.
   std::vector<bool> fused_activation;
+  // Elements between rows of the model's output (and its gradient) where the last layer pads them
+  // (LayerKernel::output_pitch); 0: packed.
+  int64_t out_pitch = 0;
   // Per layer: the layer whose bias this batchnorm takes (KernelContext::takes_bias), -1: none.
   std::vector<int> takes_bias_of;
   // Byte offsets into the activation arena. Index 0 is the input; index i+1 is layer i's output.

@@ -48,6 +48,7 @@ void Executor::enqueue_forward(Plan& p, bool training, bool with_loss) {
   run.batch = p.batch;
   // on_logits is p.loss_on_logits here: with_loss holds
   run.dout = on_logits ? static_cast<void*>(p.dlogits) : arena(p) + p.out_grad;
+  run.pitch = on_logits ? 0 : p.out_pitch;
   // Training: the batch's loss goes to the step's scalars first; the guard's commit adds it to the
   // epoch's sum unless the step found a non-finite value.
   run.loss_sum = training ? &scalars_->batch_loss : metrics_;
@@ -172,11 +173,17 @@ void Executor::predict(int64_t batch, const float* x, float* out) {
     be_.copy_to_host(out, arena(p) + p.out, n * sizeof(float));
     return;
   }
-  // A 16-bit output the loss reads as it is: widened here, exactly.
-  std::vector<uint16_t> half(n);
-  be_.copy_to_host(half.data(), arena(p) + p.out, n * sizeof(uint16_t));
-  for (size_t i = 0; i < n; ++i)
-    out[i] = p.out_dtype == DType::bf16 ? float_from_bf16(half[i]) : float_from_f16(half[i]);
+  // A 16-bit output the loss reads as it is: widened here, exactly (rows at the last layer's
+  // pitch, where it pads them, to packed ones).
+  const Shape& shape = model_.output_shape();  // a row: its last dimension (dense's units)
+  const size_t width = shape.rank() > 0 ? size_t(shape[shape.rank() - 1]) : 1;
+  const size_t rows = width ? n / width : 0, pitch = p.out_pitch ? size_t(p.out_pitch) : width;
+  std::vector<uint16_t> half(p.out_pitch ? rows * pitch : n);
+  be_.copy_to_host(half.data(), arena(p) + p.out, half.size() * sizeof(uint16_t));
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t h = p.out_pitch ? half[i / width * pitch + i % width] : half[i];
+    out[i] = p.out_dtype == DType::bf16 ? float_from_bf16(h) : float_from_f16(h);
+  }
 }
 
 Executor::StageTensors Executor::stage_tensors_of(const Plan& p) const {

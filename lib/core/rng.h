@@ -43,6 +43,10 @@ class SplitMix64 {
   // Uniform in [0, 1) on a 2^-53 grid: the top 53 bits, exact in double.
   double uniform() { return double(next_u64() >> 11) * (1.0 / 9007199254740992.0); }
 
+  // As if next_u64() had run n times (the state is a Weyl sequence): lets threads draw disjoint
+  // stretches of one stream.
+  void skip(uint64_t n) { state_ += n * increment_; }
+
   // Uniform in [0, n), n >= 1, without modulo bias (rejects the top partial range).
   uint64_t next_below(uint64_t n) {
     const uint64_t threshold = (0 - n) % n;  // 2^64 mod n

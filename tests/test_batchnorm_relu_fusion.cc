@@ -22,7 +22,7 @@ constexpr int64_t kClasses = 10;
 struct Run {
   std::vector<float> out, grads, params, buffers;
   double loss = 0, eval_loss = 0;
-  int fused = 0, in_place = 0;
+  int fused = 0, in_place = 0, shared_grads = 0;
 };
 
 // Three SGD steps with momentum on one batch (training statistics), then an evaluation and a
@@ -45,6 +45,7 @@ Run run(const Model& model, bool plain, int64_t batch) {
   Run r;
   r.fused = ex.fused_activations();
   r.in_place = ex.outputs_in_place();
+  r.shared_grads = ex.gradients_shared();
   ex.upload_params(params.data(), buffers.data());
   ex.set_gradient_hook([&](float* g) { r.grads.assign(g, g + model.param_arena_floats()); });
   for (int t = 1; t <= 3; ++t) ex.train_step(batch, x.data(), y.data(), t, 0.05f);
@@ -200,6 +201,9 @@ TEST_CASE(
     // a1 over b1, r1 over a1, the last add over b2 (its second input: r1 has two consumers).
     if (plain) CHECK(a.in_place == 3);
     CHECK(b.in_place == 0);
+    // b1's and b2's gradients are their adds' output gradients (r0 and r1 have two consumers).
+    if (plain) CHECK(a.shared_grads == 2);
+    CHECK(b.shared_grads == 0);
     CHECK(a.fused == 1);
   });
 }

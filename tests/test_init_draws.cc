@@ -2,9 +2,8 @@
 // skipping the counter stream to its piece): the weights must be the bits one sequential loop
 // over the same stream gives, tensor after tensor, for the normal draws (gpt2 and torch
 // embeddings) and the uniform ones (torch and keras bounds), across piece boundaries.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
@@ -56,7 +55,8 @@ data: {train: {format: random}, num_classes: 4, batch_size: 2}
 )",
                                   "init.yaml", {});
     const Model m(c.input_shape, c.layers, c.init, c.file);
-    std::vector<float> p(size_t(m.param_arena_floats())), b(size_t(std::max<int64_t>(m.buffer_arena_floats(), 1)));
+    std::vector<float> p(size_t(m.param_arena_floats())),
+        b(size_t(std::max<int64_t>(m.buffer_arena_floats(), 1)));
     m.initialize(p.data(), b.data(), 11);
     const std::vector<float> want = sequential(m, 11, std::string(init) == "gpt2");
     CHECK(p == want);

@@ -42,7 +42,7 @@ class AddCpu : public LayerKernel {
       if (!io_.dx[k]) continue;
       if (io_.accumulate[k])
         cpu::accumulate(io_.dx[k], io_.dy, n_);
-      else
+      else if (io_.dx[k] != io_.dy)  // else the executor gave dx dy's memory (kCopiesOutputGradient)
         std::memcpy(io_.dx[k], io_.dy, size_t(n_) * sizeof(float));
     }
   }

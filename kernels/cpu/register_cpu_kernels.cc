@@ -24,7 +24,7 @@ void register_cpu_kernels(Registry& r) {
   r.add_kernel("global_avg_pool", "cpu", make_global_avg_pool_cpu);
   r.add_kernel("global_max_pool", "cpu", make_global_max_pool_cpu);
   r.add_kernel("batchnorm", "cpu", make_batchnorm_cpu, any_layout | kFusesRelu);
-  r.add_kernel("add", "cpu", make_add_cpu);
+  r.add_kernel("add", "cpu", make_add_cpu, kCopiesOutputGradient);
   r.add_kernel("concat", "cpu", make_concat_cpu);
   r.add_kernel("dropout", "cpu", make_dropout_cpu);
   r.add_kernel("layer_norm", "cpu", make_layer_norm_cpu);

@@ -84,6 +84,7 @@ class AddCuda : public LayerKernel {
       if (!dx_[k]) continue;
       const bool same = in_nhwc_[k] == out_nhwc_;
       if (!accumulate_[k]) {
+        if (same && dx_[k] == dy_) continue;  // the executor gave dx dy's memory (kCopiesOutputGradient)
         if (same)
           CUDA_CHECK(cudaMemcpyAsync(dx_[k], dy_, size_t(n_) * dtype_bytes(dtype_), cudaMemcpyDeviceToDevice,
                                      be_.stream()));

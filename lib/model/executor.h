@@ -173,6 +173,9 @@ class Executor : public StepRunner {
   // Layers whose output took the memory of their input (LayerKernel::may_overwrite_input), in the
   // same plan.
   int outputs_in_place() const;
+  // Inputs that share their add's output gradient instead of a copy (kCopiesOutputGradient), in
+  // the same plan.
+  int gradients_shared() const;
   // How many layers' kernels write their output in a backend layout (channels-last) rather than
   // plain, in the plan of the largest batch.
   int outputs_in_backend_layouts() const;

@@ -64,6 +64,10 @@ enum KernelCaps : unsigned {
   kFusesGeluTanh = 512u,
   // Can take over the backward of a fused gelu before it (KernelContext::gelu_from_input).
   kTakesGeluGrad = 1024u,
+  // Its backward writes an input's gradient as a copy of its output's (add, where it writes
+  // rather than adds into it): the executor may give an input that this layer alone reads that
+  // gradient's memory, and backward then skips the copy (the input gradient's pointer is dy's).
+  kCopiesOutputGradient = 2048u,
 };
 
 // What a layer type is besides its keys.

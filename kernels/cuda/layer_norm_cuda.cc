@@ -1,5 +1,7 @@
 // layer_norm / rms_norm on the GPU (layer_norm.cu). The workspace keeps each row's mean and
-// 1/std from forward to backward, then the parameter gradients' partial sums.
+// 1/std from forward to backward, then the parameter gradients' partial sums. Backward adds into
+// the input's gradient where the executor asks (a residual stream's other consumer wrote it first),
+// which saves the executor a scratch gradient and a pass to add it.
 //   x, y, dy, dx: (B, ..., D) in the activation dtype (f32, bf16, fp16); w, b and the statistics f32
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -20,11 +22,13 @@ class LayerNormCuda : public LayerKernel {
         d_(l.features()),
         t_(ctx.act_dtype) {}
 
+  bool accumulates_input_grads() const override { return true; }
   size_t workspace_bytes() const override {
     return size_t(2 * rows_ + 2 * cuda::layer_norm_chunks(rows_, d_) * d_) * sizeof(float);
   }
   void bind(const KernelBinding& b) override {
     a_ = TypedActivations(b, t_);
+    accumulate_ = !b.accumulate_input_grads.empty() && b.accumulate_input_grads[0];
     w_ = b.param(0).f32();
     dw_ = b.grad(0).f32();
     if (bias_) {
@@ -39,13 +43,14 @@ class LayerNormCuda : public LayerKernel {
     cuda::launch_layer_norm_forward(t_, a_.x, w_, b_, a_.y, stats_, rows_, d_, eps_, rms_, be_.stream());
   }
   void backward() override {
-    cuda::launch_layer_norm_backward(t_, a_.x, a_.dy, w_, stats_, a_.dx, dw_, db_, partials_, rows_, d_, rms_,
-                                     be_.stream());
+    cuda::launch_layer_norm_backward(t_, a_.x, a_.dy, w_, stats_, a_.dx, accumulate_, dw_, db_, partials_,
+                                     rows_, d_, rms_, be_.stream());
   }
 
  private:
   CudaBackend& be_;
   bool rms_, bias_;
+  bool accumulate_ = false;  // add into the input's gradient
   float eps_;
   int64_t rows_, d_;
   DType t_;

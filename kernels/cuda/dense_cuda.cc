@@ -41,10 +41,11 @@
 // backward zeroes dy's pad columns in place (the loss leaves them; nothing reads dy after).
 //   x: (B, in)  W: (units, in)  b: (units)  y: (B, units)
 //   W and b: the parameter views 0 and 1 (f32).
-//   workspace: [bias gradient scratch] [W in the activation dtype, when it is not f32]
-//              [y or dy with padded rows (B, padded_), when padded_] [b in the activation dtype,
-//              when the executor keeps no 16-bit copy of it]
-//   kept workspace, with a fused gelu: the pre-activation (B, units)
+//   workspace: [bias gradient scratch] [W in the activation dtype, when it is not f32 and not
+//              padded] [y or dy with padded rows (B, padded_), when padded_ and not direct_] [b in
+//              the activation dtype, when the executor keeps no 16-bit copy of it]
+//   kept workspace: [with a fused gelu: the pre-activation (B, units)] [padded_: W in the
+//              activation dtype with its zero rows, made by forward, read by backward]
 #include <algorithm>
 #include <memory>
 #include <type_traits>
@@ -87,9 +88,11 @@ class DenseCuda : public LayerKernel {
   // Backward reads x, W and dy, never y.
   bool backward_reads_output() const override { return false; }
   size_t workspace_bytes() const override {
-    return bias_bytes() + weight_bytes() + pad_bytes() + low_bias_bytes();
+    return bias_bytes() + transient_weight_bytes() + pad_bytes() + low_bias_bytes();
   }
-  size_t kept_workspace_bytes() const override { return gelu_ ? pre_bytes() : 0; }
+  // A padded layer's 16-bit W (with its zero rows) is made in forward and kept for backward: one
+  // conversion a step instead of three (GPT-2's lm_head: 2 x 62 us on an H200).
+  size_t kept_workspace_bytes() const override { return (gelu_ ? pre_bytes() : 0) + kept_weight_bytes(); }
   // direct_: y and dy are the padded rows themselves (read at that pitch by the loss).
   size_t output_bytes() const override {
     return direct_ ? size_t(batch_) * size_t(padded_) * dtype_bytes(dtype_) : 0;
@@ -101,8 +104,10 @@ class DenseCuda : public LayerKernel {
 
   void bind(const KernelBinding& b) override {
     a_ = TypedActivations(b, dtype_);
-    w_typed_ = weight_bytes() ? static_cast<char*>(b.workspace) + bias_bytes() : nullptr;
-    pad_ = padded_ ? static_cast<char*>(b.workspace) + bias_bytes() + weight_bytes() : nullptr;
+    w_typed_ = kept_weight_bytes()        ? static_cast<char*>(b.kept_workspace) + (gelu_ ? pre_bytes() : 0)
+               : transient_weight_bytes() ? static_cast<char*>(b.workspace) + bias_bytes()
+                                          : nullptr;
+    pad_ = padded_ ? static_cast<char*>(b.workspace) + bias_bytes() + transient_weight_bytes() : nullptr;
     dpre_ = gelu_ ? const_cast<void*>(a_.dy) : nullptr;  // the fused gelu's backward writes over dy
     pre_ = gelu_ ? b.kept_workspace : nullptr;
     if (gelu_to_next_) {  // the layer after binds next, and may take the gelu's backward over
@@ -118,7 +123,7 @@ class DenseCuda : public LayerKernel {
       b_low_ = b.param_low(1, dtype_);
       db_ = b.grad(1).f32();
       if (!b_low_ && low_bias_bytes()) {  // converted before each forward product
-        b_typed_ = static_cast<char*>(b.workspace) + bias_bytes() + weight_bytes() + pad_bytes();
+        b_typed_ = static_cast<char*>(b.workspace) + bias_bytes() + transient_weight_bytes() + pad_bytes();
         b_low_ = b_typed_;
       }
     }
@@ -168,7 +173,7 @@ class DenseCuda : public LayerKernel {
   void backward() override {
     const cublasHandle_t h = be_.cublas();
     CUBLAS_CHECK(cublasSetMathMode(h, math_));
-    const void* w = a_.dx ? typed_weights() : nullptr;
+    const void* w = a_.dx ? (kept_weight_bytes() ? w_typed_ : typed_weights()) : nullptr;  // kept: forward's
     const void* dy_all = a_.dy;  // the gradient at the product's output
     if (gelu_ && !(gelu_to_next_ && gelu_to_next_->taken)) {
       cuda::launch_eltwise_backward(cuda::Eltwise::gelu_tanh, 0.f, dtype_, pre_, a_.dy, dpre_,
@@ -291,6 +296,8 @@ class DenseCuda : public LayerKernel {
   size_t weight_bytes() const {
     return dtype_ == DType::f32 ? 0 : align_up(size_t(w_rows()) * size_t(in_) * dtype_bytes(dtype_));
   }
+  size_t kept_weight_bytes() const { return padded_ ? weight_bytes() : 0; }
+  size_t transient_weight_bytes() const { return padded_ ? 0 : weight_bytes(); }
   // W in the activation dtype (W itself in f32), with zero rows up to padded_.
   const void* typed_weights() {
     if (dtype_ == DType::f32) return w_;

@@ -103,7 +103,7 @@ struct Executor::Plan {
   int outputs_in_place = 0;       // layers whose output took an input's memory (overwritable_input)
   // Inputs whose gradient is the memory of their add's output gradient (kCopiesOutputGradient).
   int gradients_shared = 0;
-  size_t raw_input = 0;           // training batches land here when augmenting; the augmented copy is act[0]
+  size_t raw_input = 0;  // training batches land here when augmenting; the augmented copy is act[0]
   // The loss on the last layer's input, that layer skipped in training and evaluation steps: a
   // final softmax under cross_entropy_probs, or log_softmax under nll, is the cross-entropy of
   // its input logits (Executor::choose_loss_on_logits). Prediction still runs the layer.

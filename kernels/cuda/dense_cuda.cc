@@ -154,8 +154,8 @@ class DenseCuda : public LayerKernel {
         gemm(CUBLAS_OP_T, CUBLAS_OP_N, w_rows(), batch_, in_, w, dtype_, a_.x, dtype_, out, dtype_,
              padded_ ? padded_ : units_);
     }
-    for (int c = 0; padded_ && !direct_ && c < batch_ / chunk_;
-         ++c) {  // the padded product a chunk of rows at a time
+    // The padded product a chunk of rows at a time (direct_: in one product above).
+    for (int c = 0; padded_ && !direct_ && c < batch_ / chunk_; ++c) {
       const void* x = row_at(a_.x, c, in_);
       if (fwd_.ok())
         fwd_.run(w, x, pad_);

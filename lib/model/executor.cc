@@ -124,6 +124,12 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
   }
 
   // 2. Plans: kernels per batch size (primitives/descriptors created here), arena layout.
+  // Whether the loss reads a model output of 16-bit dtype t as it is (LossKernel::takes), with no
+  // f32 copy between them: the last layer's kernel may then also pad its rows for it.
+  const auto loss_takes_as_is = [&](DType t) {
+    return t != DType::f32 && loss_ && !o_.output_gradient_given && !o_.loss_scaling &&
+           o_.activation_slots == 1 && loss_->takes(t);
+  };
   size_t act_bytes = 0;
   size_t shared_transient_bytes = 0;          // several activation slots: the transient workspaces of all
   std::vector<std::pair<int, int64_t>> keys;  // (activation slot, batch)
@@ -248,11 +254,10 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         gelu_handoffs[size_t(next[0])] = ctx.gelu_to_next;
       }
       if (auto h = gelu_handoffs.find(i); h != gelu_handoffs.end()) ctx.gelu_from_input = h->second;
-      // The last layer's output read by the loss alone, as it is (the typed_loss below, and a loss
-      // that reads rows at a pitch): its kernel may pad the rows.
-      ctx.output_pitch_ok = i + 1 == layers.size() && next.empty() && dt != DType::f32 && loss_ &&
-                            !o_.output_gradient_given && !o_.loss_scaling && o_.activation_slots == 1 &&
-                            loss_->takes(dt) && loss_->takes_pitch();
+      // The last layer's output read by the loss alone, as it is, at any pitch: its kernel may pad
+      // the rows.
+      ctx.output_pitch_ok =
+          i + 1 == layers.size() && next.empty() && loss_takes_as_is(dt) && loss_->takes_pitch();
       if (const int taker = relu < 0 && gelu < 0 ? bias_taker(i, dt) : -1; taker >= 0) {
         ctx.bias_to_batchnorm = true;
         p->takes_bias_of[size_t(taker)] = int(i);
@@ -294,8 +299,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     // output's 16-bit dtype (a language model's logits: (B, L, V), the largest tensor of the step)
     // reads it and writes its gradient as they are; predict converts on the host.
     const DType out_dt = p->dtype.back();
-    const bool typed_loss = out_dt != DType::f32 && loss_ && !o_.output_gradient_given && !o_.loss_scaling &&
-                            o_.activation_slots == 1 && loss_->takes(out_dt);
+    const bool typed_loss = loss_takes_as_is(out_dt);
     if (out_dt != DType::f32 && !typed_loss)
       p->output_edge = add_edge(layers.size(), DType::f32, layers.size());
     p->out_dtype = p->output_edge >= 0 ? DType::f32 : out_dt;

@@ -5,6 +5,8 @@
 // (a residual network's adds stay channels-last between its convolutions), else plain; an input
 // in the other layout is transposed on the way in, and its gradient on the way out, through the
 // transient workspace.
+// Two inputs in the output's layout may hand the forward to the layer after it (a layer norm
+// that reads the sum alone; KernelContext::add_to_next, AddHandoff), which then writes y itself.
 //   x_k, y, dx_k, dy: (B, d...); channels-last only for (B, C, positions...)
 #include <algorithm>
 
@@ -24,7 +26,8 @@ class AddCuda : public LayerKernel {
       : be_(cuda_of(ctx)),
         dtype_(ctx.act_dtype),
         n_(ctx.batch * l.output_shape().numel()),
-        batch_(ctx.batch) {
+        batch_(ctx.batch),
+        to_next_(ctx.add_to_next) {
     const Shape& s = l.output_shape();
     channels_ = s.rank() > 0 ? std::max<int64_t>(s[0], 1) : 1;
     positions_ = s.numel() / channels_;
@@ -65,9 +68,18 @@ class AddCuda : public LayerKernel {
     y_ = b.output.as(dtype_);
     dy_ = b.output_grad.as(dtype_);
     ws_ = b.workspace;
+    if (to_next_) {  // the layer after binds next, and may compute the sum itself
+      *to_next_ = AddHandoff{};
+      to_next_->ok = x_.size() == 2 && !mixed_;
+      to_next_->a = x_[0];
+      to_next_->b = x_[1];
+      to_next_->sum = y_;
+      to_next_->n = n_;
+    }
   }
 
   void forward(bool) override {
+    if (to_next_ && to_next_->taken) return;
     // Input k in the output's layout: itself, or transposed into `to`.
     const auto in = [&](size_t k, void* to) -> const void* {
       if (in_nhwc_[k] == out_nhwc_) return x_[k];
@@ -118,6 +130,7 @@ class AddCuda : public LayerKernel {
   void* y_ = nullptr;
   const void* dy_ = nullptr;
   void* ws_ = nullptr;
+  std::shared_ptr<AddHandoff> to_next_;
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 // blocks a multiprocessor at 3 slots; at 65536 rows it reaches 3.3 TB/s.
 #include <cstdint>
 
+#include "kernels/cuda/add.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -135,8 +136,8 @@ __device__ __forceinline__ void row_sum(float (&v)[N], float* scratch) {
 // Block of kBlock threads: 8 / W rows, W warps each. d <= 32 W NV kVec<T>.
 template <class T, int NV, int W, bool VEC>
 __global__ void __launch_bounds__(kBlock)
-    layer_norm_forward_rows(const T* x, const float* w, const float* b, T* y, float* stats, int64_t rows,
-                            int d, float eps, bool rms) {
+    layer_norm_forward_rows(const T* x, const T* x2, T* sum, const float* w, const float* b, T* y,
+                            float* stats, int64_t rows, int d, float eps, bool rms) {
   constexpr int V = kVec<T>, G = 32 * W, R = kBlock / G;
   __shared__ float scratch[kBlockWarps];
   const int t = int(threadIdx.x) % G;
@@ -146,6 +147,20 @@ __global__ void __launch_bounds__(kBlock)
   uint4 raw[NV];
 #pragma unroll
   for (int s = 0; s < NV; ++s) raw[s] = live ? load_slot<T, G, VEC>(xr, d, s, t) : make_uint4(0u, 0u, 0u, 0u);
+  if (x2 && live) {  // the input is x + x2, rounded to T as the add layer rounds it, and written out
+    const T* x2r = x2 + r * d;
+    T* sr = sum + r * d;  // may be x's or x2's row: this thread read its slots of both above
+#pragma unroll
+    for (int s = 0; s < NV; ++s) {
+      float u[V], v[V];
+      unpack<T>(raw[s], u);
+      unpack<T>(load_slot<T, G, VEC>(x2r, d, s, t), v);
+#pragma unroll
+      for (int j = 0; j < V; ++j) u[j] += v[j];
+      raw[s] = pack<T>(u);
+      store_slot<T, G, VEC>(sr, d, s, t, u);
+    }
+  }
   float mean = 0.f;
   if (!rms) {
     float sum[1] = {0.f};
@@ -462,26 +477,34 @@ int64_t layer_norm_chunks(int64_t rows, int64_t d) {
 }
 
 void launch_layer_norm_forward(DType t, const void* x, const float* w, const float* b, void* y, float* stats,
-                               int64_t rows, int64_t d, float eps, bool rms, cudaStream_t stream) {
+                               int64_t rows, int64_t d, float eps, bool rms, cudaStream_t stream,
+                               const void* x2, void* sum) {
   if (rows == 0 || d == 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     constexpr int V = kVec<T>;
     const T* xt = static_cast<const T*>(x);
+    const T* x2t = static_cast<const T*>(x2);
+    T* st = static_cast<T*>(sum);
     T* yt = static_cast<T*>(y);
-    const bool vec = d % V == 0 && aligned16(x) && aligned16(y) && aligned16(w) && (!b || aligned16(b));
+    const bool vec = d % V == 0 && aligned16(x) && aligned16(y) && aligned16(w) && (!b || aligned16(b)) &&
+                     (!x2 || (aligned16(x2) && aligned16(sum)));
     const bool fit = with_row_shape<V>(d, [&](auto shape) {
       constexpr int NV = decltype(shape)::nv, W = decltype(shape)::warps, R = kBlock / (32 * W);
       const unsigned grid = unsigned((rows + R - 1) / R);
       if (vec)
         layer_norm_forward_rows<T, NV, W, true>
-            <<<grid, kBlock, 0, stream>>>(xt, w, b, yt, stats, rows, int(d), eps, rms);
+            <<<grid, kBlock, 0, stream>>>(xt, x2t, st, w, b, yt, stats, rows, int(d), eps, rms);
       else
         layer_norm_forward_rows<T, NV, W, false>
-            <<<grid, kBlock, 0, stream>>>(xt, w, b, yt, stats, rows, int(d), eps, rms);
+            <<<grid, kBlock, 0, stream>>>(xt, x2t, st, w, b, yt, stats, rows, int(d), eps, rms);
     });
-    if (!fit)
-      layer_norm_forward_wide<T><<<unsigned(rows), kBlock, 0, stream>>>(xt, w, b, yt, stats, d, eps, rms);
+    if (fit) return;
+    if (x2) {  // the wide rows' kernel reads the sum from memory
+      launch_add(t, x, x2, sum, rows * d, stream);
+      xt = st;
+    }
+    layer_norm_forward_wide<T><<<unsigned(rows), kBlock, 0, stream>>>(xt, w, b, yt, stats, d, eps, rms);
   });
   CUDA_CHECK_LAUNCH();
 }

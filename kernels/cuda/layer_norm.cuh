@@ -19,8 +19,11 @@ namespace trainer::cuda {
 int64_t layer_norm_chunks(int64_t rows, int64_t d);
 
 // b may be null (rms_norm, or layer_norm without bias): no shift. rms: no mean is subtracted.
+// x2 not null: the input is x + x2 (summed in f32 and rounded to t, as the add layer does), also
+// written to sum (which may be x or x2): the add before a residual stream's layer norm.
 void launch_layer_norm_forward(DType t, const void* x, const float* w, const float* b, void* y, float* stats,
-                               int64_t rows, int64_t d, float eps, bool rms, cudaStream_t stream);
+                               int64_t rows, int64_t d, float eps, bool rms, cudaStream_t stream,
+                               const void* x2 = nullptr, void* sum = nullptr);
 // dx may be null (not wanted); accumulate: dx += the gradient (summed in f32, rounded once) rather
 // than dx = it. db may be null (no bias). dw and db are overwritten.
 void launch_layer_norm_backward(DType t, const void* x, const void* dy, const float* w, const float* stats,

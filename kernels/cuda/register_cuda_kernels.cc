@@ -29,14 +29,14 @@ void register_cuda_kernels(Registry& r) {
   r.add_kernel("avgpool1d", "cuda", make_pool1d_cuda, follow_any | kFusesRelu);
   r.add_kernel("global_avg_pool", "cuda", make_global_avg_pool_cuda);
   r.add_kernel("global_max_pool", "cuda", make_global_max_pool_cuda);
-  r.add_kernel("add", "cuda", make_add_cuda, follow_any | kCopiesOutputGradient);
+  r.add_kernel("add", "cuda", make_add_cuda, follow_any | kCopiesOutputGradient | kHandsOverForward);
   r.add_kernel("concat", "cuda", make_concat_cuda);
   r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda, follow_any | kFusesRelu | kTakesBias);
   // A transformer's residual stream: the position embedding starts it in the activation dtype,
   // and the norms, dropouts and adds keep it there (no conversions around each block's layers).
   r.add_kernel("dropout", "cuda", make_dropout_cuda, follow);
-  r.add_kernel("layer_norm", "cuda", make_layer_norm_cuda, low | kMemoryBound);
-  r.add_kernel("rms_norm", "cuda", make_layer_norm_cuda, low | kMemoryBound);
+  r.add_kernel("layer_norm", "cuda", make_layer_norm_cuda, low | kMemoryBound | kTakesAddForward);
+  r.add_kernel("rms_norm", "cuda", make_layer_norm_cuda, low | kMemoryBound | kTakesAddForward);
   r.add_kernel("position_embedding", "cuda", make_position_embedding_cuda, low | kMemoryBound);
   r.add_kernel("multi_head_attention", "cuda", make_attention_cuda, low);
   r.add_kernel("lstm", "cuda", make_recurrent_cuda);

@@ -237,6 +237,21 @@ struct GeluHandoff {
   bool taken = false;  // set by the consumer's bind
 };
 
+// A two-input add's forward taken over by the layer right after it, which reads the sum alone as
+// its one input (KernelContext::add_to_next, add_from_input): the add's bind publishes its inputs
+// and its output; the consumer's bind, where its input is that output, says it computes the sum
+// itself (a layer norm reads a and b once, writes the sum beside its own output: GPT-2's residual
+// stream, llm.c's fused residual forward), and the add's forward then does nothing. Backward is
+// unchanged: the consumer reads the sum as its input, the add passes gradients on.
+struct AddHandoff {
+  const void* a = nullptr;  // the add's inputs and output, in its activation dtype, plain layout
+  const void* b = nullptr;
+  void* sum = nullptr;
+  int64_t n = 0;       // elements
+  bool ok = false;     // the add can hand over (two inputs, no layout changes)
+  bool taken = false;  // set by the consumer's bind
+};
+
 struct KernelContext {
   Backend* backend = nullptr;
   int64_t batch = 0;
@@ -277,6 +292,10 @@ struct KernelContext {
   // With fused_gelu: the handoff of the gelu's backward to the layer after it, or null. And in
   // that layer's context (only kernels registered with kTakesGeluGrad): the same handoff.
   std::shared_ptr<GeluHandoff> gelu_to_next, gelu_from_input;
+  // The handoff of a two-input add's forward to the layer after it (add_to_next, in the add's
+  // context: only kernels registered with kHandsOverForward) and, in that layer's context
+  // (kTakesAddForward), the same handoff (add_from_input).
+  std::shared_ptr<AddHandoff> add_to_next, add_from_input;
   // The output goes to the loss alone, which reads its rows (and writes their gradient) at any
   // pitch (LossKernel::takes_pitch): the kernel may pad its rows (LayerKernel::output_pitch).
   bool output_pitch_ok = false;

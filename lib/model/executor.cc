@@ -193,6 +193,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     // needs every consumer's).
     const std::vector<DType> planned_dtype = plan_dtypes();
     std::map<size_t, std::shared_ptr<GeluHandoff>> gelu_handoffs;  // by the layer that takes one
+    size_t add_handoff_to = 0;  // the layer the last add handed its forward to (add_handoffs.back())
     for (size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = *layers[i];
       const std::vector<int>& from = model_.layer_inputs(i);
@@ -254,6 +255,19 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         gelu_handoffs[size_t(next[0])] = ctx.gelu_to_next;
       }
       if (auto h = gelu_handoffs.find(i); h != gelu_handoffs.end()) ctx.gelu_from_input = h->second;
+      // A two-input add's forward done by the layer right after it where that layer reads the sum
+      // alone, as its only input, in the add's dtype and plain (the consumer's bind checks the
+      // pointer: a conversion edge between them leaves the add its own forward).
+      if (i > 0 && add_handoff_to == i) ctx.add_from_input = p->add_handoffs.back();
+      if (from.size() == 2 && i + 1 < layers.size() &&
+          (reg.kernel_caps(l.type(), be_.name()) & kHandsOverForward) &&
+          model_.layer_inputs(i + 1) == std::vector<int>{int(i)} &&
+          (reg.kernel_caps(layers[i + 1]->type(), be_.name()) & kTakesAddForward) &&
+          !layers[i + 1]->aliases_input() && planned_dtype[i + 2] == dt) {
+        ctx.add_to_next = std::make_shared<AddHandoff>();
+        p->add_handoffs.push_back(ctx.add_to_next);
+        add_handoff_to = i + 1;
+      }
       // The last layer's output read by the loss alone, as it is, at any pitch: its kernel may pad
       // the rows.
       ctx.output_pitch_ok =
@@ -548,6 +562,10 @@ int Executor::folded_biases() const {
 int Executor::outputs_in_place() const { return plans_.begin()->second->outputs_in_place; }
 
 int Executor::gradients_shared() const { return plans_.begin()->second->gradients_shared; }
+int Executor::adds_handed_over() const {
+  const auto& h = plans_.begin()->second->add_handoffs;
+  return int(std::count_if(h.begin(), h.end(), [](const auto& a) { return a->taken; }));
+}
 
 int Executor::fused_activations() const {
   const Plan& p = *plans_.begin()->second;

@@ -176,6 +176,8 @@ class Executor : public StepRunner {
   // Inputs that share their add's output gradient instead of a copy (kCopiesOutputGradient), in
   // the same plan.
   int gradients_shared() const;
+  // Adds whose forward the layer after them computes (AddHandoff::taken), in the same plan.
+  int adds_handed_over() const;
   // How many layers' kernels write their output in a backend layout (channels-last) rather than
   // plain, in the plan of the largest batch.
   int outputs_in_backend_layouts() const;

@@ -103,6 +103,9 @@ struct Executor::Plan {
   int outputs_in_place = 0;       // layers whose output took an input's memory (overwritable_input)
   // Inputs whose gradient is the memory of their add's output gradient (kCopiesOutputGradient).
   int gradients_shared = 0;
+  // Two-input adds whose forward the layer after them may do (KernelContext::add_to_next); the
+  // kernels' binds say which they do (AddHandoff::taken).
+  std::vector<std::shared_ptr<AddHandoff>> add_handoffs;
   size_t raw_input = 0;  // training batches land here when augmenting; the augmented copy is act[0]
   // The loss on the last layer's input, that layer skipped in training and evaluation steps: a
   // final softmax under cross_entropy_probs, or log_softmax under nll, is the cross-entropy of

@@ -68,6 +68,10 @@ enum KernelCaps : unsigned {
   // rather than adds into it): the executor may give an input that this layer alone reads that
   // gradient's memory, and backward then skips the copy (the input gradient's pointer is dy's).
   kCopiesOutputGradient = 2048u,
+  // Its forward may be done by the layer right after it (KernelContext::add_to_next: add).
+  kHandsOverForward = 4096u,
+  // Can compute the add before it (two inputs) as it reads them (KernelContext::add_from_input).
+  kTakesAddForward = 8192u,
 };
 
 // What a layer type is besides its keys.

@@ -20,6 +20,7 @@ struct FusionRun {
   int fused = 0;            // relus run inside the kernel before them
   int folded = 0;           // biases taken by the batchnorm after them
   int in_place = 0;         // outputs written over their input's memory
+  int adds_handed = 0;      // adds whose forward the layer after them does (AddHandoff)
   bool low_params = false;  // the executor keeps a 16-bit copy of the parameters
 };
 
@@ -49,6 +50,7 @@ inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool
   r.fused = ex.fused_activations();
   r.folded = ex.folded_biases();
   r.in_place = ex.outputs_in_place();
+  r.adds_handed = ex.adds_handed_over();
   for (const auto& [what, bytes] : ex.memory_breakdown())
     r.low_params = r.low_params || what.find("parameters in 16 bits") != std::string::npos;
   r.params.resize(size_t(model.param_arena_floats()));

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cuda/add.cuh"
 #include "kernels/cuda/layer_norm.cuh"
 #include "lib/core/bf16.h"
 #include "lib/core/fp16.h"
@@ -321,4 +322,50 @@ TEST_CASE("gpu layer_norm rows one element off 16-byte alignment take scalars", 
         const GpuRun g = run_gpu(t, rows, d, nm, in, off);
         check_against_reference(t, g.out, reference(t, rows, d, nm, in, true), true);
       }
+}
+
+// The add before a residual stream's layer norm, done by the layer norm's forward (x2 and sum: the
+// executor's AddHandoff): the sum has the add kernel's bits (summed in f32, rounded to the dtype),
+// and y and the statistics are the layer norm's of that sum, bit for bit; the sum may be written
+// over x. Rows aligned (16-byte vectors), one element off (scalars) and wider than any register
+// shape (the add, then the wide kernel).
+TEST_CASE("gpu layer_norm forward with the add before it matches the add, then the layer norm",
+          "[gpu][layer_norm][add]") {
+  CudaBackend& be = cuda_backend();
+  uint64_t seed = 1300;
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t d : {7, 768, 1000, 8193})
+      for (int64_t shift : {0, 1})
+        for (bool in_place : {false, true})
+          for (const Norm& nm : {Norm{false, true}, Norm{true, false}}) {
+            const int64_t rows = d > 1000 ? 9 : 67;
+            const size_t n = size_t(rows * d);
+            INFO(dtype_name(t) << " " << norm_name(nm) << " d " << d << " shift " << shift
+                               << (in_place ? " sum over x" : ""));
+            const Inputs in = make_inputs(t, rows, d, seed += 10);
+            const std::vector<float> x2v = rounded(t, random_vector(n, seed + 5, -1.f, 1.f));
+            Placed x(be, t, n, shift), x2(be, t, n, shift), sum(be, t, n, shift), y(be, t, n, 0);
+            Placed rx(be, t, n, shift), rx2(be, t, n, shift), rsum(be, t, n, shift), ry(be, t, n, 0);
+            for (Placed* p : {&x, &rx}) p->upload(in.x);
+            for (Placed* p : {&x2, &rx2}) p->upload(x2v);
+            Buffer params(be, size_t(2 * d) * 4), stats(be, size_t(2 * rows) * 4),
+                rstats(be, size_t(2 * rows) * 4);
+            std::vector<float> p = in.w;
+            p.insert(p.end(), in.b.begin(), in.b.end());
+            params.upload(p);
+            const float* w = params.as<float>();
+            const float* b = nm.bias ? w + d : nullptr;
+            void* s = in_place ? x.get() : sum.get();
+            cuda::launch_layer_norm_forward(t, x.get(), w, b, y.get(), stats.as<float>(), rows, d, kEps,
+                                            nm.rms, be.stream(), x2.get(), s);
+            cuda::launch_add(t, rx.get(), rx2.get(), rsum.get(), int64_t(n), be.stream());
+            cuda::launch_layer_norm_forward(t, rsum.get(), w, b, ry.get(), rstats.as<float>(), rows, d, kEps,
+                                            nm.rms, be.stream());
+            CHECK((in_place ? x.bytes() : sum.bytes()) == rsum.bytes());
+            CHECK(y.bytes() == ry.bytes());
+            CHECK(stats.download(size_t(2 * rows)) == rstats.download(size_t(2 * rows)));
+            std::vector<float> want = rsum.values(), sums(n);
+            for (size_t i = 0; i < n; ++i) sums[i] = round_to(t, in.x[i] + x2v[i]);  // the add's rule
+            CHECK(want == sums);
+          }
 }

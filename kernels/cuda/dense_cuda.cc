@@ -137,6 +137,8 @@ class DenseCuda : public LayerKernel {
     if (fwd_.ok()) fwd_.tune(w, a_.x, padded_ && !direct_ ? pad_ : fwd_gelu_fused_ || !gelu_ ? a_.y : pre_);
     const void* dy = padded_ && !direct_ ? pad_ : gelu_ ? dpre_ : a_.dy;
     if (dw_plan_.ok() && a_.dy && dw_) dw_plan_.tune(a_.x, dy, dw_);
+    if (dw_tail_.ok() && a_.dy && dw_)
+      dw_tail_.tune(a_.x, column_at(dy, dw_cols_), dw_ + size_t(dw_cols_) * in_);
     if (dx_plan_.ok() && a_.dy && a_.dx) dx_plan_.tune(w, dy, a_.dx);
   }
 
@@ -198,8 +200,17 @@ class DenseCuda : public LayerKernel {
       if (dw_plan_.ok())
         dw_plan_.run(x, dy, dw_, add);
       else
-        gemm(CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, chunk_, x, dtype_, dy, dtype_, dw_, DType::f32, in_,
+        gemm(CUBLAS_OP_N, CUBLAS_OP_T, in_, dw_cols_, chunk_, x, dtype_, dy, dtype_, dw_, DType::f32, in_,
              padded_, add);
+      if (dw_cols_ < units_) {  // the rows of dW past the multiple of 8
+        const void* dy_tail = column_at(dy, dw_cols_);
+        float* dw_tail = dw_ + size_t(dw_cols_) * in_;
+        if (dw_tail_.ok())
+          dw_tail_.run(x, dy_tail, dw_tail, add);
+        else
+          gemm(CUBLAS_OP_N, CUBLAS_OP_T, in_, units_ - dw_cols_, chunk_, x, dtype_, dy_tail, dtype_, dw_tail,
+               DType::f32, in_, padded_, add);
+      }
       if (!a_.dx) continue;
       void* dx = row_at(a_.dx, c, in_);
       if (dx_plan_.ok())
@@ -240,9 +251,17 @@ class DenseCuda : public LayerKernel {
     const std::vector<LtEpilogue> dw =
         chunk_ == batch_ ? cuda::bias_tries(CUBLASLT_EPILOGUE_BGRADB, db_, nullptr, DType::f32)
                          : std::vector<LtEpilogue>{};
-    dw_plan_ = cuda::plan_first(be_, math_mode_, CUBLAS_OP_N, CUBLAS_OP_T, in_, units_, chunk_, dtype_,
+    // A padded layer without a bias computes dW's rows up to the last multiple of 8 in one product
+    // and the rest in a second: with an n not a multiple of 8 (GPT-2's 50,257 rows) cuBLASLt has only
+    // its sm80 CUTLASS kernels (1.26 ms on an H200, where lm_head's other two products take 0.79 and
+    // 0.89 ms).
+    dw_cols_ = padded_ && !bias_ && units_ > 8 ? units_ - units_ % 8 : units_;
+    dw_plan_ = cuda::plan_first(be_, math_mode_, CUBLAS_OP_N, CUBLAS_OP_T, in_, dw_cols_, chunk_, dtype_,
                                 DType::f32, dw, &which, padded_, 0);
     dw_bias_fused_ = which < dw.size();
+    if (dw_cols_ < units_)
+      dw_tail_ = cuda::LtMatmul(be_, math_mode_, CUBLAS_OP_N, CUBLAS_OP_T, in_, units_ - dw_cols_, chunk_,
+                                dtype_, DType::f32, {}, padded_, 0);
     // dx through the gelu before this layer (GeluHandoff), in one product (not padded chunks).
     std::vector<LtEpilogue> dx;
     const GeluHandoff* h = gelu_from_input_.get();
@@ -279,6 +298,10 @@ class DenseCuda : public LayerKernel {
     using Byte = std::conditional_t<std::is_const<P>::value, const char, char>;
     return reinterpret_cast<P*>(reinterpret_cast<Byte*>(t) +
                                 size_t(c) * size_t(chunk_) * size_t(cols) * dtype_bytes(dtype_));
+  }
+  // Column c of dy's rows (padded_ elements apart), in the activation dtype.
+  const void* column_at(const void* dy, int c) const {
+    return static_cast<const char*>(dy) + size_t(c) * dtype_bytes(dtype_);
   }
   // dst rows of dst_cols elements <- src rows of src_cols, the first units_ of each, chunk_ rows.
   void copy_rows(void* dst, int dst_cols, const void* src, int src_cols) {
@@ -341,6 +364,8 @@ class DenseCuda : public LayerKernel {
   bool tune_;  // measure the cuBLASLt candidates at bind (not under --deterministic)
   cublasMath_t math_;
   cuda::LtMatmul fwd_, dw_plan_, dx_plan_;
+  cuda::LtMatmul dw_tail_;  // dW's rows from dw_cols_ on (see plan_products), where dw_cols_ < units_
+  int dw_cols_ = 0;         // the rows of dW that dw_plan_ computes
   bool fwd_bias_fused_ = false, dw_bias_fused_ = false, fwd_gelu_fused_ = false;
   DType dtype_;
   int padded_;   // > 0: the row length of the padded copy of y / dy (see the top)

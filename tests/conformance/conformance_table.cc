@@ -196,6 +196,8 @@ std::vector<Row> build_table() {
           ref("{type: dense, units: 48, per_position: true}", {64, 32}, 4, 5, kWide, "per position, 64 rows"),
           ref("{type: dense, units: 1027, per_position: true}", {256, 16}, 4, 6, kWide,
               "1,024 rows of 1,027: the GPU pads y's and dy's rows to 16 bytes for aligned products"),
+          ref("{type: dense, units: 1027, per_position: true, use_bias: false}", {256, 16}, 4, 8, kWide,
+              "padded without a bias: the GPU's dW in two products, 1,024 rows and 3"),
           ref("{type: dense, units: 50257, per_position: true}", {512, 8}, 2, 7, kWide,
               "GPT-2's 50,257 logits, padded in 16 bits"),
       }));

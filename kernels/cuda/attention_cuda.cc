@@ -13,10 +13,10 @@
 // (BIAS, BGRADB) as dense's: GPT-2 small's 24 bias passes a step (~350 us on an H200) are gone;
 // cublasGemmEx and bias.cu where cuBLASLt has no algorithm.
 // The fused path (flash_attention.cuh) replaces the products and softmaxes between the
-// projections in bf16 and fp16, head sizes 32, 64 and 128, without dropout on the weights and
-// without --deterministic (its dq sums are f32 atomics): P is never stored, and backward
-// recomputes it from qkv and each query's log-sum-exp. GPT-2 small on an H200: the attention's
-// 0.66 ms a layer became 0.28 ms, and the 2.4 GB of P is gone.
+// projections in bf16 and fp16, head sizes 32, 64 and 128, without --deterministic (its dq sums
+// are f32 atomics): P is never stored, and backward recomputes it from qkv and each query's
+// log-sum-exp, and dropout's masks from their counters (the unfused path's masks). GPT-2 small on an H200:
+// the attention's 0.66 ms a layer became 0.28 ms, and the 2.4 GB of P is gone.
 //   fused, kept: qkv rows, O, lse (B, H, L) f32; transient: dqkv and dO rows, the backward's
 //   scratch (delta (B, H, L) and the dq sums (B, L, D), f32)
 //   kept from forward to backward: qkv as rows (B, L, 3D), P, O (B, L, D), the pointer arrays
@@ -67,7 +67,7 @@ class AttentionCuda : public LayerKernel {
         // fewer than 128 positions lose more to small products than they save (char_lm, L = 256,
         // on an H200: 8.6 -> 9.3 ms a step; gpt2_small, L = 1024: 31.1 -> 29.8).
         blocks_(l.causal && l.length() % kBlocks == 0 && l.length() >= kBlocks * 128 ? kBlocks : 1),
-        flash_(!ctx.deterministic && l.dropout == 0.f && cuda::flash_attention_supported(t_, hd_)),
+        flash_(!ctx.deterministic && cuda::flash_attention_supported(t_, hd_)),
         scalars_(ctx.scalars),
         layer_(ctx.layer_index),
         // Rows of channels: the bias sums read whole rows (as dense's)
@@ -178,7 +178,8 @@ class AttentionCuda : public LayerKernel {
     if (bias_ && !in_proj_.fwd_bias) cuda::launch_bias_add(t_, qkv_, ba_, R, 3 * D, 1, false, s);
     if (rotary_) cuda::launch_attention_rotary(t_, qkv_, b_, L, D, h_, base_, 1.f, s);
     if (flash_) {
-      cuda::launch_flash_attention_forward(t_, qkv_, o_, lse_, b_, L, h_, hd_, causal_, ids_, scale_, s);
+      cuda::launch_flash_attention_forward(t_, qkv_, o_, lse_, b_, L, h_, hd_, causal_, ids_, scale_, s,
+                                           flash_dropout());
       project_output();
       return;
     }
@@ -201,6 +202,11 @@ class AttentionCuda : public LayerKernel {
       batched('N', 'N', Lb, hd_, keys(r), 1.f, arr(dropping_ ? kPd : kP, r), L, arr(kV), 3 * D, arr(kO, r),
               D);
     project_output();
+  }
+
+  // The fused kernels' dropout: this step's masks in a training step, none otherwise.
+  cuda::FlashDropout flash_dropout() const {
+    return dropping_ ? cuda::FlashDropout{rate_, scalars_, layer_} : cuda::FlashDropout{};
   }
 
   // y = O Wp^T + bp.
@@ -235,7 +241,7 @@ class AttentionCuda : public LayerKernel {
       cuda::launch_bias_grad(split_p_, t_, a_.dy, dbp_, scratch(at_scratch_p_), s);
     if (flash_) {
       cuda::launch_flash_attention_backward(t_, qkv_, o_, drows, lse_, ws_ + at_rows3_, ws_ + at_fa_, b_, L,
-                                            h_, hd_, causal_, ids_, scale_, s);
+                                            h_, hd_, causal_, ids_, scale_, s, flash_dropout());
       project_input_grads();
       return;
     }

@@ -16,6 +16,10 @@
 // columns. hd 128 takes query tiles of 32 there, so that the registers hold dK and dV.
 // Masks: a key past L or with id 0 and (causal) a key after the query get weight exactly 0; a
 // query with no key left has lse = +inf, so its weights are exp2(-inf) = 0 in both passes.
+// Dropout (FlashDropout, kernels instantiated with DROP): the forward sums the weights before
+// dropout (lse, the normalization) and multiplies P by the mask before P V; backward takes
+// dV += (P Z)^T dO and dS = P (Z dP' - delta) with dP' = dO V^T and delta = rowsum(dO * O) (O is the
+// dropped output, so delta = sum_j P Z dP' as the softmax's backward needs), the mask Z recomputed.
 // Shared-memory rows are padded by 8 elements (16 bytes): the 8 rows an ldmatrix reads then start
 // in 8 different groups of 4 banks.
 #include <cuda_bf16.h>
@@ -31,6 +35,8 @@
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/flash_attention.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "lib/core/counter_rng.h"
+#include "lib/core/dropout_formula.h"
 
 namespace trainer::cuda {
 namespace {
@@ -205,12 +211,13 @@ struct ForwardSmem {
 };
 
 // grid (B H, query tiles), blockIdx.y counting down the tiles when causal (most keys first).
-template <class T, int HD>
+template <class T, int HD, bool DROP>
 __global__ void __launch_bounds__(kFlashThreads, HD == 128  ? 2
                                                  : HD == 64 ? 3
                                                             : 4)
     flash_forward_kernel(const T* __restrict__ qkv, T* __restrict__ o, float* __restrict__ lse, int len,
-                         int heads, bool causal, const T* __restrict__ ids, float scale_log2) {
+                         int heads, bool causal, const T* __restrict__ ids, float scale_log2,
+                         FlashDropout drop) {
   using Smem = ForwardSmem<HD>;
   constexpr int S = Smem::kStride, kDimChunks = HD / 16, kOutTiles = HD / 8, kKeyTiles = kBlockK / 8;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -228,6 +235,9 @@ __global__ void __launch_bounds__(kFlashThreads, HD == 128  ? 2
   const T* keys = ids ? ids + int64_t(b) * len : nullptr;
   const int q0 = qt * kBlockK, ktiles = causal ? qt + 1 : (len + kBlockK - 1) / kBlockK;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const uint64_t seed = DROP ? drop.scalars->seed : 0,
+                 stream = DROP ? dropout_stream(drop.scalars->step, drop.layer) : 0;
+  const float keep = DROP ? dropout_keep_scale(drop.rate) : 1.f;
 
   const auto load_keys = [&](int j, int buf) {
     load_rows<kBlockK, HD>(sk + buf * Smem::kTile, k_rows, ld, j * kBlockK, len);
@@ -320,7 +330,12 @@ __global__ void __launch_bounds__(kFlashThreads, HD == 128  ? 2
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         s[nt][e] = exp2_fast(s[nt][e] - base[e >> 1]);
-        l[e >> 1] += s[nt][e];
+        l[e >> 1] += s[nt][e];  // the weights before dropout
+        if constexpr (DROP) {
+          const int64_t q = row + (e >> 1) * 8, key = k0 + nt * 8 + 2 * t + (e & 1);
+          s[nt][e] *=
+              dropout_mask(seed, stream, uint64_t((int64_t(bh) * len + q) * len + key), drop.rate, keep);
+        }
       }
     }
     // O += P V: P from the accumulators, 16 keys at a time.
@@ -404,12 +419,12 @@ __global__ void flash_delta_kernel(const T* __restrict__ o, const T* __restrict_
 }
 
 // grid (B H, key tiles): the key tile j has the most query tiles (causal) at j = 0, launched first.
-template <class T, int HD>
+template <class T, int HD, bool DROP>
 __global__ void __launch_bounds__(kFlashThreads, 2)
     flash_backward_kernel(const T* __restrict__ qkv, const T* __restrict__ dout,
                           const float* __restrict__ lse, const float* __restrict__ delta,
                           float* __restrict__ dq_sum, T* __restrict__ dqkv, int len, int heads, bool causal,
-                          const T* __restrict__ ids, float scale, float scale_log2) {
+                          const T* __restrict__ ids, float scale, float scale_log2, FlashDropout drop) {
   using Shape = BackwardShape<HD>;
   constexpr int S = Shape::kStride, SD = Shape::kStrideDs, BQ = Shape::kBlockQ;
   constexpr int kDimChunks = HD / 16, kOutTiles = HD / 8, kQueryTiles = BQ / 8;
@@ -428,6 +443,9 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
   const T* do_rows = dout + int64_t(b) * len * D + int64_t(h) * HD;  // (L, D)
   const int k0 = kt * kBlockK, qtiles = (len + BQ - 1) / BQ, first = causal ? k0 / BQ : 0;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const uint64_t seed = DROP ? drop.scalars->seed : 0,
+                 stream = DROP ? dropout_stream(drop.scalars->step, drop.layer) : 0;
+  const float keep = DROP ? dropout_keep_scale(drop.rate) : 1.f;
 
   const auto load_queries = [&](int i, int buf) {
     load_rows<BQ, HD>(sq + buf * Shape::kQueryTile, q_rows, ld, i * BQ, len);
@@ -503,8 +521,16 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
         const int col = nt * 8 + 2 * t + (e & 1);
         float w = exp2_fast(p[nt][e] * scale_log2 - lse2[col]);
         if (!key_ok[e >> 1] || (diagonal && i0 + col < key + (e >> 1) * 8)) w = 0.f;
-        p[nt][e] = w;
-        dp[nt][e] = w * (dp[nt][e] - dl[col]);
+        if constexpr (DROP) {  // P Z for dV, and dP = Z dP' into dS
+          const int64_t q = i0 + col, k = key + (e >> 1) * 8;
+          const float z =
+              dropout_mask(seed, stream, uint64_t((int64_t(bh) * len + q) * len + k), drop.rate, keep);
+          p[nt][e] = w * z;
+          dp[nt][e] = w * (dp[nt][e] * z - dl[col]);
+        } else {
+          p[nt][e] = w;
+          dp[nt][e] = w * (dp[nt][e] - dl[col]);
+        }
       }
     }
     // dV += P^T dO, dK += dS^T Q: A fragments from the accumulators, 16 queries at a time.
@@ -637,19 +663,20 @@ bool flash_attention_supported(DType t, int64_t head_dim) {
 
 void launch_flash_attention_forward(DType t, const void* qkv, void* o, float* lse, int64_t batch, int64_t len,
                                     int64_t heads, int64_t head_dim, bool causal, const void* ids,
-                                    float scale, cudaStream_t stream) {
+                                    float scale, cudaStream_t stream, const FlashDropout& dropout) {
   if (batch <= 0 || len <= 0 || heads <= 0) return;
   check_aligned({qkv, o});
   with_flash_shape(t, head_dim, [&](auto tag, auto dim) {
     using T = decltype(tag);
     constexpr int HD = decltype(dim)::value;
-    const auto kernel = flash_forward_kernel<T, HD>;
+    const auto kernel =
+        dropout.rate > 0.f ? flash_forward_kernel<T, HD, true> : flash_forward_kernel<T, HD, false>;
     const size_t smem = ForwardSmem<HD>::kBytes;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     const dim3 grid(unsigned(batch * heads), unsigned((len + kBlockK - 1) / kBlockK));
     kernel<<<grid, kFlashThreads, smem, stream>>>(static_cast<const T*>(qkv), static_cast<T*>(o), lse,
                                                   int(len), int(heads), causal, static_cast<const T*>(ids),
-                                                  scale * kLog2e);
+                                                  scale * kLog2e, dropout);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -661,7 +688,7 @@ size_t flash_attention_backward_scratch_bytes(int64_t batch, int64_t len, int64_
 void launch_flash_attention_backward(DType t, const void* qkv, const void* o, const void* dout,
                                      const float* lse, void* dqkv, void* scratch, int64_t batch, int64_t len,
                                      int64_t heads, int64_t head_dim, bool causal, const void* ids,
-                                     float scale, cudaStream_t stream) {
+                                     float scale, cudaStream_t stream, const FlashDropout& dropout) {
   if (batch <= 0 || len <= 0 || heads <= 0) return;
   check_aligned({qkv, o, dout, dqkv, scratch});
   float* delta = static_cast<float*>(scratch);
@@ -675,13 +702,14 @@ void launch_flash_attention_backward(DType t, const void* qkv, const void* o, co
     flash_delta_kernel<T, HD><<<unsigned((lanes + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
         static_cast<const T*>(o), static_cast<const T*>(dout), delta, rows, int(len), int(heads));
     CUDA_CHECK_LAUNCH();
-    const auto kernel = flash_backward_kernel<T, HD>;
+    const auto kernel =
+        dropout.rate > 0.f ? flash_backward_kernel<T, HD, true> : flash_backward_kernel<T, HD, false>;
     const size_t smem = BackwardShape<HD>::kBytes;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     const dim3 grid(unsigned(batch * heads), unsigned((len + kBlockK - 1) / kBlockK));
     kernel<<<grid, kFlashThreads, smem, stream>>>(
         static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, delta, dq_sum, static_cast<T*>(dqkv),
-        int(len), int(heads), causal, static_cast<const T*>(ids), scale, scale * kLog2e);
+        int(len), int(heads), causal, static_cast<const T*>(ids), scale, scale * kLog2e, dropout);
     CUDA_CHECK_LAUNCH();
     flash_dq_kernel<T><<<grid_for(rows * d / 2), kThreads, 0, stream>>>(dq_sum, static_cast<T*>(dqkv),
                                                                         rows * d / 2, d, scale);

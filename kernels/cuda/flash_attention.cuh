@@ -21,6 +21,18 @@
 
 namespace trainer::cuda {
 
+// Dropout on the attention weights (training): the weight of (sample b, head h, query i, key j)
+// is kept, times 1 / (1 - rate), where counter_uniform(seed, dropout_stream(step, layer),
+// ((b H + h) L + i) L + j) >= rate (lib/core/dropout_formula.h): the masks of the unfused path
+// (attention.cu) and of the CPU. Seed and step are read from `scalars` (device memory) by every
+// launch, so a captured step replays with each step's own masks. The forward's log-sum-exp is the
+// weights' before dropout; backward recomputes the same masks.
+struct FlashDropout {
+  float rate = 0.f;  // 0: no dropout
+  const StepScalars* scalars = nullptr;
+  int layer = 0;  // KernelContext::layer_index
+};
+
 // Whether the fused kernels take this shape: dtype bf16 or f16, hd in {32, 64, 128}, and a current
 // device of compute capability 8.0 or more (cp.async and bf16 mma.sync).
 bool flash_attention_supported(DType t, int64_t head_dim);
@@ -28,7 +40,7 @@ bool flash_attention_supported(DType t, int64_t head_dim);
 // O (B, L, D) and lse (B, H, L) from qkv (B, L, 3D), overwritten.
 void launch_flash_attention_forward(DType t, const void* qkv, void* o, float* lse, int64_t batch, int64_t len,
                                     int64_t heads, int64_t head_dim, bool causal, const void* ids,
-                                    float scale, cudaStream_t stream);
+                                    float scale, cudaStream_t stream, const FlashDropout& dropout = {});
 
 // The backward pass's scratch in bytes: delta = rowsum(dO * O) (B, H, L) f32, then the f32 sums
 // of dq (B, L, D).
@@ -40,6 +52,6 @@ size_t flash_attention_backward_scratch_bytes(int64_t batch, int64_t len, int64_
 void launch_flash_attention_backward(DType t, const void* qkv, const void* o, const void* dout,
                                      const float* lse, void* dqkv, void* scratch, int64_t batch, int64_t len,
                                      int64_t heads, int64_t head_dim, bool causal, const void* ids,
-                                     float scale, cudaStream_t stream);
+                                     float scale, cudaStream_t stream, const FlashDropout& dropout = {});
 
 }  // namespace trainer::cuda

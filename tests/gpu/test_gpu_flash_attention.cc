@@ -14,6 +14,9 @@
 // do not write shows up), lse = +inf, O = 0 and dq = 0 for a query with no key, dk = dv = 0 for a
 // masked key; a second backward over the used scratch gives the same checks. Every case prints one
 // line of errors; a failure names the worst element (sample, position, head, column).
+// Dropout on the weights (FlashDropout): the reference drops them with the same counter-based
+// masks (lib/core/dropout_formula.h, the unit ((b H + h) L + i) L + j), at rates 0.1 and 0.5; the
+// same bounds hold.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,6 +32,8 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/flash_attention.cuh"
 #include "lib/core/bf16.h"
+#include "lib/core/counter_rng.h"
+#include "lib/core/dropout_formula.h"
 #include "lib/core/fp16.h"
 #include "lib/core/rng.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -46,13 +51,19 @@ struct Case {
   int64_t batch, len, heads, hd;
   bool causal;
   Mask mask;
+  float rate = 0.f;  // dropout on the weights
   int64_t d() const { return heads * hd; }
 };
+
+// The dropout masks' seed, step and layer (StepScalars on the device for the kernels).
+constexpr uint64_t kDropSeed = 0x5eed, kDropStep = 41;
+constexpr int kDropLayer = 3;
 
 std::string describe(const Case& c, DType t) {
   std::ostringstream s;
   s << dtype_name(t) << " B " << c.batch << " L " << c.len << " H " << c.heads << " hd " << c.hd
     << (c.causal ? " causal" : " full") << (c.mask == Mask::mixed ? " masked" : "");
+  if (c.rate > 0.f) s << " dropout " << c.rate;
   return s.str();
 }
 
@@ -111,7 +122,9 @@ Reference reference(const Case& c, const std::vector<float>& qkv, const std::vec
   r.lse.assign(size_t(c.batch * c.heads * L), std::numeric_limits<double>::infinity());
   r.dqkv.assign(size_t(c.batch * L * ld), 0.0);
   r.empty.assign(size_t(c.batch * L), 1);
-  std::vector<double> p(static_cast<size_t>(L)), dp(static_cast<size_t>(L));
+  std::vector<double> p(static_cast<size_t>(L)), dp(static_cast<size_t>(L)), z(static_cast<size_t>(L), 1.0);
+  const uint64_t stream = dropout_stream(kDropStep, kDropLayer);
+  const float keep = c.rate > 0.f ? dropout_keep_scale(c.rate) : 1.f;
   std::vector<char> allowed(static_cast<size_t>(L));
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t h = 0; h < c.heads; ++h)
@@ -136,19 +149,23 @@ Reference reference(const Case& c, const std::vector<float>& qkv, const std::vec
           if (allowed[size_t(j)]) sum += std::exp(p[size_t(j)] - m);
         r.lse[size_t((b * c.heads + h) * L + i)] = m + std::log(sum);
         const size_t oi = size_t((b * L + i) * D + h * hd);
+        // Dropout: O = (P Z) V; dP = Z (dO V^T); delta = sum_j P_j dP_j; dS = P (dP - delta).
         double delta = 0;
         for (int64_t j = 0; j < L; ++j) {
           if (!allowed[size_t(j)]) continue;
           const double w = std::exp(p[size_t(j)] - m) / sum;
           p[size_t(j)] = w;
+          if (c.rate > 0.f)
+            z[size_t(j)] =
+                dropout_mask(kDropSeed, stream, uint64_t(((b * c.heads + h) * L + i) * L + j), c.rate, keep);
           double g = 0;
           for (int64_t e = 0; e < hd; ++e) {
             const double v = qkv[key_at(j, 2) + size_t(e)];
-            r.o[oi + size_t(e)] += w * v;
+            r.o[oi + size_t(e)] += w * z[size_t(j)] * v;
             g += double(dout[oi + size_t(e)]) * v;
           }
-          dp[size_t(j)] = g;
-          delta += w * g;
+          dp[size_t(j)] = g * z[size_t(j)];
+          delta += w * dp[size_t(j)];
         }
         for (int64_t j = 0; j < L; ++j) {
           if (!allowed[size_t(j)]) continue;
@@ -156,7 +173,7 @@ Reference reference(const Case& c, const std::vector<float>& qkv, const std::vec
           for (int64_t e = 0; e < hd; ++e) {
             r.dqkv[qi + size_t(e)] += scale * ds * qkv[key_at(j, 1) + size_t(e)];
             r.dqkv[key_at(j, 1) + size_t(e)] += scale * ds * qkv[qi + size_t(e)];
-            r.dqkv[key_at(j, 2) + size_t(e)] += p[size_t(j)] * dout[oi + size_t(e)];
+            r.dqkv[key_at(j, 2) + size_t(e)] += p[size_t(j)] * z[size_t(j)] * dout[oi + size_t(e)];
           }
         }
       }
@@ -252,7 +269,15 @@ void run_case(const Case& c, DType t) {
 
   const size_t scratch_bytes = cuda::flash_attention_backward_scratch_bytes(c.batch, L, c.heads, c.hd);
   Buffer qkv_b(be, n_qkv * 2), o_b(be, n_o * 2), lse_b(be, n_lse * 4), dout_b(be, n_o * 2),
-      dqkv_b(be, n_qkv * 2), ids_b(be, rows * 2), scratch(be, scratch_bytes);
+      dqkv_b(be, n_qkv * 2), ids_b(be, rows * 2), scratch(be, scratch_bytes),
+      scalars_b(be, sizeof(StepScalars));
+  StepScalars sc;
+  sc.seed = kDropSeed;
+  sc.step = kDropStep;
+  be.copy_to_device(scalars_b.get(), &sc, sizeof sc);
+  const cuda::FlashDropout drop = c.rate > 0.f
+                                      ? cuda::FlashDropout{c.rate, scalars_b.as<StepScalars>(), kDropLayer}
+                                      : cuda::FlashDropout{};
   qkv_b.upload(qkv_bits);
   dout_b.upload(dout_bits);
   if (!ids.empty()) ids_b.upload(ids_bits);
@@ -263,7 +288,7 @@ void run_case(const Case& c, DType t) {
   CUDA_CHECK(cudaMemsetAsync(scratch.get(), 0xff, scratch_bytes, s));
   const float scale = float(1.0 / std::sqrt(double(c.hd)));
   cuda::launch_flash_attention_forward(t, qkv_b.get(), o_b.get(), lse_b.as<float>(), c.batch, L, c.heads,
-                                       c.hd, c.causal, ids_dev, scale, s);
+                                       c.hd, c.causal, ids_dev, scale, s, drop);
   const std::vector<float> o = download_16bit(t, o_b, n_o);
   const std::vector<float> lse = lse_b.download<float>(n_lse);
 
@@ -297,7 +322,7 @@ void run_case(const Case& c, DType t) {
     CUDA_CHECK(cudaMemsetAsync(dqkv_b.get(), 0xff, n_qkv * 2, s));
     cuda::launch_flash_attention_backward(t, qkv_b.get(), o_b.get(), dout_b.get(), lse_b.as<float>(),
                                           dqkv_b.get(), scratch.get(), c.batch, L, c.heads, c.hd, c.causal,
-                                          ids_dev, scale, s);
+                                          ids_dev, scale, s, drop);
     const std::vector<float> dqkv = download_16bit(t, dqkv_b, n_qkv);
     for (int part = 0; part < 3; ++part) {
       const char* name = part == 0 ? "dq" : part == 1 ? "dk" : "dv";
@@ -337,6 +362,16 @@ TEST_CASE("gpu fused attention matches double-precision softmax attention and it
                           Case{4, 75, 2, 32, false, Mask::mixed}, Case{4, 75, 1, 32, true, Mask::mixed}})
       run_case(c, t);
   }
+}
+
+TEST_CASE("gpu fused attention drops its weights with the unfused path's masks", "[gpu][flash][dropout]") {
+  for (const DType t : {DType::bf16, DType::f16})
+    for (const Case& c :
+         {Case{2, 64, 2, 64, true, Mask::none, 0.1f}, Case{2, 37, 3, 64, false, Mask::none, 0.5f},
+          Case{1, 200, 2, 32, true, Mask::none, 0.1f}, Case{2, 200, 2, 128, false, Mask::none, 0.1f},
+          Case{1, 130, 2, 128, true, Mask::none, 0.5f}, Case{4, 100, 2, 64, true, Mask::mixed, 0.2f},
+          Case{1, 1024, 2, 64, true, Mask::none, 0.1f}})
+      run_case(c, t);
 }
 
 TEST_CASE("gpu fused attention takes bf16 and fp16 with head dims 32, 64 and 128 only", "[gpu][flash]") {

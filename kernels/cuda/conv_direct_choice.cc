@@ -2,7 +2,11 @@
 // the cuDNN algorithms choose_algorithms kept, timed the same way on the same buffers, once per
 // shape per process. Each direction keeps the fastest; the direct forward's time includes the
 // bias it fuses and the cuDNN time does not include the bias kernel it would need, so ties go to
-// cuDNN.
+// cuDNN. A direction whose cuDNN time is under what the direct kernels could take at
+// kDirectPeakShare of the FP32 units' peak is not timed against them: they reach 10-19 TFLOP/s of
+// an H200's 67 (at most 28%), and the 64-channel 3x3 convolutions of 32 x 32 maps that cuDNN's
+// Winograd algorithms win by 1.5-3.3x took 0.4-0.7 s a direction to time (resnet18_cifar's cold
+// first step in fp32: 3.8 s, 2.8 of them timing tilings that lost).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -24,6 +28,7 @@ namespace trainer::cuda {
 namespace {
 
 constexpr float kOne = 1.f, kZero = 0.f;
+constexpr double kDirectPeakShare = 1.0 / 3;  // of CudaBackend::fp32_core_flops(): more than they reach
 constexpr DirectConv::Direction kDirections[3] = {DirectConv::kForward, DirectConv::kBackwardData,
                                                   DirectConv::kBackwardFilter};
 
@@ -109,9 +114,22 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
           [&] { direct_->forward(x, w, bias, y, ws, st); },
           [&] { direct_->backward_data(dy, w, dx, ws, st); },
           [&] { direct_->backward_filter(x, dy, dw, bias, ws, st); }};
+      // The fastest the direct kernels could run one direction, in ms (0: no peak known).
+      const double peak = be_.fp32_core_flops();
+      const double ceiling_ms = peak > 0 ? 2 * macs_ / (kDirectPeakShare * peak) * 1e3 : 0;
       for (int d = 0; d < 3; ++d) {
         const int count = direct_->tilings(kDirections[d]);
         if (count == 0) continue;
+        if (ceiling_ms > 0) {
+          const float alone = fastest_candidate(st, 1, [&](size_t) { cudnn_run[d](); }).ms;
+          if (alone <= ceiling_ms) {
+            spdlog::debug(
+                "{}: {} cuDNN {:.4f} ms, under the direct kernels' {:.4f} ms at {:.0f}% of the FP32 peak: "
+                "not timed",
+                what, names[d], alone, ceiling_ms, 100 * kDirectPeakShare);
+            continue;
+          }
+        }
         // Candidate 0 is cuDNN's choice, candidate 1 + t our tiling t; ours against each other.
         const Fastest f = fastest_candidate(st, size_t(count) + 1, [&](size_t i) {
           if (i == 0) return cudnn_run[d]();

@@ -440,14 +440,25 @@ double CudaBackend::peak_flops() const {
     default:
       return 0;
   }
+  const double per_clock = math_ == MathMode::tf32 && tf32 > 0 ? tf32
+                           : low_precision(math_) && tf32 > 0  ? 2 * tf32
+                                                               : fp32;
+  return clocks_per_second() * per_clock;
+}
+
+double CudaBackend::fp32_core_flops() const {
+  const int cc = prop_.major * 10 + prop_.minor;
+  const double fp32 = cc == 75 || cc == 80 ? 128 : cc == 86 || cc == 87 || cc == 89 || cc == 90 ? 256 : 0;
+  return clocks_per_second() * fp32;
+}
+
+// SMs x the peak clock in Hz (0 where the device does not say).
+double CudaBackend::clocks_per_second() const {
   int clock_khz = 0, sms = 0;
   if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device_) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_) != cudaSuccess)
     return 0;
-  const double per_clock = math_ == MathMode::tf32 && tf32 > 0 ? tf32
-                           : low_precision(math_) && tf32 > 0  ? 2 * tf32
-                                                               : fp32;
-  return double(sms) * double(clock_khz) * 1e3 * per_clock;
+  return double(sms) * double(clock_khz) * 1e3;
 }
 
 }  // namespace trainer

@@ -108,9 +108,13 @@ class CudaBackend : public Backend {
   CappedDeviceAllocator& device_allocator() { return *alloc_; }
   const cudaDeviceProp& properties() const { return prop_; }
   double peak_flops() const override;
+  // The FP32 units' peak (SMs x peak clock x 2 x FMA lanes), whatever the math: what the direct
+  // convolution kernels (direct_conv.cuh) can reach at most. 0 for architectures not listed.
+  double fp32_core_flops() const;
 
  private:
   void release() noexcept;
+  double clocks_per_second() const;
 
   int device_;
   MathMode math_;

@@ -236,9 +236,8 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
   // 16-64 channel maps of 28 x 28 and 32 x 32). Beyond ~8.6e9 multiply-adds a batch they lost every
   // direction but one (resnet18's stem forward at 224 x 224, by 10%) on an H200, and timing their
   // tilings there took 24 s of resnet18_imagenet's cold first step in fp32.
-  const double macs =
-      double(s.batch) * double(s.filters) * double(c_) * double(r_ * s_) * double(s.oh * s.ow);
-  if (dtype_ == DType::f32 && !nhwc_ && s.groups == 1 && !ctx.deterministic && macs <= kDirectMaxMacs) {
+  macs_ = double(s.batch) * double(s.filters) * double(c_) * double(r_ * s_) * double(s.oh * s.ow);
+  if (dtype_ == DType::f32 && !nhwc_ && s.groups == 1 && !ctx.deterministic && macs_ <= kDirectMaxMacs) {
     DirectConvGeometry g;
     g.n = s.batch;
     g.c = s.channels;

@@ -143,6 +143,7 @@ class CudnnConv {
   void* dw_typed_ = nullptr;
   void* scratch_ = nullptr;
   std::unique_ptr<DirectConv> direct_;  // planned when the shape may take it
+  double macs_ = 0;                     // multiply-adds of one direction over the batch
   bool direct_fwd_ = false, direct_bwd_data_ = false, direct_bwd_filter_ = false;
 };
 

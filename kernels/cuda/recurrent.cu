@@ -3,6 +3,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/recurrent.cuh"
+#include "kernels/cuda/recurrent_cell.cuh"
 #include "lib/core/recurrent_formula.h"
 
 namespace trainer::cuda {
@@ -117,39 +118,9 @@ __global__ void backward_kernel(RecurrentPass p, RecurrentTensors t0, RecurrentT
     const int64_t t = reverse ? L - 1 - step : step, tp = reverse ? t + 1 : t - 1;
     const bool first = step == 0, last = step == L - 1;
     for (int64_t i = threadIdx.x; i < sn * H; i += blockDim.x) {
-      const int64_t s = i / H, j = i % H, b = b0 + s;
-      const int64_t at = (b * L + t) * G + j, o = (b * L + t) * H + j, ap = (b * L + tp) * H + j;
-      float* ds = dah + s * G + j;
-      if (p.ids && p.ids[b * L + t] == 0.f) {  // padding: dh and dc pass through, no gate gradients
-        for (int k = 0; k < gates; ++k) {
-          dax[at + k * H] = ds[k * H] = 0.f;
-          if (dah_out) dah_out[at + k * H] = 0.f;
-        }
-        if (!seq && last) dh[i] += dy[b * out + column + j];  // y is the state carried here
-        continue;
-      }
-      float g = dh[i];
-      if (seq)
-        g += dy[(b * L + t) * out + column + j];
-      else if (last)
-        g += dy[b * out + column + j];
-      float gv[4], da[4];
-      for (int k = 0; k < gates; ++k) gv[k] = gate[at + k * H];
-      if (p.lstm) {
-        float c = dc[i];
-        lstm_cell_backward(gv, state[o], first ? 0.f : state[ap], g, c, da);
-        dc[i] = c;
-        dh[i] = 0.f;
-        for (int k = 0; k < 4; ++k) dax[at + k * H] = ds[k * H] = da[k];
-      } else {
-        float d2[3], direct;
-        gru_cell_backward(gv, state[o], first ? 0.f : h[ap], g, da, d2, direct);
-        dh[i] = direct;
-        for (int k = 0; k < 3; ++k) {
-          dax[at + k * H] = da[k];
-          dah_out[at + k * H] = ds[k * H] = d2[k];
-        }
-      }
+      const int64_t s = i / H, j = i % H;
+      cell_backward_unit(p, gate, h, state, dy, out, column, seq, first, last, b0 + s, t, tp, j, H, gates,
+                         dh[i], dc[i], dax, dah_out, dah + s * G + j, H);
     }
     __syncthreads();
     if (first) break;

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/recurrent_cell.cuh"
 #include "kernels/cuda/recurrent_cluster.cuh"
 #include "lib/core/recurrent_formula.h"
 
@@ -225,39 +226,9 @@ __global__ void __launch_bounds__(Regs ? kRegRows : kSmemRows)
     const int cur = int(step & 1);
     float* mine = dahown + cur * S * R;
     for (int64_t i = threadIdx.x; i < sn * U; i += blockDim.x) {
-      const int64_t s = i / U, u = i % U, b = b0 + s, j = u0 + u;
-      const int64_t at = (b * L + t) * G + j, o = (b * L + t) * H + j, ap = (b * L + tp) * H + j;
-      float* ds = mine + s * R + u;
-      if (p.ids && p.ids[b * L + t] == 0.f) {  // padding: dh and dc pass through, no gate gradients
-        for (int k = 0; k < g.gates; ++k) {
-          dax[at + k * H] = ds[k * U] = 0.f;
-          if (dah_out) dah_out[at + k * H] = 0.f;
-        }
-        if (!seq && last) dh[i] += dy[b * out + column + j];  // y is the state carried here
-        continue;
-      }
-      float gr = dh[i];
-      if (seq)
-        gr += dy[(b * L + t) * out + column + j];
-      else if (last)
-        gr += dy[b * out + column + j];
-      float gv[4], da[4];
-      for (int k = 0; k < g.gates; ++k) gv[k] = gate[at + k * H];
-      if (p.lstm) {
-        float c = dc[i];
-        lstm_cell_backward(gv, state[o], first ? 0.f : state[ap], gr, c, da);
-        dc[i] = c;
-        dh[i] = 0.f;
-        for (int k = 0; k < 4; ++k) dax[at + k * H] = ds[k * U] = da[k];
-      } else {
-        float d2[3], direct;
-        gru_cell_backward(gv, state[o], first ? 0.f : h[ap], gr, da, d2, direct);
-        dh[i] = direct;
-        for (int k = 0; k < 3; ++k) {
-          dax[at + k * H] = da[k];
-          dah_out[at + k * H] = ds[k * U] = d2[k];
-        }
-      }
+      const int64_t s = i / U, u = i % U;
+      cell_backward_unit(p, gate, h, state, dy, out, column, seq, first, last, b0 + s, t, tp, u0 + u, H,
+                         g.gates, dh[i], dc[i], dax, dah_out, mine + s * R + u, U);
     }
     if (first) break;
     cluster_sync();  // every block's dAh_t visible

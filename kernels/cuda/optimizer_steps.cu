@@ -237,13 +237,7 @@ void add(OptimizerRegistry& r) {
 }  // namespace
 
 void register_cuda_optimizers(OptimizerRegistry& r) {
-  add<SgdRule>(r);
-  add<AdamRule>(r);
-  add<AdamWRule>(r);
-  add<NadamRule>(r);
-  add<RmspropRule>(r);
-  add<LionRule>(r);
-  add<LambRule>(r);
+  for_each_optimizer_rule([&](auto rule) { add<typename decltype(rule)::type>(r); });
 }
 
 }  // namespace trainer

@@ -415,4 +415,24 @@ struct LambRule {
   TRAINER_HD static float ratio(double w_sq, double u_sq) { return lamb_trust_ratio(w_sq, u_sq); }
 };
 
+// A rule type passed as a value (for_each_optimizer_rule's callback takes it as `auto`).
+template <class Rule>
+struct RuleTag {
+  using type = Rule;
+};
+
+// f(RuleTag<R>()) for every rule above. Each backend registers its step for each
+// (kernels/cpu/optimizer_steps.cc, kernels/cuda/optimizer_steps.cu), so a new rule is listed here
+// once, beside its keys and checkpoint names (lib/optim/optimizers.cc).
+template <class F>
+void for_each_optimizer_rule(F&& f) {
+  f(RuleTag<SgdRule>());
+  f(RuleTag<AdamRule>());
+  f(RuleTag<AdamWRule>());
+  f(RuleTag<NadamRule>());
+  f(RuleTag<RmspropRule>());
+  f(RuleTag<LionRule>());
+  f(RuleTag<LambRule>());
+}
+
 }  // namespace trainer

@@ -410,6 +410,32 @@ std::unique_ptr<DeviceCollective> CudaBackend::join_collective(const std::vector
 void CudaBackend::range_push(const char* name) { nvtxRangePushA(name); }
 void CudaBackend::range_pop() { nvtxRangePop(); }
 
+namespace {
+
+// FLOP per clock per SM of the FP32 units and of the TF32 tensor cores (0: none, or an
+// architecture not listed).
+struct PerClock {
+  double fp32 = 0, tf32 = 0;
+};
+PerClock per_sm_clock(int cc) {
+  switch (cc) {
+    case 75:
+      return {128, 0};  // Turing: no TF32
+    case 80:
+      return {128, 1024};  // A100
+    case 86:
+    case 87:
+    case 89:
+      return {256, 256};  // RTX 30xx / 40xx, L4, L40
+    case 90:
+      return {256, 2048};  // H100, H200
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
 // SMs x peak clock x FLOP per clock per SM of the architecture (dense; a multiply-add is 2):
 // FP32 FMA units, TF32 tensor cores with --math tf32, BF16 or FP16 tensor cores (twice TF32's
 // rate) with --math bf16 or fp16. 0 for architectures not listed.
@@ -417,39 +443,15 @@ void CudaBackend::range_pop() { nvtxRangePop(); }
 //   2048 = 535 TFLOP/s tf32 at the boost clock (NVIDIA quotes 495 at its sustained clock), 1,070
 //   bf16 (NVIDIA: 989).
 double CudaBackend::peak_flops() const {
-  const int cc = prop_.major * 10 + prop_.minor;
-  double fp32 = 0, tf32 = 0;  // per SM per clock
-  switch (cc) {
-    case 75:
-      fp32 = 128;
-      break;  // Turing: no TF32
-    case 80:
-      fp32 = 128;
-      tf32 = 1024;
-      break;  // A100
-    case 86:
-    case 87:
-    case 89:
-      fp32 = 256;
-      tf32 = 256;
-      break;  // RTX 30xx / 40xx, L4, L40
-    case 90:
-      fp32 = 256;
-      tf32 = 2048;
-      break;  // H100, H200
-    default:
-      return 0;
-  }
-  const double per_clock = math_ == MathMode::tf32 && tf32 > 0 ? tf32
-                           : low_precision(math_) && tf32 > 0  ? 2 * tf32
-                                                               : fp32;
+  const PerClock p = per_sm_clock(prop_.major * 10 + prop_.minor);
+  const double per_clock = math_ == MathMode::tf32 && p.tf32 > 0 ? p.tf32
+                           : low_precision(math_) && p.tf32 > 0  ? 2 * p.tf32
+                                                                 : p.fp32;
   return clocks_per_second() * per_clock;
 }
 
 double CudaBackend::fp32_core_flops() const {
-  const int cc = prop_.major * 10 + prop_.minor;
-  const double fp32 = cc == 75 || cc == 80 ? 128 : cc == 86 || cc == 87 || cc == 89 || cc == 90 ? 256 : 0;
-  return clocks_per_second() * fp32;
+  return clocks_per_second() * per_sm_clock(prop_.major * 10 + prop_.minor).fp32;
 }
 
 // SMs x the peak clock in Hz (0 where the device does not say).

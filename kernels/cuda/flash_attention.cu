@@ -195,6 +195,22 @@ __device__ __forceinline__ void store_warp_rows(T* dst, int64_t ld, const T* sta
   }
 }
 
+// The dropout mask of the weight of (bh, query q, key k) this launch: 0 or 1 / (1 - rate), from
+// the counter ((b H + h) L + q) L + k, in both passes (FlashDropout). DROP false: never read.
+struct DropoutMask {
+  uint64_t seed = 0, stream = 0;
+  float rate = 0.f, keep = 1.f;
+  DropoutMask() = default;
+  __device__ explicit DropoutMask(const FlashDropout& d)
+      : seed(d.scalars->seed),
+        stream(dropout_stream(d.scalars->step, d.layer)),
+        rate(d.rate),
+        keep(dropout_keep_scale(d.rate)) {}
+  __device__ float at(int bh, int len, int64_t q, int64_t k) const {
+    return dropout_mask(seed, stream, uint64_t((int64_t(bh) * len + q) * len + k), rate, keep);
+  }
+};
+
 template <class T>
 __device__ __forceinline__ bool key_allowed(const T* ids, int key, int len) {
   return key < len && (ids == nullptr || to_f32(ids[key]) != 0.f);
@@ -235,9 +251,7 @@ __global__ void __launch_bounds__(kFlashThreads, HD == 128  ? 2
   const T* keys = ids ? ids + int64_t(b) * len : nullptr;
   const int q0 = qt * kBlockK, ktiles = causal ? qt + 1 : (len + kBlockK - 1) / kBlockK;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  const uint64_t seed = DROP ? drop.scalars->seed : 0,
-                 stream = DROP ? dropout_stream(drop.scalars->step, drop.layer) : 0;
-  const float keep = DROP ? dropout_keep_scale(drop.rate) : 1.f;
+  const DropoutMask drop_mask = DROP ? DropoutMask(drop) : DropoutMask();
 
   const auto load_keys = [&](int j, int buf) {
     load_rows<kBlockK, HD>(sk + buf * Smem::kTile, k_rows, ld, j * kBlockK, len);
@@ -332,9 +346,7 @@ __global__ void __launch_bounds__(kFlashThreads, HD == 128  ? 2
         s[nt][e] = exp2_fast(s[nt][e] - base[e >> 1]);
         l[e >> 1] += s[nt][e];  // the weights before dropout
         if constexpr (DROP) {
-          const int64_t q = row + (e >> 1) * 8, key = k0 + nt * 8 + 2 * t + (e & 1);
-          s[nt][e] *=
-              dropout_mask(seed, stream, uint64_t((int64_t(bh) * len + q) * len + key), drop.rate, keep);
+          s[nt][e] *= drop_mask.at(bh, len, row + (e >> 1) * 8, k0 + nt * 8 + 2 * t + (e & 1));
         }
       }
     }
@@ -443,9 +455,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
   const T* do_rows = dout + int64_t(b) * len * D + int64_t(h) * HD;  // (L, D)
   const int k0 = kt * kBlockK, qtiles = (len + BQ - 1) / BQ, first = causal ? k0 / BQ : 0;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  const uint64_t seed = DROP ? drop.scalars->seed : 0,
-                 stream = DROP ? dropout_stream(drop.scalars->step, drop.layer) : 0;
-  const float keep = DROP ? dropout_keep_scale(drop.rate) : 1.f;
+  const DropoutMask drop_mask = DROP ? DropoutMask(drop) : DropoutMask();
 
   const auto load_queries = [&](int i, int buf) {
     load_rows<BQ, HD>(sq + buf * Shape::kQueryTile, q_rows, ld, i * BQ, len);
@@ -522,9 +532,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2)
         float w = exp2_fast(p[nt][e] * scale_log2 - lse2[col]);
         if (!key_ok[e >> 1] || (diagonal && i0 + col < key + (e >> 1) * 8)) w = 0.f;
         if constexpr (DROP) {  // P Z for dV, and dP = Z dP' into dS
-          const int64_t q = i0 + col, k = key + (e >> 1) * 8;
-          const float z =
-              dropout_mask(seed, stream, uint64_t((int64_t(bh) * len + q) * len + k), drop.rate, keep);
+          const float z = drop_mask.at(bh, len, i0 + col, key + (e >> 1) * 8);
           p[nt][e] = w * z;
           dp[nt][e] = w * (dp[nt][e] * z - dl[col]);
         } else {

@@ -11,20 +11,21 @@
 
 namespace trainer::cuda {
 
-// Milliseconds per call of `run` on the GPU: run once (libraries finish their lazy set-up), then
-// 10 calls captured as one CUDA graph, replayed twice (warm, then timed between events). Timing
-// eager launches instead would measure the host: cuDNN's calls take tens of microseconds to
-// enqueue, more than small kernels run. Waits for the stream.
-float graph_time_ms(cudaStream_t stream, const std::function<void()>& run);
-
-// Candidates 0 .. count-1, each timed by graph_time_ms(run(i)) in `rounds` interleaved rounds
-// (every candidate once, then again): each one's fastest. One timing each picked differently
-// from run to run and GPU to GPU (clocks still rising at start-up; mnist_cnn's filter gradients
-// went to cuDNN on one H100 and to our kernels on an H200). Ties keep the lower index. After the
-// first round only candidate 0 and those within kContenders of the fastest are timed again: run
-// to run differences, rising clocks included, stay well under 2x, and timing a convolution's slow
-// tilings three times over took most of a cold first step (resnet18_cifar, fp32, H200: 2.8 of 3.8 s).
+// Candidates 0 .. count-1, timed as a step would run them, in `rounds` interleaved rounds; each
+// one's fastest. Ties keep the lower index. First every candidate runs once eagerly (libraries
+// and lazily loaded kernels finish their set-up; its time, launch gaps included, sizes its
+// repeats: about kRunMs of runs, 1 to kMaxRepeats). Then each round is one CUDA graph, an event
+// before each candidate's repeats and one after the last, launched once; waits for the stream.
+// Timing eager launches would measure the host: cuDNN's calls take tens of microseconds to
+// enqueue, more than small kernels run. A graph of its own and a host wait for each candidate, as
+// this did before, cost about 1 ms a candidate, 20 times what a 28 x 28 convolution's kernels run.
+// One timing each picked differently from run to run and GPU to GPU (clocks still rising at
+// start-up; mnist_cnn's filter gradients went to cuDNN on one H100 and to our kernels on an H200).
+// After a round only candidate 0 and those within kContenders of the fastest are timed again: run
+// to run differences, rising clocks included, stay well under 2x.
 constexpr float kContenders = 2.f;  // a candidate this much slower than the fastest is out
+constexpr float kRunMs = 0.2f;      // GPU time per candidate per round, about
+constexpr int kMaxRepeats = 10;
 struct Fastest {
   size_t index = 0;
   float ms = 0.f;

@@ -128,7 +128,8 @@ void LtMatmul::release() noexcept {
 // product often splits K, which adds a reduction kernel after the product (splitKreduce_kernel):
 // mnist_cnn's dense layers ran 4 or 5 of them a step beside products of a few microseconds,
 // while reuters_conv1d's 2336-long product needs the split. So each candidate runs as the step
-// would run it (graph_time_ms) and the fastest is kept, as cuDNN's algorithms are measured.
+// would run it (fastest_candidate, graph_timer.h) and the fastest is kept, as cuDNN's algorithms are
+// measured.
 void LtMatmul::tune(const void* a, const void* b, void* d) {
   if (candidates_.size() < 2) return;
   // The heuristic ranks the same candidates in the same order for the same key: the index names

@@ -1,8 +1,9 @@
 // One 2-D cuDNN cross-correlation (NCHW) with any padding, planned once per batch size, and
 // the conv layer kernel built on it: conv2d uses it as is, conv1d as H = 1.
 //   - descriptors and the forward / backward-data / backward-filter algorithms are chosen in the
-//     constructor: measured by cuDNN (cudnnFind*Ex, once per shape per process, on buffers from
-//     the backend's allocator, freed again), or with ctx.deterministic from cudnnGet*Algorithm_v7
+//     constructor: every algorithm of cuDNN's list timed as a step runs it (once per shape per
+//     process, on buffers from the backend's allocator, freed again; kept on disk across
+//     processes), or with ctx.deterministic from cudnnGet*Algorithm_v7
 //     heuristics keeping only algorithms cuDNN reports as deterministic; strict fp32 sets FMA
 //     math and skips tensor-core (TF32) results, tf32 allows them; each algorithm's scratch is at
 //     most 256 MiB (1/8 of a --mem-limit cap) and comes from the kernel's workspace,

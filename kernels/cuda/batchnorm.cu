@@ -22,9 +22,21 @@ __global__ void batchnorm_partial_kernel(BatchNormGeometry g, Term term, double*
   const int64_t n = g.count(), begin = piece * g.part_len;
   const int64_t end = begin + g.part_len < n ? begin + g.part_len : n;
   double a = 0, b = 0;
-  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
-    const int64_t s = j % g.spatial, sample = j / g.spatial;
-    term((sample * g.channels + c) * g.spatial + s, c, a, b);
+  // Value j = (sample, s) is at (sample C + c) S + s. The walk advances (sample, s) by blockDim.x
+  // with one carry instead of dividing per value: j / S and j % S in 64 bits were most of this
+  // kernel's instructions (resnet_fashion_mnist, H200, ncu: the statistics' pass 102 -> 64 us a
+  // step, the gradient's 138 -> 114 us, for 13 batchnorms).
+  const int64_t S = g.spatial, plane = g.channels * S;
+  const int64_t ds = int64_t(blockDim.x) % S, step = int64_t(blockDim.x) / S * plane + ds;
+  int64_t j = begin + threadIdx.x, s = j % S, at = (j / S * g.channels + c) * S + s;
+  for (; j < end; j += blockDim.x) {
+    term(at, c, a, b);
+    s += ds;
+    at += step;
+    if (s >= S) {
+      s -= S;
+      at += plane - S;
+    }
   }
   sa[threadIdx.x] = a;
   sb[threadIdx.x] = b;

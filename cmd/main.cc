@@ -196,6 +196,9 @@ static int run(int argc, char** argv) {
                    level);
     else
       spdlog::set_level(l);
+    // Planning's debug lines come milliseconds apart: where a cold start's time goes shows only
+    // with them.
+    if (l <= spdlog::level::debug) logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %^%l%$: %v");
   }
   // A closed stdout (fit ... | head -1) must not end a run: writes fail with EPIPE instead, and
   // fit stops writing there but completes its run directory (lib/train/progress.h).

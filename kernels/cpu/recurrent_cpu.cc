@@ -11,10 +11,12 @@
 //   h_{t-1} of every step (B, L, H) for dW_hh
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/vector_math.h"
 #include "lib/core/recurrent_formula.h"
 #include "lib/layers/recurrent.h"
 
@@ -23,6 +25,106 @@ namespace {
 
 using cpu::column_sums;
 using cpu::gemm;
+
+// One row (sample) of one step, over its H units, four at a time (cpu::f4) and then one by one:
+// the cell inlined with activations of our own (kernels/cpu/vector_math.h; libm's scalar expf and
+// tanhf took ~27% of a one-thread reuters_lstm step), the same operations either way, so a unit's
+// results do not depend on H. First: the sequence's first step (no previous state, no hidden
+// product); HasDy: a gradient reaches y at this position. Each pointer is a row of its own.
+template <class F>
+void over_units(int64_t H, const F& unit) {
+  int64_t j = 0;
+  for (; j + 4 <= H; j += 4) unit(cpu::f4{}, j);
+  for (; j < H; ++j) unit(0.f, j);
+}
+
+template <bool First>
+void lstm_row_forward(int64_t H, const float* ax, const float* bih, const float* bhh, const float* hh,
+                      const float* c_prev, float* gate, float* c, float* h) {
+  over_units(H, [&](auto tag, int64_t j) {
+    using T = decltype(tag);
+    using cpu::load;
+    T pre[4], g4[4], cj, hj;
+    for (int k = 0; k < 4; ++k) {
+      const int64_t at = k * H + j;
+      pre[k] = load<T>(ax + at) + load<T>(bih + at) + load<T>(bhh + at) + (First ? T{} : load<T>(hh + at));
+    }
+    lstm_cell_forward<cpu::VectorActivations>(pre[0], pre[1], pre[2], pre[3],
+                                              First ? T{} : load<T>(c_prev + j), g4, cj, hj);
+    cpu::store(c + j, cj);
+    cpu::store(h + j, hj);
+    for (int k = 0; k < 4; ++k) cpu::store(gate + k * H + j, g4[k]);
+  });
+}
+
+template <bool First>
+void gru_row_forward(int64_t H, const float* ax, const float* bih, const float* bhh, const float* hh,
+                     const float* h_prev, float* gate, float* hn, float* h) {
+  over_units(H, [&](auto tag, int64_t j) {
+    using T = decltype(tag);
+    using cpu::load;
+    T side[3], x[3], g3[3], hj;
+    for (int k = 0; k < 3; ++k) {
+      const int64_t at = k * H + j;
+      side[k] = load<T>(bhh + at) + (First ? T{} : load<T>(hh + at));
+      x[k] = load<T>(ax + at) + load<T>(bih + at);
+    }
+    gru_cell_forward<cpu::VectorActivations>(x[0], x[1], x[2], side[0], side[1], side[2],
+                                             First ? T{} : load<T>(h_prev + j), g3, hj);
+    cpu::store(hn + j, side[2]);
+    cpu::store(h + j, hj);
+    for (int k = 0; k < 3; ++k) cpu::store(gate + k * H + j, g3[k]);
+  });
+}
+
+// The gradient reaching unit j's h_t: the one carried from t + 1, plus y's at this position.
+template <class T, bool HasDy>
+T h_grad(const float* dh, const float* dy, int64_t j) {
+  return HasDy ? cpu::load<T>(dh + j) + cpu::load<T>(dy + j) : cpu::load<T>(dh + j);
+}
+
+// Unit j's N activated gates (rows of H).
+template <class T, int N>
+void load_gates(const float* gate, int64_t H, int64_t j, T (&gv)[N]) {
+  for (int k = 0; k < N; ++k) gv[k] = cpu::load<T>(gate + k * H + j);
+}
+
+// dh: in, the gradient carried to h_t; out, the part of h_{t-1}'s that skips W_hh (lstm: 0).
+// dc (lstm): in, the gradient carried to c_t; out, c_{t-1}'s.
+template <bool First, bool HasDy>
+void lstm_row_backward(int64_t H, const float* gate, const float* c, const float* c_prev, const float* dy,
+                       float* dh, float* dc, float* dax) {
+  over_units(H, [&](auto tag, int64_t j) {
+    using T = decltype(tag);
+    using cpu::load;
+    const T g = h_grad<T, HasDy>(dh, dy, j);
+    T gv[4], da[4], dcj = load<T>(dc + j);
+    load_gates(gate, H, j, gv);
+    lstm_cell_backward<cpu::VectorActivations>(gv, load<T>(c + j), First ? T{} : load<T>(c_prev + j), g, dcj,
+                                               da);
+    cpu::store(dc + j, dcj);
+    for (int k = 0; k < 4; ++k) cpu::store(dax + k * H + j, da[k]);
+    cpu::store(dh + j, T{});
+  });
+}
+
+template <bool First, bool HasDy>
+void gru_row_backward(int64_t H, const float* gate, const float* hn, const float* h_prev, const float* dy,
+                      float* dh, float* dax, float* dah) {
+  over_units(H, [&](auto tag, int64_t j) {
+    using T = decltype(tag);
+    using cpu::load;
+    const T g = h_grad<T, HasDy>(dh, dy, j);
+    T gv[3], da[3], dh3[3], dhj;
+    load_gates(gate, H, j, gv);
+    gru_cell_backward(gv, load<T>(hn + j), First ? T{} : load<T>(h_prev + j), g, da, dh3, dhj);
+    cpu::store(dh + j, dhj);
+    for (int k = 0; k < 3; ++k) {
+      cpu::store(dax + k * H + j, da[k]);
+      cpu::store(dah + k * H + j, dh3[k]);
+    }
+  });
+}
 
 class RecurrentCpu : public LayerKernel {
  public:
@@ -86,33 +188,34 @@ class RecurrentCpu : public LayerKernel {
         float *gate = d.gate, *hs = d.h, *st = d.s;
         const bool lstm = lstm_;
 #pragma omp parallel for schedule(static)
-        for (int64_t n = 0; n < B; ++n)
-          for (int64_t j = 0; j < H; ++j) {
-            const int64_t at = (n * L + t) * G + j, ap = (n * L + tp) * H + j, ah = n * G + j;
-            if (ids && ids[n * L + t] == 0.f) {  // padding: h and c pass through
-              const int64_t o = (n * L + t) * H + j;
-              hs[o] = first ? 0.f : hs[ap];
-              st[o] = first || !lstm ? 0.f : st[ap];
-              for (int k = 0; k < (lstm ? 4 : 3); ++k) gate[at + k * H] = 0.f;
-              continue;
+        for (int64_t n = 0; n < B; ++n) {
+          // Row n of step t: its gates, h and state; h and the state of step tp before it.
+          const int64_t row = n * L + t;
+          float* gr = gate + row * G;
+          float *hr = hs + row * H, *sr = st + row * H;
+          const float* axr = ax + row * G;
+          const float* hhr = hh + n * G;
+          // (a valid row when first, never read then)
+          const float *hp = first ? hr : hs + (n * L + tp) * H, *sp = first ? sr : st + (n * L + tp) * H;
+          if (ids && ids[row] == 0.f) {  // padding: h and c pass through
+            for (int64_t j = 0; j < H; ++j) {
+              hr[j] = first ? 0.f : hp[j];
+              sr[j] = first || !lstm ? 0.f : sp[j];
             }
-            const auto pre = [&](int k) {
-              return ax[at + k * H] + bih[k * H + j] + bhh[k * H + j] + (first ? 0.f : hh[ah + k * H]);
-            };
-            float g4[4];
-            const int64_t o = (n * L + t) * H + j;
-            if (lstm) {
-              lstm_cell_forward(pre(0), pre(1), pre(2), pre(3), first ? 0.f : st[ap], g4, st[o], hs[o]);
-              for (int k = 0; k < 4; ++k) gate[at + k * H] = g4[k];
-            } else {
-              const float hn = bhh[2 * H + j] + (first ? 0.f : hh[ah + 2 * H]);
-              const auto side = [&](int k) { return bhh[k * H + j] + (first ? 0.f : hh[ah + k * H]); };
-              gru_cell_forward(ax[at] + bih[j], ax[at + H] + bih[H + j], ax[at + 2 * H] + bih[2 * H + j],
-                               side(0), side(1), hn, first ? 0.f : hs[ap], g4, hs[o]);
-              st[o] = hn;
-              for (int k = 0; k < 3; ++k) gate[at + k * H] = g4[k];
-            }
+            std::fill(gr, gr + G, 0.f);
+            continue;
           }
+          if (lstm) {
+            if (first)
+              lstm_row_forward<true>(H, axr, bih, bhh, hhr, sp, gr, sr, hr);
+            else
+              lstm_row_forward<false>(H, axr, bih, bhh, hhr, sp, gr, sr, hr);
+          } else if (first) {
+            gru_row_forward<true>(H, axr, bih, bhh, hhr, hp, gr, sr, hr);
+          } else {
+            gru_row_forward<false>(H, axr, bih, bhh, hhr, hp, gr, sr, hr);
+          }
+        }
       }
       // y: every position's h, or the last one's (t = L - 1 forward, t = 0 reverse).
       float* y = a_.y;
@@ -147,36 +250,39 @@ class RecurrentCpu : public LayerKernel {
         float *ax = ax_, *ah = ah_, *dh = dh_, *dc = dc_;
         const bool lstm = lstm_, seq = seq_;
 #pragma omp parallel for schedule(static)
-        for (int64_t n = 0; n < B; ++n)
-          for (int64_t j = 0; j < H; ++j) {
-            const int64_t at = (n * L + t) * G + j, o = (n * L + t) * H + j, ap = (n * L + tp) * H + j;
-            const int64_t c = n * H + j;
-            if (ids && ids[n * L + t] == 0.f) {  // padding: dh and dc pass through, no gate gradients
-              for (int k = 0; k < (lstm ? 4 : 3); ++k) ax[at + k * H] = ah[at + k * H] = 0.f;
-              if (!seq && last) dh[c] += dy[n * out + dir * H + j];  // y is the state carried here
-              continue;
-            }
-            float g = dh[c];
-            if (seq)
-              g += dy[(n * L + t) * out + dir * H + j];
-            else if (last)
-              g += dy[n * out + dir * H + j];
-            const float* gt = gate + at;
-            float gv[4], da[4];
-            for (int k = 0; k < (lstm ? 4 : 3); ++k) gv[k] = gt[k * H];
-            if (lstm) {
-              lstm_cell_backward(gv, st[o], first ? 0.f : st[ap], g, dc[c], da);
-              for (int k = 0; k < 4; ++k) ax[at + k * H] = da[k];
-              dh[c] = 0.f;
-            } else {
-              float dah[3];
-              gru_cell_backward(gv, st[o], first ? 0.f : hs[ap], g, da, dah, dh[c]);
-              for (int k = 0; k < 3; ++k) {
-                ax[at + k * H] = da[k];
-                ah[at + k * H] = dah[k];
-              }
-            }
+        for (int64_t n = 0; n < B; ++n) {
+          const int64_t row = n * L + t;
+          const float *gr = gate + row * G, *sr = st + row * H;
+          const float *hp = first ? hs + row * H : hs + (n * L + tp) * H,
+                      *sp = first ? sr : st + (n * L + tp) * H;
+          float *axr = ax + row * G, *ahr = ah + row * G, *dhr = dh + n * H, *dcr = dc + n * H;
+          // The gradient reaching y at this position (sequences: every one; else the last).
+          const float* dyr = seq ? dy + row * out + dir * H : last ? dy + n * out + dir * H : nullptr;
+          if (ids && ids[row] == 0.f) {  // padding: dh and dc pass through, no gate gradients
+            std::fill(axr, axr + G, 0.f);
+            std::fill(ahr, ahr + G, 0.f);
+            if (!seq && last)
+              for (int64_t j = 0; j < H; ++j) dhr[j] += dyr[j];  // y is the state carried here
+            continue;
           }
+          const auto rows = [&](auto first_tag, auto dy_tag) {
+            constexpr bool kFirst = decltype(first_tag)::value, kDy = decltype(dy_tag)::value;
+            if (lstm)
+              lstm_row_backward<kFirst, kDy>(H, gr, sr, sp, dyr, dhr, dcr, axr);
+            else
+              gru_row_backward<kFirst, kDy>(H, gr, sr, hp, dyr, dhr, axr, ahr);
+          };
+          using Yes = std::true_type;
+          using No = std::false_type;
+          if (first && dyr)
+            rows(Yes{}, Yes{});
+          else if (first)
+            rows(Yes{}, No{});
+          else if (dyr)
+            rows(No{}, Yes{});
+          else
+            rows(No{}, No{});
+        }
         // dh_{t-1} = the part that skips W_hh (gru's z dh, a padding position's whole dh; lstm's 0)
         // + dAh_t W_hh; nothing reaches before the first step.
         if (!first) gemm('N', 'N', B, H, G, 1.f, ah_ + t * G, L * G, d.whh, H, 1.f, dh_, H);

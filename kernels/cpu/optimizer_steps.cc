@@ -26,7 +26,7 @@ class ElementwiseStep : public OptimizerKernel {
       const typename Rule::Coeffs c = rule_.coeffs(s->lr, s->step, s->optim);
       const OptimizerState st = OptimizerState::of(state, slots_);
       const int64_t n = n_;
-#pragma omp parallel for simd if (n > 65536)
+#pragma omp parallel for simd if (n > 65536) firstprivate(c, st)
       for (int64_t i = 0; i < n; ++i) Rule::update(c, w[i], g[i], st, i);
     }
     cpu::check_finite(w, n_, kNonfiniteWeights, *s);

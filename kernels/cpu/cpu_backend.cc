@@ -6,7 +6,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <string>
+#include <system_error>
 #include <thread>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -20,9 +23,27 @@ namespace trainer {
 
 namespace {
 
-// Runnable threads of other processes right now, from the kernel's run-queue count in
-// /proc/loadavg ("0.50 0.40 0.30 3/250 1234": 3 runnable, one of them us). The least of a few
-// samples, so that only a machine that stays busy counts as busy.
+// Threads of this process that are runnable now (state R in /proc/self/task/*/stat), the caller
+// included.
+int own_runnable_threads() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream f(task.path() / "stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    const size_t close = line.rfind(')');  // "tid (comm) S ...": comm may hold spaces and parens
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'R') ++n;
+  }
+  return std::max(n, 1);
+}
+
+// Runnable threads of other processes right now: the kernel's run-queue count in /proc/loadavg
+// ("0.50 0.40 0.30 3/250 1234") less this process's own runnable threads. Ours count too: an
+// earlier run in the same process (the tests fit three times in one) leaves its OpenMP threads
+// spinning for a while, which took them for other work and gave the next run fewer threads, and
+// oneDNN's convolution gradients other bits. The least of a few samples, so that only a machine
+// that stays busy counts as busy.
 int other_runnable_threads() {
   int least = -1;
   for (int i = 0; i < 3; ++i) {
@@ -31,7 +52,8 @@ int other_runnable_threads() {
     int running = 0;
     char slash;
     if (!(f >> l1 >> l5 >> l15 >> running >> slash)) return 0;
-    least = least < 0 ? running - 1 : std::min(least, running - 1);
+    const int others = running - own_runnable_threads();
+    least = least < 0 ? others : std::min(least, others);
     if (i < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return std::max(0, least);

@@ -31,6 +31,15 @@ using cpu::gemm;
 // tanhf took ~27% of a one-thread reuters_lstm step), the same operations either way, so a unit's
 // results do not depend on H. First: the sequence's first step (no previous state, no hidden
 // product); HasDy: a gradient reaches y at this position. Each pointer is a row of its own.
+// f(std::true_type{}) or f(std::false_type{}): a run-time flag as a template argument of the rows.
+template <class F>
+void with_flag(bool flag, const F& f) {
+  if (flag)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
+}
+
 template <class F>
 void over_units(int64_t H, const F& unit) {
   int64_t j = 0;
@@ -205,16 +214,13 @@ class RecurrentCpu : public LayerKernel {
             std::fill(gr, gr + G, 0.f);
             continue;
           }
-          if (lstm) {
-            if (first)
-              lstm_row_forward<true>(H, axr, bih, bhh, hhr, sp, gr, sr, hr);
+          with_flag(first, [&](auto first_tag) {
+            constexpr bool kFirst = decltype(first_tag)::value;
+            if (lstm)
+              lstm_row_forward<kFirst>(H, axr, bih, bhh, hhr, sp, gr, sr, hr);
             else
-              lstm_row_forward<false>(H, axr, bih, bhh, hhr, sp, gr, sr, hr);
-          } else if (first) {
-            gru_row_forward<true>(H, axr, bih, bhh, hhr, hp, gr, sr, hr);
-          } else {
-            gru_row_forward<false>(H, axr, bih, bhh, hhr, hp, gr, sr, hr);
-          }
+              gru_row_forward<kFirst>(H, axr, bih, bhh, hhr, hp, gr, sr, hr);
+          });
         }
       }
       // y: every position's h, or the last one's (t = L - 1 forward, t = 0 reverse).
@@ -265,23 +271,15 @@ class RecurrentCpu : public LayerKernel {
               for (int64_t j = 0; j < H; ++j) dhr[j] += dyr[j];  // y is the state carried here
             continue;
           }
-          const auto rows = [&](auto first_tag, auto dy_tag) {
-            constexpr bool kFirst = decltype(first_tag)::value, kDy = decltype(dy_tag)::value;
-            if (lstm)
-              lstm_row_backward<kFirst, kDy>(H, gr, sr, sp, dyr, dhr, dcr, axr);
-            else
-              gru_row_backward<kFirst, kDy>(H, gr, sr, hp, dyr, dhr, axr, ahr);
-          };
-          using Yes = std::true_type;
-          using No = std::false_type;
-          if (first && dyr)
-            rows(Yes{}, Yes{});
-          else if (first)
-            rows(Yes{}, No{});
-          else if (dyr)
-            rows(No{}, Yes{});
-          else
-            rows(No{}, No{});
+          with_flag(first, [&](auto first_tag) {
+            with_flag(dyr != nullptr, [&](auto dy_tag) {
+              constexpr bool kFirst = decltype(first_tag)::value, kDy = decltype(dy_tag)::value;
+              if (lstm)
+                lstm_row_backward<kFirst, kDy>(H, gr, sr, sp, dyr, dhr, dcr, axr);
+              else
+                gru_row_backward<kFirst, kDy>(H, gr, sr, hp, dyr, dhr, axr, ahr);
+            });
+          });
         }
         // dh_{t-1} = the part that skips W_hh (gru's z dh, a padding position's whole dh; lstm's 0)
         // + dAh_t W_hh; nothing reaches before the first step.

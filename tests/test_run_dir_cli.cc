@@ -72,6 +72,26 @@ TEST_CASE("the command printed on an interrupt continues the same run to the epo
   REQUIRE_THAT(test::slurp(run + "/config.yaml"), Contains("epochs: 3"));
 }
 
+TEST_CASE("a run resumed from its own config.yaml ends with the files of an uninterrupted run",
+          "[run_dir][resume][cli]") {
+  // Without a metrics key the task's defaults are resolved; read back from the run's config.yaml
+  // they must resolve the same (they were written '- accuracy', read back as '- type: accuracy',
+  // and model.safetensors' config metadata differed from the uninterrupted run's).
+  std::string yaml = kDisc;
+  yaml.erase(yaml.find("metrics: [accuracy]\n"), std::string("metrics: [accuracy]\n").size());
+  const std::string dir = test::temp_dir("resume_files");
+  const std::string config = test::write_file(dir, "disc.yaml", yaml);
+  REQUIRE(test::run_trainer("fit " + config + " --epochs 3 --threads 1 -q --out " + dir + "/straight")
+              .exit_code == 0);
+  REQUIRE(test::run_trainer("fit " + config + " --epochs 1 --threads 1 -q --out " + dir + "/run").exit_code ==
+          0);
+  auto r = test::run_trainer("fit --resume " + dir + "/run --epochs 3 -q");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(test::slurp(dir + "/run/config.yaml") == test::slurp(dir + "/straight/config.yaml"));
+  REQUIRE(test::slurp(dir + "/run/model.safetensors") == test::slurp(dir + "/straight/model.safetensors"));
+}
+
 TEST_CASE("eval RUN and predict RUN read the run's config.yaml and final weights", "[run_dir][cli]") {
   const std::string dir = test::temp_dir("eval_run");
   const std::string config = test::write_file(dir, "disc.yaml", kDisc);

@@ -233,31 +233,31 @@ static void read_metrics(Config& c, NodeReader& r) {
   for (const std::string& name : allowed)
     for (const KeyVariant& v : metric_keys())
       if (v.name == name) variants.push_back(v);
-  YAML::Node out(YAML::NodeType::Sequence);
+  if (present(n) && !n.IsSequence())
+    r.fail("metrics", "expected a list, e.g. metrics: [accuracy, {type: top_k_accuracy, k: 5}]");
+  // The task's defaults go the way a given list goes, so that they resolve as it does: a run's
+  // config.yaml read back (fit --resume RUN) then gives the same config, and the same metadata.
+  YAML::Node list = n;
   if (!present(n)) {
-    for (const std::string& m : default_task_metrics(task)) {
-      c.metrics.push_back({m, 1});
-      out.push_back(m);
+    list = YAML::Node(YAML::NodeType::Sequence);
+    for (const std::string& m : default_task_metrics(task)) list.push_back(m);
+  }
+  YAML::Node out(YAML::NodeType::Sequence);
+  for (size_t i = 0; i < list.size(); ++i) {
+    YAML::Node item;
+    item.reset(list[i]);
+    if (item.IsScalar()) {  // "accuracy" shortcut
+      YAML::Node m(YAML::NodeType::Map);
+      m["type"] = item;
+      item.reset(m);
     }
-  } else {
-    if (!n.IsSequence())
-      r.fail("metrics", "expected a list, e.g. metrics: [accuracy, {type: top_k_accuracy, k: 5}]");
-    for (size_t i = 0; i < n.size(); ++i) {
-      YAML::Node item;
-      item.reset(n[i]);
-      if (item.IsScalar()) {  // "accuracy" shortcut
-        YAML::Node m(YAML::NodeType::Map);
-        m["type"] = item;
-        item.reset(m);
-      }
-      NodeReader mr(item, "metrics." + std::to_string(i), c.file);
-      const KeyValues v = read_variant(mr, "type", kDefaultMetric, variants);
-      MetricSpec s;
-      s.type = v.string("type");
-      if (s.type == "top_k_accuracy") s.k = v.integer("k");
-      c.metrics.push_back(s);
-      out.push_back(mr.resolved());
-    }
+    NodeReader mr(item, "metrics." + std::to_string(i), c.file);
+    const KeyValues v = read_variant(mr, "type", kDefaultMetric, variants);
+    MetricSpec s;
+    s.type = v.string("type");
+    if (s.type == "top_k_accuracy") s.k = v.integer("k");
+    c.metrics.push_back(s);
+    out.push_back(mr.resolved());
   }
   c.resolved["metrics"] = out;
 }

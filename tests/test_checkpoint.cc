@@ -17,6 +17,7 @@
 #include "lib/checkpoint/safetensors.h"
 #include "lib/config/config.h"
 #include "lib/core/error.h"
+#include "lib/core/usable_cores.h"
 #include "lib/train/checkpointing.h"
 #include "lib/train/fit.h"
 #include "tests/test_util.h"
@@ -65,10 +66,12 @@ std::string losses(const std::string& csv) {
   return out;
 }
 
+// threads: --threads (0: the default, which follows the machine's load).
 FitResult run_fit(const std::string& yaml, const std::vector<std::string>& sets, const std::string& out_dir,
-                  const std::string& resume_dir = "", int64_t stop_after = 0) {
+                  const std::string& resume_dir = "", int64_t stop_after = 0, int threads = 0) {
   Config cfg = parse_config(yaml, "disc.yaml", sets);
   FitOptions fo;
+  fo.device.threads = threads;
   fo.out_dir = out_dir;
   fo.resume_dir = resume_dir;
   fo.stop_after_step = stop_after;
@@ -197,6 +200,31 @@ TEST_CASE("2 epochs plus --resume to 4 give bit-identical weights to 4 epochs st
             tensor_bytes(dir + "/straight/model.safetensors"));
     REQUIRE(losses(dir + "/resumed/metrics.csv") == losses(dir + "/straight/metrics.csv"));
   }
+}
+
+TEST_CASE("a resumed CPU run computes with the threads its checkpoint was trained with",
+          "[checkpoint][resume]") {
+  // oneDNN's convolution gradients depend on the thread count, and the default count follows the
+  // machine's load: a run started on a busy machine and resumed on an idle one (or in a process
+  // whose earlier fit left threads spinning) gave other bits. On a machine of one usable core the
+  // default is that core anyway, and the comparison shows nothing new.
+  if (usable_cores() < 2)
+    WARN("one usable core: the default thread count cannot differ from the checkpoint's");
+  std::string dir = test::temp_dir("resume_threads");
+  run_fit(kConv, {}, dir + "/straight", "", 0, 1);
+  run_fit(kConv, {"train.epochs=2"}, dir + "/resumed", "", 0, 1);
+  REQUIRE(list_checkpoints(dir + "/resumed/checkpoints").back().cpu_threads == 1);
+  FitResult resumed = run_fit(kConv, {}, "", dir + "/resumed");  // no count asked for
+  REQUIRE(resumed.epochs_run == 4);
+  std::istringstream events(test::slurp(dir + "/resumed/events.jsonl"));
+  std::string line, resume_event;
+  while (std::getline(events, line))
+    if (line.find("\"event\":\"resume\"") != std::string::npos) resume_event = line;
+  REQUIRE_THAT(resume_event, Contains("1 threads)"));
+  REQUIRE(tensor_bytes(dir + "/resumed/model.safetensors") ==
+          tensor_bytes(dir + "/straight/model.safetensors"));
+  // Checkpoints the resumed run writes keep the count.
+  REQUIRE(list_checkpoints(dir + "/resumed/checkpoints").back().cpu_threads == 1);
 }
 
 TEST_CASE("an interrupt mid-epoch saves a checkpoint that resumes bit-identically", "[checkpoint][resume]") {

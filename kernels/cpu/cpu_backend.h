@@ -40,7 +40,7 @@ class CpuBackend : public Backend {
   // runnable threads; 0 when OMP_NUM_THREADS, OMP_WAIT_POLICY or GOMP_SPINCOUNT is set (the
   // user's OpenMP settings decide). *note gets a line to log when that is fewer than all cores.
   static int default_threads(std::string* note);
-  int threads() const { return threads_; }
+  int host_threads() const override { return threads_; }
 
  private:
   HostAllocator alloc_;

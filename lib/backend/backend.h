@@ -27,6 +27,9 @@ class Backend {
   // The device's peak rate in FLOP/s for dense matrix arithmetic in this backend's math mode (for
   // MFU figures); 0 when unknown.
   virtual double peak_flops() const { return 0; }
+  // The threads a step computes with on the host's cores (the CPU backend's OpenMP team); 0 for a
+  // device that computes elsewhere.
+  virtual int host_threads() const { return 0; }
 
   // dst/src are backend memory on the device side. The host source may be reused as soon as
   // copy_to_device returns; copy_to_host waits for all queued work and the copy.

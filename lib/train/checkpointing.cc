@@ -200,7 +200,7 @@ CheckpointInfo save_checkpoint(const std::string& dir, Session& s, const TrainSt
   else
     std::snprintf(name, sizeof name, "epoch-%04lld-batch-%06lld", (long long)st.epochs_done + 1,
                   (long long)st.batches_done);
-  CheckpointInfo ck{dir + "/" + name, st.step, st.epochs_done, st.batches_done};
+  CheckpointInfo ck{dir + "/" + name, st.step, st.epochs_done, st.batches_done, st.cpu_threads};
 
   // One id in both files: weights and state that were not saved together never pass for a
   // checkpoint (a renamed or copied weights file of the same epoch and step included).
@@ -257,6 +257,7 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& dir, std::vector
       ck.step = st.step;
       ck.epochs_done = st.epochs_done;
       ck.batches_done = st.batches_done;
+      ck.cpu_threads = st.cpu_threads;
       out.push_back(ck);
     } catch (const InterruptedError&) {
       throw;  // a signal during start-up, not a damaged checkpoint

@@ -48,6 +48,7 @@ int64_t weights_epoch(const std::string& path);
 struct CheckpointInfo {
   std::string base;  // "<dir>/epoch-0004": + ".safetensors" and ".state.safetensors"
   int64_t step = 0, epochs_done = 0, batches_done = 0;
+  int64_t cpu_threads = 0;  // the CPU step's threads it was trained with (0: a GPU, or unrecorded)
   std::string weights() const { return base + ".safetensors"; }
   std::string state() const { return base + ".state.safetensors"; }
 };

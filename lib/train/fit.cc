@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <limits>
@@ -33,6 +34,7 @@
 #include "datasets/file_bytes.h"
 #include "lib/core/error.h"
 #include "lib/core/shard.h"
+#include "lib/core/usable_cores.h"
 #include "lib/data/data_sources.h"
 #include "lib/data/input_files.h"
 #include "lib/keys/node_reader.h"
@@ -117,6 +119,7 @@ class FitRun {
  private:
   void setup();
   void resume(const CheckpointInfo& ck);
+  int resume_threads(const CheckpointInfo& ck) const;
   void restore_summary(const Json& j);
   bool run_epoch(int64_t epoch);  // false: stop training (early stopping)
   bool stop_now() const {
@@ -241,7 +244,9 @@ void FitRun::setup() {
                                                 normalization_for(cfg_, data_.val), cfg_.seed, rank, ranks);
   }
   sizes = shard_batch_sizes(sizes, ranks);  // one rank: the sizes themselves
-  s_ = open_session(cfg_, opt_.device, sizes, std::move(model), &comm_, /*stages=*/true);
+  DeviceRequest device = opt_.device;
+  if (!opt_.resume_dir.empty()) device.threads = resume_threads(claim_.newest);
+  s_ = open_session(cfg_, device, sizes, std::move(model), &comm_, /*stages=*/true);
   train_loader_->set_threads(loader_threads_for(cfg_, *s_, data_.train, crop.active()));
   if (val_loader_) val_loader_->set_threads(loader_threads_for(cfg_, *s_, data_.val));
   resolved_ = YAML::Clone(cfg_.resolved);
@@ -264,6 +269,7 @@ void FitRun::setup() {
   st_.seed = cfg_.seed;
   st_.batch_size = B;
   st_.train_samples = data_.train.size();
+  st_.cpu_threads = s_->backend ? s_->backend->host_threads() : 0;
 
   spdlog::info("device: {}", s_->device_description());
   spdlog::info("model: {} layers, {} parameters; train {} samples{}", s_->model->layers().size(),
@@ -307,6 +313,34 @@ MetricSums FitRun::evaluate(bool* complete) {
   return in_target_units(all_reduce_sums(comm_, local), data_.target_scale);
 }
 
+// oneDNN's convolution gradients depend on the CPU's thread count, and the default count follows
+// the machine's load (CpuBackend::default_threads): a resumed CPU run that asks for no count takes
+// the one its checkpoint was trained with, and so goes on with an uninterrupted run's bits.
+int FitRun::resume_threads(const CheckpointInfo& ck) const {
+  const int asked = opt_.device.threads;
+  const int64_t saved = ck.cpu_threads;
+  if (saved <= 0 || opt_.device.device != "cpu") return asked;
+  const std::string differ =
+      "the resumed epochs may differ in the last bits from an uninterrupted run's (oneDNN's convolution "
+      "gradients depend on the thread count)";
+  if (asked > 0) {
+    if (asked != saved)
+      spdlog::warn("--resume: {} CPU threads as asked, the checkpoint was trained with {}: {}", asked, saved,
+                   differ);
+    return asked;
+  }
+  if (std::getenv("OMP_NUM_THREADS")) return asked;  // the user's OpenMP settings decide
+  if (saved > usable_cores()) {
+    spdlog::warn(
+        "--resume: the checkpoint was trained with {} CPU threads, this process may use {} cores: {}", saved,
+        usable_cores(), differ);
+    return asked;
+  }
+  spdlog::info("CPU: {} thread{}, as the checkpoint was trained with (--threads to choose)", saved,
+               saved == 1 ? "" : "s");
+  return int(saved);
+}
+
 void FitRun::resume(const CheckpointInfo& ck) {
   const std::string& dir = opt_.resume_dir;
   TrainState saved = load_checkpoint(ck, *s_, cfg_);
@@ -328,6 +362,7 @@ void FitRun::resume(const CheckpointInfo& ck) {
   st_.seed = keep.seed;
   st_.batch_size = keep.batch_size;
   st_.train_samples = keep.train_samples;
+  st_.cpu_threads = keep.cpu_threads;
   t_ = st_.step;
   growth_.restore(st_.first_loss, st_.first_loss_epoch);
   try {  // the components read their own records: a wrong type there is damage too
@@ -348,6 +383,7 @@ void FitRun::resume(const CheckpointInfo& ck) {
                  {"epochs_done", st_.epochs_done},
                  {"batches_done", st_.batches_done},
                  {"step", st_.step},
+                 {"device", s_->device_description()},
                  {"epochs", cfg_.epochs}});
   }
   spdlog::info("resuming from {} (epoch {}{}, step {})", ck.weights(),

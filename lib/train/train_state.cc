@@ -50,6 +50,7 @@ nlohmann::json train_state_json(const TrainState& s) {
                       {"batch_size", s.batch_size},
                       {"train_samples", s.train_samples}};
   if (!s.checkpoint_id.empty()) j["checkpoint_id"] = s.checkpoint_id;
+  if (s.cpu_threads > 0) j["cpu_threads"] = s.cpu_threads;
   if (!s.summary.is_null()) j["summary"] = s.summary;
   if (s.has_loss_scale)
     j["loss_scale"] = {{"scale", s.loss_scale.scale},
@@ -187,6 +188,10 @@ TrainState train_state_from_json(const nlohmann::json& j, const std::string& pat
         return v.template get<std::string>();
       },
       std::string());
+  s.cpu_threads = optional(
+      "cpu_threads", [&](auto& o, auto& k) { return count(o, k, 1); }, int64_t(0));
+  if (s.cpu_threads > 4096)
+    throw damaged("'cpu_threads' is " + std::to_string(s.cpu_threads) + ", above 4096");
   if (j.contains("loss_scale")) {
     const nlohmann::json& l = at(j, "loss_scale");
     s.has_loss_scale = true;

@@ -35,6 +35,9 @@ struct TrainState {
   // so that a resumed run, or one with nothing left to train, reports the run and not its tail.
   nlohmann::json summary;
   int64_t batch_size = 0, train_samples = 0;
+  // The CPU step's thread count (0: trained on a GPU, or a checkpoint of an older version).
+  // oneDNN's convolution gradients depend on it, so --resume takes it again (lib/train/fit.cc).
+  int64_t cpu_threads = 0;
 };
 
 nlohmann::json train_state_json(const TrainState& s);

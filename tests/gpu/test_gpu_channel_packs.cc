@@ -1,6 +1,7 @@
 // The channels-last passes by 16-byte packs (kernels/cuda/channel_packs.cuh) against the same
 // kernels one value a thread: the same data placed one element off 16-byte alignment, which
-// packs_fit refuses. Batchnorm (statistics, normalize with and without a fused relu, backward,
+// packs_fit refuses. Likewise fp32 NCHW batchnorm a float4 at a time (planes of whole float4s)
+// against one value a thread. Batchnorm (statistics, normalize with and without a fused relu, backward,
 // the synchronized variant's sums), bias add and gradient, tiled max and average pooling
 // (fused relu), f32 and bf16, channel counts that fill one pack, many packs, a tile of 32 packs and
 // more, and counts that are no whole packs (both runs one value a thread). Element-wise results
@@ -78,7 +79,7 @@ double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-// One (B, S, C) channels-last batchnorm run: outputs of every call.
+// One (B, S, C) channels-last or (B, C, S) NCHW batchnorm run: outputs of every call.
 struct BnOut {
   std::vector<float> mean, inv, running_mean, running_var, dgamma, dbeta, sync_dgamma, sync_dbeta;
   std::vector<uint8_t> y, dx, sync_dx;
@@ -92,8 +93,8 @@ struct BnInputs {
 
 BnOut run_batchnorm(CudaBackend& be, DType t, int64_t B, int64_t S, int64_t C, bool relu, bool aligned,
                     const BnInputs& in, const std::vector<float>* shared_stats,
-                    const std::vector<double>* shared_sums) {
-  const BatchNormGeometry g = batchnorm_geometry(B, C, S, true, t);
+                    const std::vector<double>* shared_sums, bool nhwc = true) {
+  const BatchNormGeometry g = batchnorm_geometry(B, C, S, nhwc, t);
   const size_t n = size_t(B * S * C);
   Placed x(be, t, n, aligned), dy(be, t, n, aligned), y(be, t, n, aligned), dx(be, t, n, aligned),
       sync_dx(be, t, n, aligned);
@@ -163,77 +164,83 @@ BnOut run_batchnorm(CudaBackend& be, DType t, int64_t B, int64_t S, int64_t C, b
 
 }  // namespace
 
-TEST_CASE("gpu channels-last batchnorm by packs equals one value a thread", "[gpu][packs]") {
+TEST_CASE("gpu batchnorm by packs (channels-last) and float4s (NCHW fp32) equals one value a thread",
+          "[gpu][packs]") {
   CudaBackend& be = cuda_backend();
   uint64_t seed = 40;
-  for (DType t : {DType::f32, DType::bf16})
-    for (int64_t C : {8, 12, 64, 256, 520})
-      for (auto [B, S] : {std::pair<int64_t, int64_t>{3, 49}, {2, 4}, {16, 64}})
-        for (bool relu : {false, true}) {
-          INFO(dtype_name(t) << " B " << B << " S " << S << " C " << C << (relu ? " relu" : ""));
-          const size_t n = size_t(B * S * C);
-          BnInputs in;
-          std::vector<float> xv = random_vector(n, ++seed, -2.f, 3.f);
-          for (size_t i = 0; i < n; ++i) xv[i] += 0.05f * float(i % size_t(C));  // channel offsets
-          xv = rounded(t, xv);
-          const std::vector<float> dyv = rounded(t, random_vector(n, ++seed));
-          in.x = encode(t, xv);
-          in.dy = encode(t, dyv);
-          in.gamma = random_vector(size_t(C), ++seed, 0.5f, 1.5f);
-          in.beta = random_vector(size_t(C), ++seed);
-          const BnOut a = run_batchnorm(be, t, B, S, C, relu, true, in, nullptr, nullptr);
-          std::vector<float> stats = a.mean;
-          stats.insert(stats.end(), a.inv.begin(), a.inv.end());
-          stats.insert(stats.end(), a.running_mean.begin(), a.running_mean.end());
-          stats.insert(stats.end(), a.running_var.begin(), a.running_var.end());
-          const BnOut b = run_batchnorm(be, t, B, S, C, relu, false, in, &stats, &a.sums);
-          // Statistics against each other and a host reference in double.
-          std::vector<float> ref_mean(static_cast<size_t>(C)), ref_inv(static_cast<size_t>(C));
-          for (int64_t c = 0; c < C; ++c) {
-            double s = 0, q = 0;
-            for (int64_t r = 0; r < B * S; ++r) {
-              const double v = xv[size_t(r * C + c)];
-              s += v;
-              q += v * v;
+  for (bool nhwc : {true, false})
+    for (DType t : {DType::f32, DType::bf16})
+      for (int64_t C : {8, 12, 64, 256, 520})
+        for (auto [B, S] : {std::pair<int64_t, int64_t>{3, 49}, {2, 4}, {16, 64}, {5, 196}})
+          for (bool relu : {false, true}) {
+            if (!nhwc && t != DType::f32) continue;  // NCHW goes by float4s in fp32 only
+            INFO((nhwc ? "NHWC " : "NCHW ")
+                 << dtype_name(t) << " B " << B << " S " << S << " C " << C << (relu ? " relu" : ""));
+            const size_t n = size_t(B * S * C);
+            // Value i's channel.
+            const auto channel = [&](size_t i) { return nhwc ? i % size_t(C) : i / size_t(S) % size_t(C); };
+            BnInputs in;
+            std::vector<float> xv = random_vector(n, ++seed, -2.f, 3.f);
+            for (size_t i = 0; i < n; ++i) xv[i] += 0.05f * float(channel(i));  // channel offsets
+            xv = rounded(t, xv);
+            const std::vector<float> dyv = rounded(t, random_vector(n, ++seed));
+            in.x = encode(t, xv);
+            in.dy = encode(t, dyv);
+            in.gamma = random_vector(size_t(C), ++seed, 0.5f, 1.5f);
+            in.beta = random_vector(size_t(C), ++seed);
+            const BnOut a = run_batchnorm(be, t, B, S, C, relu, true, in, nullptr, nullptr, nhwc);
+            std::vector<float> stats = a.mean;
+            stats.insert(stats.end(), a.inv.begin(), a.inv.end());
+            stats.insert(stats.end(), a.running_mean.begin(), a.running_mean.end());
+            stats.insert(stats.end(), a.running_var.begin(), a.running_var.end());
+            const BnOut b = run_batchnorm(be, t, B, S, C, relu, false, in, &stats, &a.sums, nhwc);
+            // Statistics against each other and a host reference in double.
+            std::vector<float> ref_mean(static_cast<size_t>(C)), ref_inv(static_cast<size_t>(C));
+            for (int64_t c = 0; c < C; ++c) {
+              double s = 0, q = 0;
+              for (int64_t r = 0; r < B * S; ++r) {
+                const double v = xv[size_t(nhwc ? r * C + c : (r / S * C + c) * S + r % S)];
+                s += v;
+                q += v * v;
+              }
+              const double m = s / double(B * S), var = std::max(0.0, q / double(B * S) - m * m);
+              ref_mean[size_t(c)] = float(m);
+              ref_inv[size_t(c)] = float(1.0 / std::sqrt(var + 1e-5));
             }
-            const double m = s / double(B * S), var = std::max(0.0, q / double(B * S) - m * m);
-            ref_mean[size_t(c)] = float(m);
-            ref_inv[size_t(c)] = float(1.0 / std::sqrt(var + 1e-5));
-          }
-          CHECK(max_rel(b.mean, a.mean) < 1e-6);
-          CHECK(max_rel(b.inv, a.inv) < 1e-6);
-          CHECK(max_rel(a.mean, ref_mean) < 1e-5);
-          CHECK(max_rel(a.inv, ref_inv) < 1e-5);
-          CHECK(max_rel(b.running_var, a.running_var) < 1e-6);
-          // Element-wise with the same statistics: the same bits.
-          CHECK(b.y == a.y);
-          CHECK(b.sync_dx == a.sync_dx);
-          const double grad_sums = t == DType::f32 ? 1e-6 : 1e-3;
-          CHECK(max_rel(b.dgamma, a.dgamma) < grad_sums);
-          CHECK(max_rel(b.dbeta, a.dbeta) < grad_sums);
-          CHECK(max_rel(b.sync_dgamma, a.sync_dgamma) < grad_sums);
-          CHECK(max_rel(b.sync_dbeta, a.sync_dbeta) < grad_sums);
-          // dx from each run's own gradient sums: equal up to their last bits.
-          std::vector<float> fa(n), fb(n);
-          for (size_t i = 0; i < n; ++i) {
-            if (t == DType::f32) {
-              std::memcpy(&fa[i], &a.dx[4 * i], 4);
-              std::memcpy(&fb[i], &b.dx[4 * i], 4);
-            } else {
-              uint16_t ha, hb;
-              std::memcpy(&ha, &a.dx[2 * i], 2);
-              std::memcpy(&hb, &b.dx[2 * i], 2);
-              fa[i] = float_from_bf16(ha);
-              fb[i] = float_from_bf16(hb);
+            CHECK(max_rel(b.mean, a.mean) < 1e-6);
+            CHECK(max_rel(b.inv, a.inv) < 1e-6);
+            CHECK(max_rel(a.mean, ref_mean) < 1e-5);
+            CHECK(max_rel(a.inv, ref_inv) < 1e-5);
+            CHECK(max_rel(b.running_var, a.running_var) < 1e-6);
+            // Element-wise with the same statistics: the same bits.
+            CHECK(b.y == a.y);
+            CHECK(b.sync_dx == a.sync_dx);
+            const double grad_sums = t == DType::f32 ? 1e-6 : 1e-3;
+            CHECK(max_rel(b.dgamma, a.dgamma) < grad_sums);
+            CHECK(max_rel(b.dbeta, a.dbeta) < grad_sums);
+            CHECK(max_rel(b.sync_dgamma, a.sync_dgamma) < grad_sums);
+            CHECK(max_rel(b.sync_dbeta, a.sync_dbeta) < grad_sums);
+            // dx from each run's own gradient sums: equal up to their last bits.
+            std::vector<float> fa(n), fb(n);
+            for (size_t i = 0; i < n; ++i) {
+              if (t == DType::f32) {
+                std::memcpy(&fa[i], &a.dx[4 * i], 4);
+                std::memcpy(&fb[i], &b.dx[4 * i], 4);
+              } else {
+                uint16_t ha, hb;
+                std::memcpy(&ha, &a.dx[2 * i], 2);
+                std::memcpy(&hb, &b.dx[2 * i], 2);
+                fa[i] = float_from_bf16(ha);
+                fb[i] = float_from_bf16(hb);
+              }
             }
+            double worst = 0;  // in units of the largest |dx|, which bf16 rounds at 2^-8 of itself
+            double scale = 1e-30;
+            for (float v : fa) scale = std::max(scale, double(std::abs(v)));
+            for (size_t i = 0; i < n; ++i)
+              worst = std::max(worst, std::abs(double(fa[i]) - double(fb[i])) / scale);
+            CHECK(worst < (t == DType::f32 ? 1e-5 : 1e-2));
           }
-          double worst = 0;  // in units of the largest |dx|, which bf16 rounds at 2^-8 of itself
-          double scale = 1e-30;
-          for (float v : fa) scale = std::max(scale, double(std::abs(v)));
-          for (size_t i = 0; i < n; ++i)
-            worst = std::max(worst, std::abs(double(fa[i]) - double(fb[i])) / scale);
-          CHECK(worst < (t == DType::f32 ? 1e-5 : 1e-2));
-        }
 }
 
 TEST_CASE("gpu channels-last bias add and gradient by packs equal one value a thread", "[gpu][packs]") {

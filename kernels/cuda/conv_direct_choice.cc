@@ -59,7 +59,8 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
   }
   // A choice timed by an earlier process on this GPU, driver and cuDNN, against the same cuDNN
   // algorithms (kernels/cuda/algo_disk_cache.h), if each tiling is still one of this shape's.
-  const std::string disk_key = gpu_identity(be_.device()) + " direct " + shape_key + " against " +
+  // "direct2": the tilings gained the 3x3 correlation; choices timed without it are timed again.
+  const std::string disk_key = gpu_identity(be_.device()) + " direct2 " + shape_key + " against " +
                                std::to_string(int(fwd_algo_)) + "," + std::to_string(int(bwd_data_algo_)) +
                                "," + std::to_string(int(bwd_filter_algo_));
   if (std::string stored; !cached && conv_algo_cache().get(disk_key, &stored)) {

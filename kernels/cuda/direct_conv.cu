@@ -350,6 +350,114 @@ __global__ void gemm_combine_kernel(ConvGemmPlan g, const float* __restrict__ pa
   }
 }
 
+// The 3x3 correlation (direct_conv.cuh): thread t is (n, row group, column x) of
+// n * ceil(H / TR) * W, for output channels [CO blockIdx.y, + CO); it keeps rows TR g .. + TR - 1 of
+// column x. Filters of CC input channels at a time in shared memory, [i][r s][o].
+struct Plane3x3 {
+  int co, tr;
+};
+constexpr Plane3x3 kPlane3x3[] = {{4, 2}, {8, 2}, {4, 4}, {8, 4}, {16, 2}, {16, 4}};
+constexpr int kPlane3x3Count = int(sizeof(kPlane3x3) / sizeof(kPlane3x3[0]));
+constexpr int kPlaneChannels = 8;  // CC
+
+template <int CO, int TR, bool kMasked>
+__global__ void __launch_bounds__(kBlockThreads)
+    conv3x3_kernel(ConvGemmPlan g, const float* __restrict__ in, const float* __restrict__ w,
+                   const float* __restrict__ bias, float* __restrict__ out, const float* __restrict__ mask,
+                   bool relu) {
+  constexpr int CC = kPlaneChannels;
+  __shared__ __align__(16) float ws[CC * 9 * CO];
+  const int H = g.a.in_h, W = g.a.in_w, C = g.a.in_c, K = g.out_c;
+  const int groups = (H + TR - 1) / TR, per_image = groups * W;
+  const int t = int(blockIdx.x) * kBlockThreads + int(threadIdx.x);
+  const bool live = t < g.a.n * per_image;
+  const int n = t / per_image, rem = t - n * per_image, grp = rem / W, x = rem - grp * W, y0 = grp * TR;
+  const int o0 = int(blockIdx.y) * CO;
+  const bool left = x > 0, right = x + 1 < W;
+  const int64_t plane = int64_t(H) * W;
+  const int64_t image = live ? int64_t(n) * C * plane : 0;
+  float acc[TR][CO];
+  zero(acc);
+  for (int i0 = 0; i0 < C; i0 += CC) {
+    __syncthreads();  // the previous channels' filters are read
+    for (int e = int(threadIdx.x); e < CC * 9 * CO; e += kBlockThreads) {
+      const int o = e % CO, irs = e / CO, i = irs / 9, rs = irs - i * 9, ci = i0 + i, oo = o0 + o;
+      // forward: W[o][ci][r][s]; backward-data: W[ci][o][2 - r][2 - s] (flipped, transposed)
+      const int64_t at =
+          g.transposed ? (int64_t(ci) * K + oo) * 9 + (8 - rs) : (int64_t(oo) * C + ci) * 9 + rs;
+      ws[e] = ci < C && oo < K ? __ldg(w + at) : 0.f;
+    }
+    __syncthreads();
+    if (!live) continue;
+    const int channels = min(CC, C - i0);
+    for (int i = 0; i < channels; ++i) {
+      const int64_t base = image + int64_t(i0 + i) * plane;
+      float v[TR + 2][3];
+#pragma unroll
+      for (int rr = 0; rr < TR + 2; ++rr) {
+        const int yy = y0 - 1 + rr;
+        const bool row = yy >= 0 && yy < H;
+        const int64_t at = base + int64_t(yy) * W + x;
+        const auto value = [&](bool ok, int64_t a) {
+          if (!ok) return 0.f;
+          const float d = __ldg(in + a);
+          return kMasked ? relu_grad_from_output(__ldg(mask + a), d) : d;
+        };
+        v[rr][0] = value(row && left, at - 1);
+        v[rr][1] = value(row, at);
+        v[rr][2] = value(row && right, at + 1);
+      }
+      const float* wi = ws + i * 9 * CO;
+#pragma unroll
+      for (int r = 0; r < 3; ++r)
+#pragma unroll
+        for (int s = 0; s < 3; ++s) {
+          const float* wv = wi + (r * 3 + s) * CO;
+#pragma unroll
+          for (int o = 0; o < CO; o += 4) {
+            const float4 q = *reinterpret_cast<const float4*>(wv + o);
+#pragma unroll
+            for (int j = 0; j < TR; ++j) {
+              const float a = v[j + r][s];
+              acc[j][o] = fmaf(a, q.x, acc[j][o]);
+              acc[j][o + 1] = fmaf(a, q.y, acc[j][o + 1]);
+              acc[j][o + 2] = fmaf(a, q.z, acc[j][o + 2]);
+              acc[j][o + 3] = fmaf(a, q.w, acc[j][o + 3]);
+            }
+          }
+        }
+    }
+  }
+  if (!live) return;
+#pragma unroll
+  for (int o = 0; o < CO; ++o) {
+    const int oo = o0 + o;
+    if (oo >= K) continue;
+    const float b = bias ? __ldg(bias + oo) : 0.f;
+    float* dst = out + (int64_t(n) * K + oo) * plane + x;
+#pragma unroll
+    for (int j = 0; j < TR; ++j) {
+      if (y0 + j >= H) continue;
+      const float v = acc[j][o] + b;
+      dst[int64_t(y0 + j) * W] = relu ? relu_forward(v) : v;
+    }
+  }
+}
+
+using PlaneLaunch = void (*)(const ConvGemmPlan&, const float*, const float*, const float*, float*,
+                             const float*, bool, cudaStream_t);
+
+template <int I>
+void launch_plane3x3(const ConvGemmPlan& p, const float* in, const float* w, const float* bias, float* out,
+                     const float* mask, bool relu, cudaStream_t stream) {
+  constexpr Plane3x3 t = kPlane3x3[I];
+  const dim3 grid(unsigned(p.grid_m), unsigned(p.grid_n));
+  if (mask)
+    conv3x3_kernel<t.co, t.tr, true><<<grid, kBlockThreads, 0, stream>>>(p, in, w, bias, out, mask, relu);
+  else
+    conv3x3_kernel<t.co, t.tr, false><<<grid, kBlockThreads, 0, stream>>>(p, in, w, bias, out, nullptr, relu);
+}
+
 // Launchers by tiling index: one instantiation per table entry.
 using GemmLaunch = void (*)(const ConvGemmPlan&, const float*, const float*, const float*, float*,
                             const float*, bool, cudaStream_t);
@@ -391,6 +499,34 @@ constexpr auto filter_launchers(std::index_sequence<I...>) {
   return std::array<FilterLaunch, sizeof...(I)>{launch_filter<int(I)>...};
 }
 const auto kGemmLaunch = gemm_launchers(std::make_index_sequence<kGemmTilingCount>{});
+template <size_t... I>
+constexpr auto plane_launchers(std::index_sequence<I...>) {
+  return std::array<PlaneLaunch, sizeof...(I)>{launch_plane3x3<int(I)>...};
+}
+const auto kPlaneLaunch = plane_launchers(std::make_index_sequence<kPlane3x3Count>{});
+
+// The 3x3 correlation's tilings for a gather of 3x3, stride 1, padding 1, the output the size of
+// the input: those whose channel group suits the output channels (as side_wanted) and whose grid
+// has at least one block an SM. Small layers only, as the GEMM tilings (kMaxRows values a filter):
+// cuDNN wins the wide ones, and timing candidates that lose lengthens the cold first step.
+void plan_plane3x3(const ConvGemmPlan& base, int sms, std::vector<ConvGemmPlan>& out) {
+  const Im2col& a = base.a;
+  if (a.r != 3 || a.s != 3 || a.sh != 1 || a.sw != 1 || a.top != 1 || a.left != 1 || a.oh != a.in_h ||
+      a.ow != a.in_w || base.out_c <= 0 || a.rows > kMaxRows)
+    return;
+  for (int i = 0; i < kPlane3x3Count; ++i) {
+    const Plane3x3& t = kPlane3x3[i];
+    if (t.co > 4 && t.co / 2 >= base.out_c) continue;  // half the group would be idle
+    ConvGemmPlan p = base;
+    p.plane3x3 = true;
+    p.tiling = i;
+    const int64_t threads = int64_t(a.n) * ((a.in_h + t.tr - 1) / t.tr) * a.in_w;
+    p.grid_m = int((threads + kBlockThreads - 1) / kBlockThreads);
+    p.grid_n = (base.out_c + t.co - 1) / t.co;
+    if (p.grid_n > 65535 || int64_t(p.grid_m) * p.grid_n < sms) continue;
+    out.push_back(p);
+  }
+}
 const auto kFilterLaunch = filter_launchers(std::make_index_sequence<kFilterTilingCount>{});
 
 // The channel-side tile sizes worth timing for `channels` outputs: the smallest of 16, 32, 64
@@ -466,6 +602,7 @@ DirectConv::DirectConv(const DirectConvGeometry& g, int device) {
   f.out_c = int(g.k);
   f.o_stride = x.rows;
   fwd_ = plan_gemm(f, sms);
+  plan_plane3x3(f, sms, fwd_);
 
   if (g.sh == 1 && g.sw == 1 && g.r - 1 - g.pad_top >= 0 && g.s - 1 - g.pad_left >= 0) {
     // dx = dy (padded by R - 1 - top, S - 1 - left) correlated with the flipped, transposed W.
@@ -485,6 +622,7 @@ DirectConv::DirectConv(const DirectConvGeometry& g, int device) {
     b.o_stride = int(g.r * g.s);
     b.transposed = true;
     bwd_data_ = plan_gemm(b, sms);
+    plan_plane3x3(b, sms, bwd_data_);
   }
 
   const int64_t m = g.n * g.oh * g.ow, rows = g.c * g.r * g.s;
@@ -537,6 +675,11 @@ std::string DirectConv::describe(Direction d, int index) const {
            std::to_string(p.splits) + " splits";
   }
   const ConvGemmPlan& p = (d == kForward ? fwd_ : bwd_data_)[size_t(index)];
+  if (p.plane3x3) {
+    const Plane3x3& t = kPlane3x3[p.tiling];
+    return "3x3 correlation, " + std::to_string(t.tr) + " rows x " + std::to_string(t.co) +
+           " channels a thread";
+  }
   const Tiling& t = kGemmTilings[p.tiling];
   return std::to_string(t.rows_side()) + "x" + std::to_string(t.cols_side()) + " tile, " +
          std::to_string(t.tm) + "x" + std::to_string(t.tn) + " a thread, " + std::to_string(t.ks) +
@@ -565,6 +708,11 @@ namespace {
 // One GEMM direction: straight into out, or into the scratch's partial sums and then out.
 void run_gemm(const ConvGemmPlan& p, const float* in, const float* w, const float* bias, float* out,
               void* scratch, const float* mask, bool relu, cudaStream_t stream) {
+  if (p.plane3x3) {
+    kPlaneLaunch[size_t(p.tiling)](p, in, w, bias, out, mask, relu, stream);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   if (p.splits <= 1) {
     kGemmLaunch[size_t(p.tiling)](p, in, w, bias, out, mask, relu, stream);
     CUDA_CHECK_LAUNCH();

@@ -5,7 +5,12 @@
 //   forward:         y[m][o]  = sum over kk = (c, r, s) of im2col(x)[m][kk] W[o][kk] (+ bias[o])
 //   backward-data:   dx[m][c] = sum over kk = (k, r, s) of im2col(dy, padded)[m][kk] W[k][c][R-1-r][S-1-s]
 //   backward-filter: dW[o][kk] = sum over m of dy[m][o] im2col(x)[m][kk]; db[o] = sum over m of dy[m][o]
-// with m = (n, p, q) an output pixel. Each direction has a few tilings (thread tile, block tile,
+// with m = (n, p, q) an output pixel. 3x3 filters of stride 1 and padding 1 (the output the size of
+// the input: forward, and backward-data of such a layer) also go as a direct correlation: each
+// thread keeps a few rows of one output column for a few channels, reads its 3 x (rows + 2) window
+// of each input channel from memory (neighbouring threads: neighbouring columns, so the window is
+// read once into L1) and the filters from shared memory, with no index arithmetic in the sum.
+// Each direction has a few tilings (thread tile, block tile,
 // threads that split the sum inside a block); CudnnConv times every tiling and cuDNN's choice
 // once per shape and keeps the fastest (conv_direct_choice.cc). Groups 1, dilation 1, any stride
 // and padding (backward-data: stride 1), at most kMaxRows = 1024 values in a filter.
@@ -47,7 +52,8 @@ struct ConvGemmPlan {
   int out_c = 0;
   int o_stride = 0;         // forward: rows (W is (K, rows)); backward-data: R * S
   bool transposed = false;  // backward-data: kk = (k, r, s) reads W[k][o][R-1-r][S-1-s]
-  int tiling = 0;           // index into the forward tilings (direct_conv.cu)
+  int tiling = 0;           // index into the forward tilings (direct_conv.cu), or the 3x3 ones
+  bool plane3x3 = false;    // conv3x3_kernel (3x3, stride 1, padding 1, the output the input's size)
   int grid_m = 0, grid_n = 0;
   // Split over the sum (a grid too small for the GPU): block z sums rows [z k_per_split, ...)
   // into partial[z][o][m] in the scratch; a second kernel adds the splits in order, adds the bias

@@ -5,7 +5,9 @@
 // padding, a 1-row (conv1d) input, pixel counts that do not divide into tiles or splits. The
 // executor's tests take cuDNN's deterministic algorithms, so these are the kernels' correctness
 // tests; CudnnConv uses them only where they time faster. Each direction also through a fused
-// relu: relu(conv + bias) stored, dy read through the stored output's mask.
+// relu: relu(conv + bias) stored, dy read through the stored output's mask. Same-size 3x3
+// convolutions also through the 3x3 correlation (forward and backward-data).
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/direct_conv.cuh"
@@ -96,6 +98,11 @@ TEST_CASE("gpu direct convolutions equal a float64 reference in every direction"
       {"many samples a block", geometry(600, 2, 6, 6, 3, 3, 3, 1, 0, 0, 0, 0)},
       {"cifar conv3: 64 -> 64 3x3 on 6x6", geometry(9, 64, 6, 6, 64, 3, 3, 1, 0, 0, 0, 0)},
       {"70 filters: two channel tiles", geometry(3, 5, 7, 9, 70, 3, 3, 1, 1, 1, 1, 1)},
+      // The 3x3 correlation (stride 1, padding 1; grids of a block an SM at least): channel
+      // counts past one staged group of 8 and not a multiple of it, filter counts not a multiple
+      // of the thread's group, rows not a multiple of the thread's rows, 7 x 7 and 28 x 28 maps.
+      {"3x3 same, 28 x 28, 16 -> 20 filters", geometry(40, 16, 28, 28, 20, 3, 3, 1, 1, 1, 1, 1)},
+      {"3x3 same, 7 x 7, 13 -> 24 filters", geometry(400, 13, 7, 7, 24, 3, 3, 1, 1, 1, 1, 1)},
   };
   uint64_t seed = 11;
   for (const auto& [name, g] : cases) {
@@ -187,6 +194,15 @@ TEST_CASE("gpu direct convolutions equal a float64 reference in every direction"
                                << conv.tilings(DirectConv::kBackwardFilter));
       CHECK(conv.tilings(DirectConv::kForward) >= 2);
       CHECK(conv.tilings(DirectConv::kBackwardFilter) >= 2);
+      if (std::string(name).rfind("3x3 same", 0) == 0) {  // the correlation is among the tilings
+        bool forward = false, backward = false;
+        for (int t = 0; t < conv.tilings(DirectConv::kForward); ++t)
+          forward = forward || conv.describe(DirectConv::kForward, t).rfind("3x3", 0) == 0;
+        for (int t = 0; t < conv.tilings(DirectConv::kBackwardData); ++t)
+          backward = backward || conv.describe(DirectConv::kBackwardData, t).rfind("3x3", 0) == 0;
+        CHECK(forward);
+        CHECK(backward);
+      }
     }
   }
 }

@@ -354,14 +354,15 @@ __global__ void gemm_combine_kernel(ConvGemmPlan g, const float* __restrict__ pa
 // n * ceil(H / TR) * W, for output channels [CO blockIdx.y, + CO); it keeps rows TR g .. + TR - 1 of
 // column x. Filters of CC input channels at a time in shared memory, [i][r s][o].
 struct Plane3x3 {
-  int co, tr;
+  int co, tr, threads;  // threads: a block's (128: twice the blocks, for grids of a few per SM)
 };
-constexpr Plane3x3 kPlane3x3[] = {{4, 2}, {8, 2}, {4, 4}, {8, 4}, {16, 2}, {16, 4}};
+constexpr Plane3x3 kPlane3x3[] = {{4, 2, 256},  {8, 2, 256}, {4, 4, 256},  {8, 4, 256}, {16, 2, 256},
+                                  {16, 4, 256}, {8, 4, 128}, {16, 2, 128}, {16, 4, 128}};
 constexpr int kPlane3x3Count = int(sizeof(kPlane3x3) / sizeof(kPlane3x3[0]));
 constexpr int kPlaneChannels = 8;  // CC
 
-template <int CO, int TR, bool kMasked>
-__global__ void __launch_bounds__(kBlockThreads)
+template <int CO, int TR, int BT, bool kMasked>
+__global__ void __launch_bounds__(BT)
     conv3x3_kernel(ConvGemmPlan g, const float* __restrict__ in, const float* __restrict__ w,
                    const float* __restrict__ bias, float* __restrict__ out, const float* __restrict__ mask,
                    bool relu) {
@@ -369,7 +370,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ __align__(16) float ws[CC * 9 * CO];
   const int H = g.a.in_h, W = g.a.in_w, C = g.a.in_c, K = g.out_c;
   const int groups = (H + TR - 1) / TR, per_image = groups * W;
-  const int t = int(blockIdx.x) * kBlockThreads + int(threadIdx.x);
+  const int t = int(blockIdx.x) * BT + int(threadIdx.x);
   const bool live = t < g.a.n * per_image;
   const int n = t / per_image, rem = t - n * per_image, grp = rem / W, x = rem - grp * W, y0 = grp * TR;
   const int o0 = int(blockIdx.y) * CO;
@@ -380,7 +381,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   zero(acc);
   for (int i0 = 0; i0 < C; i0 += CC) {
     __syncthreads();  // the previous channels' filters are read
-    for (int e = int(threadIdx.x); e < CC * 9 * CO; e += kBlockThreads) {
+    for (int e = int(threadIdx.x); e < CC * 9 * CO; e += BT) {
       const int o = e % CO, irs = e / CO, i = irs / 9, rs = irs - i * 9, ci = i0 + i, oo = o0 + o;
       // forward: W[o][ci][r][s]; backward-data: W[ci][o][2 - r][2 - s] (flipped, transposed)
       const int64_t at =
@@ -453,9 +454,11 @@ void launch_plane3x3(const ConvGemmPlan& p, const float* in, const float* w, con
   constexpr Plane3x3 t = kPlane3x3[I];
   const dim3 grid(unsigned(p.grid_m), unsigned(p.grid_n));
   if (mask)
-    conv3x3_kernel<t.co, t.tr, true><<<grid, kBlockThreads, 0, stream>>>(p, in, w, bias, out, mask, relu);
+    conv3x3_kernel<t.co, t.tr, t.threads, true>
+        <<<grid, t.threads, 0, stream>>>(p, in, w, bias, out, mask, relu);
   else
-    conv3x3_kernel<t.co, t.tr, false><<<grid, kBlockThreads, 0, stream>>>(p, in, w, bias, out, nullptr, relu);
+    conv3x3_kernel<t.co, t.tr, t.threads, false>
+        <<<grid, t.threads, 0, stream>>>(p, in, w, bias, out, nullptr, relu);
 }
 
 // Launchers by tiling index: one instantiation per table entry.
@@ -521,9 +524,13 @@ void plan_plane3x3(const ConvGemmPlan& base, int sms, std::vector<ConvGemmPlan>&
     p.plane3x3 = true;
     p.tiling = i;
     const int64_t threads = int64_t(a.n) * ((a.in_h + t.tr - 1) / t.tr) * a.in_w;
-    p.grid_m = int((threads + kBlockThreads - 1) / kBlockThreads);
+    p.grid_m = int((threads + t.threads - 1) / t.threads);
     p.grid_n = (base.out_c + t.co - 1) / t.co;
     if (p.grid_n > 65535 || int64_t(p.grid_m) * p.grid_n < sms) continue;
+    // 128-thread blocks only where 256 would leave SMs idle (under two blocks an SM).
+    if (t.threads < kBlockThreads &&
+        int64_t((threads + kBlockThreads - 1) / kBlockThreads) * p.grid_n >= 2 * sms)
+      continue;
     out.push_back(p);
   }
 }
@@ -678,7 +685,7 @@ std::string DirectConv::describe(Direction d, int index) const {
   if (p.plane3x3) {
     const Plane3x3& t = kPlane3x3[p.tiling];
     return "3x3 correlation, " + std::to_string(t.tr) + " rows x " + std::to_string(t.co) +
-           " channels a thread";
+           " channels a thread, " + std::to_string(t.threads) + " a block";
   }
   const Tiling& t = kGemmTilings[p.tiling];
   return std::to_string(t.rows_side()) + "x" + std::to_string(t.cols_side()) + " tile, " +

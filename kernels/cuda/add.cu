@@ -34,8 +34,6 @@ __global__ void add_vec_kernel(const uint4* a, const uint4* b, uint4* y, I nv) {
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 void launch_add(DType t, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream) {

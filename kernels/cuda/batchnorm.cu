@@ -14,67 +14,35 @@ namespace trainer::cuda {
 namespace {
 
 // Per block: the sums of two per-value terms over one piece of one channel; block b is piece
-// b % parts of channel b / parts. Term(i, c, a, b) adds value i's terms to the accumulators.
-template <class Term>
+// b % parts of channel b / parts. V = 1: Term(i, c, a, b) adds value i's terms to the accumulators.
+// V = 4 (fp32 NCHW planes of whole float4s, aligned: nchw_float4s): the walk goes a float4 at a
+// time and Term::four(i4, c, a, b) adds float4 i4's four values in order; a quarter of the loads
+// and of the walk's steps (resnet_fashion_mnist's 28 x 28 planes were read at a third of the
+// memory's rate one float at a time).
+template <int V, class Term>
 __global__ void batchnorm_partial_kernel(BatchNormGeometry g, Term term, double* partial) {
   __shared__ double sa[kThreads], sb[kThreads];
   const int64_t c = blockIdx.x / g.parts, piece = blockIdx.x % g.parts;
-  const int64_t n = g.count(), begin = piece * g.part_len;
-  const int64_t end = begin + g.part_len < n ? begin + g.part_len : n;
+  const int64_t S = g.spatial / V, n = g.batch * S, len = (n + g.parts - 1) / g.parts;
+  const int64_t begin = piece * len, end = begin + len < n ? begin + len : n;
   double a = 0, b = 0;
-  // Value j = (sample, s) is at (sample C + c) S + s. The walk advances (sample, s) by blockDim.x
-  // with one carry instead of dividing per value: j / S and j % S in 64 bits were most of this
-  // kernel's instructions (resnet_fashion_mnist, H200, ncu: the statistics' pass 102 -> 64 us a
-  // step, the gradient's 138 -> 114 us, for 13 batchnorms).
-  const int64_t S = g.spatial, plane = g.channels * S;
+  // Value (or float4) j = (sample, s) is at (sample C + c) S + s. The walk advances (sample, s) by
+  // blockDim.x with one carry instead of dividing per value: j / S and j % S in 64 bits were most
+  // of this kernel's instructions (resnet_fashion_mnist, H200, ncu: the statistics' pass 102 -> 64
+  // us a step, the gradient's 138 -> 114 us, for 13 batchnorms).
+  const int64_t plane = g.channels * S;
   const int64_t ds = int64_t(blockDim.x) % S, step = int64_t(blockDim.x) / S * plane + ds;
   int64_t j = begin + threadIdx.x, s = j % S, at = (j / S * g.channels + c) * S + s;
   for (; j < end; j += blockDim.x) {
-    term(at, c, a, b);
+    if constexpr (V == 4)
+      term.four(at, c, a, b);
+    else
+      term(at, c, a, b);
     s += ds;
     at += step;
     if (s >= S) {
       s -= S;
       at += plane - S;
-    }
-  }
-  sa[threadIdx.x] = a;
-  sb[threadIdx.x] = b;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride >>= 1) {
-    if (threadIdx.x < stride) {
-      sa[threadIdx.x] += sa[threadIdx.x + stride];
-      sb[threadIdx.x] += sb[threadIdx.x + stride];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    partial[2 * blockIdx.x] = sa[0];
-    partial[2 * blockIdx.x + 1] = sb[0];
-  }
-}
-
-// The same sums for fp32 NCHW tensors whose planes hold whole float4s (S % 4 == 0, aligned): the
-// walk goes a float4 at a time (S4 = S / 4 of them a plane), and Term::four adds its four values in
-// order. A quarter of the loads and of the walk's steps (resnet_fashion_mnist's 28 x 28 planes
-// read at a third of the memory's rate one float at a time).
-template <class Term>
-__global__ void batchnorm_partial_nchw4_kernel(BatchNormGeometry g, Term term, double* partial) {
-  __shared__ double sa[kThreads], sb[kThreads];
-  const int64_t c = blockIdx.x / g.parts, piece = blockIdx.x % g.parts;
-  const int64_t S4 = g.spatial / 4, n4 = g.batch * S4, len = (n4 + g.parts - 1) / g.parts;
-  const int64_t begin = piece * len, end = begin + len < n4 ? begin + len : n4;
-  double a = 0, b = 0;
-  const int64_t plane = g.channels * S4;
-  const int64_t ds = int64_t(blockDim.x) % S4, step = int64_t(blockDim.x) / S4 * plane + ds;
-  int64_t j = begin + threadIdx.x, s = j % S4, at = (j / S4 * g.channels + c) * S4 + s;
-  for (; j < end; j += blockDim.x) {
-    term.four(at, c, a, b);
-    s += ds;
-    at += step;
-    if (s >= S4) {
-      s -= S4;
-      at += plane - S4;
     }
   }
   sa[threadIdx.x] = a;
@@ -156,9 +124,9 @@ void launch_partial(const BatchNormGeometry& g, Term term, PackTerm pack_term,
     const dim3 grid(unsigned((g.channels + 31) / 32), unsigned(g.parts));
     batchnorm_partial_nhwc_kernel<<<grid, 256, 0, stream>>>(g, term, partial);
   } else if (nchw_float4s<T>(g, pointers)) {
-    batchnorm_partial_nchw4_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(g, term, partial);
+    batchnorm_partial_kernel<4><<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(g, term, partial);
   } else {
-    batchnorm_partial_kernel<<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(g, term, partial);
+    batchnorm_partial_kernel<1><<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(g, term, partial);
   }
 }
 

@@ -111,8 +111,6 @@ __global__ void eltwise_backward_vec_kernel(const uint4* x, const uint4* dy, uin
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Calls f(integral_constant<Eltwise, kind>).
 template <class F>
 void with_kind(Eltwise kind, F&& f) {

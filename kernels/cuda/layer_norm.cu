@@ -460,8 +460,6 @@ bool with_backward_row_shape(int64_t d, F&& f) {
            try_row_shape<4, 8, V>(d, f);
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Rows a block of the backward takes.
 int64_t block_rows(int64_t rows) {
   const int64_t blocks =

@@ -9,6 +9,9 @@
 
 namespace trainer::cuda {
 
+// Whether p may be read and written 16 bytes at a time.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // 16 bytes of a row: kVec<T> elements (8 bf16 or fp16, 4 floats).
 template <class T>
 constexpr int kVec = 16 / int(sizeof(T));

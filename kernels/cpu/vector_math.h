@@ -1,9 +1,11 @@
-// exp, sigmoid and tanh for the CPU kernels' element loops, one value (float) or four at a time
-// (f4, GCC's vector extension: SSE2 on any x86-64), the same operations in both, so a value gets
-// the same bits whichever way it is computed. glibc's vector expf and tanhf (libmvec) are declared
-// only under -ffast-math, and GCC does not vectorize a loop around these written for floats (it
-// splits the clamps into branches): libm's scalar expf and tanhf took ~27% of a one-thread
-// reuters_lstm step.
+// exp, sigmoid and tanh for the CPU kernels' element loops, one value (float), four (f4, GCC's
+// vector extension: SSE2 on any x86-64) or sixteen at a time (f16: one AVX-512 register in a
+// function cloned for AVX-512 with TRAINER_AVX512_CLONES, four SSE registers elsewhere), the same
+// operations in all, so a value gets the same bits whichever way it is computed (the CPU kernels
+// are compiled with -ffp-contract=off: no multiply-add is fused in one width and not another). glibc's vector
+// expf and tanhf (libmvec) are declared only under -ffast-math, and GCC does not vectorize a loop around
+// these written for floats (it splits the clamps into branches): libm's scalar expf and tanhf took ~27% of a
+// one-thread reuters_lstm step.
 //   e^x = 2^n e^r, x = n ln2 + r, |r| <= ln2 / 2: n by rounding with the 1.5 * 2^23 shifter, r
 //   with ln2 split in two (Cody and Waite) so that n ln2 is exact enough, e^r - 1 by its Taylor
 //   polynomial to r^7 (the rest is below 6e-9 of e^r there), 2^n from the exponent bits. x is
@@ -21,6 +23,16 @@ namespace trainer::cpu {
 
 using f4 = float __attribute__((vector_size(16)));
 using i4 = int32_t __attribute__((vector_size(16)));
+using f16 = float __attribute__((vector_size(64)));
+using i16 = int32_t __attribute__((vector_size(64)));
+
+// A function whose loops over f16 should run in AVX-512 registers where the CPU has them: GCC
+// compiles it twice (baseline x86-64 and AVX-512F) and picks one when the program loads.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TRAINER_AVX512_CLONES __attribute__((target_clones("default", "avx512f")))
+#else
+#define TRAINER_AVX512_CLONES
+#endif
 
 // T (float or f4) from p, and back: any alignment.
 template <class T>
@@ -39,9 +51,10 @@ inline float clamp(float x, float lo, float hi) {
   x = x < lo ? lo : x;
   return x > hi ? hi : x;
 }
-inline f4 clamp(f4 x, float lo, float hi) {
-  x = x < lo ? f4{} + lo : x;
-  return x > hi ? f4{} + hi : x;
+template <class V>
+inline V clamp(V x, float lo, float hi) {  // V: f4 or f16
+  x = x < lo ? V{} + lo : x;
+  return x > hi ? V{} + hi : x;
 }
 inline float two_to(float n) {  // 2^n for an integral n in [-126, 127]
   const int32_t bits = (int32_t(n) + 127) * (int32_t(1) << 23);
@@ -49,13 +62,25 @@ inline float two_to(float n) {  // 2^n for an integral n in [-126, 127]
   std::memcpy(&s, &bits, sizeof s);
   return s;
 }
-inline f4 two_to(f4 n) {
-  const i4 bits = (__builtin_convertvector(n, i4) + 127) * (int32_t(1) << 23);
-  return (f4)bits;  // the same bits (a vector cast between vectors of one size)
+template <class V>
+struct int_vector;  // the int32 vector of V's width
+template <>
+struct int_vector<f4> {
+  using type = i4;
+};
+template <>
+struct int_vector<f16> {
+  using type = i16;
+};
+template <class V>
+inline V two_to(V n) {
+  using I = typename int_vector<V>::type;
+  const I bits = (__builtin_convertvector(n, I) + 127) * (int32_t(1) << 23);
+  return (V)bits;  // the same bits (a vector cast between vectors of one size)
 }
 }  // namespace vector_math_detail
 
-// e^x = s (1 + q): s = 2^n, q = e^r - 1. T: float or f4.
+// e^x = s (1 + q): s = 2^n, q = e^r - 1. T: float, f4 or f16.
 template <class T>
 inline void exp_split(T x, T& s, T& q) {
   x = vector_math_detail::clamp(x, -87.f, 88.f);

@@ -288,3 +288,35 @@ TEST_CASE("summary.json after --resume reports the whole run", "[run_dir][crash]
     REQUIRE(after["best_val_accuracy"].get<double>() >= first["best_val_accuracy"].get<double>());
   }
 }
+
+TEST_CASE("a resume that cannot take its checkpoint's CPU thread count says so and trains",
+          "[checkpoint][crash]") {
+  const std::string dir = test::temp_dir("resume_thread_notes");
+  const std::string cfg = test::write_file(dir, "disc.yaml", kDisc);
+  const std::string good = good_run(dir, cfg);
+  const std::string ck = "/checkpoints/epoch-0003.state.safetensors";
+  SECTION("more threads than this machine's usable cores (a checkpoint from a bigger machine)") {
+    const std::string run = copy_run(good, dir + "/bigger");
+    nlohmann::json state = read_state(run + ck);
+    state["cpu_threads"] = 4096;
+    write_state(run + ck, state);
+    auto r = test::run_trainer("fit " + cfg + " --resume " + run + " --epochs 4");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE_THAT(r.err, Contains("the checkpoint was trained with 4096 CPU threads, this process may use") &&
+                            Contains("may differ in the last bits"));
+  }
+  SECTION("--threads other than the checkpoint's") {
+    const std::string run = copy_run(good, dir + "/asked");
+    const int64_t saved = read_state(run + ck).value("cpu_threads", int64_t(0));
+    REQUIRE(saved >= 1);
+    const int64_t asked = saved == 1 ? 2 : 1;
+    auto r = test::run_trainer("fit " + cfg + " --resume " + run + " --epochs 4 --threads " +
+                               std::to_string(asked));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE_THAT(r.err,
+                 Contains(std::to_string(asked) + " CPU threads as asked, the checkpoint was trained with " +
+                          std::to_string(saved)));
+  }
+}

@@ -45,7 +45,7 @@ void ConfigFlags::add_to(CLI::App* sub, FlagSet set, ConfigArg arg) {
                 "[default: config's device.memory_growth, off]");
   sub->add_option("--threads", threads,
                   "CPU threads for oneDNN and our loops [default: config's threads, else OMP_NUM_THREADS, "
-                  "else the cores this process may use]")
+                  "else (fit --resume) the checkpoint's, else the cores this process may use]")
       ->check(CLI::Range(int64_t(1), int64_t(4096)));
   sub->add_option("--batch-size", batch_size, "Batch size [default: config's data.batch_size, 32]")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));

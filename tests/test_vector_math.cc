@@ -58,10 +58,14 @@ std::vector<float> both_ways(const std::vector<float>& xs, F f) {
 
 TEST_CASE("vector exp, sigmoid and tanh agree with libm within a few ulp", "[vector_math]") {
   const std::vector<float> xs = sweep();
-  const auto e = both_ways(xs, [](auto x) { return vexp(x); });
-  const auto em1 = both_ways(xs, [](auto x) { return vexpm1(x); });
-  const auto sig = both_ways(xs, [](auto x) { return vsigmoid(x); });
-  const auto th = both_ways(xs, [](auto x) { return vtanh(x); });
+  const auto e = both_ways(
+      xs, [](auto x) __attribute__((always_inline)) { return vexp(x); });
+  const auto em1 = both_ways(
+      xs, [](auto x) __attribute__((always_inline)) { return vexpm1(x); });
+  const auto sig = both_ways(
+      xs, [](auto x) __attribute__((always_inline)) { return vsigmoid(x); });
+  const auto th = both_ways(
+      xs, [](auto x) __attribute__((always_inline)) { return vtanh(x); });
   double worst_e = 0, worst_em1 = 0, worst_sig = 0, worst_th = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     const double x = xs[i];

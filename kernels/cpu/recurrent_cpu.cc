@@ -97,13 +97,13 @@ TRAINER_AVX512_CLONES void gru_row_forward(int64_t H, const float* ax, const flo
 
 // The gradient reaching unit j's h_t: the one carried from t + 1, plus y's at this position.
 template <class T, bool HasDy>
-T h_grad(const float* dh, const float* dy, int64_t j) {
+TRAINER_HD_INLINE T h_grad(const float* dh, const float* dy, int64_t j) {
   return HasDy ? cpu::load<T>(dh + j) + cpu::load<T>(dy + j) : cpu::load<T>(dh + j);
 }
 
 // Unit j's N activated gates (rows of H).
 template <class T, int N>
-void load_gates(const float* gate, int64_t H, int64_t j, T (&gv)[N]) {
+TRAINER_HD_INLINE void load_gates(const float* gate, int64_t H, int64_t j, T (&gv)[N]) {
   for (int k = 0; k < N; ++k) gv[k] = cpu::load<T>(gate + k * H + j);
 }
 

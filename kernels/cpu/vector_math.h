@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "lib/core/host_device.h"
+
 namespace trainer::cpu {
 
 using f4 = float __attribute__((vector_size(16)));
@@ -36,27 +38,27 @@ using i16 = int32_t __attribute__((vector_size(64)));
 
 // T (float or f4) from p, and back: any alignment.
 template <class T>
-inline T load(const float* p) {
+TRAINER_HD_INLINE T load(const float* p) {
   T v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 template <class T>
-inline void store(float* p, T v) {
+TRAINER_HD_INLINE void store(float* p, T v) {
   std::memcpy(p, &v, sizeof v);
 }
 
 namespace vector_math_detail {
-inline float clamp(float x, float lo, float hi) {
+TRAINER_HD_INLINE float clamp(float x, float lo, float hi) {
   x = x < lo ? lo : x;
   return x > hi ? hi : x;
 }
 template <class V>
-inline V clamp(V x, float lo, float hi) {  // V: f4 or f16
+TRAINER_HD_INLINE V clamp(V x, float lo, float hi) {  // V: f4 or f16
   x = x < lo ? V{} + lo : x;
   return x > hi ? V{} + hi : x;
 }
-inline float two_to(float n) {  // 2^n for an integral n in [-126, 127]
+TRAINER_HD_INLINE float two_to(float n) {  // 2^n for an integral n in [-126, 127]
   const int32_t bits = (int32_t(n) + 127) * (int32_t(1) << 23);
   float s;
   std::memcpy(&s, &bits, sizeof s);
@@ -73,7 +75,7 @@ struct int_vector<f16> {
   using type = i16;
 };
 template <class V>
-inline V two_to(V n) {
+TRAINER_HD_INLINE V two_to(V n) {
   using I = typename int_vector<V>::type;
   const I bits = (__builtin_convertvector(n, I) + 127) * (int32_t(1) << 23);
   return (V)bits;  // the same bits (a vector cast between vectors of one size)
@@ -82,37 +84,40 @@ inline V two_to(V n) {
 
 // e^x = s (1 + q): s = 2^n, q = e^r - 1. T: float, f4 or f16.
 template <class T>
-inline void exp_split(T x, T& s, T& q) {
+TRAINER_HD_INLINE void exp_split(T x, T& s, T& q) {
   x = vector_math_detail::clamp(x, -87.f, 88.f);
   constexpr float kShifter = 12582912.f;  // 1.5 * 2^23: x log2(e) + it has no fraction bits left
   const T n = (x * 1.44269504088896341f + kShifter) - kShifter;
   const T r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
   q = r * (1.f + r * (1.f / 2 +
                       r * (1.f / 6 + r * (1.f / 24 + r * (1.f / 120 + r * (1.f / 720 + r * (1.f / 5040)))))));
-  s = vector_math_detail::two_to(n);
+  // A NaN x leaves q NaN (and so the result); 2^n then takes n = 0, not a NaN converted to an
+  // integer (INT_MIN, whose exponent arithmetic overflows: undefined behaviour, which UBSan caught
+  // in the sixteen-wide path).
+  s = vector_math_detail::two_to(n == n ? n : T{});
 }
 
 template <class T>
-inline T vexp(T x) {
+TRAINER_HD_INLINE T vexp(T x) {
   T s, q;
   exp_split(x, s, q);
   return s + s * q;
 }
 
 template <class T>
-inline T vexpm1(T x) {
+TRAINER_HD_INLINE T vexpm1(T x) {
   T s, q;
   exp_split(x, s, q);
   return (s - 1.f) + s * q;
 }
 
 template <class T>
-inline T vsigmoid(T a) {
+TRAINER_HD_INLINE T vsigmoid(T a) {
   return 1.f / (1.f + vexp(-a));
 }
 
 template <class T>
-inline T vtanh(T x) {
+TRAINER_HD_INLINE T vtanh(T x) {
   const T m = vexpm1(2.f * x);
   return m / (m + 2.f);
 }
@@ -120,11 +125,11 @@ inline T vtanh(T x) {
 // The recurrent cells' activations (lib/core/recurrent_formula.h) with these.
 struct VectorActivations {
   template <class T>
-  static T sigmoid(T a) {
+  static TRAINER_HD_INLINE T sigmoid(T a) {
     return vsigmoid(a);
   }
   template <class T>
-  static T tanh(T x) {
+  static TRAINER_HD_INLINE T tanh(T x) {
     return vtanh(x);
   }
 };

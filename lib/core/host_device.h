@@ -15,6 +15,19 @@
 #define TRAINER_HD inline
 #endif
 
+// TRAINER_HD, always inlined on the host too: functions that take or return GCC vectors of 64
+// bytes (the CPU kernels' f16) from inside functions cloned for AVX-512 (TRAINER_AVX512_CLONES).
+// A call left between a clone and a baseline-compiled function passes such a vector in a zmm
+// register on one side and in memory on the other (GCC's -Wpsabi note): at -O1 (the sanitizer
+// build) the LSTM's cells then computed garbage.
+#if defined(__CUDACC__)
+#define TRAINER_HD_INLINE __host__ __device__ __forceinline__
+#elif defined(__GNUC__)
+#define TRAINER_HD_INLINE inline __attribute__((always_inline))
+#else
+#define TRAINER_HD_INLINE inline
+#endif
+
 namespace trainer {
 
 #if defined(__CUDA_ARCH__)

@@ -21,7 +21,7 @@ struct LibmActivations {
 
 // lstm: gates i, f, g, o from their pre-activations; c = f c_prev + i g, h = o tanh(c).
 template <class Act = LibmActivations, class T = float>
-TRAINER_HD void lstm_cell_forward(T ai, T af, T ag, T ao, T c_prev, T* gate, T& c, T& h) {
+TRAINER_HD_INLINE void lstm_cell_forward(T ai, T af, T ag, T ao, T c_prev, T* gate, T& c, T& h) {
   const T i = Act::sigmoid(ai), f = Act::sigmoid(af), g = Act::tanh(ag), o = Act::sigmoid(ao);
   gate[0] = i;
   gate[1] = f;
@@ -34,7 +34,7 @@ TRAINER_HD void lstm_cell_forward(T ai, T af, T ag, T ao, T c_prev, T* gate, T& 
 // dc: in, the gradient reaching c_t from step t + 1 (f_{t+1} dc_{t+1}); out, the one for c_{t-1}.
 // da: the gradients of the four pre-activations.
 template <class Act = LibmActivations, class T = float>
-TRAINER_HD void lstm_cell_backward(const T* gate, T c, T c_prev, T dh, T& dc, T* da) {
+TRAINER_HD_INLINE void lstm_cell_backward(const T* gate, T c, T c_prev, T dh, T& dc, T* da) {
   const T i = gate[0], f = gate[1], g = gate[2], o = gate[3];
   const T tc = Act::tanh(c);
   const T dct = dc + dh * o * (1.f - tc * tc);
@@ -48,7 +48,7 @@ TRAINER_HD void lstm_cell_backward(const T* gate, T c, T c_prev, T dh, T& dc, T*
 // gru (PyTorch's form, the reset gate applied after the hidden product): xr, xz, xn = x W_i^T +
 // b_i; hr, hz = h_{t-1} W_h{r,z}^T + b_h{r,z}; hn = h_{t-1} W_hn^T + b_hn.
 template <class Act = LibmActivations, class T = float>
-TRAINER_HD void gru_cell_forward(T xr, T xz, T xn, T hr, T hz, T hn, T h_prev, T* gate, T& h) {
+TRAINER_HD_INLINE void gru_cell_forward(T xr, T xz, T xn, T hr, T hz, T hn, T h_prev, T* gate, T& h) {
   const T r = Act::sigmoid(xr + hr), z = Act::sigmoid(xz + hz), n = Act::tanh(xn + r * hn);
   gate[0] = r;
   gate[1] = z;
@@ -59,7 +59,7 @@ TRAINER_HD void gru_cell_forward(T xr, T xz, T xn, T hr, T hz, T hn, T h_prev, T
 // dax: the gradients of xr, xz, xn (the input side); dah: of hr, hz, hn (the hidden side);
 // dh_prev: the part of h_{t-1}'s gradient that does not go through W_hh (z dh).
 template <class T = float>
-TRAINER_HD void gru_cell_backward(const T* gate, T hn, T h_prev, T dh, T* dax, T* dah, T& dh_prev) {
+TRAINER_HD_INLINE void gru_cell_backward(const T* gate, T hn, T h_prev, T dh, T* dax, T* dah, T& dh_prev) {
   const T r = gate[0], z = gate[1], n = gate[2];
   const T dan = dh * (1.f - z) * (1.f - n * n);
   const T dar = dan * hn * r * (1.f - r);

@@ -93,8 +93,8 @@ TRAINER_HD_INLINE void exp_split(T x, T& s, T& q) {
                       r * (1.f / 6 + r * (1.f / 24 + r * (1.f / 120 + r * (1.f / 720 + r * (1.f / 5040)))))));
   // A NaN x leaves q NaN (and so the result); 2^n then takes n = 0, not a NaN converted to an
   // integer (INT_MIN, whose exponent arithmetic overflows: undefined behaviour, which UBSan caught
-  // in the sixteen-wide path).
-  s = vector_math_detail::two_to(n == n ? n : T{});
+  // in the sixteen-wide path). n lies in [-126, 127] otherwise, and NaN compares false.
+  s = vector_math_detail::two_to(n > -128.f ? n : T{});
 }
 
 template <class T>

@@ -178,7 +178,9 @@ TEST_CASE("gpu batchnorm by packs (channels-last) and float4s (NCHW fp32) equals
                  << dtype_name(t) << " B " << B << " S " << S << " C " << C << (relu ? " relu" : ""));
             const size_t n = size_t(B * S * C);
             // Value i's channel.
-            const auto channel = [&](size_t i) { return nhwc ? i % size_t(C) : i / size_t(S) % size_t(C); };
+            const auto channel = [&, spatial = S](size_t i) {
+              return nhwc ? i % size_t(C) : i / size_t(spatial) % size_t(C);
+            };
             BnInputs in;
             std::vector<float> xv = random_vector(n, ++seed, -2.f, 3.f);
             for (size_t i = 0; i < n; ++i) xv[i] += 0.05f * float(channel(i));  // channel offsets

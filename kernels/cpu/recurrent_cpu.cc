@@ -44,7 +44,7 @@ void with_flag(bool flag, const F& f) {
 // Inlined, with the row's lambda, into the row functions, whose AVX-512 clones then run the f16
 // units in zmm registers (a call left between them ran f16 as four SSE vectors, slower than f4).
 template <class F>
-__attribute__((always_inline)) inline void over_units(int64_t H, const F& unit) {
+TRAINER_HD_INLINE void over_units(int64_t H, const F& unit) {
   int64_t j = 0;
   for (; j + 16 <= H; j += 16) unit(cpu::f16{}, j);
   for (; j + 4 <= H; j += 4) unit(cpu::f4{}, j);

@@ -2,10 +2,10 @@
 // vector extension: SSE2 on any x86-64) or sixteen at a time (f16: one AVX-512 register in a
 // function cloned for AVX-512 with TRAINER_AVX512_CLONES, four SSE registers elsewhere), the same
 // operations in all, so a value gets the same bits whichever way it is computed (the CPU kernels
-// are compiled with -ffp-contract=off: no multiply-add is fused in one width and not another). glibc's vector
-// expf and tanhf (libmvec) are declared only under -ffast-math, and GCC does not vectorize a loop around
-// these written for floats (it splits the clamps into branches): libm's scalar expf and tanhf took ~27% of a
-// one-thread reuters_lstm step.
+// are compiled with -ffp-contract=off: no multiply-add is fused in one width and not another).
+// glibc's vector expf and tanhf (libmvec) are declared only under -ffast-math, and GCC does not
+// vectorize a loop around these written for floats (it splits the clamps into branches): libm's
+// scalar expf and tanhf took ~27% of a one-thread reuters_lstm step.
 //   e^x = 2^n e^r, x = n ln2 + r, |r| <= ln2 / 2: n by rounding with the 1.5 * 2^23 shifter, r
 //   with ln2 split in two (Cody and Waite) so that n ln2 is exact enough, e^r - 1 by its Taylor
 //   polynomial to r^7 (the rest is below 6e-9 of e^r there), 2^n from the exponent bits. x is
@@ -36,7 +36,7 @@ using i16 = int32_t __attribute__((vector_size(64)));
 #define TRAINER_AVX512_CLONES
 #endif
 
-// T (float or f4) from p, and back: any alignment.
+// T (float, f4 or f16) from p, and back: any alignment.
 template <class T>
 TRAINER_HD_INLINE T load(const float* p) {
   T v;

@@ -7,6 +7,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/vec16.cuh"
 #include "lib/core/batchnorm_sync_formula.h"
 #include "lib/core/relu_formula.h"
 
@@ -104,7 +105,7 @@ bool nchw_float4s(const BatchNormGeometry& g, std::initializer_list<const void*>
   } else {
     if (g.channels_last || g.spatial % 4 != 0) return false;
     for (const void* p : pointers)
-      if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+      if (!aligned16(p)) return false;
     return fits_int32_loop(g.batch * g.channels * g.spatial / 4);
   }
 }

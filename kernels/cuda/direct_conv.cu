@@ -445,8 +445,9 @@ __global__ void __launch_bounds__(BT)
   }
 }
 
-using PlaneLaunch = void (*)(const ConvGemmPlan&, const float*, const float*, const float*, float*,
-                             const float*, bool, cudaStream_t);
+// A forward or backward-data launcher (the GEMM tilings' and the 3x3 correlation's), by index.
+using GemmLaunch = void (*)(const ConvGemmPlan&, const float*, const float*, const float*, float*,
+                            const float*, bool, cudaStream_t);
 
 template <int I>
 void launch_plane3x3(const ConvGemmPlan& p, const float* in, const float* w, const float* bias, float* out,
@@ -462,8 +463,6 @@ void launch_plane3x3(const ConvGemmPlan& p, const float* in, const float* w, con
 }
 
 // Launchers by tiling index: one instantiation per table entry.
-using GemmLaunch = void (*)(const ConvGemmPlan&, const float*, const float*, const float*, float*,
-                            const float*, bool, cudaStream_t);
 using FilterLaunch = void (*)(const FilterGemmPlan&, const float*, const float*, float*, const float*,
                               cudaStream_t);
 
@@ -502,9 +501,10 @@ constexpr auto filter_launchers(std::index_sequence<I...>) {
   return std::array<FilterLaunch, sizeof...(I)>{launch_filter<int(I)>...};
 }
 const auto kGemmLaunch = gemm_launchers(std::make_index_sequence<kGemmTilingCount>{});
+const auto kFilterLaunch = filter_launchers(std::make_index_sequence<kFilterTilingCount>{});
 template <size_t... I>
 constexpr auto plane_launchers(std::index_sequence<I...>) {
-  return std::array<PlaneLaunch, sizeof...(I)>{launch_plane3x3<int(I)>...};
+  return std::array<GemmLaunch, sizeof...(I)>{launch_plane3x3<int(I)>...};
 }
 const auto kPlaneLaunch = plane_launchers(std::make_index_sequence<kPlane3x3Count>{});
 
@@ -534,7 +534,6 @@ void plan_plane3x3(const ConvGemmPlan& base, int sms, std::vector<ConvGemmPlan>&
     out.push_back(p);
   }
 }
-const auto kFilterLaunch = filter_launchers(std::make_index_sequence<kFilterTilingCount>{});
 
 // The channel-side tile sizes worth timing for `channels` outputs: the smallest of 16, 32, 64
 // that covers them (64 past 64) and the one below it (more blocks, a second tile).

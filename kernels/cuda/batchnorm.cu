@@ -383,9 +383,9 @@ __global__ void batchnorm_dx_kernel(BatchNormGeometry g, const T* x, const T* dy
   }
 }
 
-__device__ __forceinline__ float bn_dx_value(float x, float dy, const float* z_or_null, float z, float m,
-                                             float k, float shift, float slope) {
-  const float d = z_or_null ? relu_grad_from_output(z, dy) : dy;  // relu_input_grad's rule in fp32
+__device__ __forceinline__ float bn_dx_value(float x, float dy, bool relu, float z, float m, float k,
+                                             float shift, float slope) {
+  const float d = relu ? relu_grad_from_output(z, dy) : dy;  // relu_input_grad's rule in fp32
   return k * (d - shift - (x - m) * slope);
 }
 
@@ -396,12 +396,12 @@ __global__ void batchnorm_dx_nchw4_kernel(int n4, int S4, int C, const float4* _
     const int c = (v / S4) % C;
     const float m = mean[c], k = coef[c], shift = coef[C + c], slope = coef[2 * C + c];
     const float4 a = __ldg(x + v), d = __ldg(dy + v);
-    const float4 zv = z ? __ldg(z + v) : d;
-    const float* zp = reinterpret_cast<const float*>(z);
-    dx[v] = make_float4(bn_dx_value(a.x, d.x, zp, zv.x, m, k, shift, slope),
-                        bn_dx_value(a.y, d.y, zp, zv.y, m, k, shift, slope),
-                        bn_dx_value(a.z, d.z, zp, zv.z, m, k, shift, slope),
-                        bn_dx_value(a.w, d.w, zp, zv.w, m, k, shift, slope));
+    const bool relu = z != nullptr;
+    const float4 zv = relu ? __ldg(z + v) : d;
+    dx[v] = make_float4(bn_dx_value(a.x, d.x, relu, zv.x, m, k, shift, slope),
+                        bn_dx_value(a.y, d.y, relu, zv.y, m, k, shift, slope),
+                        bn_dx_value(a.z, d.z, relu, zv.z, m, k, shift, slope),
+                        bn_dx_value(a.w, d.w, relu, zv.w, m, k, shift, slope));
   }
 }
 

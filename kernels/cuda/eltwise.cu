@@ -6,18 +6,16 @@
 //               dx = dy 0.5 (1 + erf(v) + x sqrt(2/pi) exp(-v^2)),  v = x / sqrt 2
 //   gelu_tanh:  y = 0.5 x (1 + t),  t = tanh(u),  u = sqrt(2/pi) (x + 0.044715 x^3)
 //               dx = dy (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2))
-// One templated grid-stride kernel per direction; the kind and the element type (f32, bf16, fp16:
-// computed in f32) are template parameters. Where the tensors start 16-byte aligned a thread takes
-// 16 bytes of each a step (vec16.cuh; the scalar kernel the tail), with 32-bit indices where they
-// fit: one float a thread in 64-bit indices moved resnet_fashion_mnist's relu at 2 TB/s of an
-// H200's 4.8. The same arithmetic value by value: the same bits.
+// Each direction is an element-wise map (map16.cuh) of the kind and the element type (f32, bf16,
+// fp16: computed in f32): where the tensors start 16-byte aligned a thread takes 16 bytes of each
+// a step, with 32-bit indices where they fit (one float a thread in 64-bit indices moved
+// resnet_fashion_mnist's relu at 2 TB/s of an H200's 4.8).
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/eltwise.cuh"
-#include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/vec16.cuh"
+#include "kernels/cuda/map16.cuh"
 
 namespace trainer::cuda {
 namespace {
@@ -72,44 +70,17 @@ __device__ __forceinline__ float backward_one(float x, float dy, float alpha) {
   return 0.f;
 }
 
-// Elements [first, n).
-template <Eltwise K, class T, class I>
-__global__ void eltwise_forward_kernel(const T* x, T* y, I first, I n, float alpha) {
-  for (I i = first + I(global_index()); i < n; i += I(grid_stride()))
-    y[i] = from_f32<T>(forward_one<K>(to_f32(x[i]), alpha));
-}
+template <Eltwise K>
+struct Forward {
+  float alpha;
+  __device__ float operator()(float x) const { return forward_one<K>(x, alpha); }
+};
 
-template <Eltwise K, class T, class I>
-__global__ void eltwise_backward_kernel(const T* x, const T* dy, T* dx, I first, I n, float alpha) {
-  for (I i = first + I(global_index()); i < n; i += I(grid_stride()))
-    dx[i] = from_f32<T>(backward_one<K>(to_f32(x[i]), to_f32(dy[i]), alpha));
-}
-
-// Vectors [0, nv) of kVec<T> elements.
-template <Eltwise K, class T, class I>
-__global__ void eltwise_forward_vec_kernel(const uint4* x, uint4* y, I nv, float alpha) {
-  constexpr int V = kVec<T>;
-  for (I i = I(global_index()); i < nv; i += I(grid_stride())) {
-    float u[V];
-    unpack<T>(x[i], u);
-#pragma unroll
-    for (int j = 0; j < V; ++j) u[j] = forward_one<K>(u[j], alpha);
-    y[i] = pack<T>(u);
-  }
-}
-
-template <Eltwise K, class T, class I>
-__global__ void eltwise_backward_vec_kernel(const uint4* x, const uint4* dy, uint4* dx, I nv, float alpha) {
-  constexpr int V = kVec<T>;
-  for (I i = I(global_index()); i < nv; i += I(grid_stride())) {
-    float u[V], d[V];
-    unpack<T>(x[i], u);
-    unpack<T>(dy[i], d);
-#pragma unroll
-    for (int j = 0; j < V; ++j) d[j] = backward_one<K>(u[j], d[j], alpha);
-    dx[i] = pack<T>(d);
-  }
-}
+template <Eltwise K>
+struct Backward {
+  float alpha;
+  __device__ float operator()(float x, float dy) const { return backward_one<K>(x, dy, alpha); }
+};
 
 // Calls f(integral_constant<Eltwise, kind>).
 template <class F>
@@ -137,21 +108,7 @@ void launch_eltwise_forward(Eltwise kind, float alpha, DType t, const void* x, v
   if (n <= 0) return;
   with_kind(kind, [&](auto k) {
     with_dtype(t, [&](auto tag) {
-      using T = decltype(tag);
-      constexpr Eltwise K = decltype(k)::value;
-      constexpr int V = kVec<T>;
-      const T* xt = static_cast<const T*>(x);
-      T* yt = static_cast<T*>(y);
-      const int64_t nv = aligned16(x) && aligned16(y) ? n / V : 0;
-      with_index_type({n}, [&](auto index) {
-        using I = decltype(index);
-        if (nv > 0)
-          eltwise_forward_vec_kernel<K, T, I><<<grid_for(nv), kThreads, 0, stream>>>(
-              reinterpret_cast<const uint4*>(xt), reinterpret_cast<uint4*>(yt), I(nv), alpha);
-        if (nv * V < n)
-          eltwise_forward_kernel<K, T, I>
-              <<<grid_for(n - nv * V), kThreads, 0, stream>>>(xt, yt, I(nv * V), I(n), alpha);
-      });
+      launch_map<decltype(tag), 1>(MapInputs<1>{{x}}, y, n, Forward<decltype(k)::value>{alpha}, stream);
     });
   });
   CUDA_CHECK_LAUNCH();
@@ -162,22 +119,7 @@ void launch_eltwise_backward(Eltwise kind, float alpha, DType t, const void* x, 
   if (n <= 0) return;
   with_kind(kind, [&](auto k) {
     with_dtype(t, [&](auto tag) {
-      using T = decltype(tag);
-      constexpr Eltwise K = decltype(k)::value;
-      constexpr int V = kVec<T>;
-      const T *xt = static_cast<const T*>(x), *dyt = static_cast<const T*>(dy);
-      T* dxt = static_cast<T*>(dx);
-      const int64_t nv = aligned16(x) && aligned16(dy) && aligned16(dx) ? n / V : 0;
-      with_index_type({n}, [&](auto index) {
-        using I = decltype(index);
-        if (nv > 0)
-          eltwise_backward_vec_kernel<K, T, I><<<grid_for(nv), kThreads, 0, stream>>>(
-              reinterpret_cast<const uint4*>(xt), reinterpret_cast<const uint4*>(dyt),
-              reinterpret_cast<uint4*>(dxt), I(nv), alpha);
-        if (nv * V < n)
-          eltwise_backward_kernel<K, T, I>
-              <<<grid_for(n - nv * V), kThreads, 0, stream>>>(xt, dyt, dxt, I(nv * V), I(n), alpha);
-      });
+      launch_map<decltype(tag), 2>(MapInputs<2>{{x, dy}}, dx, n, Backward<decltype(k)::value>{alpha}, stream);
     });
   });
   CUDA_CHECK_LAUNCH();

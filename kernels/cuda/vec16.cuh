@@ -1,5 +1,6 @@
 // 16 bytes of a row of f32, bf16 or fp16 moved as one uint4 and widened to floats (and back),
-// for the memory-bound kernels that read rows 16 bytes at a time (token_loss.cu, layer_norm.cu).
+// for the memory-bound kernels that read rows 16 bytes at a time (token_loss.cu, layer_norm.cu,
+// the element-wise maps of map16.cuh).
 #pragma once
 
 #include <cuda_bf16.h>

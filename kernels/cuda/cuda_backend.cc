@@ -2,8 +2,10 @@
 #include "kernels/cuda/cuda_backend.h"
 
 #include <nvtx3/nvToolsExt.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "kernels/cuda/arch_probe.cuh"
@@ -64,15 +66,28 @@ std::string CudaHeap::detail() const {
 CudaBackend::CudaBackend(int device, const DeviceRequest& req)
     : device_(device), math_(req.math), deterministic_(req.deterministic) {
   try {
+    // Start-up costs, at debug level: each is paid once a process, before the plan.
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    const auto ms_since = [](Clock::time_point a) {
+      return std::chrono::duration<double, std::milli>(Clock::now() - a).count();
+    };
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    const double context_ms = ms_since(t0);
+    auto t = Clock::now();
     CUDNN_CHECK(cudnnCreate(&cudnn_));
     CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
+    const double cudnn_ms = ms_since(t);
+    t = Clock::now();
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     CUBLAS_CHECK(cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
     CUBLAS_CHECK(cublasLtCreate(&cublas_lt_));
+    spdlog::debug(
+        "GPU {}: CUDA context and stream {:.0f} ms, cuDNN handle {:.0f} ms, cuBLAS handles {:.0f} ms",
+        device_, context_ms, cudnn_ms, ms_since(t));
     CUBLAS_CHECK(cublasSetMathMode(
         cublas_, math_ == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     heap_ = std::make_unique<CudaHeap>(device_);

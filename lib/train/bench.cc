@@ -1,5 +1,7 @@
 #include "lib/train/bench.h"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -44,8 +46,11 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
   Executor& ex = *s->executor;
   const float lr = float(cfg.optimizer.lr);
   int64_t t = 0;
+  const auto step_start = Clock::now();
   ex.train_step(B, x.data(), y.data(), ++t, lr);
   ex.read_metrics();  // waits for the device
+  spdlog::debug("first step ran in {:.0f} ms",
+                std::chrono::duration<double, std::milli>(Clock::now() - step_start).count());
   BenchResult r;
   r.first_step_seconds = std::chrono::duration<double>(Clock::now() - t0 - data_time).count();
   for (int64_t i = 0; i < opt.warmup; ++i) ex.train_step(B, x.data(), y.data(), ++t, lr);

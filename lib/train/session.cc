@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "datasets/batch_loader.h"
 #include "datasets/split.h"
@@ -313,8 +314,14 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   std::string note;
   DeviceRequest first = device;
   if (split) first.device = stage_devices[0];
+  using Clock = std::chrono::steady_clock;
+  const auto ms_since = [](Clock::time_point a) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - a).count();
+  };
+  auto t = Clock::now();
   s->backend = BackendRegistry::global().create(first, &note);
   if (!note.empty()) spdlog::warn("{}", note);
+  spdlog::debug("{}: opened in {:.0f} ms", s->backend->description(), ms_since(t));
   const MathMode math = planned_math(*s->backend, device.math);
   note_gpu_only_settings(*s->backend, device);
   s->optimizer = std::make_unique<Optimizer>(cfg.optimizer);
@@ -360,10 +367,12 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
                                          : "",
                  eo.augment.crop_padding && eo.augment.flip ? " and " : "",
                  eo.augment.flip ? "flipped left-right at random" : "");
+  t = Clock::now();
   if (split)
     s->pipeline = open_pipeline(cfg, device, stage_devices, *s, eo);
   else
     s->executor = std::make_unique<Executor>(*s->model, *s->backend, *s->optimizer, eo);
+  spdlog::debug("plan made in {:.0f} ms", ms_since(t));
   std::vector<float> params(size_t(s->model->param_arena_floats())),
       buffers(size_t(std::max<int64_t>(s->model->buffer_arena_floats(), 1)));
   s->model->initialize(params.data(), buffers.data(), cfg.seed);

@@ -122,7 +122,10 @@ void CudnnConv::choose_direct(const std::string& what, const std::string& shape_
         const int count = direct_->tilings(kDirections[d]);
         if (count == 0) continue;
         if (ceiling_ms > 0) {
-          const float alone = fastest_candidate(st, 1, [&](size_t) { cudnn_run[d](); }).ms;
+          // As cuDNN's list measured it, or alone.
+          const float alone = chosen_ms_[d] >= 0
+                                  ? chosen_ms_[d]
+                                  : fastest_candidate(st, 1, [&](size_t) { cudnn_run[d](); }).ms;
           if (alone <= ceiling_ms) {
             spdlog::debug(
                 "{}: {} cuDNN {:.4f} ms, under the direct kernels' {:.4f} ms at {:.0f}% of the FP32 peak: "

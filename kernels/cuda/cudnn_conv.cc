@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -383,6 +384,29 @@ bool decode(const std::string& text, CudnnConv::Chosen* c) {
   return true;
 }
 
+using Clock = std::chrono::steady_clock;
+
+// Wall milliseconds since a, for the debug log's account of a cold plan.
+double ms_since(Clock::time_point a) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - a).count();
+}
+
+bool tensor_op(cudnnMathType_t m) {
+  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+// The measured entry of `algo` on the same kind of unit (tensor cores or not) as `math`; null when
+// it was not measured. (Heuristics report FMA algorithms as CUDNN_DEFAULT_MATH, measurement under
+// an FMA descriptor as CUDNN_FMA_MATH.)
+template <class Perf, class Algo>
+const Perf* measured(const Perf* perf, int n, Algo algo, cudnnMathType_t math) {
+  for (int i = 0; i < n; ++i)
+    if (perf[i].algo == algo && tensor_op(perf[i].mathType) == tensor_op(math) &&
+        perf[i].status == CUDNN_STATUS_SUCCESS)
+      return &perf[i];
+  return nullptr;
+}
+
 // Times the algorithms of cuDNN's heuristic list (cudnnGet*_v7: every algorithm it can run on this
 // shape, each with the math type it was ranked under) as a step runs them, and sorts the list
 // fastest first, as cudnnFind*Ex returns it: perf[i].time in ms, -1 where not timed (the run
@@ -392,9 +416,11 @@ bool decode(const std::string& text, CudnnConv::Chosen* c) {
 // (fastest_candidate) the choices ran faster (H200, steps/s against cudnnFind's, same run:
 // resnet_fashion_mnist 603-611 -> 726, resnet18_cifar fp32 96.6 -> 98.9, tf32 150-155 -> 162,
 // vgg11_bn_cifar fp32 206 -> 211, tf32 338 -> 351; cifar10_cnn, batch 32, 5,930 -> 5,600).
+// host_ms[0] and [1]: wall milliseconds of the eager pass and of the timing, for the debug log.
 template <class Perf, class Call>
 void time_listed(cudaStream_t stream, Perf* perf, int n, bool strict, cudnnConvolutionDescriptor_t desc,
-                 const Call& call) {
+                 const Call& call, double (&host_ms)[2]) {
+  const auto t0 = Clock::now();
   const auto math_of = [&](const Perf& p) { return strict ? CUDNN_FMA_MATH : p.mathType; };
   std::vector<int> timed;
   for (int i = 0; i < n; ++i) {
@@ -416,12 +442,18 @@ void time_listed(cudaStream_t stream, Perf* perf, int n, bool strict, cudnnConvo
   }
   CUDA_CHECK(cudaStreamSynchronize(stream));
   CUDA_CHECK(cudaGetLastError());
+  host_ms[0] = ms_since(t0);
   if (timed.empty()) return;
+  const auto t1 = Clock::now();
+  // fastest_candidate runs them eagerly once more to size their repeats. Sizing them by the runs
+  // above instead (each algorithm's first, which loads its kernels) was tried: resnet_fashion_mnist
+  // chose algorithms that ran 2.5% slower (H200, two cold starts each).
   const Fastest f = fastest_candidate(stream, timed.size(), [&](size_t k) {
     const Perf& p = perf[timed[k]];
     CUDNN_CHECK(cudnnSetConvolutionMathType(desc, math_of(p)));
     CUDNN_CHECK(call(p.algo));
   });
+  host_ms[1] = ms_since(t1);
   for (size_t k = 0; k < timed.size(); ++k) perf[timed[k]].time = f.each[k];
   std::stable_sort(perf, perf + n, [](const Perf& a, const Perf& b) {
     const bool ta = a.time >= 0, tb = b.time >= 0;
@@ -472,6 +504,7 @@ void CudnnConv::choose_algorithms(const std::string& what, bool deterministic, b
       if (!measure_algorithms(what, true, strict, max_ws, shape_key, x_bytes, w_bytes, y_bytes, &c)) throw;
     }
   }
+  for (int d = 0; d < 3; ++d) chosen_ms_[d] = c.ms[d];
   fwd_algo_ = c.fwd;
   bwd_data_algo_ = c.bwd_data;
   bwd_filter_algo_ = c.bwd_filter;
@@ -588,6 +621,7 @@ bool CudnnConv::measure_algorithms(const std::string& what, bool deterministic, 
   // math type, needs within max_ws (cuDNN skips those that need more), not max_ws itself. A
   // 256 MiB buffer taken for 28x28 convolutions that need a few MiB at most was most of a small
   // network's peak memory (291 MiB against PyTorch's 54), and the allocator keeps what it reserved.
+  const auto t_scratch = Clock::now();
   size_t scratch = 0;
   for (cudnnMathType_t m :
        {CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, CUDNN_FMA_MATH}) {
@@ -612,7 +646,10 @@ bool CudnnConv::measure_algorithms(const std::string& what, bool deterministic, 
              b);
   }
   reset_math(strict);
+  const double scratch_ms = ms_since(t_scratch);
+  double buffers_ms = 0, heuristics_ms = 0;
   try {
+    auto t_buf = Clock::now();
     MeasureBuffers buf(be_.allocator());
     void* x = buf.take(x_bytes, what + ": measuring algorithms (input)");
     void* w = buf.take(w_bytes, what + ": measuring algorithms (weights)");
@@ -626,25 +663,43 @@ bool CudnnConv::measure_algorithms(const std::string& what, bool deterministic, 
     cudnnConvolutionBwdDataAlgoPerf_t bd[kMaxAlgos];
     cudnnConvolutionBwdFilterAlgoPerf_t bf[kMaxAlgos];
     reset_math(strict);
+    buffers_ms = ms_since(t_buf);
+    t_buf = Clock::now();
     CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, x_desc_, w_desc_, conv_desc_[kFwd], y_desc_,
                                                        kMaxAlgos, &n_fwd, fwd));
     CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_desc_, y_desc_, conv_desc_[kBwdData],
                                                             x_desc_, kMaxAlgos, &n_bd, bd));
     CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_desc_, y_desc_, conv_desc_[kBwdFilter],
                                                               w_desc_, kMaxAlgos, &n_bf, bf));
+    heuristics_ms = ms_since(t_buf);
     const cudaStream_t st = be_.stream();
-    time_listed(st, fwd, n_fwd, strict, conv_desc_[kFwd], [&](cudnnConvolutionFwdAlgo_t a) {
-      return cudnnConvolutionForward(h, &kOne, x_desc_, x, w_desc_, w, conv_desc_[kFwd], a, ws, scratch,
-                                     &kZero, y_desc_, y);
-    });
-    time_listed(st, bd, n_bd, strict, conv_desc_[kBwdData], [&](cudnnConvolutionBwdDataAlgo_t a) {
-      return cudnnConvolutionBackwardData(h, &kOne, w_desc_, w, y_desc_, y, conv_desc_[kBwdData], a, ws,
-                                          scratch, &kZero, x_desc_, x);
-    });
-    time_listed(st, bf, n_bf, strict, conv_desc_[kBwdFilter], [&](cudnnConvolutionBwdFilterAlgo_t a) {
-      return cudnnConvolutionBackwardFilter(h, &kOne, x_desc_, x, y_desc_, y, conv_desc_[kBwdFilter], a, ws,
-                                            scratch, &kZero, w_desc_, w);
-    });
+    double host_ms[3][2] = {};
+    time_listed(
+        st, fwd, n_fwd, strict, conv_desc_[kFwd],
+        [&](cudnnConvolutionFwdAlgo_t a) {
+          return cudnnConvolutionForward(h, &kOne, x_desc_, x, w_desc_, w, conv_desc_[kFwd], a, ws, scratch,
+                                         &kZero, y_desc_, y);
+        },
+        host_ms[0]);
+    time_listed(
+        st, bd, n_bd, strict, conv_desc_[kBwdData],
+        [&](cudnnConvolutionBwdDataAlgo_t a) {
+          return cudnnConvolutionBackwardData(h, &kOne, w_desc_, w, y_desc_, y, conv_desc_[kBwdData], a, ws,
+                                              scratch, &kZero, x_desc_, x);
+        },
+        host_ms[1]);
+    time_listed(
+        st, bf, n_bf, strict, conv_desc_[kBwdFilter],
+        [&](cudnnConvolutionBwdFilterAlgo_t a) {
+          return cudnnConvolutionBackwardFilter(h, &kOne, x_desc_, x, y_desc_, y, conv_desc_[kBwdFilter], a,
+                                                ws, scratch, &kZero, w_desc_, w);
+        },
+        host_ms[2]);
+    spdlog::debug(
+        "{}: scratch sizes {:.1f} ms, buffers {:.1f} ms, cuDNN's lists {:.1f} ms; measuring them ({}, {}, "
+        "{} algorithms) took {:.1f} + {:.1f}, {:.1f} + {:.1f}, {:.1f} + {:.1f} ms (first runs + timing)",
+        what, scratch_ms, buffers_ms, heuristics_ms, n_fwd, n_bd, n_bf, host_ms[0][0], host_ms[0][1],
+        host_ms[1][0], host_ms[1][1], host_ms[2][0], host_ms[2][1]);
     reset_math(strict);
     if (deterministic) {  // algorithm-number order, stable across runs
       const auto by_algo = [](const auto& a, const auto& b) {
@@ -656,6 +711,13 @@ bool CudnnConv::measure_algorithms(const std::string& what, bool deterministic, 
     }
     *out = ranked(what, deterministic, strict, max_ws, fwd, n_fwd, bd, n_bd, bf, n_bf);
     if (!deterministic) prefer_recommended(what, strict, max_ws, fwd, n_fwd, bd, n_bd, bf, n_bf, out);
+    const auto ms_of = [](const auto* perf, int n, auto algo, cudnnMathType_t math) {
+      const auto* p = measured(perf, n, algo, math);
+      return p && p->time >= 0 ? p->time : -1.f;
+    };
+    out->ms[0] = ms_of(fwd, n_fwd, out->fwd, out->fwd_math);
+    out->ms[1] = ms_of(bd, n_bd, out->bwd_data, out->bwd_data_math);
+    out->ms[2] = ms_of(bf, n_bf, out->bwd_filter, out->bwd_filter_math);
     if (spdlog::should_log(spdlog::level::debug)) {
       const auto list = [](const auto* perf, int n) {
         std::string t;
@@ -695,22 +757,6 @@ void CudnnConv::reset_math(bool strict) {
 }
 
 namespace {
-
-bool tensor_op(cudnnMathType_t m) {
-  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-}
-
-// The measured entry of `algo` on the same kind of unit (tensor cores or not) as `math`; null when
-// it was not measured. (Heuristics report FMA algorithms as CUDNN_DEFAULT_MATH, measurement under
-// an FMA descriptor as CUDNN_FMA_MATH.)
-template <class Perf, class Algo>
-const Perf* measured(const Perf* perf, int n, Algo algo, cudnnMathType_t math) {
-  for (int i = 0; i < n; ++i)
-    if (perf[i].algo == algo && tensor_op(perf[i].mathType) == tensor_op(math) &&
-        perf[i].status == CUDNN_STATUS_SUCCESS)
-      return &perf[i];
-  return nullptr;
-}
 
 // Keeps cuDNN's recommended choice where the measured best saves less than 20 microseconds: on
 // small convolutions a measurement in isolation (cold caches, no neighbours) ranks algorithms

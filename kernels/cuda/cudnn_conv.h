@@ -99,6 +99,9 @@ class CudnnConv {
     cudnnConvolutionBwdDataAlgo_t bwd_data{};
     cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
     cudnnMathType_t fwd_math{}, bwd_data_math{}, bwd_filter_math{};
+    // Each direction's measured milliseconds (forward, backward-data, backward-filter), -1 where
+    // not measured in this process (heuristics, the disk cache).
+    float ms[3] = {-1.f, -1.f, -1.f};
   };
 
  private:
@@ -138,7 +141,8 @@ class CudnnConv {
   cudnnConvolutionBwdDataAlgo_t bwd_data_algo_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo_{};
   size_t fwd_ws_ = 0, bwd_data_ws_ = 0, bwd_filter_ws_ = 0, scratch_bytes_ = 0, padded_bytes_ = 0;
-  size_t weight_bytes_ = 0;  // W (kept) or dW (transient) in the activation dtype (0 in f32)
+  float chosen_ms_[3] = {-1.f, -1.f, -1.f};  // Chosen::ms of the algorithms chosen
+  size_t weight_bytes_ = 0;                  // W (kept) or dW (transient) in the activation dtype (0 in f32)
   void* xpad_ = nullptr;
   void* w_typed_ = nullptr;  // the kept workspace, written by this step's forward
   void* dw_typed_ = nullptr;

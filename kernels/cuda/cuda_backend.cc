@@ -12,6 +12,7 @@
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/unpack_upload.cuh"
+#include "lib/core/elapsed.h"
 #ifdef TRAINER_HAVE_NCCL
 #include "kernels/cuda/nccl_collective.h"
 #endif
@@ -69,9 +70,6 @@ CudaBackend::CudaBackend(int device, const DeviceRequest& req)
     // Start-up costs, at debug level: each is paid once a process, before the plan.
     using Clock = std::chrono::steady_clock;
     const auto t0 = Clock::now();
-    const auto ms_since = [](Clock::time_point a) {
-      return std::chrono::duration<double, std::milli>(Clock::now() - a).count();
-    };
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

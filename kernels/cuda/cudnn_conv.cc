@@ -19,6 +19,7 @@
 #include "kernels/cuda/eltwise.cuh"
 #include "kernels/cuda/graph_timer.h"
 #include "kernels/cuda/measure_buffers.h"
+#include "lib/core/elapsed.h"
 #include "lib/memory/allocator.h"
 
 namespace trainer::cuda {
@@ -385,11 +386,6 @@ bool decode(const std::string& text, CudnnConv::Chosen* c) {
 }
 
 using Clock = std::chrono::steady_clock;
-
-// Wall milliseconds since a, for the debug log's account of a cold plan.
-double ms_since(Clock::time_point a) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - a).count();
-}
 
 bool tensor_op(cudnnMathType_t m) {
   return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;

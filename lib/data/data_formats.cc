@@ -17,6 +17,7 @@
 #include "datasets/random_generator.h"
 #include "datasets/sequence_reader.h"
 #include "datasets/token_reader.h"
+#include "lib/core/elapsed.h"
 #include "lib/core/error.h"
 #include "lib/data/csv_source.h"
 
@@ -190,7 +191,7 @@ Dataset read_images(const SourceRead& r, ImageLister list) {
         cached == 0 ? std::string() : "; the first " + std::to_string(cached) + " stay cached once read");
     return d;
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = seconds_since(t0);
   spdlog::info("{}: decoded {} images from {} in {:.2f} s ({:.0f} images/s)", path, d.size(), where, seconds,
                double(d.size()) / std::max(seconds, 1e-9));
   return d;

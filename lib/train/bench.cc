@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "lib/core/elapsed.h"
 #include "lib/core/json_text.h"
 #include "lib/core/rng.h"
 #include "lib/layers/embedding.h"
@@ -49,8 +50,7 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
   const auto step_start = Clock::now();
   ex.train_step(B, x.data(), y.data(), ++t, lr);
   ex.read_metrics();  // waits for the device
-  spdlog::debug("first step ran in {:.0f} ms",
-                std::chrono::duration<double, std::milli>(Clock::now() - step_start).count());
+  spdlog::debug("first step ran in {:.0f} ms", ms_since(step_start));
   BenchResult r;
   r.first_step_seconds = std::chrono::duration<double>(Clock::now() - t0 - data_time).count();
   for (int64_t i = 0; i < opt.warmup; ++i) ex.train_step(B, x.data(), y.data(), ++t, lr);
@@ -58,7 +58,7 @@ BenchResult run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& 
   const auto t1 = Clock::now();
   for (int64_t i = 0; i < opt.steps; ++i) ex.train_step(B, x.data(), y.data(), ++t, lr);
   ex.read_metrics();
-  const double seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  const double seconds = seconds_since(t1);
   r.ms_per_step = 1000.0 * seconds / double(opt.steps);
   r.steps_per_second = double(opt.steps) / seconds;
   r.samples_per_second = r.steps_per_second * double(B);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lib/core/counter_rng.h"
+#include "lib/core/elapsed.h"
 #include "lib/core/error.h"
 #include "lib/memory/allocator.h"
 #include "lib/model/model.h"
@@ -111,7 +112,7 @@ MatmulTiming time_matmul(const MatmulShape& shape, const DeviceRequest& device, 
     const auto t0 = Clock::now();
     kernel->forward(false);
     be->synchronize();
-    seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    seconds.push_back(seconds_since(t0));
   }
   std::sort(seconds.begin(), seconds.end());
 

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "lib/config/config.h"
+#include "lib/core/elapsed.h"
 #include "lib/core/error.h"
 #include "lib/train/session.h"
 
@@ -50,7 +51,7 @@ SweepCell time_run(const Config& cfg, const DeviceRequest& device, int64_t steps
   SweepCell c;
   const auto t0 = Clock::now();
   c.final_loss = train(timed);
-  c.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  c.seconds = seconds_since(t0);
   c.epoch_seconds = c.seconds * double(*steps_per_epoch) / double(timed);
   return c;
 }

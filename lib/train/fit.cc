@@ -32,6 +32,7 @@
 #include <ostream>
 
 #include "datasets/file_bytes.h"
+#include "lib/core/elapsed.h"
 #include "lib/core/error.h"
 #include "lib/core/shard.h"
 #include "lib/core/usable_cores.h"
@@ -69,8 +70,6 @@ std::string shell_quote(const std::string& s) {
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
 }
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // From the first step on, a signal stops the run after the current step and saves a checkpoint;
 // the reads that this saving does (listing the checkpoints to prune) must not be interrupted by

@@ -8,6 +8,7 @@
 #include "datasets/batch_loader.h"
 #include "datasets/split.h"
 #include "lib/backend/device_spec.h"
+#include "lib/core/elapsed.h"
 #include "lib/core/error.h"
 #include "lib/core/rng.h"
 #include "lib/core/usable_cores.h"
@@ -314,11 +315,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
   std::string note;
   DeviceRequest first = device;
   if (split) first.device = stage_devices[0];
-  using Clock = std::chrono::steady_clock;
-  const auto ms_since = [](Clock::time_point a) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - a).count();
-  };
-  auto t = Clock::now();
+  auto t = std::chrono::steady_clock::now();
   s->backend = BackendRegistry::global().create(first, &note);
   if (!note.empty()) spdlog::warn("{}", note);
   spdlog::debug("{}: opened in {:.0f} ms", s->backend->description(), ms_since(t));
@@ -367,7 +364,7 @@ std::unique_ptr<Session> open_session(const Config& cfg, const DeviceRequest& de
                                          : "",
                  eo.augment.crop_padding && eo.augment.flip ? " and " : "",
                  eo.augment.flip ? "flipped left-right at random" : "");
-  t = Clock::now();
+  t = std::chrono::steady_clock::now();
   if (split)
     s->pipeline = open_pipeline(cfg, device, stage_devices, *s, eo);
   else

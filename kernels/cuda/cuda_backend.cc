@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <vector>
 
 #include "kernels/cuda/arch_probe.cuh"
 #include "kernels/cuda/convert.cuh"
@@ -250,9 +251,47 @@ void CudaBackend::begin_capture() {
   CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
 }
 
+namespace {
+
+// At debug level: what a captured step holds (its nodes by kind, and how many of its edges let the
+// next kernel start before the one before it has finished: programmatic dependent launches).
+void describe_graph(cudaGraph_t graph, size_t index) {
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  size_t n_nodes = 0, n_edges = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &n_nodes) != cudaSuccess ||
+      cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &n_edges) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  std::vector<cudaGraphNode_t> nodes(n_nodes), from(n_edges), to(n_edges);
+  std::vector<cudaGraphEdgeData> data(n_edges);
+  if (cudaGraphGetNodes(graph, nodes.data(), &n_nodes) != cudaSuccess ||
+      cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &n_edges) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  size_t kernels = 0, copies = 0, other = 0, programmatic = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType t{};
+    if (cudaGraphNodeGetType(node, &t) != cudaSuccess) continue;
+    if (t == cudaGraphNodeTypeKernel)
+      ++kernels;
+    else if (t == cudaGraphNodeTypeMemcpy || t == cudaGraphNodeTypeMemset)
+      ++copies;
+    else
+      ++other;
+  }
+  for (const cudaGraphEdgeData& e : data) programmatic += e.type == cudaGraphDependencyTypeProgrammatic;
+  spdlog::debug("graph {}: {} kernels, {} copies and sets, {} other nodes; {} edges, {} programmatic", index,
+                kernels, copies, other, n_edges, programmatic);
+}
+
+}  // namespace
+
 int CudaBackend::end_capture() {
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  describe_graph(graph, graphs_.size());
   cudaGraphExec_t exec = nullptr;
   cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);

@@ -105,7 +105,6 @@ void with_kind(Eltwise kind, F&& f) {
 
 void launch_eltwise_forward(Eltwise kind, float alpha, DType t, const void* x, void* y, int64_t n,
                             cudaStream_t stream) {
-  if (n <= 0) return;
   with_kind(kind, [&](auto k) {
     with_dtype(t, [&](auto tag) {
       launch_map<decltype(tag), 1>(MapInputs<1>{{x}}, y, n, Forward<decltype(k)::value>{alpha}, stream);
@@ -116,7 +115,6 @@ void launch_eltwise_forward(Eltwise kind, float alpha, DType t, const void* x, v
 
 void launch_eltwise_backward(Eltwise kind, float alpha, DType t, const void* x, const void* dy, void* dx,
                              int64_t n, cudaStream_t stream) {
-  if (n <= 0) return;
   with_kind(kind, [&](auto k) {
     with_dtype(t, [&](auto tag) {
       launch_map<decltype(tag), 2>(MapInputs<2>{{x, dy}}, dx, n, Backward<decltype(k)::value>{alpha}, stream);

@@ -14,15 +14,18 @@ class TimingEvents {
  public:
   explicit TimingEvents(size_t n) {
     events_.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      cudaEvent_t e = nullptr;
-      CUDA_CHECK(cudaEventCreate(&e));
-      events_.push_back(e);
+    try {
+      for (size_t i = 0; i < n; ++i) {
+        cudaEvent_t e = nullptr;
+        CUDA_CHECK(cudaEventCreate(&e));
+        events_.push_back(e);
+      }
+    } catch (...) {  // a constructor that throws gets no destructor: give back what was made
+      release();
+      throw;
     }
   }
-  ~TimingEvents() {
-    for (cudaEvent_t e : events_) cudaEventDestroy(e);
-  }
+  ~TimingEvents() { release(); }
   TimingEvents(const TimingEvents&) = delete;
   TimingEvents& operator=(const TimingEvents&) = delete;
   cudaEvent_t operator[](size_t i) const { return events_[i]; }
@@ -33,6 +36,10 @@ class TimingEvents {
   }
 
  private:
+  void release() noexcept {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    events_.clear();
+  }
   std::vector<cudaEvent_t> events_;
 };
 

@@ -66,8 +66,8 @@ __global__ void map_vec_kernel(MapInputs<N> in, uint4* y, I nv, Op op) {
 
 }  // namespace map_detail
 
-// y = op(in...) over n elements of T. op: a copyable functor with a __device__ float operator()
-// of N floats. Launches only; the caller checks the launch (CUDA_CHECK_LAUNCH).
+// y = op(in...) over n elements of T (none for n <= 0). op: a copyable functor with a __device__ float
+// operator() of N floats. Launches only; the caller checks the launch (CUDA_CHECK_LAUNCH).
 template <class T, int N, class Op>
 void launch_map(MapInputs<N> in, void* y, int64_t n, Op op, cudaStream_t stream) {
   if (n <= 0) return;

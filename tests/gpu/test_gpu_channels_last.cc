@@ -72,15 +72,31 @@ TEST_CASE("gpu NCHW <-> NHWC relayouts move every element exactly", "[gpu][layou
 
 TEST_CASE("gpu filter conversions to (K, R, S, C) and back are exact", "[gpu][layout]") {
   CudaBackend& be = cuda_backend();
-  const int64_t k = 6, c = 5, cp = 8, r = 3, s = 3;
-  std::vector<float> w = random_vector(size_t(k * c * r * s), 42);
-  const std::vector<float> wr = from_bf16(to_bf16(w));
-  Buffer wb(be, w.size() * 4), typed(be, size_t(k * cp * r * s) * 2), back(be, w.size() * 4);
-  wb.upload(w);
-  launch_filter_to_krsc(wb.as(), DType::bf16, typed.get(), k, c, cp, r, s, be.stream());
-  launch_krsc_to_filter(DType::bf16, typed.get(), back.as(), k, c, cp, r, s, be.stream());
-  be.synchronize();
-  const std::vector<float> krsc = from_bf16(typed.download<uint16_t>(size_t(k * cp * r * s)));
-  REQUIRE(krsc == host_relayout(wr, false, c, true, cp, k, r * s));
-  REQUIRE(back.download(w.size()) == wr);
+  struct FilterShape {
+    int64_t k, c, cp, r, s;
+  };
+  // Channels padded and not, 1x1 to 12x12: one thread a value, except 7x7 over 70 channels (49
+  // positions and 70 channels fill the 32 x 32 tiles of the transpose).
+  const FilterShape shapes[] = {{6, 5, 8, 3, 3},   {4, 3, 8, 3, 3},   {3, 64, 64, 3, 3}, {5, 130, 136, 3, 3},
+                                {2, 70, 72, 7, 7}, {3, 32, 32, 1, 1}, {2, 20, 24, 2, 2}, {2, 9, 16, 12, 12}};
+  uint64_t seed = 42;
+  for (DType t : {DType::bf16, DType::f32})
+    for (const FilterShape& f : shapes) {
+      INFO(dtype_name(t) << " k " << f.k << " c " << f.c << " cp " << f.cp << " " << f.r << "x" << f.s);
+      const int64_t rs = f.r * f.s;
+      std::vector<float> w = random_vector(size_t(f.k * f.c * rs), ++seed);
+      const std::vector<float> wr = t == DType::bf16 ? from_bf16(to_bf16(w)) : w;
+      const size_t es = dtype_bytes(t), typed_elems = size_t(f.k * f.cp * rs);
+      Buffer wb(be, w.size() * 4), typed(be, typed_elems * es), back(be, w.size() * 4);
+      wb.upload(w);
+      typed.fill(-7.f, typed_elems * es / 4);  // every element, the padding channels too, is written
+      back.fill(-7.f, w.size());
+      launch_filter_to_krsc(wb.as(), t, typed.get(), f.k, f.c, f.cp, f.r, f.s, be.stream());
+      launch_krsc_to_filter(t, typed.get(), back.as(), f.k, f.c, f.cp, f.r, f.s, be.stream());
+      be.synchronize();
+      const std::vector<float> krsc =
+          t == DType::bf16 ? from_bf16(typed.download<uint16_t>(typed_elems)) : typed.download(typed_elems);
+      REQUIRE(krsc == host_relayout(wr, false, f.c, true, f.cp, f.k, rs));
+      REQUIRE(back.download(w.size()) == wr);
+    }
 }

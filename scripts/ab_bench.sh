@@ -39,8 +39,9 @@ rate() {  # TRAINER CONFIG MATH BATCH: "STEPS_PER_S FIRST_STEP_S" of one bench r
   [ -n "$cache" ] && rm -rf "$cache"
   echo "${r:-failed failed}"
 }
-median() { python3 -c "import statistics, sys; v = [float(x) for x in sys.argv[1:] if x != 'failed']; print('%.1f' % statistics.median(v) if v else 'failed')" "$@"; }
-median_s() { python3 -c "import statistics, sys; v = [float(x) for x in sys.argv[1:] if x != 'failed']; print('%.2f' % statistics.median(v) if v else 'failed')" "$@"; }
+median() {  # DIGITS VALUES...: the median of the numbers among VALUES to DIGITS decimals, or "failed"
+  python3 -c "import statistics, sys; v = [float(x) for x in sys.argv[2:] if x != 'failed']; print('%.*f' % (int(sys.argv[1]), statistics.median(v)) if v else 'failed')" "$@"
+}
 for w in "${works[@]}"; do
   IFS=: read -r config math batch <<<"$w"
   if [ -z "${config:-}" ] || [ -z "${math:-}" ] || [ -z "${batch:-}" ]; then
@@ -60,12 +61,12 @@ for w in "${works[@]}"; do
     read -r v f <<<"$(rate "$new" "$path" "$math" "$batch")"
     b+=("$v") fb+=("$f")
   done
-  ma=$(median "${a[@]}") mb=$(median "${b[@]}")
+  ma=$(median 1 "${a[@]}") mb=$(median 1 "${b[@]}")
   for v in "${a[@]}" "${b[@]}"; do [[ $v =~ ^[0-9.]+$ ]] || failed=1; done
   ratio=$(python3 -c "import sys; a, b = sys.argv[1:]; print('%.2fx' % (float(b) / float(a)) if 'failed' not in (a, b) else '-')" "$ma" "$mb")
   echo "$(basename "$config" .yaml) $math $batch: old ${a[*]} ($ma) | new ${b[*]} ($mb) | $ratio"
   if [ "$cold" = 1 ]; then
-    echo "  first step, cold (s): old ${fa[*]} ($(median_s "${fa[@]}")) | new ${fb[*]} ($(median_s "${fb[@]}"))"
+    echo "  first step, cold (s): old ${fa[*]} ($(median 2 "${fa[@]}")) | new ${fb[*]} ($(median 2 "${fb[@]}"))"
   fi
 done
 exit $failed

@@ -23,6 +23,29 @@ static Kernel* ring;  // the last `cap` kernels seen, by arrival
 static size_t cap, seen;
 static const uint64_t kSmallGapNs = 20000;  // gaps above this are host waits, reported apart
 
+// Kernel names, copied once each: CUPTI gives every record of one kernel the same name pointer,
+// so a copy per record (hundreds of thousands in a long run, the ring's overwritten ones lost)
+// is not needed. Open addressing on the pointer; past kNames distinct pointers, a copy a record.
+enum { kNames = 8192 };
+static struct {
+  const char* key;
+  const char* copy;
+} names_seen[kNames];
+
+static const char* interned(const char* name) {
+  if (!name) return "?";
+  size_t h = ((uintptr_t)name >> 4) % kNames;
+  for (size_t probe = 0; probe < kNames; ++probe, h = (h + 1) % kNames) {
+    if (names_seen[h].key == name) return names_seen[h].copy;
+    if (!names_seen[h].key) {
+      names_seen[h].key = name;
+      names_seen[h].copy = strdup(name);
+      return names_seen[h].copy;
+    }
+  }
+  return strdup(name);
+}
+
 static void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *size = 8u << 20;
   *buffer = (uint8_t*)aligned_alloc(8, *size);
@@ -41,7 +64,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* b
     Kernel* o = &ring[seen % cap];
     o->start = k->start;
     o->end = k->end;
-    o->name = k->name ? strdup(k->name) : "?";
+    o->name = interned(k->name);
     o->grid[0] = (uint32_t)k->gridX;
     o->grid[1] = (uint32_t)k->gridY;
     o->grid[2] = (uint32_t)k->gridZ;

@@ -26,7 +26,9 @@ rc=0; bash "$script" >/dev/null 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || fail "no command must exit 2, got $rc"
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  TRAINER_CACHE_DIR=$work/cache bash "$script" --shim "$work/shim/kernel_timeline.so" --out "$work/t.txt" -- \
+  # --program trainer: the binary may be a wrapper script (the GPU machine's bundle) that execs it.
+  TRAINER_CACHE_DIR=$work/cache bash "$script" --shim "$work/shim/kernel_timeline.so" --out "$work/t.txt" \
+    --program trainer -- \
     "$trainer" bench "$repo/configs/mnist_cnn.yaml" --device gpu:0 --steps 50 >"$work/bench.txt" 2>&1 ||
     fail "the traced bench failed: $(tail -5 "$work/bench.txt")"
   head -1 "$work/t.txt" | grep -Eq '^kernels [1-9][0-9]* \(of [0-9]+\): span ' || fail "no summary: $(head -3 "$work/t.txt")"

@@ -21,6 +21,13 @@ inline AlgoCache& conv_algo_cache() {
   return c;
 }
 
+// cuDNN's fused graphs chosen by timing (CudnnConv::choose_fused), each as its serialized plan
+// (CudnnGraph::plan_json): a runtime-compiled engine's kernel is not compiled again.
+inline AlgoCache& fused_plan_cache() {
+  static AlgoCache c(AlgoCache::default_path("cudnn-fused-plans.tsv"));
+  return c;
+}
+
 // "NVIDIA H100 80GB HBM3 cc90 driver 13000 cudnn 91900"
 inline std::string gpu_identity(int device) {
   static std::mutex m;

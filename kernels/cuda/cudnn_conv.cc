@@ -54,6 +54,12 @@ Algo pick(const Perf* perf, int count, bool deterministic, bool strict, size_t m
                      " within " + format_bytes(max_ws) + " of scratch");
 }
 
+ConvShape with_epilogue(ConvShape s, bool bias, bool relu) {
+  s.bias = bias;
+  s.relu = relu;
+  return s;
+}
+
 // The convolution runs in its core layout (CudnnConv::nhwc); a plain input is transposed into the
 // workspace (and dx computed there, then transposed back), and the output goes through an
 // OutputEdge when the consumer needs plain NCHW.
@@ -67,7 +73,7 @@ class CudnnConvLayer : public LayerKernel {
         filters_(s.filters),
         out_spatial_(s.oh * s.ow),
         in_({s.batch, s.channels, s.h, s.w}),
-        conv_(be_, s, ctx, what),
+        conv_(be_, with_epilogue(s, bias_, relu_), ctx, what),
         in_nhwc_(is_channels_last(ctx.input_layout)),
         core_c_(conv_.core_channels()),
         out_nhwc_(conv_.nhwc() && may_write_channels_last(ctx)),
@@ -259,6 +265,11 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
     direct_ = std::make_unique<DirectConv>(g, be_.device());
     choose_direct(what, key, x_bytes, w_bytes, y_bytes);
   }
+  if (nhwc_ && s.groups == 1 && !asym_ && !ctx.deterministic && (s.bias || s.relu)) {
+    const size_t max_ws =
+        be_.allocator().cap_bytes() ? std::min(kMaxScratch, be_.allocator().cap_bytes() / 8) : kMaxScratch;
+    choose_fused(what, s, key, x_bytes, w_bytes, y_bytes, max_ws);
+  }
   if (asym_) padded_bytes_ = align_up(size_t(pad_.planes * pad_.ph() * pad_.pw() * pad_.inner) * elem);
   if (dtype_ != DType::f32) weight_bytes_ = align_up(w_bytes);
 }
@@ -287,6 +298,16 @@ bool CudnnConv::forward(const void* x, const float* w, void* y, const float* bia
   if (direct_fwd_) {
     direct_->forward(static_cast<const float*>(x), w, bias, static_cast<float*>(y), scratch_, be_.stream(),
                      relu);
+    return true;
+  }
+  if (fused_) {
+    if ((bias != nullptr) != fused_bias_ || relu != fused_relu_)
+      throw InternalError("CudnnConv::forward: a bias or relu other than the fused graph's");
+    void* wt = const_cast<void*>(typed_weights(w, true));
+    std::vector<std::pair<int64_t, void*>> ptrs = {
+        {kGraphX, const_cast<void*>(x)}, {kGraphW, wt}, {kGraphY, y}};
+    if (bias) ptrs.emplace_back(kGraphB, const_cast<float*>(bias));
+    fused_->run(ptrs, scratch_);
     return true;
   }
   const void* xin = padded_input(x);
@@ -803,6 +824,179 @@ CudnnConv::Chosen CudnnConv::heuristic_algorithms(const std::string& what, bool 
   CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_desc_, y_desc_, conv_desc_[kBwdFilter],
                                                             w_desc_, kMaxAlgos, &n_bf, bf));
   return ranked(what, deterministic, strict, max_ws, fwd, n_fwd, bd, n_bd, bf, n_bf);
+}
+
+void build_conv_forward_graph(CudnnGraph& g, const ConvShape& s, int64_t channels, DType t) {
+  if (!s.bias && !s.relu) throw InternalError("build_conv_forward_graph: nothing to fuse");
+  const cudnnDataType_t io = cudnn_type(t);
+  const int64_t n = s.batch, k = s.filters;
+  const std::array<int64_t, 4> ydims{n, k, s.oh, s.ow}, ystrides = nhwc_strides(n, k, s.oh, s.ow);
+  g.tensor({kGraphX, io, {n, channels, s.h, s.w}, nhwc_strides(n, channels, s.h, s.w), false});
+  g.tensor({kGraphW, io, {k, channels, s.kh, s.kw}, nhwc_strides(k, channels, s.kh, s.kw), false});
+  g.tensor({kGraphConv, CUDNN_DATA_FLOAT, ydims, ystrides, true});
+  if (s.bias) g.tensor({kGraphB, CUDNN_DATA_FLOAT, {1, k, 1, 1}, {k, 1, 1, 1}, false});
+  if (s.bias && s.relu) g.tensor({kGraphBiased, CUDNN_DATA_FLOAT, ydims, ystrides, true});
+  g.tensor({kGraphY, io, ydims, ystrides, false});
+  GraphConv c;
+  c.pad_h = s.pad_top;
+  c.pad_w = s.pad_left;
+  c.stride_h = s.sh;
+  c.stride_w = s.sw;
+  g.conv_fprop(kGraphX, kGraphW, kGraphConv, c);
+  if (s.bias) g.pointwise(CUDNN_POINTWISE_ADD, kGraphConv, kGraphB, s.relu ? kGraphBiased : kGraphY);
+  if (s.relu) g.pointwise(CUDNN_POINTWISE_RELU_FWD, s.bias ? kGraphBiased : kGraphConv, -1, kGraphY);
+}
+
+namespace {
+
+// Fused graphs timed on a cold start: the heuristics' first configurations that build. Each
+// build of a runtime-compiled engine compiles a kernel (NVRTC, 0.3-1.2 s on an H200 the first
+// time), so a longer list costs seconds. Of the first three, the third never ran more than 3%
+// faster than the better of the first two on cifar10_cnn's and vgg11's convolutions at batch 256
+// (H200, bf16).
+constexpr int kFusedPlans = 2;
+
+// "-1" (the convolution and our bias/relu kernel were faster) or the configuration's index in the
+// heuristics' ranking; -2 for anything else (measured again).
+int decode_fused(const std::string& text) {
+  std::istringstream in(text);
+  int v = 0;
+  std::string rest;
+  if (!(in >> v) || (in >> rest) || v < -1 || v > 4096) return -2;
+  return v;
+}
+
+}  // namespace
+
+// The fused graph takes the bias and relu into the convolution's epilogue: one pass over y
+// instead of two (the convolution writes y, the bias kernel reads and writes it again), and the
+// sums stay in f32 until the one rounding to 16 bits. Whether that is faster depends on the
+// engine cuDNN builds for the graph against the one its legacy call takes, so it is timed.
+void CudnnConv::choose_fused(const std::string& what, const ConvShape& s, const std::string& shape_key,
+                             size_t x_bytes, size_t w_bytes, size_t y_bytes, size_t max_ws) {
+  const auto t0 = Clock::now();
+  const std::string flags = std::string(s.bias ? " + bias" : "") + (s.relu ? " + relu" : "");
+  const std::string disk_key =
+      gpu_identity(be_.device()) + " fused" + flags + " " + shape_key + std::to_string(max_ws);
+  std::string stored;
+  const int stored_choice = conv_algo_cache().get(disk_key, &stored) ? decode_fused(stored) : -2;
+  if (stored_choice == -1) return;
+  const auto adopt = [&](std::unique_ptr<CudnnGraph> graph) {
+    fused_bias_ = s.bias;
+    fused_relu_ = s.relu;
+    scratch_bytes_ = align_up(std::max(scratch_bytes_, graph->plan_workspace(graph->selected())));
+    fused_ = std::move(graph);
+  };
+  auto g = std::make_unique<CudnnGraph>(be_.cudnn());
+  std::string why, json;
+  if (stored_choice >= 0 && fused_plan_cache().get(disk_key, &json)) {
+    if (g->load_plan(json, max_ws, &why)) {
+      spdlog::debug("{}: fused conv{} ({}) from {}, loaded in {:.1f} ms", what, flags, g->plan_name(0),
+                    fused_plan_cache().path(), ms_since(t0));
+      adopt(std::move(g));
+      return;
+    }
+    spdlog::debug("{}: fused conv{}: {}; building it again", what, flags, why);
+  }
+  int n = 0;
+  g = std::make_unique<CudnnGraph>(be_.cudnn());  // a fresh one: a refused stored plan leaves nothing
+  try {
+    build_conv_forward_graph(*g, s, cp_ * groups_, dtype_);
+    n = g->finalize(&why);
+  } catch (const RuntimeError& e) {
+    why = e.what();
+  }
+  if (n == 0) {
+    spdlog::debug("{}: no fused conv{} graph: {}", what, flags, why);
+    conv_algo_cache().put(disk_key, "-1");
+    return;
+  }
+  if (stored_choice >= 0 && stored_choice < n && g->make_plan(stored_choice, max_ws, &why)) {
+    g->select(g->plan_count() - 1);
+    spdlog::debug("{}: fused conv{} ({}) from {}, built in {:.1f} ms", what, flags, g->plan_name(0),
+                  conv_algo_cache().path(), ms_since(t0));
+    adopt(std::move(g));
+    return;
+  }
+  if (g->make_plans(kFusedPlans, max_ws, &why) < kFusedPlans && !why.empty())
+    spdlog::debug("{}: fused conv{}: {}", what, flags, why);
+  const double build_ms = ms_since(t0);
+  if (g->plan_count() == 0) {
+    conv_algo_cache().put(disk_key, "-1");
+    return;
+  }
+  try {
+    MeasureBuffers buf(be_.allocator());
+    void* x = buf.take(x_bytes, what + ": timing fused graphs (input)");
+    void* w = buf.take(w_bytes, what + ": timing fused graphs (weights)");
+    void* y = buf.take(y_bytes, what + ": timing fused graphs (output)");
+    auto* b = static_cast<float*>(
+        buf.take(size_t(s.filters) * sizeof(float), what + ": timing fused graphs (bias)"));
+    size_t ws_bytes = fwd_ws_;
+    for (int p = 0; p < g->plan_count(); ++p) ws_bytes = std::max(ws_bytes, g->plan_workspace(p));
+    void* ws = ws_bytes ? buf.take(ws_bytes, what + ": timing fused graphs (scratch)") : nullptr;
+    be_.zero(x, x_bytes);
+    be_.zero(w, w_bytes);
+    be_.zero(y, y_bytes);
+    be_.zero(b, size_t(s.filters) * sizeof(float));
+    std::vector<std::pair<int64_t, void*>> ptrs = {{kGraphX, x}, {kGraphW, w}, {kGraphY, y}};
+    if (s.bias) ptrs.emplace_back(kGraphB, b);
+    // Each plan once, eagerly: one that cannot run here says so now.
+    std::vector<int> runs;
+    for (int p = 0; p < g->plan_count(); ++p) {
+      g->select(p);
+      const cudnnStatus_t st = g->try_run(ptrs, ws);
+      if (st == CUDNN_STATUS_SUCCESS)
+        runs.push_back(p);
+      else
+        spdlog::debug("{}: fused conv{}: {} does not run: {}", what, flags, g->plan_name(p),
+                      cudnnGetErrorString(st));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
+    CUDA_CHECK(cudaGetLastError());
+    if (runs.empty()) {
+      conv_algo_cache().put(disk_key, "-1");
+      return;
+    }
+    const cudnnHandle_t h = be_.cudnn();
+    const int64_t count = s.batch * s.filters * s.oh * s.ow;
+    const Fastest f = fastest_candidate(be_.stream(), 1 + runs.size(), [&](size_t i) {
+      if (i == 0) {
+        CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, x_desc_, x, w_desc_, w, conv_desc_[kFwd], fwd_algo_, ws,
+                                            fwd_ws_, &kZero, y_desc_, y));
+        if (s.bias)
+          launch_bias_add(dtype_, y, b, s.batch, s.filters, s.oh * s.ow, true, be_.stream(), s.relu);
+        else
+          launch_eltwise_forward(Eltwise::relu, 0.f, dtype_, y, y, count, be_.stream());
+        return;
+      }
+      g->select(runs[i - 1]);
+      g->run(ptrs, ws);
+    });
+    fused_ms_[0] = f.each[0];
+    fused_ms_[1] = f.index > 0 ? f.each[f.index] : -1.f;
+    std::string times;
+    for (size_t i = 1; i < f.each.size(); ++i)
+      times += fmt::format("{}{} {:.1f} us", i > 1 ? ", " : "", g->plan_name(runs[i - 1]), f.each[i] * 1e3f);
+    spdlog::debug(
+        "{}: fused conv{}: convolution and our kernel {:.1f} us, {}; {} ({:.0f} ms, building {:.0f})", what,
+        flags, f.each[0] * 1e3f, times, f.index > 0 ? "fused" : "not fused", ms_since(t0), build_ms);
+    if (f.index == 0) {
+      conv_algo_cache().put(disk_key, "-1");
+      return;
+    }
+    g->select(runs[f.index - 1]);
+    conv_algo_cache().put(disk_key, std::to_string(g->plan_config(g->selected())));
+    json = g->plan_json(g->selected());
+    if (!json.empty()) fused_plan_cache().put(disk_key, json);
+  } catch (const OutOfMemoryError& e) {
+    spdlog::debug("{}: timing fused graphs does not fit ({}); not fused", what, e.what());
+    return;
+  } catch (const RuntimeError& e) {
+    spdlog::debug("{}: fused conv{}: {}; not fused", what, flags, e.what());
+    return;
+  }
+  adopt(std::move(g));
 }
 
 }  // namespace trainer::cuda

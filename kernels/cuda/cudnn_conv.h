@@ -11,12 +11,15 @@
 //   - asymmetric padding (TensorFlow "same" with an even kernel or a stride), which a cuDNN
 //     descriptor cannot express, pads the input explicitly into the workspace (pad2d.cu) and
 //     convolves with no padding; backward-data goes to that buffer and is cropped into dx.
+//   - in 16-bit math a convolution whose layer adds a bias and/or applies a fused relu is timed
+//     against cuDNN's fused graph relu(conv + b) (cudnn_graph.h, choose_fused), which then
+//     replaces the convolution and our bias/relu kernel (its serialized plan kept on disk);
 // forward/backward only launch work on the backend's stream (no allocation, no descriptor, no
-// sync). No bias in CudnnConv: the layer kernel (make_cudnn_conv_layer) adds it (bias.cu).
-// Activations in ctx.act_dtype: with bf16 (or fp16) x, y and their gradients are bf16 and stored
-// channels-last (NHWC, the layout cuDNN's tensor-core kernels want: in NCHW cuDNN 9 ran bf16
-// convolutions slower than TF32 ones), the algorithms compute in f32, and the f32 weights are
-// converted to bf16 (K, R, S, C) once a step, by forward, into the kept workspace that the input
+// sync; a fused graph's variant pack is made on its first call and reused). No bias in CudnnConv: the layer
+// kernel (make_cudnn_conv_layer) adds it (bias.cu). Activations in ctx.act_dtype: with bf16 (or fp16) x, y
+// and their gradients are bf16 and stored channels-last (NHWC, the layout cuDNN's tensor-core kernels want:
+// in NCHW cuDNN 9 ran bf16 convolutions slower than TF32 ones), the algorithms compute in f32, and the f32
+// weights are converted to bf16 (K, R, S, C) once a step, by forward, into the kept workspace that the input
 // gradient reads again (cuDNN takes one dtype for x, W and y); dW comes out in bf16 (K, R, S, C)
 // and is converted into the f32
 // gradient (K, C, R, S). The layer kernel converts plain neighbours at its edges.
@@ -30,6 +33,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cudnn_graph.h"
 #include "kernels/cuda/cudnn_util.h"
 #include "kernels/cuda/direct_conv.cuh"
 #include "kernels/cuda/pad2d.cuh"
@@ -42,7 +46,24 @@ struct ConvShape {
   int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
   int64_t oh = 0, ow = 0;  // y, as the layer inferred it (checked against cuDNN)
   int64_t groups = 1;      // W: (F, C/groups, kh, kw); cuDNN's group count
+  // What forward applies after the convolution: the layer's bias and a fused relu
+  // (KernelContext::fused_relu). In 16-bit math a fused cuDNN graph may take them into the
+  // convolution's epilogue (CudnnConv::choose_fused).
+  bool bias = false, relu = false;
 };
+
+// The fused forward graph y = [relu](conv(x, W) [+ b]) in cuDNN's graph API: x, W and y in the
+// 16-bit dtype t, channels-last, W as (K, R, S, C) with `channels` (padded) input channels; b
+// f32 (K); the sums in f32 before the one rounding to t. Tensors by these ids.
+enum ConvGraphId : int64_t {
+  kGraphX = 1,
+  kGraphW = 2,
+  kGraphB = 3,
+  kGraphY = 4,
+  kGraphConv = 5,
+  kGraphBiased = 6
+};
+void build_conv_forward_graph(CudnnGraph& g, const ConvShape& s, int64_t channels, DType t);
 
 class CudnnConv {
  public:
@@ -113,6 +134,11 @@ class CudnnConv {
                           Chosen* out);
   Chosen heuristic_algorithms(const std::string& what, bool deterministic, bool strict, size_t max_ws);
   void reset_math(bool strict);
+  // 16-bit, groups 1, symmetric padding, not --deterministic, a bias or a relu to apply: times
+  // cuDNN's fused conv + bias + relu graphs (the heuristics' first kFusedPlans that build) against
+  // the convolution and our bias/relu kernel, keeps the faster (on disk too).
+  void choose_fused(const std::string& what, const ConvShape& s, const std::string& shape_key, size_t x_bytes,
+                    size_t w_bytes, size_t y_bytes, size_t max_ws);
   // Times the direct kernels (direct_conv.cuh) against the chosen cuDNN algorithms, each
   // direction where they fit, and keeps the faster: f32 NCHW, groups 1, not --deterministic.
   void choose_direct(const std::string& what, const std::string& shape_key, size_t x_bytes, size_t w_bytes,
@@ -148,7 +174,10 @@ class CudnnConv {
   void* dw_typed_ = nullptr;
   void* scratch_ = nullptr;
   std::unique_ptr<DirectConv> direct_;  // planned when the shape may take it
-  double macs_ = 0;                     // multiply-adds of one direction over the batch
+  std::unique_ptr<CudnnGraph> fused_;   // conv + bias + relu in one graph, when it won
+  bool fused_bias_ = false, fused_relu_ = false;
+  float fused_ms_[2] = {-1.f, -1.f};  // the timed unfused and fused forward (this process)
+  double macs_ = 0;                   // multiply-adds of one direction over the batch
   bool direct_fwd_ = false, direct_bwd_data_ = false, direct_bwd_filter_ = false;
 };
 

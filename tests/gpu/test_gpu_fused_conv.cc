@@ -1,0 +1,284 @@
+// cuDNN's fused forward graph y = [relu](conv(x, W) [+ b]) (build_conv_forward_graph, which
+// CudnnConv times against the convolution and our bias/relu kernel in 16-bit math) against a
+// float64 reference on the host, for every configuration of the heuristics' first few that
+// builds: bias and relu, bias alone, relu alone; 3x3 with padding 1, a stride of 2, 1x1; bf16.
+// x channels-last (N, H, W, C), W (K, R, S, C), y channels-last, b f32. CudnnConv only fuses in
+// non-deterministic runs, which the executor's tests do not make, so this is the graph's
+// correctness test.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "kernels/cuda/cudnn_conv.h"
+#include "kernels/cuda/graph_timer.h"
+#include "lib/backend/algo_cache.h"
+#include "lib/core/bf16.h"
+#include "tests/gpu/gpu_test_util.h"
+
+using namespace trainer;
+using namespace trainer::gpu_test;
+using namespace trainer::cuda;
+
+namespace {
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = bf16_from_float(v[i]);
+  return out;
+}
+
+// y (N, OH, OW, K) in double from bf16-rounded x (N, H, W, C) and W (K, R, S, C).
+std::vector<double> reference(const ConvShape& s, const std::vector<float>& x, const std::vector<float>& w,
+                              const std::vector<float>& b) {
+  std::vector<double> y(size_t(s.batch * s.oh * s.ow * s.filters));
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t p = 0; p < s.oh; ++p)
+      for (int64_t q = 0; q < s.ow; ++q)
+        for (int64_t k = 0; k < s.filters; ++k) {
+          double acc = s.bias ? b[size_t(k)] : 0.0;
+          for (int64_t i = 0; i < s.kh; ++i)
+            for (int64_t j = 0; j < s.kw; ++j) {
+              const int64_t yy = p * s.sh + i - s.pad_top, xx = q * s.sw + j - s.pad_left;
+              if (yy < 0 || yy >= s.h || xx < 0 || xx >= s.w) continue;
+              for (int64_t c = 0; c < s.channels; ++c)
+                acc += double(round_to_bf16(x[size_t(((n * s.h + yy) * s.w + xx) * s.channels + c)])) *
+                       double(round_to_bf16(w[size_t(((k * s.kh + i) * s.kw + j) * s.channels + c)]));
+            }
+          if (s.relu) acc = std::max(acc, 0.0);
+          y[size_t(((n * s.oh + p) * s.ow + q) * s.filters + k)] = acc;
+        }
+  return y;
+}
+
+ConvShape shape(int64_t n, int64_t c, int64_t hw, int64_t k, int64_t r, int64_t stride, int64_t pad,
+                bool bias, bool relu) {
+  ConvShape s;
+  s.batch = n;
+  s.channels = c;
+  s.h = s.w = hw;
+  s.filters = k;
+  s.kh = s.kw = r;
+  s.sh = s.sw = stride;
+  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
+  s.oh = s.ow = (hw + 2 * pad - r) / stride + 1;
+  s.bias = bias;
+  s.relu = relu;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("gpu fused conv + bias + relu graphs match a float64 reference", "[gpu][bf16]") {
+  if (!gpu_has_math(MathMode::bf16)) return;
+  CudaBackend& be = cuda_backend();
+  int tried = 0;
+  for (const ConvShape& s :
+       {shape(4, 16, 8, 32, 3, 1, 1, true, true), shape(3, 32, 9, 16, 3, 2, 1, true, false),
+        shape(2, 64, 6, 64, 1, 1, 0, false, true), shape(8, 8, 12, 24, 3, 1, 1, true, true)}) {
+    const std::string what =
+        fmt::format("{}x{}x{}x{} -> {} filters {}x{} stride {}{}{}", s.batch, s.channels, s.h, s.w, s.filters,
+                    s.kh, s.kw, s.sh, s.bias ? " + bias" : "", s.relu ? " + relu" : "");
+    CudnnGraph g(be.cudnn());
+    build_conv_forward_graph(g, s, s.channels, DType::bf16);
+    std::string why;
+    const int n = g.finalize(&why);
+    if (n == 0) {
+      std::cout << "SKIPPED: cuDNN has no engine for the fused graph " << what << ": " << why << "\n";
+      continue;
+    }
+    const auto x = random_vector(size_t(s.batch * s.h * s.w * s.channels), 1, -1.f, 1.f);
+    const auto w = random_vector(size_t(s.filters * s.kh * s.kw * s.channels), 2, -0.3f, 0.3f);
+    const auto b = random_vector(size_t(s.filters), 3, -0.5f, 0.5f);
+    const auto ref = reference(s, x, w, b);
+    Buffer dx(be, x.size() * 2), dw(be, w.size() * 2), db(be, b.size() * 4), dy(be, ref.size() * 2);
+    dx.upload(to_bf16(x));
+    dw.upload(to_bf16(w));
+    db.upload(b);
+    for (int i = 0; i < n && g.plan_count() < 3; ++i) g.make_plan(i, size_t(256) << 20, &why);
+    REQUIRE(g.plan_count() > 0);
+    for (int p = 0; p < g.plan_count(); ++p) {
+      g.select(p);
+      Buffer ws(be, std::max<size_t>(g.plan_workspace(p), 16));
+      std::vector<std::pair<int64_t, void*>> ptrs = {
+          {kGraphX, dx.get()}, {kGraphW, dw.get()}, {kGraphY, dy.get()}};
+      if (s.bias) ptrs.emplace_back(kGraphB, db.get());
+      be.zero(dy.get(), ref.size() * 2);
+      g.run(ptrs, ws.get());
+      be.synchronize();
+      const auto got16 = dy.download<uint16_t>(ref.size());
+      std::vector<float> got(got16.size());
+      std::vector<float> reff(ref.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        got[i] = float_from_bf16(got16[i]);
+        reff[i] = float(ref[i]);
+      }
+      const double e = rel_error(got, reff);
+      bool nonneg = true;
+      for (float v : got) nonneg = nonneg && (!s.relu || v >= 0.f);
+      INFO(what << ", " << g.plan_name(p) << ": rel " << e);
+      std::cout << "fused conv " << what << ", " << g.plan_name(p) << ": rel " << e << "\n";
+      CHECK(e < 8e-3);  // one rounding to bf16 (2^-9 relative) and f32 sums in another order
+      CHECK(nonneg);
+      ++tried;
+      if (p != 0) continue;
+      // Plan 0 through the disk cache (its JSON in a TSV file, read back by a new AlgoCache) into a
+      // graph that declares nothing: the same bits.
+      const std::string json = g.plan_json(p);
+      if (json.empty()) {
+        std::cout << "fused conv " << what << ": " << g.plan_name(p) << " cannot be serialized\n";
+        continue;
+      }
+      char dir[] = "/tmp/fused_plan_XXXXXX";
+      REQUIRE(mkdtemp(dir) != nullptr);
+      const std::string file = std::string(dir) + "/plans.tsv";
+      AlgoCache(file).put("plan", json);
+      std::string back;
+      REQUIRE(AlgoCache(file).get("plan", &back));
+      CudnnGraph loaded(be.cudnn());
+      std::string why2;
+      const bool loaded_ok = loaded.load_plan(back, size_t(256) << 20, &why2);
+      INFO("loading: " << why2);
+      REQUIRE(loaded_ok);
+      Buffer ws2(be, std::max<size_t>(loaded.plan_workspace(0), 16));
+      be.zero(dy.get(), ref.size() * 2);
+      loaded.run(ptrs, ws2.get());
+      be.synchronize();
+      CHECK(dy.download<uint16_t>(ref.size()) == got16);
+      std::cout << "fused conv " << what << ": " << loaded.plan_name(0) << " (" << json.size()
+                << " bytes of JSON) gives the same bits\n";
+      std::remove(file.c_str());
+      rmdir(dir);
+    }
+  }
+  std::cout << "fused conv: " << tried << " plans checked\n";
+}
+
+// Not a check (hidden, run with its tag on a GPU): what cuDNN's graphs would buy on
+// vgg11_bn_cifar's convolutions at batch 256 in bf16. Prints, per shape, each time as a step runs
+// it (fastest_candidate): the forward with bias and relu, unfused against fused (CudnnConv's own
+// choice, its debug line); the filter gradient as CudnnConv computes it (bf16 (K, R, S, C), then
+// converted to the f32 (K, C, R, S) gradient) against one graph that writes f32 (K, C, R, S)
+// itself, with the relative difference of the two; the forward alone as a graph against the
+// forward with per-channel sums and sums of squares in its epilogue (batchnorm's statistics).
+TEST_CASE("gpu fused conv probe on vgg11_bn_cifar's shapes", "[.probe]") {
+  if (!gpu_has_math(MathMode::bf16)) return;
+  CudaBackend& be = cuda_backend();
+  const auto level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::debug);
+  struct S {
+    int64_t c, hw, k;
+  };
+  for (const S& v : {S{8, 32, 64}, S{64, 16, 128}, S{128, 8, 256}, S{256, 8, 256}, S{256, 4, 512},
+                     S{512, 4, 512}, S{512, 2, 512}}) {
+    const int64_t n = 256;
+    ConvShape s = shape(n, v.c, v.hw, v.k, 3, 1, 1, true, true);
+    KernelContext ctx;
+    ctx.backend = &be;
+    ctx.batch = n;
+    ctx.math = MathMode::bf16;
+    ctx.act_dtype = DType::bf16;
+    const std::string what = fmt::format("conv {}x{}x{} -> {}", v.c, v.hw, v.hw, v.k);
+    CudnnConv conv(be, s, ctx, what);
+    Buffer ws(be, std::max<size_t>(conv.workspace_bytes(), 16)),
+        kept(be, std::max<size_t>(conv.kept_bytes(), 16));
+    conv.bind(ws.get(), kept.get());
+    const size_t xs = size_t(n * v.hw * v.hw * v.c), ys = size_t(n * v.hw * v.hw * v.k),
+                 wsz = size_t(v.k * v.c * 9);
+    Buffer x(be, xs * 2), y(be, ys * 2), dy(be, ys * 2), w(be, wsz * 4), dw(be, wsz * 4), dw2(be, wsz * 4),
+        b(be, size_t(v.k) * 4), sums(be, size_t(v.k) * 8);
+    x.upload(to_bf16(random_vector(xs, 5)));
+    dy.upload(to_bf16(random_vector(ys, 6)));
+    w.upload(random_vector(wsz, 7, -0.1f, 0.1f));
+    b.upload(random_vector(size_t(v.k), 8));
+    conv.forward(x.get(), w.as<float>(), y.get(), b.as<float>(), true);  // converts W for backward
+    // The filter gradient straight to f32 (K, C, R, S).
+    CudnnGraph wg(be.cudnn());
+    wg.tensor({1, CUDNN_DATA_BFLOAT16, {n, v.c, v.hw, v.hw}, nhwc_strides(n, v.c, v.hw, v.hw), false});
+    wg.tensor({2, CUDNN_DATA_BFLOAT16, {n, v.k, v.hw, v.hw}, nhwc_strides(n, v.k, v.hw, v.hw), false});
+    wg.tensor({3, CUDNN_DATA_FLOAT, {v.k, v.c, 3, 3}, nchw_strides(v.k, v.c, 3, 3), false});
+    GraphConv gc;
+    gc.pad_h = gc.pad_w = 1;
+    wg.conv_wgrad(1, 2, 3, gc);
+    std::string why;
+    const int nw = wg.finalize(&why);
+    for (int i = 0; i < nw && wg.plan_count() < 4; ++i)
+      if (!wg.make_plan(i, size_t(256) << 20, &why)) std::cout << "  wgrad f32: " << why << "\n";
+    size_t wmax = 16;
+    for (int p = 0; p < wg.plan_count(); ++p) wmax = std::max(wmax, wg.plan_workspace(p));
+    Buffer wws(be, wmax);
+    const std::vector<std::pair<int64_t, void*>> wptrs = {{1, x.get()}, {2, dy.get()}, {3, dw2.get()}};
+    std::vector<int> wruns;
+    for (int p = 0; p < wg.plan_count(); ++p) {
+      wg.select(p);
+      if (wg.try_run(wptrs, wws.get()) == CUDNN_STATUS_SUCCESS) wruns.push_back(p);
+    }
+    be.synchronize();
+    std::cout << what << ": filter-gradient graphs with f32 output: " << nw << " configurations, "
+              << wruns.size() << " run" << (nw ? "" : " (" + why + ")") << "\n";
+    if (!wruns.empty()) {
+      const Fastest f = fastest_candidate(be.stream(), 1 + wruns.size(), [&](size_t i) {
+        if (i == 0) {
+          conv.backward(x.get(), w.as<float>(), dy.get(), dw.as<float>(), nullptr);
+          return;
+        }
+        wg.select(wruns[i - 1]);
+        wg.run(wptrs, wws.get());
+      });
+      wg.select(wruns[0]);
+      wg.run(wptrs, wws.get());
+      conv.backward(x.get(), w.as<float>(), dy.get(), dw.as<float>(), nullptr);
+      be.synchronize();
+      const double e = rel_error(dw2.download(wsz), dw.download(wsz));
+      std::cout << "  as now (bf16 + conversion) " << f.each[0] * 1e3f << " us";
+      for (size_t i = 1; i < f.each.size(); ++i)
+        std::cout << "; " << wg.plan_name(wruns[i - 1]) << " " << f.each[i] * 1e3f << " us";
+      std::cout << "; rel difference " << e << "\n";
+    }
+    // The forward with batchnorm's sums in its epilogue.
+    for (int stats = 0; stats < 2; ++stats) {
+      CudnnGraph fg(be.cudnn());
+      fg.tensor({1, CUDNN_DATA_BFLOAT16, {n, v.c, v.hw, v.hw}, nhwc_strides(n, v.c, v.hw, v.hw), false});
+      fg.tensor({2, CUDNN_DATA_BFLOAT16, {v.k, v.c, 3, 3}, nhwc_strides(v.k, v.c, 3, 3), false});
+      fg.tensor({3, CUDNN_DATA_BFLOAT16, {n, v.k, v.hw, v.hw}, nhwc_strides(n, v.k, v.hw, v.hw), false});
+      if (stats) {
+        fg.tensor({4, CUDNN_DATA_FLOAT, {1, v.k, 1, 1}, {v.k, 1, 1, 1}, false});
+        fg.tensor({5, CUDNN_DATA_FLOAT, {1, v.k, 1, 1}, {v.k, 1, 1, 1}, false});
+      }
+      fg.conv_fprop(1, 2, 3, gc);
+      if (stats) fg.genstats(3, 4, 5);
+      const int nf = fg.finalize(&why);
+      for (int i = 0; i < nf && fg.plan_count() < 3; ++i)
+        if (!fg.make_plan(i, size_t(256) << 20, &why)) std::cout << "  forward graph: " << why << "\n";
+      size_t fmax = 16;
+      for (int p = 0; p < fg.plan_count(); ++p) fmax = std::max(fmax, fg.plan_workspace(p));
+      Buffer fws(be, fmax);
+      std::vector<std::pair<int64_t, void*>> fptrs = {{1, x.get()}, {2, kept.get()}, {3, y.get()}};
+      if (stats) {
+        fptrs.emplace_back(4, sums.get());
+        fptrs.emplace_back(5, static_cast<char*>(sums.get()) + v.k * 4);
+      }
+      std::vector<int> fruns;
+      for (int p = 0; p < fg.plan_count(); ++p) {
+        fg.select(p);
+        if (fg.try_run(fptrs, fws.get()) == CUDNN_STATUS_SUCCESS) fruns.push_back(p);
+      }
+      be.synchronize();
+      std::cout << what << ": forward graph" << (stats ? " with batchnorm sums" : "") << ": " << nf
+                << " configurations, " << fruns.size() << " run" << (nf ? "" : " (" + why + ")");
+      if (!fruns.empty()) {
+        const Fastest f = fastest_candidate(be.stream(), fruns.size(), [&](size_t i) {
+          fg.select(fruns[i]);
+          fg.run(fptrs, fws.get());
+        });
+        for (size_t i = 0; i < f.each.size(); ++i)
+          std::cout << "; " << fg.plan_name(fruns[i]) << " " << f.each[i] * 1e3f << " us";
+      }
+      std::cout << "\n";
+    }
+  }
+  spdlog::set_level(level);
+}

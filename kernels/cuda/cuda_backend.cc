@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cuda/arch_probe.cuh"
+#include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/unpack_upload.cuh"
@@ -193,6 +194,10 @@ void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
 
 void CudaBackend::zero(void* dst, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_));
+}
+
+void CudaBackend::convert_filter_krsc(void* dst, DType t, const float* src, const LowFilterLayout& f) {
+  cuda::launch_filter_to_krsc(src, t, dst, f.k, f.c, f.c, f.r, f.s, stream_);
 }
 
 void CudaBackend::convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n,

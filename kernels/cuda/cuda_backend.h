@@ -55,6 +55,7 @@ class CudaBackend : public Backend {
   void upload_inputs(const UploadPiece* pieces, int n, void* landing) override;
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;
+  void convert_filter_krsc(void* dst, DType t, const float* src, const LowFilterLayout& f) override;
   void convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n,
                bool accumulate) override;
   void synchronize() override;

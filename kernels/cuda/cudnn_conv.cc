@@ -99,6 +99,12 @@ class CudnnConvLayer : public LayerKernel {
   // = 1) when dx is computed in place: no scratch gradient and no separate sum (resnet18 at 224:
   // 0.7 ms a step of sums).
   bool accumulates_input_grads() const override { return conv_.accumulates_dx() && !input_edge_bytes(); }
+  bool wants_low_precision_params() const override { return conv_.reads_low_weights(); }
+  bool low_param_krsc(size_t i, LowFilterLayout* f) const override {
+    if (i != 0 || !conv_.reads_low_weights()) return false;
+    conv_.filter_dims(f);
+    return true;
+  }
 
   void bind(const KernelBinding& b) override {
     a_ = TypedActivations(b, conv_.dtype());
@@ -110,7 +116,7 @@ class CudnnConvLayer : public LayerKernel {
       db_ = b.grad(1).f32();
     }
     char* base = static_cast<char*>(b.workspace);
-    conv_.bind(base, b.kept_workspace);
+    conv_.bind(base, b.kept_workspace, b.param_low(0, conv_.dtype()));
     base += conv_.workspace_bytes();
     bias_scratch_ = reinterpret_cast<double*>(base);
     base += bias_bytes();
@@ -272,13 +278,19 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
   }
   if (asym_) padded_bytes_ = align_up(size_t(pad_.planes * pad_.ph() * pad_.pw() * pad_.inner) * elem);
   if (dtype_ != DType::f32) weight_bytes_ = align_up(w_bytes);
+  low_w_ = nhwc_ && groups_ == 1 && cp_ == c_ && ctx.low_precision_params;
 }
 
-void CudnnConv::bind(void* workspace, void* kept) {
+void CudnnConv::bind(void* workspace, void* kept, const void* low) {
   char* base = static_cast<char*>(workspace);
   xpad_ = asym_ ? base : nullptr;
   dw_typed_ = weight_bytes_ ? base + padded_bytes_ : nullptr;
   scratch_ = scratch_bytes_ ? base + padded_bytes_ + weight_bytes_ : nullptr;
+  if (low_w_) {
+    if (!low) throw InternalError("a convolution bound without the executor's 16-bit copy of its filter");
+    w_typed_ = const_cast<void*>(low);  // read only
+    return;
+  }
   if (weight_bytes_ && !kept)
     throw InternalError("a low-precision convolution bound without its kept workspace");
   w_typed_ = weight_bytes_ ? kept : nullptr;
@@ -286,7 +298,7 @@ void CudnnConv::bind(void* workspace, void* kept) {
 
 const void* CudnnConv::typed_weights(const float* w, bool forward) {
   if (dtype_ == DType::f32) return w;
-  if (!forward) return w_typed_;  // this step's forward converted them
+  if (!forward || low_w_) return w_typed_;  // this step's forward converted them, or the optimizer did
   if (nhwc_)
     launch_filter_to_krsc(w, dtype_, w_typed_, k_, c_, cp_, r_, s_, be_.stream());
   else

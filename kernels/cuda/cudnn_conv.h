@@ -73,13 +73,25 @@ class CudnnConv {
   CudnnConv& operator=(const CudnnConv&) = delete;
 
   // kept: kept_bytes() that live from forward to backward (LayerKernel::kept_workspace_bytes);
-  // required when kept_bytes() > 0 (InternalError otherwise).
-  void bind(void* workspace, void* kept);
+  // required when kept_bytes() > 0 (InternalError otherwise). low: the executor's 16-bit copy of
+  // W laid out (K, R, S, C), required when reads_low_weights().
+  void bind(void* workspace, void* kept, const void* low = nullptr);
+  // W in 16 bits comes from the executor's copy (KernelContext::low_precision_params), which the
+  // optimizer's step writes in (K, R, S, C) (LayerKernel::low_param_krsc), instead of a
+  // conversion by every forward into the kept workspace: 16-bit, groups 1, channels a multiple
+  // of 8 (a padded stem converts its own).
+  bool reads_low_weights() const { return low_w_; }
+  void filter_dims(LowFilterLayout* f) const {
+    f->k = k_;
+    f->c = c_;
+    f->r = r_;
+    f->s = s_;
+  }
 
   size_t workspace_bytes() const { return padded_bytes_ + weight_bytes_ + scratch_bytes_; }
   // W in the activation dtype, converted by forward and read again by the input gradient (0 in
   // f32): vgg11_bn_cifar's bf16 step converted its filters 15 times, now 8.
-  size_t kept_bytes() const { return weight_bytes_; }
+  size_t kept_bytes() const { return low_w_ ? 0 : weight_bytes_; }
   // x, y, dy, dx: the activation dtype. y = conv(x, W) (overwritten); returns true when it also
   // added `bias` (not null) and applied the relu (`relu`: a relu fused after the layer) itself
   // (the direct kernel fuses both), false when the caller must.
@@ -176,6 +188,7 @@ class CudnnConv {
   std::unique_ptr<DirectConv> direct_;  // planned when the shape may take it
   std::unique_ptr<CudnnGraph> fused_;   // conv + bias + relu in one graph, when it won
   bool fused_bias_ = false, fused_relu_ = false;
+  bool low_w_ = false;                // reads_low_weights()
   float fused_ms_[2] = {-1.f, -1.f};  // the timed unfused and fused forward (this process)
   double macs_ = 0;                   // multiply-adds of one direction over the batch
   bool direct_fwd_ = false, direct_bwd_data_ = false, direct_bwd_filter_ = false;

@@ -28,11 +28,32 @@
 namespace trainer {
 namespace {
 
+// The filters whose 16-bit copies are laid out (K, R, S, C) (LowFilterLayout), passed by value:
+// element i of filter j, at (k, c, r, s) of its (K, C, R, S) f32 tensor, goes to
+// begin + (k R S + r S + s) C + c. Elsewhere the copy's index is the weight's.
+constexpr int kMaxLowFilters = 64;  // more: the executor relayouts after the step instead
+struct LowFilters {
+  int n = 0;
+  int64_t begin[kMaxLowFilters], end[kMaxLowFilters];
+  int32_t c[kMaxLowFilters], rs[kMaxLowFilters];
+};
+
+__device__ __forceinline__ int64_t low_index(const LowFilters& f, int64_t i) {
+  for (int j = 0; j < f.n; ++j)
+    if (i >= f.begin[j] && i < f.end[j]) {
+      const int32_t local = int32_t(i - f.begin[j]), crs = f.c[j] * f.rs[j];
+      const int32_t k = local / crs, rem = local - k * crs;
+      const int32_t c = rem / f.rs[j], rs = rem - c * f.rs[j];
+      return f.begin[j] + int64_t(k) * crs + int64_t(rs) * f.c[j] + c;
+    }
+  return i;
+}
+
 // Low: the 16-bit copy's element type (void: none). clip: the clipping record whose factor scales
 // the gradients (null: none), rounded as the clip's own pass rounds g * factor.
 template <class Rule, class Low>
 __global__ void elementwise_kernel(Rule rule, float* w, const float* g, OptimizerState st, int64_t n,
-                                   StepScalars* s, const ClipRecord* clip, Low* low) {
+                                   StepScalars* s, const ClipRecord* clip, Low* low, LowFilters filters) {
   const bool skip = (s->nonfinite & kNonfiniteSkipsUpdate) != 0;  // non-finite loss or gradient: no update
   const typename Rule::Coeffs c = rule.coeffs(s->lr, s->step, s->optim);
   const float scale = clip ? clip->last_scale : 1.f;
@@ -40,7 +61,7 @@ __global__ void elementwise_kernel(Rule rule, float* w, const float* g, Optimize
   for (int64_t i = cuda::global_index(); i < n; i += cuda::grid_stride()) {
     if (!skip) {
       Rule::update(c, w[i], scale == 1.f ? g[i] : __fmul_rn(g[i], scale), st, i);
-      if constexpr (!std::is_void_v<Low>) low[i] = cuda::from_f32<Low>(w[i]);
+      if constexpr (!std::is_void_v<Low>) low[low_index(filters, i)] = cuda::from_f32<Low>(w[i]);
     }
     bad |= nonfinite_bits(w[i]);
   }
@@ -133,8 +154,8 @@ class ElementwiseStep : public OptimizerKernel {
     const OptimizerState st = OptimizerState::of(state, slots_);
     const auto launch = [&](auto* low) {
       using Low = std::remove_pointer_t<decltype(low)>;
-      elementwise_kernel<Rule, Low>
-          <<<cuda::grid_for(n_), cuda::kThreads, 0, be_.stream()>>>(rule_, w, g, st, n_, s, clip_, low);
+      elementwise_kernel<Rule, Low><<<cuda::grid_for(n_), cuda::kThreads, 0, be_.stream()>>>(
+          rule_, w, g, st, n_, s, clip_, low, filters_);
     };
     if (low_dtype_ == DType::bf16)
       launch(static_cast<__nv_bfloat16*>(low_));
@@ -148,10 +169,21 @@ class ElementwiseStep : public OptimizerKernel {
     clip_ = record;
     return true;
   }
-  bool fuse_low_precision_copy(void* low, DType t) override {
-    if (t == DType::f32) return false;
+  bool fuse_low_precision_copy(void* low, DType t, const std::vector<LowFilterLayout>& filters) override {
+    if (t == DType::f32 || filters.size() > size_t(kMaxLowFilters)) return false;
+    LowFilters f{};
+    for (const LowFilterLayout& l : filters) {
+      const int64_t crs = l.c * l.r * l.s;
+      if (crs <= 0 || l.k * crs >= (int64_t(1) << 31)) return false;  // int32 index arithmetic
+      f.begin[f.n] = l.offset;
+      f.end[f.n] = l.offset + l.k * crs;
+      f.c[f.n] = int32_t(l.c);
+      f.rs[f.n] = int32_t(l.r * l.s);
+      ++f.n;
+    }
     low_ = low;
     low_dtype_ = t;
+    filters_ = f;
     return true;
   }
 
@@ -159,6 +191,7 @@ class ElementwiseStep : public OptimizerKernel {
   const ClipRecord* clip_ = nullptr;
   void* low_ = nullptr;
   DType low_dtype_ = DType::f32;  // f32: no copy
+  LowFilters filters_{};
   Rule rule_;
   int64_t n_;
   int slots_;

@@ -17,6 +17,10 @@ std::unique_ptr<DeviceCollective> Backend::join_collective(const std::vector<uin
   throw UsageError(collectives_unavailable());
 }
 
+void Backend::convert_filter_krsc(void*, DType, const float*, const LowFilterLayout&) {
+  throw InternalError(name() + " keeps no filter in (K, R, S, C) for its kernels");
+}
+
 void Backend::wait_for(Backend& other) {
   if (&other != this) other.synchronize();
 }

@@ -62,6 +62,9 @@ class Backend {
   virtual void convert(void* dst, DType dst_type, const void* src, DType src_type, int64_t n,
                        bool accumulate) = 0;
   virtual void synchronize() = 0;
+  // dst (dtype t, (K, R, S, C)) = the f32 filter src (K, C, R, S) rounded to t: the 16-bit copy of
+  // a LowFilterLayout. Only backends whose kernels ask for one (LayerKernel::low_param_krsc).
+  virtual void convert_filter_krsc(void* dst, DType t, const float* src, const LowFilterLayout& f);
 
   // The training step's own ops (the non-finite guard, loss scaling, gradient clipping,
   // augmentation), the loss and the optimizer's update are not here: they are kernels that each

@@ -252,6 +252,14 @@ struct AddHandoff {
   bool taken = false;  // set by the consumer's bind
 };
 
+// A parameter whose 16-bit copy (KernelBinding::params_low) is laid out other than the f32
+// tensor: a convolution's filter (K, C, R, S) kept as (K, R, S, C), channels innermost, the layout
+// cuDNN's channels-last kernels read (LayerKernel::low_param_krsc). offset: the tensor's first
+// float in the parameter arena (the executor fills it in).
+struct LowFilterLayout {
+  int64_t offset = 0, k = 0, c = 0, r = 0, s = 0;
+};
+
 struct KernelContext {
   Backend* backend = nullptr;
   int64_t batch = 0;
@@ -264,6 +272,10 @@ struct KernelContext {
   // executor converts at the edges to and from kernels that keep f32.
   DType act_dtype = DType::f32;
   bool deterministic = false;
+  // The executor keeps a 16-bit copy of the parameters for the kernels that want one
+  // (LayerKernel::wants_low_precision_params; ExecutorOptions::low_precision_params in a 16-bit
+  // math): a kernel that will want it can plan without room for converting its own weights.
+  bool low_precision_params = false;
   // Layouts between layers. input_layouts: the layout the computing layer before chose for each
   // input of this layer (and for the gradient of that input); null = plain row-major.
   // input_layout: the first input's. output_layout_free: the consumers of this layer's output
@@ -352,6 +364,10 @@ class LayerKernel {
   // True when the kernel reads the 16-bit copy of its parameters (KernelBinding::params_low) where
   // the executor keeps one; the executor keeps one when some kernel wants it.
   virtual bool wants_low_precision_params() const { return false; }
+  // With wants_low_precision_params: true, with the filter's dims (K, C, R, S) in *f, when
+  // parameter i's copy must be laid out (K, R, S, C) (the optimizer's step writes it so, and the
+  // executor's refresh relayouts it); false: laid out as the f32 tensor.
+  virtual bool low_param_krsc(size_t /*i*/, LowFilterLayout* /*f*/) const { return false; }
   // False when backward reads no y (only inputs, dy and its own workspaces): then a consumer that
   // may_overwrite_input can take y's memory. True (the default) when it reads y or may.
   virtual bool backward_reads_output() const { return true; }

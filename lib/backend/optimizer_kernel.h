@@ -52,14 +52,15 @@ class OptimizerKernel {
   //     gradient clipping's factor, which then need not scale the arena itself)
   //   fuse_low_precision_copy: each updated weight is also written, rounded to t, at the same
   //     index of `low` (the 16-bit copy the layers' products read; ExecutorOptions::
-  //     low_precision_params)
+  //     low_precision_params), except inside `filters`, whose copies are laid out (K, R, S, C)
   virtual bool fuse_grad_scale(const ClipRecord* record) {
     (void)record;
     return false;
   }
-  virtual bool fuse_low_precision_copy(void* low, DType t) {
+  virtual bool fuse_low_precision_copy(void* low, DType t, const std::vector<LowFilterLayout>& filters) {
     (void)low;
     (void)t;
+    (void)filters;
     return false;
   }
 };

@@ -229,6 +229,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       ctx.math = too_small_for_low_precision(*layers[i]) ? MathMode::strict_fp32 : o_.math;
       ctx.act_dtype = dt;
       ctx.deterministic = o_.deterministic;
+      ctx.low_precision_params = o_.low_precision_params && be_.activation_dtype(o_.math) != DType::f32;
       if (o_.sync_batchnorm) {  // on the device where there is a collective, else on the host
         ctx.stats_collective = o_.collective;
         ctx.stats_comm = o_.collective ? nullptr : o_.comm;
@@ -438,6 +439,27 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     for (const auto& kv : plans_)
       for (const auto& k : kv.second->kernels) want_low = want_low || (k && k->wants_low_precision_params());
   const size_t low_bytes = want_low ? size_t(model_.param_arena_floats()) * 2 : 0;
+  // Filters whose copy is laid out (K, R, S, C) (LayerKernel::low_param_krsc): the optimizer's
+  // step writes them so, the refresh relayouts them.
+  low_filters_.clear();
+  if (want_low)
+    for (const auto& kv : plans_)
+      for (size_t i = 0; i < kv.second->kernels.size(); ++i) {
+        const auto& k = kv.second->kernels[i];
+        if (!k || !k->wants_low_precision_params()) continue;
+        const std::vector<int>& params = model_.layer_params(i);
+        for (size_t pos = 0; pos < params.size(); ++pos) {
+          LowFilterLayout f;
+          if (!k->low_param_krsc(pos, &f)) continue;
+          const TensorSlot& t = model_.params()[size_t(params[pos])];
+          if (!t.shared_with.empty() || t.shape.numel() != f.k * f.c * f.r * f.s)
+            throw InternalError("a (K, R, S, C) 16-bit copy asked for a shared or mis-sized tensor");
+          f.offset = t.offset;
+          bool seen = false;
+          for (const LowFilterLayout& g : low_filters_) seen = seen || g.offset == f.offset;
+          if (!seen) low_filters_.push_back(f);
+        }
+      }
 
   // 3. Allocate: parameter arena, buffers, activations. Each allocation names what it is for.
   // Gradients and each optimizer state slot are arenas laid out like the parameters (the Model's
@@ -482,7 +504,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       params_low_ = allocate(low_bytes, "the parameters in 16 bits (read by the layers' products)");
       params_low_dtype_ = be_.activation_dtype(o_.math);
       parameter_bytes_ += align_up(low_bytes);
-      low_copy_in_step_ = opt_step_->fuse_low_precision_copy(params_low_, params_low_dtype_);
+      low_copy_in_step_ = opt_step_->fuse_low_precision_copy(params_low_, params_low_dtype_, low_filters_);
     }
     if (o_.activation_slots > 1) {
       grad_scratch_ =

@@ -332,6 +332,7 @@ class Executor : public StepRunner {
   float* grads_ = nullptr;
   void* params_low_ = nullptr;  // the 16-bit copy of params_ (ExecutorOptions::low_precision_params)
   DType params_low_dtype_ = DType::f32;
+  std::vector<LowFilterLayout> low_filters_;  // copies laid out (K, R, S, C) (LayerKernel::low_param_krsc)
   void refresh_low_precision_params();
   std::vector<float*> state_;  // per optimizer state slot
   float* buffers_ = nullptr;

@@ -16,7 +16,11 @@ void Executor::upload_params(const float* params, const float* buffers) {
 // The 16-bit copy of the parameters (ExecutorOptions::low_precision_params) from the f32 ones,
 // on the backend's queue: after an upload, and after each update inside the step.
 void Executor::refresh_low_precision_params() {
-  if (params_low_) be_.convert(params_low_, params_low_dtype_, params_, DType::f32, n_param_floats_, false);
+  if (!params_low_) return;
+  be_.convert(params_low_, params_low_dtype_, params_, DType::f32, n_param_floats_, false);
+  for (const LowFilterLayout& f : low_filters_)
+    be_.convert_filter_krsc(static_cast<char*>(params_low_) + size_t(f.offset) * 2, params_low_dtype_,
+                            params_ + f.offset, f);
 }
 
 void Executor::download_params(float* params, float* buffers) {

@@ -277,6 +277,24 @@ data: {train: {format: random}, num_classes: FILTERS}
   }
 }
 
+namespace {
+
+// Four bf16 steps, evaluation and prediction with the executor's 16-bit copy of the parameters
+// and without it (each layer converting its own): the same bits (deterministic kernels, so that
+// both runs choose the same algorithms).
+void check_low_params_alike(const Model& model) {
+  const FusionRun a = run_fusion(cuda_backend(), model, MathMode::bf16, false, nullptr, true, true, true);
+  const FusionRun b = run_fusion(cuda_backend(), model, MathMode::bf16, false, nullptr, true, true, false);
+  CHECK(a.low_params);
+  CHECK_FALSE(b.low_params);
+  CHECK(a.train.loss_sum == b.train.loss_sum);
+  CHECK(a.eval.loss_sum == b.eval.loss_sum);
+  CHECK(a.params == b.params);
+  CHECK(a.out == b.out);
+}
+
+}  // namespace
+
 // The executor's 16-bit copy of the parameters (ExecutorOptions::low_precision_params), refreshed
 // after each update, which dense and attention read instead of converting their weights: four
 // bf16 steps of a small transformer train, evaluate and predict bit for bit as with each layer
@@ -297,13 +315,29 @@ TEST_CASE("gpu dense and attention read the executor's 16-bit parameters and tra
 data: {train: {format: random}, num_classes: 6}
 )",
                                 "low.yaml", {});
-  const Model model(c.input_shape, c.layers, c.init, c.file);
-  const FusionRun a = run_fusion(cuda_backend(), model, MathMode::bf16, false, nullptr, true, true, true);
-  const FusionRun b = run_fusion(cuda_backend(), model, MathMode::bf16, false, nullptr, true, true, false);
-  CHECK(a.low_params);
-  CHECK_FALSE(b.low_params);
-  CHECK(a.train.loss_sum == b.train.loss_sum);
-  CHECK(a.eval.loss_sum == b.eval.loss_sum);
-  CHECK(a.params == b.params);
-  CHECK(a.out == b.out);
+  check_low_params_alike(Model(c.input_shape, c.layers, c.init, c.file));
+}
+
+// The same for convolutions, whose 16-bit filters the optimizer's step writes (K, R, S, C)
+// (LayerKernel::low_param_krsc): a stride, a 1x1 and batchnorm between them; 8 input channels,
+// so that no convolution pads its channels (those convert their own filters). Six classes, as
+// run_fusion's labels.
+TEST_CASE("gpu convolutions read the optimizer's (K, R, S, C) 16-bit filters and train bit for bit alike",
+          "[gpu][bf16][low_params]") {
+  if (!gpu_has_math(MathMode::bf16)) return;
+  const Config c = parse_config(R"(model:
+  input_shape: [8, 12, 12]
+  layers:
+    - {type: conv2d, name: c0, filters: 16, kernel_size: 3, padding: same}
+    - {type: batchnorm, name: bn0}
+    - {type: relu, name: r0}
+    - {type: conv2d, name: c1, filters: 32, kernel_size: 3, strides: 2, padding: same}
+    - {type: relu, name: r1}
+    - {type: conv2d, name: c2, filters: 16, kernel_size: 1}
+    - {type: global_avg_pool, name: gap}
+    - {type: dense, name: fc, units: 6}
+data: {train: {format: random}, num_classes: 6}
+)",
+                                "low_conv.yaml", {});
+  check_low_params_alike(Model(c.input_shape, c.layers, c.init, c.file));
 }

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -861,6 +863,8 @@ void build_conv_forward_graph(CudnnGraph& g, const ConvShape& s, int64_t channel
 
 namespace {
 
+std::atomic<int> g_fused{0};  // fused_convolutions()
+
 // Fused graphs timed on a cold start: the heuristics' first configurations that build. Each
 // build of a runtime-compiled engine compiles a kernel (NVRTC, 0.3-1.2 s on an H200 the first
 // time), so a longer list costs seconds. Of the first three, the third never ran more than 3%
@@ -880,24 +884,42 @@ int decode_fused(const std::string& text) {
 
 }  // namespace
 
+FusionMode fusion_mode() {
+  const char* v = std::getenv("TRAINER_CUDNN_FUSION");
+  const std::string m = v ? v : "";
+  if (m.empty() || m == "auto") return FusionMode::automatic;
+  if (m == "off") return FusionMode::off;
+  if (m == "on") return FusionMode::on;
+  static std::once_flag warned;
+  std::call_once(
+      warned, [&] { spdlog::warn("TRAINER_CUDNN_FUSION={} is not one of off, auto, on: taken as auto", m); });
+  return FusionMode::automatic;
+}
+
+int fused_convolutions() { return g_fused.load(); }
+
 // The fused graph takes the bias and relu into the convolution's epilogue: one pass over y
 // instead of two (the convolution writes y, the bias kernel reads and writes it again), and the
 // sums stay in f32 until the one rounding to 16 bits. Whether that is faster depends on the
 // engine cuDNN builds for the graph against the one its legacy call takes, so it is timed.
 void CudnnConv::choose_fused(const std::string& what, const ConvShape& s, const std::string& shape_key,
                              size_t x_bytes, size_t w_bytes, size_t y_bytes, size_t max_ws) {
+  const FusionMode mode = fusion_mode();
+  if (mode == FusionMode::off) return;
   const auto t0 = Clock::now();
   const std::string flags = std::string(s.bias ? " + bias" : "") + (s.relu ? " + relu" : "");
   const std::string disk_key =
       gpu_identity(be_.device()) + " fused" + flags + " " + shape_key + std::to_string(max_ws);
   std::string stored;
-  const int stored_choice = conv_algo_cache().get(disk_key, &stored) ? decode_fused(stored) : -2;
+  const int stored_choice =
+      mode == FusionMode::automatic && conv_algo_cache().get(disk_key, &stored) ? decode_fused(stored) : -2;
   if (stored_choice == -1) return;
   const auto adopt = [&](std::unique_ptr<CudnnGraph> graph) {
     fused_bias_ = s.bias;
     fused_relu_ = s.relu;
     scratch_bytes_ = align_up(std::max(scratch_bytes_, graph->plan_workspace(graph->selected())));
     fused_ = std::move(graph);
+    ++g_fused;
   };
   auto g = std::make_unique<CudnnGraph>(be_.cudnn());
   std::string why, json;
@@ -920,7 +942,7 @@ void CudnnConv::choose_fused(const std::string& what, const ConvShape& s, const 
   }
   if (n == 0) {
     spdlog::debug("{}: no fused conv{} graph: {}", what, flags, why);
-    conv_algo_cache().put(disk_key, "-1");
+    if (mode == FusionMode::automatic) conv_algo_cache().put(disk_key, "-1");
     return;
   }
   if (stored_choice >= 0 && stored_choice < n && g->make_plan(stored_choice, max_ws, &why)) {
@@ -934,7 +956,7 @@ void CudnnConv::choose_fused(const std::string& what, const ConvShape& s, const 
     spdlog::debug("{}: fused conv{}: {}", what, flags, why);
   const double build_ms = ms_since(t0);
   if (g->plan_count() == 0) {
-    conv_algo_cache().put(disk_key, "-1");
+    if (mode == FusionMode::automatic) conv_algo_cache().put(disk_key, "-1");
     return;
   }
   try {
@@ -967,7 +989,13 @@ void CudnnConv::choose_fused(const std::string& what, const ConvShape& s, const 
     CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
     CUDA_CHECK(cudaGetLastError());
     if (runs.empty()) {
-      conv_algo_cache().put(disk_key, "-1");
+      if (mode == FusionMode::automatic) conv_algo_cache().put(disk_key, "-1");
+      return;
+    }
+    if (mode == FusionMode::on) {  // untimed, not kept
+      g->select(runs[0]);
+      spdlog::debug("{}: fused conv{} ({}): TRAINER_CUDNN_FUSION=on", what, flags, g->plan_name(runs[0]));
+      adopt(std::move(g));
       return;
     }
     const cudnnHandle_t h = be_.cudnn();

@@ -194,6 +194,14 @@ class CudnnConv {
   bool direct_fwd_ = false, direct_bwd_data_ = false, direct_bwd_filter_ = false;
 };
 
+// TRAINER_CUDNN_FUSION: "off" never fuses, "on" takes cuDNN's fused graph wherever one builds
+// and runs, untimed and not kept on disk (tests, and comparing the two paths); unset or "auto"
+// (the default): timed, the faster kept. Another value: a warning, then auto.
+enum class FusionMode { off, automatic, on };
+FusionMode fusion_mode();
+// Convolutions made in this process that took a fused graph (tests).
+int fused_convolutions();
+
 // The conv layer kernel (conv1d, conv2d): y = conv(x, W) [+ b]; W and b (only when `bias`) are the
 // parameter views 0 and 1. Backward overwrites dW and db, dx may be null. The workspace is the
 // CudnnConv's.

@@ -1,7 +1,7 @@
 // cuDNN's fused forward graph y = [relu](conv(x, W) [+ b]) (build_conv_forward_graph, which
 // CudnnConv times against the convolution and our bias/relu kernel in 16-bit math) against a
 // float64 reference on the host, for every configuration of the heuristics' first few that
-// builds: bias and relu, bias alone, relu alone; 3x3 with padding 1, a stride of 2, 1x1; bf16.
+// builds: bias and relu, bias alone, relu alone; 3x3 with padding 1, a stride of 2, 1x1; bf16 and fp16.
 // x channels-last (N, H, W, C), W (K, R, S, C), y channels-last, b f32. CudnnConv only fuses in
 // non-deterministic runs, which the executor's tests do not make, so this is the graph's
 // correctness test.
@@ -17,6 +17,8 @@
 #include "kernels/cuda/graph_timer.h"
 #include "lib/backend/algo_cache.h"
 #include "lib/core/bf16.h"
+#include "lib/core/fp16.h"
+#include "tests/gpu/fusion_run.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace trainer;
@@ -25,15 +27,21 @@ using namespace trainer::cuda;
 
 namespace {
 
-std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+std::vector<uint16_t> to_16(const std::vector<float>& v, DType t = DType::bf16) {
   std::vector<uint16_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = bf16_from_float(v[i]);
+  for (size_t i = 0; i < v.size(); ++i)
+    out[i] = t == DType::bf16 ? bf16_from_float(v[i]) : f16_from_float(v[i]);
   return out;
 }
 
-// y (N, OH, OW, K) in double from bf16-rounded x (N, H, W, C) and W (K, R, S, C).
+float from_16(uint16_t v, DType t) { return t == DType::bf16 ? float_from_bf16(v) : float_from_f16(v); }
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) { return to_16(v); }
+
+// y (N, OH, OW, K) in double from x (N, H, W, C) and W (K, R, S, C) rounded to t.
 std::vector<double> reference(const ConvShape& s, const std::vector<float>& x, const std::vector<float>& w,
-                              const std::vector<float>& b) {
+                              const std::vector<float>& b, DType t) {
+  const auto r16 = [t](float v) { return double(from_16(to_16({v}, t)[0], t)); };
   std::vector<double> y(size_t(s.batch * s.oh * s.ow * s.filters));
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t p = 0; p < s.oh; ++p)
@@ -45,8 +53,8 @@ std::vector<double> reference(const ConvShape& s, const std::vector<float>& x, c
               const int64_t yy = p * s.sh + i - s.pad_top, xx = q * s.sw + j - s.pad_left;
               if (yy < 0 || yy >= s.h || xx < 0 || xx >= s.w) continue;
               for (int64_t c = 0; c < s.channels; ++c)
-                acc += double(round_to_bf16(x[size_t(((n * s.h + yy) * s.w + xx) * s.channels + c)])) *
-                       double(round_to_bf16(w[size_t(((k * s.kh + i) * s.kw + j) * s.channels + c)]));
+                acc += r16(x[size_t(((n * s.h + yy) * s.w + xx) * s.channels + c)]) *
+                       r16(w[size_t(((k * s.kh + i) * s.kw + j) * s.channels + c)]);
             }
           if (s.relu) acc = std::max(acc, 0.0);
           y[size_t(((n * s.oh + p) * s.ow + q) * s.filters + k)] = acc;
@@ -72,18 +80,19 @@ ConvShape shape(int64_t n, int64_t c, int64_t hw, int64_t k, int64_t r, int64_t 
 
 }  // namespace
 
-TEST_CASE("gpu fused conv + bias + relu graphs match a float64 reference", "[gpu][bf16]") {
-  if (!gpu_has_math(MathMode::bf16)) return;
+namespace {
+
+void check_fused_graphs(DType t) {
   CudaBackend& be = cuda_backend();
   int tried = 0;
   for (const ConvShape& s :
        {shape(4, 16, 8, 32, 3, 1, 1, true, true), shape(3, 32, 9, 16, 3, 2, 1, true, false),
         shape(2, 64, 6, 64, 1, 1, 0, false, true), shape(8, 8, 12, 24, 3, 1, 1, true, true)}) {
     const std::string what =
-        fmt::format("{}x{}x{}x{} -> {} filters {}x{} stride {}{}{}", s.batch, s.channels, s.h, s.w, s.filters,
-                    s.kh, s.kw, s.sh, s.bias ? " + bias" : "", s.relu ? " + relu" : "");
+        fmt::format("{} {}x{}x{}x{} -> {} filters {}x{} stride {}{}{}", dtype_name(t), s.batch, s.channels,
+                    s.h, s.w, s.filters, s.kh, s.kw, s.sh, s.bias ? " + bias" : "", s.relu ? " + relu" : "");
     CudnnGraph g(be.cudnn());
-    build_conv_forward_graph(g, s, s.channels, DType::bf16);
+    build_conv_forward_graph(g, s, s.channels, t);
     std::string why;
     const int n = g.finalize(&why);
     if (n == 0) {
@@ -93,10 +102,10 @@ TEST_CASE("gpu fused conv + bias + relu graphs match a float64 reference", "[gpu
     const auto x = random_vector(size_t(s.batch * s.h * s.w * s.channels), 1, -1.f, 1.f);
     const auto w = random_vector(size_t(s.filters * s.kh * s.kw * s.channels), 2, -0.3f, 0.3f);
     const auto b = random_vector(size_t(s.filters), 3, -0.5f, 0.5f);
-    const auto ref = reference(s, x, w, b);
+    const auto ref = reference(s, x, w, b, t);
     Buffer dx(be, x.size() * 2), dw(be, w.size() * 2), db(be, b.size() * 4), dy(be, ref.size() * 2);
-    dx.upload(to_bf16(x));
-    dw.upload(to_bf16(w));
+    dx.upload(to_16(x, t));
+    dw.upload(to_16(w, t));
     db.upload(b);
     for (int i = 0; i < n && g.plan_count() < 3; ++i) g.make_plan(i, size_t(256) << 20, &why);
     REQUIRE(g.plan_count() > 0);
@@ -113,7 +122,7 @@ TEST_CASE("gpu fused conv + bias + relu graphs match a float64 reference", "[gpu
       std::vector<float> got(got16.size());
       std::vector<float> reff(ref.size());
       for (size_t i = 0; i < got.size(); ++i) {
-        got[i] = float_from_bf16(got16[i]);
+        got[i] = from_16(got16[i], t);
         reff[i] = float(ref[i]);
       }
       const double e = rel_error(got, reff);
@@ -154,9 +163,15 @@ TEST_CASE("gpu fused conv + bias + relu graphs match a float64 reference", "[gpu
       rmdir(dir);
     }
   }
-  std::cout << "fused conv: " << tried << " plans checked\n";
+  std::cout << "fused conv " << dtype_name(t) << ": " << tried << " plans checked\n";
 }
 
+}  // namespace
+
+TEST_CASE("gpu fused conv + bias + relu graphs match a float64 reference", "[gpu][bf16][fp16]") {
+  for (const DType t : {DType::bf16, DType::f16})
+    if (gpu_has_math(t == DType::bf16 ? MathMode::bf16 : MathMode::fp16)) check_fused_graphs(t);
+}
 // Not a check (hidden, run with its tag on a GPU): what cuDNN's graphs would buy on
 // vgg11_bn_cifar's convolutions at batch 256 in bf16. Prints, per shape, each time as a step runs
 // it (fastest_candidate): the forward with bias and relu, unfused against fused (CudnnConv's own
@@ -281,4 +296,48 @@ TEST_CASE("gpu fused conv probe on vgg11_bn_cifar's shapes", "[.probe]") {
     }
   }
   spdlog::set_level(level);
+}
+
+// The fused graph inside the product: a bf16 conv net (conv + bias + relu, conv + bias, a 1x1 with
+// a relu) trained four steps through the executor, not deterministic so that CudnnConv may fuse,
+// with TRAINER_CUDNN_FUSION=on (every convolution whose graph runs takes it) against =off. The
+// two differ only in where the bias is added (before the one rounding to bf16, or after it), so
+// the results agree within bf16's rounding, and differ (the fused path ran).
+TEST_CASE("gpu a bf16 conv net trains alike with and without cuDNN's fused conv graphs", "[gpu][bf16]") {
+  if (!gpu_has_math(MathMode::bf16)) return;
+  const Config c = parse_config(R"(model:
+  input_shape: [8, 16, 16]
+  layers:
+    - {type: conv2d, name: c0, filters: 32, kernel_size: 3, padding: same, activation: relu}
+    - {type: conv2d, name: c1, filters: 32, kernel_size: 3, padding: same}
+    - {type: conv2d, name: c2, filters: 16, kernel_size: 1, activation: relu}
+    - {type: global_avg_pool, name: gap}
+    - {type: dense, name: fc, units: 6}
+data: {train: {format: random}, num_classes: 6}
+)",
+                                "fused.yaml", {});
+  const Model model(c.input_shape, c.layers, c.init, c.file);
+  const auto run = [&](const char* mode) {
+    setenv("TRAINER_CUDNN_FUSION", mode, 1);
+    const int before = fused_convolutions();
+    FusionRun r = run_fusion(cuda_backend(), model, MathMode::bf16, false, nullptr, false);
+    unsetenv("TRAINER_CUDNN_FUSION");
+    return std::make_pair(r, fused_convolutions() - before);
+  };
+  const auto [on, fused_on] = run("on");
+  const auto [off, fused_off] = run("off");
+  const double ep = rel_error(on.params, off.params), eo = rel_error(on.out, off.out);
+  INFO("fused convolutions " << fused_on << " / " << fused_off << "; params rel " << ep << ", outputs rel "
+                             << eo);
+  std::cout << "fused conv net: " << fused_on << " convolutions fused; against unfused: params rel " << ep
+            << ", outputs rel " << eo << "\n";
+  if (fused_on == 0) {
+    std::cout << "SKIPPED: cuDNN built no fused graph for this net\n";
+    return;
+  }
+  CHECK(fused_off == 0);
+  CHECK(eo > 0);
+  CHECK(eo < 2e-2);
+  CHECK(ep < 1e-2);
+  CHECK(std::abs(on.train.loss_sum - off.train.loss_sum) <= 1e-2 * std::abs(off.train.loss_sum));
 }

@@ -30,6 +30,9 @@ namespace {
 // cuDNN scratch per algorithm: at most 256 MiB (1/8 of a --mem-limit cap). Convolution
 // workspaces are transient, so the executor gives all of them one shared region.
 constexpr size_t kMaxScratch = size_t(256) << 20;
+size_t max_scratch(const Allocator& a) {
+  return a.cap_bytes() ? std::min(kMaxScratch, a.cap_bytes() / 8) : kMaxScratch;
+}
 constexpr int kMaxAlgos = 16;
 constexpr float kOne = 1.f, kZero = 0.f;
 constexpr double kDirectMaxMacs = 8.6e9;  // 2^33: see CudnnConv::CudnnConv
@@ -274,9 +277,7 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
     choose_direct(what, key, x_bytes, w_bytes, y_bytes);
   }
   if (nhwc_ && s.groups == 1 && !asym_ && !ctx.deterministic && (s.bias || s.relu)) {
-    const size_t max_ws =
-        be_.allocator().cap_bytes() ? std::min(kMaxScratch, be_.allocator().cap_bytes() / 8) : kMaxScratch;
-    choose_fused(what, s, key, x_bytes, w_bytes, y_bytes, max_ws);
+    choose_fused(what, s, key, x_bytes, w_bytes, y_bytes, max_scratch(be_.allocator()));
   }
   if (asym_) padded_bytes_ = align_up(size_t(pad_.planes * pad_.ph() * pad_.pw() * pad_.inner) * elem);
   if (dtype_ != DType::f32) weight_bytes_ = align_up(w_bytes);
@@ -510,8 +511,7 @@ void time_listed(cudaStream_t stream, Perf* perf, int n, bool strict, cudnnConvo
 void CudnnConv::choose_algorithms(const std::string& what, bool deterministic, bool strict,
                                   const std::string& shape_key, size_t x_bytes, size_t w_bytes,
                                   size_t y_bytes) {
-  const size_t max_ws =
-      be_.allocator().cap_bytes() ? std::min(kMaxScratch, be_.allocator().cap_bytes() / 8) : kMaxScratch;
+  const size_t max_ws = max_scratch(be_.allocator());
   Chosen c{};
   bool chosen = false;
   if (!deterministic && dtype_ != DType::f32) {
@@ -945,8 +945,7 @@ void CudnnConv::choose_fused(const std::string& what, const ConvShape& s, const 
     if (mode == FusionMode::automatic) conv_algo_cache().put(disk_key, "-1");
     return;
   }
-  if (stored_choice >= 0 && stored_choice < n && g->make_plan(stored_choice, max_ws, &why)) {
-    g->select(g->plan_count() - 1);
+  if (stored_choice >= 0 && stored_choice < n && g->make_plan(stored_choice, max_ws, &why)) {  // selects it
     spdlog::debug("{}: fused conv{} ({}) from {}, built in {:.1f} ms", what, flags, g->plan_name(0),
                   conv_algo_cache().path(), ms_since(t0));
     adopt(std::move(g));
@@ -1013,8 +1012,6 @@ void CudnnConv::choose_fused(const std::string& what, const ConvShape& s, const 
       g->select(runs[i - 1]);
       g->run(ptrs, ws);
     });
-    fused_ms_[0] = f.each[0];
-    fused_ms_[1] = f.index > 0 ? f.each[f.index] : -1.f;
     std::string times;
     for (size_t i = 1; i < f.each.size(); ++i)
       times += fmt::format("{}{} {:.1f} us", i > 1 ? ", " : "", g->plan_name(runs[i - 1]), f.each[i] * 1e3f);

@@ -188,9 +188,8 @@ class CudnnConv {
   std::unique_ptr<DirectConv> direct_;  // planned when the shape may take it
   std::unique_ptr<CudnnGraph> fused_;   // conv + bias + relu in one graph, when it won
   bool fused_bias_ = false, fused_relu_ = false;
-  bool low_w_ = false;                // reads_low_weights()
-  float fused_ms_[2] = {-1.f, -1.f};  // the timed unfused and fused forward (this process)
-  double macs_ = 0;                   // multiply-adds of one direction over the batch
+  bool low_w_ = false;  // reads_low_weights()
+  double macs_ = 0;     // multiply-adds of one direction over the batch
   bool direct_fwd_ = false, direct_bwd_data_ = false, direct_bwd_filter_ = false;
 };
 

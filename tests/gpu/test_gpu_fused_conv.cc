@@ -36,12 +36,10 @@ std::vector<uint16_t> to_16(const std::vector<float>& v, DType t = DType::bf16) 
 
 float from_16(uint16_t v, DType t) { return t == DType::bf16 ? float_from_bf16(v) : float_from_f16(v); }
 
-std::vector<uint16_t> to_bf16(const std::vector<float>& v) { return to_16(v); }
-
 // y (N, OH, OW, K) in double from x (N, H, W, C) and W (K, R, S, C) rounded to t.
 std::vector<double> reference(const ConvShape& s, const std::vector<float>& x, const std::vector<float>& w,
                               const std::vector<float>& b, DType t) {
-  const auto r16 = [t](float v) { return double(from_16(to_16({v}, t)[0], t)); };
+  const auto r16 = [t](float v) { return double(t == DType::bf16 ? round_to_bf16(v) : round_to_f16(v)); };
   std::vector<double> y(size_t(s.batch * s.oh * s.ow * s.filters));
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t p = 0; p < s.oh; ++p)
@@ -205,8 +203,8 @@ TEST_CASE("gpu fused conv probe on vgg11_bn_cifar's shapes", "[.probe]") {
                  wsz = size_t(v.k * v.c * 9);
     Buffer x(be, xs * 2), y(be, ys * 2), dy(be, ys * 2), w(be, wsz * 4), dw(be, wsz * 4), dw2(be, wsz * 4),
         b(be, size_t(v.k) * 4), sums(be, size_t(v.k) * 8);
-    x.upload(to_bf16(random_vector(xs, 5)));
-    dy.upload(to_bf16(random_vector(ys, 6)));
+    x.upload(to_16(random_vector(xs, 5)));
+    dy.upload(to_16(random_vector(ys, 6)));
     w.upload(random_vector(wsz, 7, -0.1f, 0.1f));
     b.upload(random_vector(size_t(v.k), 8));
     conv.forward(x.get(), w.as<float>(), y.get(), b.as<float>(), true);  // converts W for backward

@@ -318,10 +318,9 @@ bool CudnnConv::forward(const void* x, const float* w, void* y, const float* bia
   if (fused_) {
     if ((bias != nullptr) != fused_bias_ || relu != fused_relu_)
       throw InternalError("CudnnConv::forward: a bias or relu other than the fused graph's");
-    void* wt = const_cast<void*>(typed_weights(w, true));
-    std::vector<std::pair<int64_t, void*>> ptrs = {
-        {kGraphX, const_cast<void*>(x)}, {kGraphW, wt}, {kGraphY, y}};
-    if (bias) ptrs.emplace_back(kGraphB, const_cast<float*>(bias));
+    const void* wt = typed_weights(w, true);
+    GraphPointers ptrs = {{kGraphX, x}, {kGraphW, wt}, {kGraphY, y}};
+    if (bias) ptrs.add(kGraphB, bias);
     fused_->run(ptrs, scratch_);
     return true;
   }
@@ -972,8 +971,8 @@ void CudnnConv::choose_fused(const std::string& what, const ConvShape& s, const 
     be_.zero(w, w_bytes);
     be_.zero(y, y_bytes);
     be_.zero(b, size_t(s.filters) * sizeof(float));
-    std::vector<std::pair<int64_t, void*>> ptrs = {{kGraphX, x}, {kGraphW, w}, {kGraphY, y}};
-    if (s.bias) ptrs.emplace_back(kGraphB, b);
+    GraphPointers ptrs = {{kGraphX, x}, {kGraphW, w}, {kGraphY, y}};
+    if (s.bias) ptrs.add(kGraphB, b);
     // Each plan once, eagerly: one that cannot run here says so now.
     std::vector<int> runs;
     for (int p = 0; p < g->plan_count(); ++p) {

@@ -348,20 +348,22 @@ std::string CudnnGraph::plan_json(int p) const {
   return json;
 }
 
-cudnnStatus_t CudnnGraph::try_run(const std::vector<std::pair<int64_t, void*>>& ptrs, void* workspace) {
+void GraphPointers::add(int64_t id, const void* p) {
+  if (n == kMax) throw InternalError("GraphPointers: more than " + std::to_string(kMax) + " tensors");
+  uid[size_t(n)] = id;
+  data[size_t(n)] = const_cast<void*>(p);  // cuDNN's variant pack takes void* for inputs too
+  ++n;
+}
+
+cudnnStatus_t CudnnGraph::try_run(const GraphPointers& ptrs, void* workspace) {
   if (selected_ < 0 || size_t(selected_) >= plans_.size())
     throw InternalError("CudnnGraph::run: no plan selected");
   if (pack_plan_ != selected_ || pack_ptrs_ != ptrs || pack_ws_ != workspace || !pack_.get()) {
     BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    std::vector<int64_t> uids;
-    std::vector<void*> data;
-    for (const auto& p : ptrs) {
-      uids.push_back(p.first);
-      data.push_back(p.second);
-    }
-    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data(),
+    GraphPointers copy = ptrs;  // cuDNN's setter takes non-const arrays
+    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(copy.n), copy.uid.data(),
              "the variant pack's ids");
-    pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(data.size()), data.data(),
+    pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(copy.n), copy.data.data(),
              "the variant pack's pointers");
     pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace,
              "the variant pack's workspace");
@@ -375,7 +377,7 @@ cudnnStatus_t CudnnGraph::try_run(const std::vector<std::pair<int64_t, void*>>& 
   return cudnnBackendExecute(handle_, plans_[size_t(selected_)].plan.get(), pack_.get());
 }
 
-void CudnnGraph::run(const std::vector<std::pair<int64_t, void*>>& ptrs, void* workspace) {
+void CudnnGraph::run(const GraphPointers& ptrs, void* workspace) {
   const cudnnStatus_t st = try_run(ptrs, workspace);
   if (st != CUDNN_STATUS_SUCCESS)
     throw RuntimeError(fmt::format("cuDNN error: executing a fused graph ({}) failed on {}: {}",

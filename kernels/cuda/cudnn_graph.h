@@ -67,6 +67,27 @@ struct GraphConv {
   int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1;
 };
 
+// The memory of a graph's non-virtual tensors, by uid: a fixed list, so that running a graph in
+// a step allocates nothing on the host.
+struct GraphPointers {
+  static constexpr int kMax = 8;
+  std::array<int64_t, kMax> uid{};
+  std::array<void*, kMax> data{};
+  int n = 0;
+  GraphPointers() = default;
+  GraphPointers(std::initializer_list<std::pair<int64_t, const void*>> list) {
+    for (const auto& p : list) add(p.first, p.second);
+  }
+  void add(int64_t id, const void* p);  // InternalError past kMax
+  bool operator==(const GraphPointers& o) const {
+    if (n != o.n) return false;
+    for (int i = 0; i < n; ++i)
+      if (uid[size_t(i)] != o.uid[size_t(i)] || data[size_t(i)] != o.data[size_t(i)]) return false;
+    return true;
+  }
+  bool operator!=(const GraphPointers& o) const { return !(*this == o); }
+};
+
 class CudnnGraph {
  public:
   explicit CudnnGraph(cudnnHandle_t handle) : handle_(handle) {}
@@ -117,9 +138,9 @@ class CudnnGraph {
   // Executes the selected plan on the handle's stream: ptrs maps each non-virtual tensor's uid
   // to its memory; workspace holds plan_workspace(selected()) bytes. The variant pack is remade
   // only when a pointer changes. Throws RuntimeError when cuDNN fails.
-  void run(const std::vector<std::pair<int64_t, void*>>& ptrs, void* workspace);
+  void run(const GraphPointers& ptrs, void* workspace);
   // The same, returning cuDNN's status instead of throwing (plan-time trials).
-  cudnnStatus_t try_run(const std::vector<std::pair<int64_t, void*>>& ptrs, void* workspace);
+  cudnnStatus_t try_run(const GraphPointers& ptrs, void* workspace);
 
  private:
   struct Plan {
@@ -147,7 +168,7 @@ class CudnnGraph {
   // The variant pack of the last run and what it was made for.
   BackendDesc pack_;
   int pack_plan_ = -1;
-  std::vector<std::pair<int64_t, void*>> pack_ptrs_;
+  GraphPointers pack_ptrs_;
   void* pack_ws_ = nullptr;
 };
 

@@ -110,9 +110,8 @@ void check_fused_graphs(DType t) {
     for (int p = 0; p < g.plan_count(); ++p) {
       g.select(p);
       Buffer ws(be, std::max<size_t>(g.plan_workspace(p), 16));
-      std::vector<std::pair<int64_t, void*>> ptrs = {
-          {kGraphX, dx.get()}, {kGraphW, dw.get()}, {kGraphY, dy.get()}};
-      if (s.bias) ptrs.emplace_back(kGraphB, db.get());
+      GraphPointers ptrs = {{kGraphX, dx.get()}, {kGraphW, dw.get()}, {kGraphY, dy.get()}};
+      if (s.bias) ptrs.add(kGraphB, db.get());
       be.zero(dy.get(), ref.size() * 2);
       g.run(ptrs, ws.get());
       be.synchronize();
@@ -223,7 +222,7 @@ TEST_CASE("gpu fused conv probe on vgg11_bn_cifar's shapes", "[.probe]") {
     size_t wmax = 16;
     for (int p = 0; p < wg.plan_count(); ++p) wmax = std::max(wmax, wg.plan_workspace(p));
     Buffer wws(be, wmax);
-    const std::vector<std::pair<int64_t, void*>> wptrs = {{1, x.get()}, {2, dy.get()}, {3, dw2.get()}};
+    const GraphPointers wptrs = {{1, x.get()}, {2, dy.get()}, {3, dw2.get()}};
     std::vector<int> wruns;
     for (int p = 0; p < wg.plan_count(); ++p) {
       wg.select(p);
@@ -269,10 +268,10 @@ TEST_CASE("gpu fused conv probe on vgg11_bn_cifar's shapes", "[.probe]") {
       size_t fmax = 16;
       for (int p = 0; p < fg.plan_count(); ++p) fmax = std::max(fmax, fg.plan_workspace(p));
       Buffer fws(be, fmax);
-      std::vector<std::pair<int64_t, void*>> fptrs = {{1, x.get()}, {2, kept.get()}, {3, y.get()}};
+      GraphPointers fptrs = {{1, x.get()}, {2, kept.get()}, {3, y.get()}};
       if (stats) {
-        fptrs.emplace_back(4, sums.get());
-        fptrs.emplace_back(5, static_cast<char*>(sums.get()) + v.k * 4);
+        fptrs.add(4, sums.get());
+        fptrs.add(5, static_cast<char*>(sums.get()) + v.k * 4);
       }
       std::vector<int> fruns;
       for (int p = 0; p < fg.plan_count(); ++p) {

@@ -6,7 +6,9 @@
 // as executed, local memory). Unlike ncu it runs the program at its own pace, graphs and streams
 // as they are, so the gaps are real: a cold and a warm `trainer bench` differ only there.
 //   TRACE_OUT=FILE (default stderr), TRACE_LAST=N, TRACE_PROGRAM=NAME (only in processes whose
-//   /proc/self/comm starts with NAME: wrapper shells stay untraced).
+//   /proc/self/comm starts with NAME: wrapper shells stay untraced), TRACE_RAW=FILE (also every one
+//   of those kernels as a CSV row, by start: device, stream, start and end in ns, name; to study
+//   several devices or streams, e.g. a data-parallel step's collectives beside its compute).
 #include <cupti.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@ typedef struct {
   uint64_t start, end, local_total;
   const char* name;
   uint32_t grid[3], block[3], regs, smem, smem_executed, local_per_thread;
+  uint32_t device, stream;
 } Kernel;
 
 static Kernel* ring;  // the last `cap` kernels seen, by arrival
@@ -76,6 +79,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* b
     o->smem_executed = k->sharedMemoryExecuted;
     o->local_per_thread = k->localMemoryPerThread;
     o->local_total = k->localMemoryTotal_v2;
+    o->device = k->deviceId;
+    o->stream = k->streamId;
     ++seen;
   }
   free(buffer);
@@ -103,6 +108,15 @@ static void report(void) {
   const size_t n = seen < cap ? seen : cap;
   if (n == 0) return;
   qsort(ring, n, sizeof(Kernel), by_start);
+  const char* raw_path = getenv("TRACE_RAW");
+  FILE* raw = raw_path ? fopen(raw_path, "w") : NULL;
+  if (raw) {
+    fprintf(raw, "device,stream,start_ns,end_ns,name\n");
+    for (size_t i = 0; i < n; ++i)
+      fprintf(raw, "%u,%u,%llu,%llu,\"%s\"\n", ring[i].device, ring[i].stream,
+              (unsigned long long)ring[i].start, (unsigned long long)ring[i].end, ring[i].name);
+    fclose(raw);
+  }
   const char* path = getenv("TRACE_OUT");
   FILE* f = path ? fopen(path, "w") : NULL;
   if (!f) f = stderr;

@@ -10,7 +10,10 @@
 //      for every column d of the tile, a segmented scan over the warp's lanes (a fixed tree of
 //      shuffles) sums each run of equal ids inside the chunk. A run that is a whole id goes
 //      straight to dW; a run that continues into or from a neighbouring chunk is kept in the
-//      workspace;
+//      workspace. With dy as rows (B, L, D) a warp instead walks its chunk's 32 positions in order,
+//      lanes across the row's columns (float4 loads where D is a multiple of 4), and writes each
+//      run's sum where the run ends, with the same destinations: GPT-2's 8,192 x 768 took 34 us on
+//      an H200 against the scan's 232;
 //   4. a warp per chunk (and tile) where an id that crosses chunks ends finds the id's first chunk (a binary
 //      search of the sorted keys), adds its run sums (a fixed tree again) and writes its dW row.
 // Rows of ids that do not occur are zero (a memset first). The summation order is fixed by the

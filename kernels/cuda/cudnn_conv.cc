@@ -279,6 +279,8 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
   if (nhwc_ && s.groups == 1 && !asym_ && !ctx.deterministic && (s.bias || s.relu)) {
     choose_fused(what, s, key, x_bytes, w_bytes, y_bytes, max_scratch(be_.allocator()));
   }
+  if (nhwc_ && s.groups == 1 && !asym_ && !ctx.deterministic)
+    choose_wgrad(what, s, key, x_bytes, w_bytes, y_bytes, max_scratch(be_.allocator()));
   if (asym_) padded_bytes_ = align_up(size_t(pad_.planes * pad_.ph() * pad_.pw() * pad_.inner) * elem);
   if (dtype_ != DType::f32) weight_bytes_ = align_up(w_bytes);
   low_w_ = nhwc_ && groups_ == 1 && cp_ == c_ && ctx.low_precision_params;
@@ -353,9 +355,12 @@ bool CudnnConv::backward(const void* x, const float* w, const void* dy, float* d
 void CudnnConv::backward_filter(const void* x, const void* dy, float* dw) {
   const void* xin = padded_input(x);
   void* dwt = dtype_ == DType::f32 ? static_cast<void*>(dw) : dw_typed_;
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(be_.cudnn(), &kOne, x_desc_, xin, y_desc_, dy,
-                                             conv_desc_[kBwdFilter], bwd_filter_algo_, scratch_,
-                                             bwd_filter_ws_, &kZero, w_desc_, dwt));
+  if (wgrad_)
+    wgrad_->run({{kGraphX, xin}, {kGraphY, dy}, {kGraphW, dwt}}, scratch_);
+  else
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(be_.cudnn(), &kOne, x_desc_, xin, y_desc_, dy,
+                                               conv_desc_[kBwdFilter], bwd_filter_algo_, scratch_,
+                                               bwd_filter_ws_, &kZero, w_desc_, dwt));
   if (dwt != dw && nhwc_)
     launch_krsc_to_filter(dtype_, dwt, dw, k_, c_, cp_, r_, s_, be_.stream());
   else if (dwt != dw)
@@ -839,6 +844,20 @@ CudnnConv::Chosen CudnnConv::heuristic_algorithms(const std::string& what, bool 
   return ranked(what, deterministic, strict, max_ws, fwd, n_fwd, bd, n_bd, bf, n_bf);
 }
 
+namespace {
+
+// The convolution of a graph op: symmetric padding and the strides (dilation 1).
+GraphConv graph_conv(const ConvShape& s) {
+  GraphConv c;
+  c.pad_h = s.pad_top;
+  c.pad_w = s.pad_left;
+  c.stride_h = s.sh;
+  c.stride_w = s.sw;
+  return c;
+}
+
+}  // namespace
+
 void build_conv_forward_graph(CudnnGraph& g, const ConvShape& s, int64_t channels, DType t) {
   if (!s.bias && !s.relu) throw InternalError("build_conv_forward_graph: nothing to fuse");
   const cudnnDataType_t io = cudnn_type(t);
@@ -850,19 +869,24 @@ void build_conv_forward_graph(CudnnGraph& g, const ConvShape& s, int64_t channel
   if (s.bias) g.tensor({kGraphB, CUDNN_DATA_FLOAT, {1, k, 1, 1}, {k, 1, 1, 1}, false});
   if (s.bias && s.relu) g.tensor({kGraphBiased, CUDNN_DATA_FLOAT, ydims, ystrides, true});
   g.tensor({kGraphY, io, ydims, ystrides, false});
-  GraphConv c;
-  c.pad_h = s.pad_top;
-  c.pad_w = s.pad_left;
-  c.stride_h = s.sh;
-  c.stride_w = s.sw;
-  g.conv_fprop(kGraphX, kGraphW, kGraphConv, c);
+  g.conv_fprop(kGraphX, kGraphW, kGraphConv, graph_conv(s));
   if (s.bias) g.pointwise(CUDNN_POINTWISE_ADD, kGraphConv, kGraphB, s.relu ? kGraphBiased : kGraphY);
   if (s.relu) g.pointwise(CUDNN_POINTWISE_RELU_FWD, s.bias ? kGraphBiased : kGraphConv, -1, kGraphY);
+}
+
+void build_conv_wgrad_graph(CudnnGraph& g, const ConvShape& s, int64_t channels, DType t) {
+  const cudnnDataType_t io = cudnn_type(t);
+  const int64_t n = s.batch, k = s.filters;
+  g.tensor({kGraphX, io, {n, channels, s.h, s.w}, nhwc_strides(n, channels, s.h, s.w), false});
+  g.tensor({kGraphY, io, {n, k, s.oh, s.ow}, nhwc_strides(n, k, s.oh, s.ow), false});
+  g.tensor({kGraphW, io, {k, channels, s.kh, s.kw}, nhwc_strides(k, channels, s.kh, s.kw), false});
+  g.conv_wgrad(kGraphX, kGraphY, kGraphW, graph_conv(s));
 }
 
 namespace {
 
 std::atomic<int> g_fused{0};  // fused_convolutions()
+std::atomic<int> g_wgrad{0};  // graph_wgrads()
 
 // Fused graphs timed on a cold start: the heuristics' first configurations that build. Each
 // build of a runtime-compiled engine compiles a kernel (NVRTC, 0.3-1.2 s on an H200 the first
@@ -870,6 +894,12 @@ std::atomic<int> g_fused{0};  // fused_convolutions()
 // faster than the better of the first two on cifar10_cnn's and vgg11's convolutions at batch 256
 // (H200, bf16).
 constexpr int kFusedPlans = 2;
+// Filter-gradient graphs timed on a cold start: the heuristics' first kWgradPlans precompiled
+// configurations. The best of vgg11_bn_cifar's bf16 shapes at batch 256 (H200) came 4th (the stem:
+// 43.2 us against 54.1 for the 2nd and 97.6 for the legacy choice) and 6th (256 channels at 8 x 8:
+// 43.3 us against 51.4 for the 1st), none runtime-compiled; the one runtime-compiled engine among
+// them (128 channels at 8 x 8) took 170 ms of the cold start to build and was not the fastest.
+constexpr int kWgradPlans = 8;
 
 // "-1" (the convolution and our bias/relu kernel were faster) or the configuration's index in the
 // heuristics' ranking; -2 for anything else (measured again).
@@ -896,6 +926,113 @@ FusionMode fusion_mode() {
 }
 
 int fused_convolutions() { return g_fused.load(); }
+int graph_wgrads() { return g_wgrad.load(); }
+
+// What choose_fused and choose_wgrad share (cudnn_conv.h).
+std::unique_ptr<CudnnGraph> CudnnConv::choose_graph(
+    const std::string& what, const std::string& label, const std::string& disk_key, int plans,
+    bool precompiled_only, size_t max_ws, const std::function<void(CudnnGraph&)>& build,
+    const std::vector<size_t>& buffers, size_t baseline_ws,
+    const std::function<GraphPointers(void* const*)>& ptrs,
+    const std::function<void(void* const*, void*)>& baseline) {
+  const FusionMode mode = fusion_mode();
+  if (mode == FusionMode::off) return nullptr;
+  const auto t0 = Clock::now();
+  std::string stored;
+  const int stored_choice =
+      mode == FusionMode::automatic && conv_algo_cache().get(disk_key, &stored) ? decode_fused(stored) : -2;
+  if (stored_choice == -1) return nullptr;
+  const auto refuse = [&] {
+    if (mode == FusionMode::automatic) conv_algo_cache().put(disk_key, "-1");
+    return nullptr;
+  };
+  auto g = std::make_unique<CudnnGraph>(be_.cudnn());
+  std::string why, json;
+  if (stored_choice >= 0 && fused_plan_cache().get(disk_key, &json)) {
+    if (g->load_plan(json, max_ws, &why)) {
+      spdlog::debug("{}: {} ({}) from {}, loaded in {:.1f} ms", what, label, g->plan_name(0),
+                    fused_plan_cache().path(), ms_since(t0));
+      return g;
+    }
+    spdlog::debug("{}: {}: {}; building it again", what, label, why);
+  }
+  int n = 0;
+  g = std::make_unique<CudnnGraph>(be_.cudnn());  // a fresh one: a refused stored plan leaves nothing
+  try {
+    build(*g);
+    n = g->finalize(&why);
+  } catch (const RuntimeError& e) {
+    why = e.what();
+  }
+  if (n == 0) {
+    spdlog::debug("{}: no {}: {}", what, label, why);
+    return refuse();
+  }
+  if (stored_choice >= 0 && stored_choice < n && g->make_plan(stored_choice, max_ws, &why)) {  // selects it
+    spdlog::debug("{}: {} ({}) from {}, built in {:.1f} ms", what, label, g->plan_name(0),
+                  conv_algo_cache().path(), ms_since(t0));
+    return g;
+  }
+  if (g->make_plans(plans, max_ws, &why, precompiled_only) < plans && !why.empty())
+    spdlog::debug("{}: {}: {}", what, label, why);
+  const double build_ms = ms_since(t0);
+  if (g->plan_count() == 0) return refuse();
+  try {
+    MeasureBuffers buf(be_.allocator());
+    std::vector<void*> b;
+    for (size_t bytes : buffers) {
+      b.push_back(buf.take(bytes, what + ": timing " + label));
+      be_.zero(b.back(), bytes);
+    }
+    size_t ws_bytes = baseline_ws;
+    for (int p = 0; p < g->plan_count(); ++p) ws_bytes = std::max(ws_bytes, g->plan_workspace(p));
+    void* ws = ws_bytes ? buf.take(ws_bytes, what + ": timing " + label + " (scratch)") : nullptr;
+    const GraphPointers graph_ptrs = ptrs(b.data());
+    // Each plan once, eagerly: one that cannot run here says so now.
+    std::vector<int> runs;
+    for (int p = 0; p < g->plan_count(); ++p) {
+      g->select(p);
+      const cudnnStatus_t st = g->try_run(graph_ptrs, ws);
+      if (st == CUDNN_STATUS_SUCCESS)
+        runs.push_back(p);
+      else
+        spdlog::debug("{}: {}: {} does not run: {}", what, label, g->plan_name(p), cudnnGetErrorString(st));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
+    CUDA_CHECK(cudaGetLastError());
+    if (runs.empty()) return refuse();
+    if (mode == FusionMode::on) {  // untimed, not kept
+      g->select(runs[0]);
+      spdlog::debug("{}: {} ({}): TRAINER_CUDNN_FUSION=on", what, label, g->plan_name(runs[0]));
+      return g;
+    }
+    const Fastest f = fastest_candidate(be_.stream(), 1 + runs.size(), [&](size_t i) {
+      if (i == 0) {
+        baseline(b.data(), ws);
+        return;
+      }
+      g->select(runs[i - 1]);
+      g->run(graph_ptrs, ws);
+    });
+    std::string times;
+    for (size_t i = 1; i < f.each.size(); ++i)
+      times += fmt::format("{}{} {:.1f} us", i > 1 ? ", " : "", g->plan_name(runs[i - 1]), f.each[i] * 1e3f);
+    spdlog::debug("{}: {}: without {:.1f} us, {}; {} ({:.0f} ms, building {:.0f})", what, label,
+                  f.each[0] * 1e3f, times, f.index > 0 ? "taken" : "not taken", ms_since(t0), build_ms);
+    if (f.index == 0) return refuse();
+    g->select(runs[f.index - 1]);
+    conv_algo_cache().put(disk_key, std::to_string(g->plan_config(g->selected())));
+    json = g->plan_json(g->selected());
+    if (!json.empty()) fused_plan_cache().put(disk_key, json);
+  } catch (const OutOfMemoryError& e) {
+    spdlog::debug("{}: timing {} does not fit ({}); not taken", what, label, e.what());
+    return nullptr;
+  } catch (const RuntimeError& e) {
+    spdlog::debug("{}: {}: {}; not taken", what, label, e.what());
+    return nullptr;
+  }
+  return g;
+}
 
 // The fused graph takes the bias and relu into the convolution's epilogue: one pass over y
 // instead of two (the convolution writes y, the bias kernel reads and writes it again), and the
@@ -903,136 +1040,59 @@ int fused_convolutions() { return g_fused.load(); }
 // engine cuDNN builds for the graph against the one its legacy call takes, so it is timed.
 void CudnnConv::choose_fused(const std::string& what, const ConvShape& s, const std::string& shape_key,
                              size_t x_bytes, size_t w_bytes, size_t y_bytes, size_t max_ws) {
-  const FusionMode mode = fusion_mode();
-  if (mode == FusionMode::off) return;
-  const auto t0 = Clock::now();
   const std::string flags = std::string(s.bias ? " + bias" : "") + (s.relu ? " + relu" : "");
   const std::string disk_key =
       gpu_identity(be_.device()) + " fused" + flags + " " + shape_key + std::to_string(max_ws);
-  std::string stored;
-  const int stored_choice =
-      mode == FusionMode::automatic && conv_algo_cache().get(disk_key, &stored) ? decode_fused(stored) : -2;
-  if (stored_choice == -1) return;
-  const auto adopt = [&](std::unique_ptr<CudnnGraph> graph) {
-    fused_bias_ = s.bias;
-    fused_relu_ = s.relu;
-    scratch_bytes_ = align_up(std::max(scratch_bytes_, graph->plan_workspace(graph->selected())));
-    fused_ = std::move(graph);
-    ++g_fused;
-  };
-  auto g = std::make_unique<CudnnGraph>(be_.cudnn());
-  std::string why, json;
-  if (stored_choice >= 0 && fused_plan_cache().get(disk_key, &json)) {
-    if (g->load_plan(json, max_ws, &why)) {
-      spdlog::debug("{}: fused conv{} ({}) from {}, loaded in {:.1f} ms", what, flags, g->plan_name(0),
-                    fused_plan_cache().path(), ms_since(t0));
-      adopt(std::move(g));
-      return;
-    }
-    spdlog::debug("{}: fused conv{}: {}; building it again", what, flags, why);
-  }
-  int n = 0;
-  g = std::make_unique<CudnnGraph>(be_.cudnn());  // a fresh one: a refused stored plan leaves nothing
-  try {
-    build_conv_forward_graph(*g, s, cp_ * groups_, dtype_);
-    n = g->finalize(&why);
-  } catch (const RuntimeError& e) {
-    why = e.what();
-  }
-  if (n == 0) {
-    spdlog::debug("{}: no fused conv{} graph: {}", what, flags, why);
-    if (mode == FusionMode::automatic) conv_algo_cache().put(disk_key, "-1");
-    return;
-  }
-  if (stored_choice >= 0 && stored_choice < n && g->make_plan(stored_choice, max_ws, &why)) {  // selects it
-    spdlog::debug("{}: fused conv{} ({}) from {}, built in {:.1f} ms", what, flags, g->plan_name(0),
-                  conv_algo_cache().path(), ms_since(t0));
-    adopt(std::move(g));
-    return;
-  }
-  if (g->make_plans(kFusedPlans, max_ws, &why) < kFusedPlans && !why.empty())
-    spdlog::debug("{}: fused conv{}: {}", what, flags, why);
-  const double build_ms = ms_since(t0);
-  if (g->plan_count() == 0) {
-    if (mode == FusionMode::automatic) conv_algo_cache().put(disk_key, "-1");
-    return;
-  }
-  try {
-    MeasureBuffers buf(be_.allocator());
-    void* x = buf.take(x_bytes, what + ": timing fused graphs (input)");
-    void* w = buf.take(w_bytes, what + ": timing fused graphs (weights)");
-    void* y = buf.take(y_bytes, what + ": timing fused graphs (output)");
-    auto* b = static_cast<float*>(
-        buf.take(size_t(s.filters) * sizeof(float), what + ": timing fused graphs (bias)"));
-    size_t ws_bytes = fwd_ws_;
-    for (int p = 0; p < g->plan_count(); ++p) ws_bytes = std::max(ws_bytes, g->plan_workspace(p));
-    void* ws = ws_bytes ? buf.take(ws_bytes, what + ": timing fused graphs (scratch)") : nullptr;
-    be_.zero(x, x_bytes);
-    be_.zero(w, w_bytes);
-    be_.zero(y, y_bytes);
-    be_.zero(b, size_t(s.filters) * sizeof(float));
-    GraphPointers ptrs = {{kGraphX, x}, {kGraphW, w}, {kGraphY, y}};
-    if (s.bias) ptrs.add(kGraphB, b);
-    // Each plan once, eagerly: one that cannot run here says so now.
-    std::vector<int> runs;
-    for (int p = 0; p < g->plan_count(); ++p) {
-      g->select(p);
-      const cudnnStatus_t st = g->try_run(ptrs, ws);
-      if (st == CUDNN_STATUS_SUCCESS)
-        runs.push_back(p);
-      else
-        spdlog::debug("{}: fused conv{}: {} does not run: {}", what, flags, g->plan_name(p),
-                      cudnnGetErrorString(st));
-    }
-    CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
-    CUDA_CHECK(cudaGetLastError());
-    if (runs.empty()) {
-      if (mode == FusionMode::automatic) conv_algo_cache().put(disk_key, "-1");
-      return;
-    }
-    if (mode == FusionMode::on) {  // untimed, not kept
-      g->select(runs[0]);
-      spdlog::debug("{}: fused conv{} ({}): TRAINER_CUDNN_FUSION=on", what, flags, g->plan_name(runs[0]));
-      adopt(std::move(g));
-      return;
-    }
-    const cudnnHandle_t h = be_.cudnn();
-    const int64_t count = s.batch * s.filters * s.oh * s.ow;
-    const Fastest f = fastest_candidate(be_.stream(), 1 + runs.size(), [&](size_t i) {
-      if (i == 0) {
-        CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, x_desc_, x, w_desc_, w, conv_desc_[kFwd], fwd_algo_, ws,
-                                            fwd_ws_, &kZero, y_desc_, y));
+  const int64_t count = s.batch * s.filters * s.oh * s.ow;
+  std::unique_ptr<CudnnGraph> g = choose_graph(
+      what, "fused conv" + flags, disk_key, kFusedPlans, false, max_ws,
+      [&](CudnnGraph& graph) { build_conv_forward_graph(graph, s, cp_ * groups_, dtype_); },
+      {x_bytes, w_bytes, y_bytes, size_t(s.filters) * sizeof(float)}, fwd_ws_,
+      [&](void* const* b) {
+        GraphPointers p = {{kGraphX, b[0]}, {kGraphW, b[1]}, {kGraphY, b[2]}};
+        if (s.bias) p.add(kGraphB, b[3]);
+        return p;
+      },
+      [&](void* const* b, void* ws) {
+        CUDNN_CHECK(cudnnConvolutionForward(be_.cudnn(), &kOne, x_desc_, b[0], w_desc_, b[1],
+                                            conv_desc_[kFwd], fwd_algo_, ws, fwd_ws_, &kZero, y_desc_, b[2]));
         if (s.bias)
-          launch_bias_add(dtype_, y, b, s.batch, s.filters, s.oh * s.ow, true, be_.stream(), s.relu);
+          launch_bias_add(dtype_, b[2], static_cast<const float*>(b[3]), s.batch, s.filters, s.oh * s.ow,
+                          true, be_.stream(), s.relu);
         else
-          launch_eltwise_forward(Eltwise::relu, 0.f, dtype_, y, y, count, be_.stream());
-        return;
-      }
-      g->select(runs[i - 1]);
-      g->run(ptrs, ws);
-    });
-    std::string times;
-    for (size_t i = 1; i < f.each.size(); ++i)
-      times += fmt::format("{}{} {:.1f} us", i > 1 ? ", " : "", g->plan_name(runs[i - 1]), f.each[i] * 1e3f);
-    spdlog::debug(
-        "{}: fused conv{}: convolution and our kernel {:.1f} us, {}; {} ({:.0f} ms, building {:.0f})", what,
-        flags, f.each[0] * 1e3f, times, f.index > 0 ? "fused" : "not fused", ms_since(t0), build_ms);
-    if (f.index == 0) {
-      conv_algo_cache().put(disk_key, "-1");
-      return;
-    }
-    g->select(runs[f.index - 1]);
-    conv_algo_cache().put(disk_key, std::to_string(g->plan_config(g->selected())));
-    json = g->plan_json(g->selected());
-    if (!json.empty()) fused_plan_cache().put(disk_key, json);
-  } catch (const OutOfMemoryError& e) {
-    spdlog::debug("{}: timing fused graphs does not fit ({}); not fused", what, e.what());
-    return;
-  } catch (const RuntimeError& e) {
-    spdlog::debug("{}: fused conv{}: {}; not fused", what, flags, e.what());
-    return;
-  }
-  adopt(std::move(g));
+          launch_eltwise_forward(Eltwise::relu, 0.f, dtype_, b[2], b[2], count, be_.stream());
+      });
+  if (!g) return;
+  fused_bias_ = s.bias;
+  fused_relu_ = s.relu;
+  scratch_bytes_ = align_up(std::max(scratch_bytes_, g->plan_workspace(g->selected())));
+  fused_ = std::move(g);
+  ++g_fused;
+}
+
+// The filter gradient: the legacy API reaches a few of cuDNN's engines (the heuristics rank
+// them, bf16 takes the first), the graph API's heuristics list more, with their knobs (split
+// over the reduction among them). Both write the same 16-bit (K, R, S, C) gradient, which
+// backward_filter then converts, so only the engine differs.
+void CudnnConv::choose_wgrad(const std::string& what, const ConvShape& s, const std::string& shape_key,
+                             size_t x_bytes, size_t w_bytes, size_t y_bytes, size_t max_ws) {
+  const std::string disk_key = gpu_identity(be_.device()) + " wgrad " + shape_key + std::to_string(max_ws);
+  std::unique_ptr<CudnnGraph> g = choose_graph(
+      what, "filter-gradient graph", disk_key, kWgradPlans, true, max_ws,
+      [&](CudnnGraph& graph) { build_conv_wgrad_graph(graph, s, cp_ * groups_, dtype_); },
+      {x_bytes, y_bytes, w_bytes}, bwd_filter_ws_,
+      [&](void* const* b) {
+        return GraphPointers{{kGraphX, b[0]}, {kGraphY, b[1]}, {kGraphW, b[2]}};
+      },
+      [&](void* const* b, void* ws) {
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter(be_.cudnn(), &kOne, x_desc_, b[0], y_desc_, b[1],
+                                                   conv_desc_[kBwdFilter], bwd_filter_algo_, ws,
+                                                   bwd_filter_ws_, &kZero, w_desc_, b[2]));
+      });
+  if (!g) return;
+  scratch_bytes_ = align_up(std::max(scratch_bytes_, g->plan_workspace(g->selected())));
+  wgrad_ = std::move(g);
+  ++g_wgrad;
 }
 
 }  // namespace trainer::cuda

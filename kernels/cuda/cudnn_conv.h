@@ -13,7 +13,10 @@
 //     convolves with no padding; backward-data goes to that buffer and is cropped into dx.
 //   - in 16-bit math a convolution whose layer adds a bias and/or applies a fused relu is timed
 //     against cuDNN's fused graph relu(conv + b) (cudnn_graph.h, choose_fused), which then
-//     replaces the convolution and our bias/relu kernel (its serialized plan kept on disk);
+//     replaces the convolution and our bias/relu kernel (its serialized plan kept on disk); and
+//     the filter gradient's legacy algorithm against the graph API's engines for it
+//     (choose_wgrad), whose configurations the legacy list does not reach (vgg11_bn_cifar's
+//     stem: 97.6 us with the heuristics' legacy choice, 43.2 with the graph's fourth);
 // forward/backward only launch work on the backend's stream (no allocation, no descriptor, no
 // sync; a fused graph's variant pack is made on its first call and reused). No bias in CudnnConv: the layer
 // kernel (make_cudnn_conv_layer) adds it (bias.cu). Activations in ctx.act_dtype: with bf16 (or fp16) x, y
@@ -29,8 +32,10 @@
 //   f32] [cuDNN scratch]; kept (the layer's own for the step): W in the activation dtype
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cudnn_graph.h"
@@ -64,6 +69,10 @@ enum ConvGraphId : int64_t {
   kGraphBiased = 6
 };
 void build_conv_forward_graph(CudnnGraph& g, const ConvShape& s, int64_t channels, DType t);
+// The filter gradient dW = wgrad(x, dy) in the graph API: x (kGraphX) and dy (kGraphY) in the
+// 16-bit dtype t, channels-last; dW (kGraphW) in t as (K, R, S, C), `channels` (padded) input
+// channels: what CudnnConv's legacy call writes before converting it into the f32 gradient.
+void build_conv_wgrad_graph(CudnnGraph& g, const ConvShape& s, int64_t channels, DType t);
 
 class CudnnConv {
  public:
@@ -151,6 +160,24 @@ class CudnnConv {
   // the convolution and our bias/relu kernel, keeps the faster (on disk too).
   void choose_fused(const std::string& what, const ConvShape& s, const std::string& shape_key, size_t x_bytes,
                     size_t w_bytes, size_t y_bytes, size_t max_ws);
+  // The same conditions but the bias and relu: times the filter-gradient graph's first kWgradPlans
+  // configurations against the legacy algorithm chosen, keeps the faster (on disk too).
+  void choose_wgrad(const std::string& what, const ConvShape& s, const std::string& shape_key, size_t x_bytes,
+                    size_t w_bytes, size_t y_bytes, size_t max_ws);
+  // What both share: under TRAINER_CUDNN_FUSION's mode, the stored choice for disk_key (its plan
+  // from the plan cache, or built again from the stored configuration), else the heuristics' first
+  // `plans` configurations that build (precompiled_only: of the engines cuDNN does not compile at
+  // run time), each run once, then timed with `baseline` as candidate 0,
+  // on zeroed buffers of the given bytes (passed in that order to `ptrs` and `baseline`) and one
+  // scratch of the largest workspace (baseline_ws at least). Returns the faster graph with its
+  // plan selected, or null where the baseline won or nothing builds and runs. `label` names the
+  // graph in the debug log.
+  std::unique_ptr<CudnnGraph> choose_graph(const std::string& what, const std::string& label,
+                                           const std::string& disk_key, int plans, bool precompiled_only,
+                                           size_t max_ws, const std::function<void(CudnnGraph&)>& build,
+                                           const std::vector<size_t>& buffers, size_t baseline_ws,
+                                           const std::function<GraphPointers(void* const*)>& ptrs,
+                                           const std::function<void(void* const*, void*)>& baseline);
   // Times the direct kernels (direct_conv.cuh) against the chosen cuDNN algorithms, each
   // direction where they fit, and keeps the faster: f32 NCHW, groups 1, not --deterministic.
   void choose_direct(const std::string& what, const std::string& shape_key, size_t x_bytes, size_t w_bytes,
@@ -187,17 +214,21 @@ class CudnnConv {
   void* scratch_ = nullptr;
   std::unique_ptr<DirectConv> direct_;  // planned when the shape may take it
   std::unique_ptr<CudnnGraph> fused_;   // conv + bias + relu in one graph, when it won
+  std::unique_ptr<CudnnGraph> wgrad_;   // the filter gradient's graph, when it won
   bool fused_bias_ = false, fused_relu_ = false;
   bool low_w_ = false;  // reads_low_weights()
   double macs_ = 0;     // multiply-adds of one direction over the batch
   bool direct_fwd_ = false, direct_bwd_data_ = false, direct_bwd_filter_ = false;
 };
 
-// TRAINER_CUDNN_FUSION: "off" never fuses, "on" takes cuDNN's fused graph wherever one builds
-// and runs, untimed and not kept on disk (tests, and comparing the two paths); unset or "auto"
-// (the default): timed, the faster kept. Another value: a warning, then auto.
+// TRAINER_CUDNN_FUSION, for the graph API's plans (fused conv + bias + relu, filter-gradient
+// engines): "off" takes none, "on" takes a graph wherever one builds and runs, untimed and not
+// kept on disk (tests, and comparing the paths); unset or "auto" (the default): timed, the faster
+// kept. Another value: a warning, then auto.
 enum class FusionMode { off, automatic, on };
 FusionMode fusion_mode();
+// Filter-gradient graphs CudnnConv took in this process (choose_wgrad), for tests.
+int graph_wgrads();
 // Convolutions made in this process that took a fused graph (tests).
 int fused_convolutions();
 

@@ -209,24 +209,35 @@ int CudnnGraph::finalize(std::string* why) {
 
 namespace {
 
-// "engine 12" or "engine 12 (runtime-compiled)" for a configuration.
-std::string config_name(cudnnBackendDescriptor_t cfg) {
+// A configuration's engine: its global index (-1 when cuDNN does not say) and whether it is
+// compiled at run time (NVRTC).
+struct EngineInfo {
+  int64_t index = -1;
+  bool runtime_compiled = false;
+};
+EngineInfo engine_info(cudnnBackendDescriptor_t cfg) {
+  EngineInfo info;
   BackendDesc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t e = engine.get();
   int64_t n = 0;
   if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e) !=
       CUDNN_STATUS_SUCCESS)
-    return "engine ?";
-  int64_t index = -1;
-  cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index);
+    return info;
+  cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info.index);
   cudnnBackendBehaviorNote_t notes[8];
   int64_t n_notes = 0;
-  bool runtime = false;
   if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, 8, &n_notes,
                                notes) == CUDNN_STATUS_SUCCESS)
     for (int64_t i = 0; i < n_notes && i < 8; ++i)
-      runtime = runtime || notes[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
-  return fmt::format("engine {}{}", index, runtime ? " (runtime-compiled)" : "");
+      info.runtime_compiled = info.runtime_compiled || notes[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
+  return info;
+}
+
+// "engine 12" or "engine 12 (runtime-compiled)" for a configuration.
+std::string config_name(cudnnBackendDescriptor_t cfg) {
+  const EngineInfo info = engine_info(cfg);
+  if (info.index < 0) return "engine ?";
+  return fmt::format("engine {}{}", info.index, info.runtime_compiled ? " (runtime-compiled)" : "");
 }
 
 }  // namespace
@@ -249,10 +260,14 @@ bool CudnnGraph::make_plan(int i, size_t max_ws, std::string* why) {
   return true;
 }
 
-int CudnnGraph::make_plans(int want, size_t max_ws, std::string* why) {
-  const int first = std::min<int>(want, int(configs_.size()));
+int CudnnGraph::make_plans(int want, size_t max_ws, std::string* why, bool precompiled_only) {
+  std::vector<int> candidates;
+  for (int i = 0; i < int(configs_.size()); ++i)
+    if (!precompiled_only || !engine_info(configs_[size_t(i)].get()).runtime_compiled)
+      candidates.push_back(i);
+  const int first = std::min<int>(want, int(candidates.size()));
   std::vector<Plan> batch;
-  for (int i = 0; i < first; ++i) batch.push_back(config_plan(i));
+  for (int i = 0; i < first; ++i) batch.push_back(config_plan(candidates[size_t(i)]));
   std::vector<std::string> whys(static_cast<size_t>(first));
   std::vector<char> ok(static_cast<size_t>(first), 0);
   std::vector<std::thread> threads;
@@ -276,9 +291,9 @@ int CudnnGraph::make_plans(int want, size_t max_ws, std::string* why) {
     else
       failures += (failures.empty() ? "" : "; ") + whys[size_t(i)];
   }
-  for (int i = first; i < int(configs_.size()) && plan_count() < want; ++i) {
+  for (int i = first; i < int(candidates.size()) && plan_count() < want; ++i) {
     std::string w;
-    if (!make_plan(i, max_ws, &w)) failures += (failures.empty() ? "" : "; ") + w;
+    if (!make_plan(candidates[size_t(i)], max_ws, &w)) failures += (failures.empty() ? "" : "; ") + w;
   }
   if (why) *why = failures;
   return plan_count();

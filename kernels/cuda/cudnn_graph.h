@@ -115,9 +115,9 @@ class CudnnGraph {
   bool make_plan(int i, size_t max_ws, std::string* why);
   // Plans for the first `want` configurations that build (make_plan on each in turn), the first
   // `want` finalized in parallel threads: finalizing a runtime-compiled engine compiles its kernel
-  // (NVRTC), a few hundred milliseconds each. *why collects the failures, "; "-separated. Returns
-  // plan_count().
-  int make_plans(int want, size_t max_ws, std::string* why);
+  // (NVRTC), a few hundred milliseconds each; precompiled_only skips such engines. *why collects
+  // the failures, "; "-separated. Returns plan_count().
+  int make_plans(int want, size_t max_ws, std::string* why, bool precompiled_only = false);
   // A plan from its JSON (plan_json): no operation graph or heuristics needed, and a
   // runtime-compiled engine's kernel comes with it instead of being compiled again (NVRTC: 0.1-1 s
   // a kernel). False when cuDNN refuses it here (another GPU or cuDNN wrote it) or it needs more

@@ -27,6 +27,8 @@ using namespace trainer::cuda;
 
 namespace {
 
+const float kOneF = 1.f, kZeroF = 0.f;
+
 std::vector<uint16_t> to_16(const std::vector<float>& v, DType t = DType::bf16) {
   std::vector<uint16_t> out(v.size());
   for (size_t i = 0; i < v.size(); ++i)
@@ -165,6 +167,92 @@ void check_fused_graphs(DType t) {
 
 }  // namespace
 
+namespace {
+
+// dW (K, R, S, C) in double from x (N, H, W, C) and dy (N, OH, OW, K) rounded to t.
+std::vector<double> wgrad_reference(const ConvShape& s, const std::vector<float>& x,
+                                    const std::vector<float>& dy, DType t) {
+  const auto r16 = [t](float v) { return double(t == DType::bf16 ? round_to_bf16(v) : round_to_f16(v)); };
+  std::vector<double> dw(size_t(s.filters * s.kh * s.kw * s.channels), 0.0);
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t p = 0; p < s.oh; ++p)
+      for (int64_t q = 0; q < s.ow; ++q)
+        for (int64_t i = 0; i < s.kh; ++i)
+          for (int64_t j = 0; j < s.kw; ++j) {
+            const int64_t yy = p * s.sh + i - s.pad_top, xx = q * s.sw + j - s.pad_left;
+            if (yy < 0 || yy >= s.h || xx < 0 || xx >= s.w) continue;
+            for (int64_t k = 0; k < s.filters; ++k) {
+              const double g = r16(dy[size_t(((n * s.oh + p) * s.ow + q) * s.filters + k)]);
+              for (int64_t c = 0; c < s.channels; ++c)
+                dw[size_t(((k * s.kh + i) * s.kw + j) * s.channels + c)] +=
+                    g * r16(x[size_t(((n * s.h + yy) * s.w + xx) * s.channels + c)]);
+            }
+          }
+  return dw;
+}
+
+// The filter-gradient graph (build_conv_wgrad_graph, which CudnnConv times against its legacy
+// algorithm) for each of the heuristics' first configurations that build and run, against the
+// float64 reference: one rounding to t of sums of up to N OH OW terms.
+void check_wgrad_graphs(DType t) {
+  CudaBackend& be = cuda_backend();
+  int tried = 0;
+  for (const ConvShape& s :
+       {shape(4, 16, 8, 32, 3, 1, 1, false, false), shape(3, 32, 9, 16, 3, 2, 1, false, false),
+        shape(2, 64, 6, 64, 1, 1, 0, false, false), shape(16, 8, 12, 24, 3, 1, 1, false, false)}) {
+    const std::string what = fmt::format("{} {}x{}x{}x{} -> {} filters {}x{} stride {}", dtype_name(t),
+                                         s.batch, s.channels, s.h, s.w, s.filters, s.kh, s.kw, s.sh);
+    CudnnGraph g(be.cudnn());
+    build_conv_wgrad_graph(g, s, s.channels, t);
+    std::string why;
+    const int n = g.finalize(&why);
+    if (n == 0) {
+      std::cout << "SKIPPED: cuDNN has no engine for the filter-gradient graph " << what << ": " << why
+                << "\n";
+      continue;
+    }
+    const auto x = random_vector(size_t(s.batch * s.h * s.w * s.channels), 11, -1.f, 1.f);
+    const auto dy = random_vector(size_t(s.batch * s.oh * s.ow * s.filters), 12, -1.f, 1.f);
+    const auto ref = wgrad_reference(s, x, dy, t);
+    Buffer xb(be, x.size() * 2), dyb(be, dy.size() * 2), dwb(be, ref.size() * 2);
+    xb.upload(to_16(x, t));
+    dyb.upload(to_16(dy, t));
+    for (int i = 0; i < n && g.plan_count() < 4; ++i) g.make_plan(i, size_t(256) << 20, &why);
+    REQUIRE(g.plan_count() > 0);
+    for (int p = 0; p < g.plan_count(); ++p) {
+      g.select(p);
+      Buffer ws(be, std::max<size_t>(g.plan_workspace(p), 16));
+      const GraphPointers ptrs = {{kGraphX, xb.get()}, {kGraphY, dyb.get()}, {kGraphW, dwb.get()}};
+      dwb.upload(std::vector<uint16_t>(ref.size(), 0x7f7f));  // every element written
+      if (g.try_run(ptrs, ws.get()) != CUDNN_STATUS_SUCCESS) {
+        std::cout << "filter-gradient graph " << what << ", " << g.plan_name(p) << ": does not run here\n";
+        continue;
+      }
+      be.synchronize();
+      const auto got16 = dwb.download<uint16_t>(ref.size());
+      std::vector<float> got(got16.size()), reff(ref.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        got[i] = from_16(got16[i], t);
+        reff[i] = float(ref[i]);
+      }
+      const double e = rel_error(got, reff);
+      INFO(what << ", " << g.plan_name(p) << ": rel " << e);
+      std::cout << "filter-gradient graph " << what << ", " << g.plan_name(p) << ": rel " << e << "\n";
+      CHECK(e < 8e-3);
+      ++tried;
+    }
+  }
+  std::cout << "filter-gradient graphs " << dtype_name(t) << ": " << tried << " plans checked\n";
+  CHECK(tried > 0);
+}
+
+}  // namespace
+
+TEST_CASE("gpu filter-gradient graphs match a float64 reference", "[gpu][bf16][fp16]") {
+  for (const DType t : {DType::bf16, DType::f16})
+    if (gpu_has_math(t == DType::bf16 ? MathMode::bf16 : MathMode::fp16)) check_wgrad_graphs(t);
+}
+
 TEST_CASE("gpu fused conv + bias + relu graphs match a float64 reference", "[gpu][bf16][fp16]") {
   for (const DType t : {DType::bf16, DType::f16})
     if (gpu_has_math(t == DType::bf16 ? MathMode::bf16 : MathMode::fp16)) check_fused_graphs(t);
@@ -250,6 +338,89 @@ TEST_CASE("gpu fused conv probe on vgg11_bn_cifar's shapes", "[.probe]") {
         std::cout << "; " << wg.plan_name(wruns[i - 1]) << " " << f.each[i] * 1e3f << " us";
       std::cout << "; rel difference " << e << "\n";
     }
+    // The filter gradient in bf16 (K, R, S, C), as CudnnConv writes it before its relayout: every
+    // legacy algorithm cuDNN lists for the shape, and the graph API's engine configurations.
+    {
+      cudnnHandle_t h = be.cudnn();
+      cudnnTensorDescriptor_t xd, yd;
+      cudnnFilterDescriptor_t fd;
+      cudnnConvolutionDescriptor_t cd;
+      CUDNN_CHECK(cudnnCreateTensorDescriptor(&xd));
+      CUDNN_CHECK(cudnnCreateTensorDescriptor(&yd));
+      CUDNN_CHECK(cudnnCreateFilterDescriptor(&fd));
+      CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cd));
+      CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, int(n), int(v.c),
+                                             int(v.hw), int(v.hw)));
+      CUDNN_CHECK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, int(n), int(v.k),
+                                             int(v.hw), int(v.hw)));
+      CUDNN_CHECK(
+          cudnnSetFilter4dDescriptor(fd, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, int(v.k), int(v.c), 3, 3));
+      CUDNN_CHECK(
+          cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+      CUDNN_CHECK(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
+      int found = 0;
+      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd, yd, cd, fd, 16, &found, perf));
+      Buffer dw16(be, wsz * 2);
+      struct Legacy {
+        cudnnConvolutionBwdFilterAlgo_t algo;
+        cudnnMathType_t math;
+        size_t ws;
+      };
+      std::vector<Legacy> legacy;
+      for (int i = 0; i < found; ++i)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= (size_t(512) << 20))
+          legacy.push_back({perf[i].algo, perf[i].mathType, perf[i].memory});
+      size_t lmax = 16;
+      for (const Legacy& l : legacy) lmax = std::max(lmax, l.ws);
+      Buffer lws(be, lmax);
+      const auto run_legacy = [&](const Legacy& l) {
+        CUDNN_CHECK(cudnnSetConvolutionMathType(cd, l.math));
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &kOneF, xd, x.get(), yd, dy.get(), cd, l.algo,
+                                                   lws.get(), l.ws, &kZeroF, fd, dw16.get()));
+      };
+      CudnnGraph g16(be.cudnn());
+      g16.tensor({1, CUDNN_DATA_BFLOAT16, {n, v.c, v.hw, v.hw}, nhwc_strides(n, v.c, v.hw, v.hw), false});
+      g16.tensor({2, CUDNN_DATA_BFLOAT16, {n, v.k, v.hw, v.hw}, nhwc_strides(n, v.k, v.hw, v.hw), false});
+      g16.tensor({3, CUDNN_DATA_BFLOAT16, {v.k, v.c, 3, 3}, nhwc_strides(v.k, v.c, 3, 3), false});
+      g16.conv_wgrad(1, 2, 3, gc);
+      std::string why16;
+      const int n16 = g16.finalize(&why16);
+      for (int i = 0; i < n16 && g16.plan_count() < 16; ++i) g16.make_plan(i, size_t(512) << 20, &why16);
+      size_t gmax = 16;
+      for (int p = 0; p < g16.plan_count(); ++p) gmax = std::max(gmax, g16.plan_workspace(p));
+      Buffer gws(be, gmax);
+      const GraphPointers gptrs = {{1, x.get()}, {2, dy.get()}, {3, dw16.get()}};
+      std::vector<int> gruns;
+      for (int p = 0; p < g16.plan_count(); ++p) {
+        g16.select(p);
+        if (g16.try_run(gptrs, gws.get()) == CUDNN_STATUS_SUCCESS) gruns.push_back(p);
+      }
+      be.synchronize();
+      const Fastest f = fastest_candidate(be.stream(), 1 + legacy.size() + gruns.size(), [&](size_t i) {
+        if (i == 0) {
+          conv.backward(x.get(), w.as<float>(), dy.get(), dw.as<float>(), nullptr);
+        } else if (i <= legacy.size()) {
+          run_legacy(legacy[i - 1]);
+        } else {
+          g16.select(gruns[i - 1 - legacy.size()]);
+          g16.run(gptrs, gws.get());
+        }
+      });
+      std::cout << what << ": filter gradient, CudnnConv as now (bf16 + relayout) " << f.each[0] * 1e3f
+                << " us; legacy";
+      for (size_t i = 0; i < legacy.size(); ++i)
+        std::cout << " algo " << int(legacy[i].algo) << "/math " << int(legacy[i].math) << " "
+                  << f.each[1 + i] * 1e3f << " us (ws " << (legacy[i].ws >> 10) << " KiB)";
+      std::cout << "; graph (" << n16 << " configurations, " << gruns.size() << " run):";
+      for (size_t i = 0; i < gruns.size(); ++i)
+        std::cout << " " << g16.plan_name(gruns[i]) << " " << f.each[1 + legacy.size() + i] * 1e3f << " us;";
+      std::cout << "\n";
+      cudnnDestroyConvolutionDescriptor(cd);
+      cudnnDestroyFilterDescriptor(fd);
+      cudnnDestroyTensorDescriptor(yd);
+      cudnnDestroyTensorDescriptor(xd);
+    }
     // The forward with batchnorm's sums in its epilogue.
     for (int stats = 0; stats < 2; ++stats) {
       CudnnGraph fg(be.cudnn());
@@ -295,11 +466,12 @@ TEST_CASE("gpu fused conv probe on vgg11_bn_cifar's shapes", "[.probe]") {
   spdlog::set_level(level);
 }
 
-// The fused graph inside the product: a bf16 conv net (conv + bias + relu, conv + bias, a 1x1 with
-// a relu) trained four steps through the executor, not deterministic so that CudnnConv may fuse,
-// with TRAINER_CUDNN_FUSION=on (every convolution whose graph runs takes it) against =off. The
-// two differ only in where the bias is added (before the one rounding to bf16, or after it), so
-// the results agree within bf16's rounding, and differ (the fused path ran).
+// The graphs inside the product: a bf16 conv net (conv + bias + relu, conv + bias, a 1x1 with a
+// relu) trained four steps through the executor, not deterministic so that CudnnConv may take
+// graphs, with TRAINER_CUDNN_FUSION=on (every convolution whose graphs run takes them: fused
+// forward, filter gradient) against =off. The two differ in where the bias is added (before the
+// one rounding to bf16, or after it) and in the filter gradients' engines (their sums in another
+// order), so the results agree within bf16's rounding, and differ (the graphs ran).
 TEST_CASE("gpu a bf16 conv net trains alike with and without cuDNN's fused conv graphs", "[gpu][bf16]") {
   if (!gpu_has_math(MathMode::bf16)) return;
   const Config c = parse_config(R"(model:
@@ -314,25 +486,31 @@ data: {train: {format: random}, num_classes: 6}
 )",
                                 "fused.yaml", {});
   const Model model(c.input_shape, c.layers, c.init, c.file);
+  struct Taken {
+    int fused = 0, wgrad = 0;
+  };
   const auto run = [&](const char* mode) {
     setenv("TRAINER_CUDNN_FUSION", mode, 1);
-    const int before = fused_convolutions();
+    const int fused = fused_convolutions(), wgrad = graph_wgrads();
     FusionRun r = run_fusion(cuda_backend(), model, MathMode::bf16, false, nullptr, false);
     unsetenv("TRAINER_CUDNN_FUSION");
-    return std::make_pair(r, fused_convolutions() - before);
+    return std::make_pair(r, Taken{fused_convolutions() - fused, graph_wgrads() - wgrad});
   };
-  const auto [on, fused_on] = run("on");
-  const auto [off, fused_off] = run("off");
+  const auto [on, taken_on] = run("on");
+  const auto [off, taken_off] = run("off");
   const double ep = rel_error(on.params, off.params), eo = rel_error(on.out, off.out);
-  INFO("fused convolutions " << fused_on << " / " << fused_off << "; params rel " << ep << ", outputs rel "
-                             << eo);
-  std::cout << "fused conv net: " << fused_on << " convolutions fused; against unfused: params rel " << ep
-            << ", outputs rel " << eo << "\n";
-  if (fused_on == 0) {
-    std::cout << "SKIPPED: cuDNN built no fused graph for this net\n";
+  INFO("fused convolutions " << taken_on.fused << " / " << taken_off.fused << ", filter-gradient graphs "
+                             << taken_on.wgrad << " / " << taken_off.wgrad << "; params rel " << ep
+                             << ", outputs rel " << eo);
+  std::cout << "fused conv net: " << taken_on.fused << " convolutions fused, " << taken_on.wgrad
+            << " filter gradients through graphs; against neither: params rel " << ep << ", outputs rel "
+            << eo << "\n";
+  if (taken_on.fused == 0 && taken_on.wgrad == 0) {
+    std::cout << "SKIPPED: cuDNN built no graph for this net\n";
     return;
   }
-  CHECK(fused_off == 0);
+  CHECK(taken_off.fused == 0);
+  CHECK(taken_off.wgrad == 0);
   CHECK(eo > 0);
   CHECK(eo < 2e-2);
   CHECK(ep < 1e-2);

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The same network in PyTorch, built from `trainer summary CONFIG --json`.
 
-  torch_peer.py train CONFIG [--device cuda|cpu] [--math fp32|tf32] [--epochs N] [--set k=v ...]
+  torch_peer.py train CONFIG [--device cuda|cpu] [--math fp32|tf32|bf16] [--epochs N] [--set k=v ...]
       Trains the config's network with the config's recipe (optimizer, schedule, loss and label
       smoothing, batch size, epochs, shuffling, normalization, data.augment) on the config's data
       (idx and cifar10 formats), and prints each epoch's loss and validation accuracy, then one JSON
-      line with the final validation accuracy: the PyTorch side of an accuracy comparison.
+      line with the final validation accuracy: the PyTorch side of an accuracy comparison. bf16:
+      autocast + channels_last, as bench.
   torch_peer.py export RUN_DIR [--out state_dict.pt] [--samples N]
       Loads a trained run (RUN_DIR/model.safetensors) into the PyTorch network, saves its
       state_dict, and checks that PyTorch and `trainer predict` agree on the first N validation
@@ -256,7 +257,7 @@ def train(a):
     summary = summary_of(a.trainer, a.config, a.set)
     cfg = summary["config"]
     dev = torch.device(a.device)
-    tf32 = a.math == "tf32"
+    tf32, bf16 = a.math != "fp32", a.math == "bf16"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
@@ -270,6 +271,8 @@ def train(a):
     xtr, ytr = torch.from_numpy(np.array(xtr)).to(dev), torch.from_numpy(np.array(ytr)).to(dev)
     xva, yva = torch.from_numpy(np.array(xva)).to(dev), torch.from_numpy(np.array(yva)).to(dev)
     net = Net(summary).to(dev)
+    if bf16 and len(shape) == 3:
+        net = net.to(memory_format=torch.channels_last)
     opt = optimizer_of(cfg, net.parameters())
     d = cfg["data"]
     bs, epochs = d["batch_size"], a.epochs or cfg["train"]["epochs"]
@@ -295,11 +298,13 @@ def train(a):
             for g in opt.param_groups:
                 g["lr"] = lr_at(cfg, t, steps, epochs)
             opt.zero_grad(set_to_none=True)
-            loss = loss_of(cfg, net(xb), ytr[idx])
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+                loss = loss_of(cfg, net(xb), ytr[idx])
             loss.backward()
             opt.step()
             total += float(loss.detach()) * len(idx)
-        acc = evaluate(net, xva, yva, norm, bs)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+            acc = evaluate(net, xva, yva, norm, bs)
         print("epoch %d/%d loss=%.4f val_accuracy=%.4f time=%.1fs" % (epoch, epochs, total / n, acc, time.time() - t0),
               flush=True)
     print(json.dumps({"config": a.config, "framework": "pytorch " + torch.__version__, "epochs": epochs,
@@ -429,7 +434,7 @@ def main():
     t = sub.add_parser("train")
     t.add_argument("config")
     t.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    t.add_argument("--math", default="fp32", choices=["fp32", "tf32"])
+    t.add_argument("--math", default="fp32", choices=["fp32", "tf32", "bf16"])
     t.add_argument("--epochs", type=int, default=0)
     t.add_argument("--set", action="append", default=[])
     e = sub.add_parser("export")

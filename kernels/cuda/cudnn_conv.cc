@@ -276,11 +276,13 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
     direct_ = std::make_unique<DirectConv>(g, be_.device());
     choose_direct(what, key, x_bytes, w_bytes, y_bytes);
   }
-  if (nhwc_ && s.groups == 1 && !asym_ && !ctx.deterministic && (s.bias || s.relu)) {
-    choose_fused(what, s, key, x_bytes, w_bytes, y_bytes, max_scratch(be_.allocator()));
+  // cuDNN's graph API (cudnn_graph.h): 16-bit channels-last, groups 1, symmetric padding, not
+  // --deterministic (a timed choice).
+  if (nhwc_ && s.groups == 1 && !asym_ && !ctx.deterministic) {
+    const size_t max_ws = max_scratch(be_.allocator());
+    if (s.bias || s.relu) choose_fused(what, s, key, x_bytes, w_bytes, y_bytes, max_ws);
+    choose_wgrad(what, s, key, x_bytes, w_bytes, y_bytes, max_ws);
   }
-  if (nhwc_ && s.groups == 1 && !asym_ && !ctx.deterministic)
-    choose_wgrad(what, s, key, x_bytes, w_bytes, y_bytes, max_scratch(be_.allocator()));
   if (asym_) padded_bytes_ = align_up(size_t(pad_.planes * pad_.ph() * pad_.pw() * pad_.inner) * elem);
   if (dtype_ != DType::f32) weight_bytes_ = align_up(w_bytes);
   low_w_ = nhwc_ && groups_ == 1 && cp_ == c_ && ctx.low_precision_params;
@@ -984,8 +986,7 @@ std::unique_ptr<CudnnGraph> CudnnConv::choose_graph(
       b.push_back(buf.take(bytes, what + ": timing " + label));
       be_.zero(b.back(), bytes);
     }
-    size_t ws_bytes = baseline_ws;
-    for (int p = 0; p < g->plan_count(); ++p) ws_bytes = std::max(ws_bytes, g->plan_workspace(p));
+    const size_t ws_bytes = std::max(baseline_ws, g->max_plan_workspace());
     void* ws = ws_bytes ? buf.take(ws_bytes, what + ": timing " + label + " (scratch)") : nullptr;
     const GraphPointers graph_ptrs = ptrs(b.data());
     // Each plan once, eagerly: one that cannot run here says so now.

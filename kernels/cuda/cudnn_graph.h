@@ -14,6 +14,7 @@
 
 #include <cudnn.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -129,6 +130,12 @@ class CudnnGraph {
   // The configuration index of plan p (-1 for a loaded one), and its workspace bytes.
   int plan_config(int p) const { return plans_[size_t(p)].config; }
   size_t plan_workspace(int p) const { return plans_[size_t(p)].workspace; }
+  // The largest workspace of the plans made (0 without plans): one buffer that runs any of them.
+  size_t max_plan_workspace() const {
+    size_t m = 0;
+    for (const Plan& p : plans_) m = std::max(m, p.workspace);
+    return m;
+  }
   // "engine 12 (knobs 1=2 3=0)" for logs.
   std::string plan_name(int p) const { return plans_[size_t(p)].name; }
   // The plan run() executes (the last one made, until select()).

@@ -29,6 +29,17 @@ namespace {
 
 const float kOneF = 1.f, kZeroF = 0.f;
 
+// The plans of g that run on ptrs with workspace ws (each tried once, eagerly), by index.
+std::vector<int> plans_that_run(CudaBackend& be, CudnnGraph& g, const GraphPointers& ptrs, void* ws) {
+  std::vector<int> runs;
+  for (int p = 0; p < g.plan_count(); ++p) {
+    g.select(p);
+    if (g.try_run(ptrs, ws) == CUDNN_STATUS_SUCCESS) runs.push_back(p);
+  }
+  be.synchronize();
+  return runs;
+}
+
 std::vector<uint16_t> to_16(const std::vector<float>& v, DType t = DType::bf16) {
   std::vector<uint16_t> out(v.size());
   for (size_t i = 0; i < v.size(); ++i)
@@ -307,16 +318,9 @@ TEST_CASE("gpu fused conv probe on vgg11_bn_cifar's shapes", "[.probe]") {
     const int nw = wg.finalize(&why);
     for (int i = 0; i < nw && wg.plan_count() < 4; ++i)
       if (!wg.make_plan(i, size_t(256) << 20, &why)) std::cout << "  wgrad f32: " << why << "\n";
-    size_t wmax = 16;
-    for (int p = 0; p < wg.plan_count(); ++p) wmax = std::max(wmax, wg.plan_workspace(p));
-    Buffer wws(be, wmax);
+    Buffer wws(be, std::max<size_t>(wg.max_plan_workspace(), 16));
     const GraphPointers wptrs = {{1, x.get()}, {2, dy.get()}, {3, dw2.get()}};
-    std::vector<int> wruns;
-    for (int p = 0; p < wg.plan_count(); ++p) {
-      wg.select(p);
-      if (wg.try_run(wptrs, wws.get()) == CUDNN_STATUS_SUCCESS) wruns.push_back(p);
-    }
-    be.synchronize();
+    const std::vector<int> wruns = plans_that_run(be, wg, wptrs, wws.get());
     std::cout << what << ": filter-gradient graphs with f32 output: " << nw << " configurations, "
               << wruns.size() << " run" << (nw ? "" : " (" + why + ")") << "\n";
     if (!wruns.empty()) {
@@ -387,16 +391,9 @@ TEST_CASE("gpu fused conv probe on vgg11_bn_cifar's shapes", "[.probe]") {
       std::string why16;
       const int n16 = g16.finalize(&why16);
       for (int i = 0; i < n16 && g16.plan_count() < 16; ++i) g16.make_plan(i, size_t(512) << 20, &why16);
-      size_t gmax = 16;
-      for (int p = 0; p < g16.plan_count(); ++p) gmax = std::max(gmax, g16.plan_workspace(p));
-      Buffer gws(be, gmax);
+      Buffer gws(be, std::max<size_t>(g16.max_plan_workspace(), 16));
       const GraphPointers gptrs = {{1, x.get()}, {2, dy.get()}, {3, dw16.get()}};
-      std::vector<int> gruns;
-      for (int p = 0; p < g16.plan_count(); ++p) {
-        g16.select(p);
-        if (g16.try_run(gptrs, gws.get()) == CUDNN_STATUS_SUCCESS) gruns.push_back(p);
-      }
-      be.synchronize();
+      const std::vector<int> gruns = plans_that_run(be, g16, gptrs, gws.get());
       const Fastest f = fastest_candidate(be.stream(), 1 + legacy.size() + gruns.size(), [&](size_t i) {
         if (i == 0) {
           conv.backward(x.get(), w.as<float>(), dy.get(), dw.as<float>(), nullptr);
@@ -436,20 +433,13 @@ TEST_CASE("gpu fused conv probe on vgg11_bn_cifar's shapes", "[.probe]") {
       const int nf = fg.finalize(&why);
       for (int i = 0; i < nf && fg.plan_count() < 3; ++i)
         if (!fg.make_plan(i, size_t(256) << 20, &why)) std::cout << "  forward graph: " << why << "\n";
-      size_t fmax = 16;
-      for (int p = 0; p < fg.plan_count(); ++p) fmax = std::max(fmax, fg.plan_workspace(p));
-      Buffer fws(be, fmax);
+      Buffer fws(be, std::max<size_t>(fg.max_plan_workspace(), 16));
       GraphPointers fptrs = {{1, x.get()}, {2, kept.get()}, {3, y.get()}};
       if (stats) {
         fptrs.add(4, sums.get());
         fptrs.add(5, static_cast<char*>(sums.get()) + v.k * 4);
       }
-      std::vector<int> fruns;
-      for (int p = 0; p < fg.plan_count(); ++p) {
-        fg.select(p);
-        if (fg.try_run(fptrs, fws.get()) == CUDNN_STATUS_SUCCESS) fruns.push_back(p);
-      }
-      be.synchronize();
+      const std::vector<int> fruns = plans_that_run(be, fg, fptrs, fws.get());
       std::cout << what << ": forward graph" << (stats ? " with batchnorm sums" : "") << ": " << nf
                 << " configurations, " << fruns.size() << " run" << (nf ? "" : " (" + why + ")");
       if (!fruns.empty()) {

@@ -108,3 +108,91 @@ TEST_CASE("gpu error checks name the call, the place and the device", "[gpu][bac
   b.upload(std::vector<float>{1, 2, 3, 4});
   CHECK(b.download(4) == std::vector<float>{1, 2, 3, 4});
 }
+
+// The elementwise optimizers' step with the 16-bit copy of the weights written beside them, the
+// filters' copies laid out (K, R, S, C) (OptimizerKernel::fuse_low_precision_copy: a block per
+// filter row in large arenas, staged in shared memory, other ranges by chunks; a weight a thread in
+// small ones): the same weights and state bits
+// as the step without the copy, and the same copy bits as converting the updated weights after the
+// step (Backend::convert, then convert_filter_krsc per filter). Filters of 3 input channels, 1 x 1,
+// 5 x 5, one at the arena's start, one row larger than a block's threads, others with ranges between
+// and after them; bf16 and fp16; then a skipped step (a non-finite gradient) changes neither.
+TEST_CASE("gpu optimizer steps write the (K, R, S, C) 16-bit filters as the separate conversion",
+          "[gpu][optim]") {
+  CudaBackend& be = cuda_backend();
+  std::vector<LowFilterLayout> filters;
+  const auto filter = [&](int64_t offset, int64_t k, int64_t c, int64_t r, int64_t s) {
+    LowFilterLayout f;
+    f.offset = offset;
+    f.k = k;
+    f.c = c;
+    f.r = r;
+    f.s = s;
+    filters.push_back(f);
+    return offset + k * c * r * s;
+  };
+  // Out of order: the step sorts them.
+  int64_t end = filter(0, 8, 3, 3, 3);                   // 216, the arena's start
+  end = filter(end + 40, 6, 16, 1, 1);                   // a gap of plain weights before
+  const int64_t late = filter(end + 4100, 5, 40, 3, 3);  // a gap of more than one chunk before
+  const int64_t wide = filter(late + 8, 3, 64, 5, 5);    // 1600-weight rows
+  std::swap(filters[0], filters[2]);
+  // Plain weights after the last filter: few (a small arena, a weight a thread) or a million (a
+  // large arena, a block a filter row).
+  for (const int64_t tail : {int64_t(5000), int64_t(1) << 20})
+    for (DType t : {DType::bf16, DType::f16})
+      for (const char* yaml :
+           {"{type: sgd, momentum: 0.9, weight_decay: 0.0005}", "{type: adamw, weight_decay: 0.01}"}) {
+        const int64_t n = wide + tail;
+        const std::vector<ParamRange> tensors = {{0, n}};
+        INFO(dtype_name(t) << " " << yaml << ", " << n << " weights");
+        const Optimizer opt(optim_tests::optimizer_from(yaml));
+        const size_t slots = size_t(opt.state_slots());
+        auto fused = opt.make_kernel(be, n, tensors), plain = opt.make_kernel(be, n, tensors);
+        Buffer low(be, size_t(n) * 2), ref_low(be, size_t(n) * 2);
+        REQUIRE(fused->fuse_low_precision_copy(low.get(), t, filters));
+        const std::vector<float> w0 = random_vector(size_t(n), 31);
+        Buffer wa(be, size_t(n) * 4), wb(be, size_t(n) * 4), g(be, size_t(n) * 4),
+            sa(be, std::max<size_t>(slots, 1) * size_t(n) * 4),
+            sb(be, std::max<size_t>(slots, 1) * size_t(n) * 4), scalars(be, sizeof(StepScalars));
+        wa.upload(w0);
+        wb.upload(w0);
+        const std::vector<float> zeros(std::max<size_t>(slots, 1) * size_t(n), 0.f);
+        sa.upload(zeros);
+        sb.upload(zeros);
+        float* slots_a[] = {sa.as(), sa.as() + n, sa.as() + 2 * n};
+        float* slots_b[] = {sb.as(), sb.as() + n, sb.as() + 2 * n};
+        const auto reference_copy = [&] {
+          be.convert(ref_low.get(), t, wb.as(), DType::f32, n, false);
+          for (const LowFilterLayout& f : filters)
+            be.convert_filter_krsc(ref_low.as<char>() + size_t(f.offset) * 2, t, wb.as() + f.offset, f);
+        };
+        for (int64_t step = 1; step <= 3; ++step) {
+          StepScalars s;
+          opt.prepare(s, step, 0.01f);
+          if (step == 3) s.nonfinite = kNonfiniteGradients;  // skipped: nothing changes
+          be.copy_to_device(scalars.get(), &s, sizeof s);
+          g.upload(random_vector(size_t(n), 200 + uint64_t(step), -0.1f, 0.1f));
+          fused->step(wa.as(), g.as(), slots_a, scalars.as<StepScalars>());
+          plain->step(wb.as(), g.as(), slots_b, scalars.as<StepScalars>());
+          if (step < 3) reference_copy();
+          const std::vector<float> a = wa.download(size_t(n)), b = wb.download(size_t(n));
+          CHECK(a == b);
+          if (step == 3) CHECK(a != w0);  // two updates before, none now
+          CHECK(sa.download(zeros.size()) == sb.download(zeros.size()));
+          CHECK(low.download<uint16_t>(size_t(n)) == ref_low.download<uint16_t>(size_t(n)));
+        }
+      }
+  // More filters than the step's table: the executor converts after the step instead.
+  const Optimizer opt(optim_tests::optimizer_from("{type: sgd}"));
+  auto step = opt.make_kernel(be, 65 * 27, {{0, 65 * 27}});
+  std::vector<LowFilterLayout> many(65);
+  for (size_t i = 0; i < many.size(); ++i) {
+    many[i].offset = int64_t(i) * 27;
+    many[i].k = 1;
+    many[i].c = 3;
+    many[i].r = many[i].s = 3;
+  }
+  Buffer low(be, 65 * 27 * 2);
+  CHECK_FALSE(step->fuse_low_precision_copy(low.get(), DType::bf16, many));
+}

@@ -67,6 +67,31 @@ __global__ void transpose_tiles_kernel(const S* src, int32_t rows_s, int32_t col
   }
 }
 
+// A filter gradient back from the 16-bit (K, R, S, cp) layout a row at a time: block k reads row k
+// (R S x cp values, contiguous) into shared memory and writes its (C, R S) f32 values (contiguous)
+// in order, both sides coalesced. relayout_kernel read the copy at a stride of cp, one 2-byte value a
+// thread (resnet18_cifar's 20 filter gradients: 69 us a step on an H200).
+constexpr int64_t kFilterRowBytes = 48 * 1024;  // R S (cp + 1) floats of shared memory at most
+
+template <class S>
+__global__ void __launch_bounds__(256)
+    krsc_rows_to_filter_kernel(const S* __restrict__ src, float* __restrict__ dst, int32_t c, int32_t cp,
+                               int32_t rs) {
+  extern __shared__ float filter_row[];  // [rs][cp + 1]
+  const int32_t pitch = cp + 1, n_src = rs * cp, n_dst = c * rs;
+  const S* s = src + int64_t(blockIdx.x) * n_src;
+  float* d = dst + int64_t(blockIdx.x) * n_dst;
+  for (int32_t e = int32_t(threadIdx.x); e < n_src; e += 256) {  // e = p cp + ch
+    const int32_t p = e / cp;
+    filter_row[p * pitch + (e - p * cp)] = to_f32(s[e]);
+  }
+  __syncthreads();
+  for (int32_t e = int32_t(threadIdx.x); e < n_dst; e += 256) {  // e = ch rs + p
+    const int32_t ch = e / rs;
+    d[e] = filter_row[(e - ch * rs) * pitch + ch];
+  }
+}
+
 template <class D, class S>
 void relayout(const S* src, bool src_nhwc, int64_t src_c, D* dst, bool dst_nhwc, int64_t dst_c, int64_t b,
               int64_t positions, cudaStream_t stream) {
@@ -129,9 +154,16 @@ void launch_filter_to_krsc(const float* w, DType t, void* dst, int64_t k, int64_
 
 void launch_krsc_to_filter(DType t, const void* src, float* dw, int64_t k, int64_t c, int64_t cp, int64_t r,
                            int64_t s, cudaStream_t stream) {
+  const int64_t rs = r * s, bytes = rs * (cp + 1) * int64_t(sizeof(float));
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    relayout(static_cast<const T*>(src), true, cp, dw, false, c, k, r * s, stream);
+    if (k > 0 && k < (int64_t(1) << 31) && c > 0 && c <= cp && rs > 0 && bytes <= kFilterRowBytes) {
+      krsc_rows_to_filter_kernel<T><<<unsigned(k), 256, size_t(bytes), stream>>>(
+          static_cast<const T*>(src), dw, int32_t(c), int32_t(cp), int32_t(rs));
+      CUDA_CHECK_LAUNCH();
+      return;
+    }
+    relayout(static_cast<const T*>(src), true, cp, dw, false, c, k, rs, stream);
   });
 }
 

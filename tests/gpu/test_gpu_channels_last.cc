@@ -75,10 +75,12 @@ TEST_CASE("gpu filter conversions to (K, R, S, C) and back are exact", "[gpu][la
   struct FilterShape {
     int64_t k, c, cp, r, s;
   };
-  // Channels padded and not, 1x1 to 12x12: one thread a value, except 7x7 over 70 channels (49
-  // positions and 70 channels fill the 32 x 32 tiles of the transpose).
-  const FilterShape shapes[] = {{6, 5, 8, 3, 3},   {4, 3, 8, 3, 3},   {3, 64, 64, 3, 3}, {5, 130, 136, 3, 3},
-                                {2, 70, 72, 7, 7}, {3, 32, 32, 1, 1}, {2, 20, 24, 2, 2}, {2, 9, 16, 12, 12}};
+  // Channels padded and not, 1x1 to 12x12. To (K, R, S, C): one thread a value, except 7x7 over 70
+  // channels (49 positions and 70 channels fill the 32 x 32 tiles of the transpose). Back: a block a
+  // row through shared memory, except 7x7 over 256 channels (a row of 50 KB: the ways above).
+  const FilterShape shapes[] = {
+      {6, 5, 8, 3, 3},   {4, 3, 8, 3, 3},   {3, 64, 64, 3, 3},  {5, 130, 136, 3, 3},  {2, 70, 72, 7, 7},
+      {3, 32, 32, 1, 1}, {2, 20, 24, 2, 2}, {2, 9, 16, 12, 12}, {64, 512, 512, 3, 3}, {2, 250, 256, 7, 7}};
   uint64_t seed = 42;
   for (DType t : {DType::bf16, DType::f32})
     for (const FilterShape& f : shapes) {

@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/map16.cuh"
+#include "lib/core/relu_formula.h"
 
 namespace trainer::cuda {
 namespace {
@@ -16,11 +17,31 @@ namespace {
 struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
+// relu(a + b) rounded once: relu's result is its input or a zero, so rounding the sum first and
+// applying the relu to the rounded value (the separate relu kernel) gives the same bits.
+struct SumRelu {
+  __device__ float operator()(float a, float b) const { return relu_forward(a + b); }
+};
+struct ReluMask {
+  __device__ float operator()(float z, float dz) const { return relu_grad_from_output(z, dz); }
+};
 
 }  // namespace
 
-void launch_add(DType t, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream) {
-  with_dtype(t, [&](auto tag) { launch_map<decltype(tag), 2>(MapInputs<2>{{a, b}}, y, n, Sum{}, stream); });
+void launch_add(DType t, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream, bool relu) {
+  with_dtype(t, [&](auto tag) {
+    if (relu)
+      launch_map<decltype(tag), 2>(MapInputs<2>{{a, b}}, y, n, SumRelu{}, stream);
+    else
+      launch_map<decltype(tag), 2>(MapInputs<2>{{a, b}}, y, n, Sum{}, stream);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_relu_mask(DType t, const void* z, const void* dz, void* dy, int64_t n, cudaStream_t stream) {
+  with_dtype(t, [&](auto tag) {
+    launch_map<decltype(tag), 2>(MapInputs<2>{{z, dz}}, dy, n, ReluMask{}, stream);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

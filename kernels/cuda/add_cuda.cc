@@ -7,6 +7,12 @@
 // transient workspace.
 // Two inputs in the output's layout may hand the forward to the layer after it (a layer norm
 // that reads the sum alone; KernelContext::add_to_next, AddHandoff), which then writes y itself.
+// Fused relu (KernelContext::fused_relu, registered kFusesRelu; a residual block's add + relu):
+// the last sum stores z = relu(y) as the output, and the backward masks dy (the relu's output
+// gradient) by z once, into the first input gradient in the output's layout that is written, not
+// added to (often dy's own memory, kCopiesOutputGradient), else into dy's memory (this layer is
+// its last reader), then hands it on as the unfused add does. Bit for bit the separate relu's
+// results, with a pass over the activations and a launch less (resnet18_cifar: 8 a step).
 //   x_k, y, dx_k, dy: (B, d...); channels-last only for (B, C, positions...)
 #include <algorithm>
 
@@ -27,6 +33,7 @@ class AddCuda : public LayerKernel {
         dtype_(ctx.act_dtype),
         n_(ctx.batch * l.output_shape().numel()),
         batch_(ctx.batch),
+        relu_(ctx.fused_relu),
         to_next_(ctx.add_to_next) {
     const Shape& s = l.output_shape();
     channels_ = s.rank() > 0 ? std::max<int64_t>(s[0], 1) : 1;
@@ -54,7 +61,7 @@ class AddCuda : public LayerKernel {
     const bool same0 = in_nhwc_[0] == out_nhwc_;
     return (k == 0 && same0) || (k == 1 && in_nhwc_.size() == 2 && same0 && in_nhwc_[1] == out_nhwc_);
   }
-  bool backward_reads_output() const override { return false; }
+  bool backward_reads_output() const override { return relu_; }  // a fused relu's mask
 
   void bind(const KernelBinding& b) override {
     x_.clear();
@@ -70,7 +77,7 @@ class AddCuda : public LayerKernel {
     ws_ = b.workspace;
     if (to_next_) {  // the layer after binds next, and may compute the sum itself
       *to_next_ = AddHandoff{};
-      to_next_->ok = x_.size() == 2 && !mixed_;
+      to_next_->ok = x_.size() == 2 && !mixed_ && !relu_;
       to_next_->a = x_[0];
       to_next_->b = x_[1];
       to_next_->sum = y_;
@@ -86,27 +93,38 @@ class AddCuda : public LayerKernel {
       relayout(x_[k], in_nhwc_[k], to, out_nhwc_);
       return to;
     };
-    const void* a = in(0, y_);  // y holds a transposed first input until the sum overwrites it
-    cuda::launch_add(dtype_, a, in(1, ws_), y_, n_, be_.stream());
-    for (size_t k = 2; k < x_.size(); ++k) cuda::launch_add(dtype_, y_, in(k, ws_), y_, n_, be_.stream());
+    const void* a = in(0, y_);   // y holds a transposed first input until the sum overwrites it
+    const size_t m = x_.size();  // the last sum applies a fused relu
+    cuda::launch_add(dtype_, a, in(1, ws_), y_, n_, be_.stream(), relu_ && m == 2);
+    for (size_t k = 2; k < m; ++k)
+      cuda::launch_add(dtype_, y_, in(k, ws_), y_, n_, be_.stream(), relu_ && k + 1 == m);
   }
 
   void backward() override {
+    const void* g = dy_;  // the gradient at the sum
+    if (relu_) {
+      void* to = nullptr;
+      for (size_t k = 0; k < dx_.size() && !to; ++k)
+        if (dx_[k] && !accumulate_[k] && in_nhwc_[k] == out_nhwc_) to = dx_[k];
+      if (!to) to = const_cast<void*>(dy_);
+      cuda::launch_relu_mask(dtype_, y_, dy_, to, n_, be_.stream());
+      g = to;
+    }
     for (size_t k = 0; k < dx_.size(); ++k) {
       if (!dx_[k]) continue;
       const bool same = in_nhwc_[k] == out_nhwc_;
       if (!accumulate_[k]) {
-        if (same && dx_[k] == dy_) continue;  // the executor gave dx dy's memory (kCopiesOutputGradient)
+        if (same && dx_[k] == g) continue;  // dy's memory (kCopiesOutputGradient), or the masked gradient's
         if (same)
-          CUDA_CHECK(cudaMemcpyAsync(dx_[k], dy_, size_t(n_) * dtype_bytes(dtype_), cudaMemcpyDeviceToDevice,
+          CUDA_CHECK(cudaMemcpyAsync(dx_[k], g, size_t(n_) * dtype_bytes(dtype_), cudaMemcpyDeviceToDevice,
                                      be_.stream()));
         else
-          relayout(dy_, out_nhwc_, dx_[k], in_nhwc_[k]);
+          relayout(g, out_nhwc_, dx_[k], in_nhwc_[k]);
         continue;
       }
-      const void* d = dy_;
+      const void* d = g;
       if (!same) {
-        relayout(dy_, out_nhwc_, ws_, in_nhwc_[k]);
+        relayout(g, out_nhwc_, ws_, in_nhwc_[k]);
         d = ws_;
       }
       cuda::launch_add(dtype_, dx_[k], d, dx_[k], n_, be_.stream());
@@ -123,6 +141,7 @@ class AddCuda : public LayerKernel {
   DType dtype_;
   int64_t n_, batch_, channels_ = 1, positions_ = 1;
   std::vector<bool> in_nhwc_;
+  bool relu_;  // KernelContext::fused_relu
   bool out_nhwc_ = false, mixed_ = false;
   std::vector<const void*> x_;
   std::vector<void*> dx_;

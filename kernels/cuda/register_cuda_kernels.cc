@@ -29,7 +29,8 @@ void register_cuda_kernels(Registry& r) {
   r.add_kernel("avgpool1d", "cuda", make_pool1d_cuda, follow_any | kFusesRelu);
   r.add_kernel("global_avg_pool", "cuda", make_global_avg_pool_cuda);
   r.add_kernel("global_max_pool", "cuda", make_global_max_pool_cuda);
-  r.add_kernel("add", "cuda", make_add_cuda, follow_any | kCopiesOutputGradient | kHandsOverForward);
+  r.add_kernel("add", "cuda", make_add_cuda,
+               follow_any | kCopiesOutputGradient | kHandsOverForward | kFusesRelu);
   r.add_kernel("concat", "cuda", make_concat_cuda);
   r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda, follow_any | kFusesRelu | kTakesBias);
   // A transformer's residual stream: the position embedding starts it in the activation dtype,

@@ -88,9 +88,9 @@ TEST_CASE("gpu synchronized batchnorm with a fused relu trains bit for bit as th
 }
 
 // In-place outputs (Executor::overwritable_input): a residual block whose add writes over its
-// batchnorm's output and whose relu writes over the add's, against the same block with identity
-// views in front of both (every output in its own memory).
-TEST_CASE("gpu residual add and relu written over their inputs train bit for bit as with separate memory",
+// batchnorm's output (its relu runs inside the add), against the same block with identity views in
+// front of both (every output in its own memory).
+TEST_CASE("gpu a residual add written over its input trains bit for bit as with separate memory",
           "[gpu][fusion][in_place]") {
   const std::string shared = R"(model:
   input_shape: [3, 10, 10]
@@ -112,7 +112,46 @@ data: {train: {format: random}, num_classes: 6}
   apart.insert(apart.find("    - {type: add"), "    - {type: identity, name: v1}\n");
   apart.insert(apart.find("    - {type: relu, name: r1}"), "    - {type: identity, name: v2}\n");
   check_same_bitwise(shared, apart, [](const FusionRun& a, const FusionRun& b) {
-    CHECK(a.in_place == 2);
+    CHECK(a.in_place == 1);         // the add over bn1's output; r1 runs inside the add
+    CHECK(a.fused == b.fused + 1);  // apart, r1 reads an identity view
     CHECK(b.in_place == 0);
   });
+}
+
+// A relu that alone takes an add's output runs inside the add (registered kFusesRelu): the last
+// sum stores relu(y), the backward masks dy by it once and hands the masked gradient on. Against
+// the twin with an identity view before each relu: an add of the model's input (plain) and a
+// convolution's output (channels-last in 16 bits: mixed layouts), a residual add whose batchnorm
+// input gets dy's memory, adds of three inputs, and an add both of whose inputs accumulate their
+// gradients (each read by a later layer too), where the mask goes into dy's own memory.
+TEST_CASE("gpu adds with a fused relu train bit for bit as the separate relu", "[gpu][fusion]") {
+  const std::string fused = R"(model:
+  input_shape: [8, 10, 10]
+  layers:
+    - {type: conv2d, name: c_in, filters: 8, kernel_size: 3, padding: same}
+    - {type: add, name: a_in, inputs: [input, c_in]}
+    - {type: relu, name: r_in}
+    - {type: conv2d, name: c0, filters: 8, kernel_size: 3, padding: same}
+    - {type: batchnorm, name: bn0}
+    - {type: add, name: a0, inputs: [bn0, r_in]}
+    - {type: relu, name: r0}
+    - {type: conv2d, name: c1, filters: 8, kernel_size: 3, padding: same}
+    - {type: add, name: a1, inputs: [c1, r0, r_in]}
+    - {type: relu, name: r1}
+    - {type: add, name: a2, inputs: [r1, r0]}
+    - {type: relu, name: r2}
+    - {type: conv2d, name: c2, inputs: [r1], filters: 8, kernel_size: 3, padding: same}
+    - {type: conv2d, name: c3, inputs: [r0], filters: 8, kernel_size: 3, padding: same}
+    - {type: add, name: a3, inputs: [r2, c2, c3]}
+    - {type: relu, name: r3}
+    - {type: global_avg_pool, name: gap}
+    - {type: dense, name: fc, units: 6}
+data: {train: {format: random}, num_classes: 6}
+)";
+  std::string apart = fused;
+  for (const char* r : {"r_in", "r0", "r1", "r2", "r3"}) {
+    const std::string relu = std::string("    - {type: relu, name: ") + r + "}";
+    apart.insert(apart.find(relu), std::string("    - {type: identity, name: id_") + r + "}\n");
+  }
+  check_fused_bitwise(fused, apart, 5);
 }

@@ -76,3 +76,31 @@ TEST_CASE("random lifetimes never collide, and the placement repeats", "[memory]
     REQUIRE(again_total == total);
   }
 }
+
+// Buffers of one size (a residual network's activation gradients): as many slots as buffers alive
+// at once, whatever order the caller lists them in. First fit in the callers' order put the path
+// u1, u4, u2, u3 (each meeting the next) in three slots.
+TEST_CASE("buffers of one size take as many slots as are alive at once", "[memory][lifetime]") {
+  const std::vector<Lifetime> path = {{4096, 0, 1}, {4096, 3, 4}, {4096, 1, 2}, {4096, 2, 3}};
+  size_t total = 0;
+  const std::vector<size_t> at = pack_lifetimes(path, &total, 256);
+  check_packing(path, at, total, 256);
+  REQUIRE(total == 2 * 4096);
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<Lifetime> v;
+    for (int i = 0; i < 40; ++i) {
+      const int64_t a = int64_t(rng() % 30), b = a + int64_t(rng() % 6);
+      v.push_back({1000, a, b});
+    }
+    size_t most = 0;  // buffers alive at one time, at most
+    for (int64_t t = 0; t < 40; ++t) {
+      size_t alive = 0;
+      for (const Lifetime& l : v) alive += l.first <= t && t <= l.last ? 1 : 0;
+      most = std::max(most, alive);
+    }
+    const std::vector<size_t> placed = pack_lifetimes(v, &total, 256);
+    check_packing(v, placed, total, 256);
+    REQUIRE(total == most * 1024);
+  }
+}

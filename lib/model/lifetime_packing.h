@@ -1,8 +1,9 @@
 // Buffers that are never alive at the same time share memory: the static placement of a planned
 // step's tensors (a one-time interval-colouring problem, as TFLite's and XLA's buffer assignment
-// solve it). Each buffer lives over an inclusive range of step times; the greedy rule places the
-// largest first, each at the lowest offset where it overlaps no placed buffer that is alive at
-// the same time. Deterministic: the same lifetimes give the same offsets.
+// solve it). Each buffer lives over an inclusive range of step times; a greedy rule places them in
+// an order, each at the lowest offset where it overlaps no placed buffer that is alive at the same
+// time, and the smallest of three orders' regions is kept (lifetime_packing.cc). Deterministic:
+// the same lifetimes give the same offsets.
 #pragma once
 
 #include <cstddef>

@@ -22,9 +22,6 @@ struct Sum {
 struct SumRelu {
   __device__ float operator()(float a, float b) const { return relu_forward(a + b); }
 };
-struct ReluMask {
-  __device__ float operator()(float z, float dz) const { return relu_grad_from_output(z, dz); }
-};
 
 }  // namespace
 
@@ -34,13 +31,6 @@ void launch_add(DType t, const void* a, const void* b, void* y, int64_t n, cudaS
       launch_map<decltype(tag), 2>(MapInputs<2>{{a, b}}, y, n, SumRelu{}, stream);
     else
       launch_map<decltype(tag), 2>(MapInputs<2>{{a, b}}, y, n, Sum{}, stream);
-  });
-  CUDA_CHECK_LAUNCH();
-}
-
-void launch_relu_mask(DType t, const void* z, const void* dz, void* dy, int64_t n, cudaStream_t stream) {
-  with_dtype(t, [&](auto tag) {
-    launch_map<decltype(tag), 2>(MapInputs<2>{{z, dz}}, dy, n, ReluMask{}, stream);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -14,8 +14,5 @@ namespace trainer::cuda {
 // y = a + b (y may be a or b); relu: y = relu(a + b), as the relu kernel computes it on the sum.
 void launch_add(DType t, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream,
                 bool relu = false);
-// The gradient through a fused relu (lib/core/relu_formula.h): dy = z > 0 ? dz : 0 dz, from its
-// output z and the gradient dz there (dy may be dz), as the relu kernel's backward.
-void launch_relu_mask(DType t, const void* z, const void* dz, void* dy, int64_t n, cudaStream_t stream);
 
 }  // namespace trainer::cuda

@@ -21,6 +21,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/eltwise.cuh"
 #include "lib/layers/add.h"
 
 namespace trainer {
@@ -107,7 +108,9 @@ class AddCuda : public LayerKernel {
       for (size_t k = 0; k < dx_.size() && !to; ++k)
         if (dx_[k] && !accumulate_[k] && in_nhwc_[k] == out_nhwc_) to = dx_[k];
       if (!to) to = const_cast<void*>(dy_);
-      cuda::launch_relu_mask(dtype_, y_, dy_, to, n_, be_.stream());
+      // The relu kernel's backward, given its output z = y for its input: z > 0 exactly where the
+      // input is (lib/core/relu_formula.h), so the same bits.
+      cuda::launch_eltwise_backward(cuda::Eltwise::relu, 0.f, dtype_, y_, dy_, to, n_, be_.stream());
       g = to;
     }
     for (size_t k = 0; k < dx_.size(); ++k) {

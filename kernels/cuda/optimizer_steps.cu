@@ -69,6 +69,14 @@ __device__ __forceinline__ int64_t low_index(const LowFilters& f, int64_t i) {
   return i;
 }
 
+// Weight i's update by the rule, its gradient scaled by the clip's factor as it is read (rounded as
+// the clip's own pass rounds g * factor); every element-wise kernel below.
+template <class Rule>
+__device__ __forceinline__ void update_weight(const typename Rule::Coeffs& c, float* w, const float* g,
+                                              const OptimizerState& st, int64_t i, float scale) {
+  Rule::update(c, w[i], scale == 1.f ? g[i] : __fmul_rn(g[i], scale), st, i);
+}
+
 // Low: the 16-bit copy's element type (void: none). clip: the clipping record whose factor scales
 // the gradients (null: none), rounded as the clip's own pass rounds g * factor.
 template <class Rule, class Low>
@@ -80,7 +88,7 @@ __global__ void elementwise_kernel(Rule rule, float* w, const float* g, Optimize
   bool bad = false;
   for (int64_t i = cuda::global_index(); i < n; i += cuda::grid_stride()) {
     if (!skip) {
-      Rule::update(c, w[i], scale == 1.f ? g[i] : __fmul_rn(g[i], scale), st, i);
+      update_weight<Rule>(c, w, g, st, i, scale);
       if constexpr (!std::is_void_v<Low>) low[low_index(filters, i)] = cuda::from_f32<Low>(w[i]);
     }
     bad |= nonfinite_bits(w[i]);
@@ -109,7 +117,7 @@ __global__ void __launch_bounds__(256)
     for (int32_t e = int32_t(threadIdx.x); e < crs; e += 256) {      // e = c RS + rs
       const int64_t i = row + e;
       if (!skip) {
-        Rule::update(c, w[i], scale == 1.f ? g[i] : __fmul_rn(g[i], scale), st, i);
+        update_weight<Rule>(c, w, g, st, i, scale);
         const int32_t ch = e / RS;
         staged[(e - ch * RS) * pitch + ch] = cuda::from_f32<Low>(w[i]);
       }
@@ -129,7 +137,7 @@ __global__ void __launch_bounds__(256)
     const int64_t end = begin + kPlainChunk < f.plain_end[r] ? begin + kPlainChunk : f.plain_end[r];
     for (int64_t i = begin + threadIdx.x; i < end; i += 256) {
       if (!skip) {
-        Rule::update(c, w[i], scale == 1.f ? g[i] : __fmul_rn(g[i], scale), st, i);
+        update_weight<Rule>(c, w, g, st, i, scale);
         low[i] = cuda::from_f32<Low>(w[i]);
       }
       bad |= nonfinite_bits(w[i]);

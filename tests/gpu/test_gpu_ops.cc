@@ -112,11 +112,11 @@ TEST_CASE("gpu error checks name the call, the place and the device", "[gpu][bac
 // The elementwise optimizers' step with the 16-bit copy of the weights written beside them, the
 // filters' copies laid out (K, R, S, C) (OptimizerKernel::fuse_low_precision_copy: a block per
 // filter row in large arenas, staged in shared memory, other ranges by chunks; a weight a thread in
-// small ones): the same weights and state bits
-// as the step without the copy, and the same copy bits as converting the updated weights after the
-// step (Backend::convert, then convert_filter_krsc per filter). Filters of 3 input channels, 1 x 1,
-// 5 x 5, one at the arena's start, one row larger than a block's threads, others with ranges between
-// and after them; bf16 and fp16; then a skipped step (a non-finite gradient) changes neither.
+// small ones): the same weights and state bits as the step without the copy, and the same copy bits
+// as converting the updated weights after the step (Backend::convert, then convert_filter_krsc per
+// filter). Filters of 3 input channels, 1 x 1, 5 x 5, one at the arena's start, one row larger than
+// a block's threads, others with ranges between and after them; bf16 and fp16; then a skipped step
+// (a non-finite gradient) changes neither.
 TEST_CASE("gpu optimizer steps write the (K, R, S, C) 16-bit filters as the separate conversion",
           "[gpu][optim]") {
   CudaBackend& be = cuda_backend();

@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/cuda/staging_ring.h"
@@ -137,6 +138,9 @@ class CudaBackend : public Backend {
   std::vector<cudaGraphExec_t> graphs_;  // instantiated step recordings
   cudaEvent_t handoff_ = nullptr;        // recorded on stream_ when another backend waits for it
   std::vector<int> peers_;               // GPUs whose memory this one's peer access was enabled for
+  // Libraries' one-time start-up beside the context's creation and the plan (warm_libraries in
+  // cuda_backend.cc); joined by release().
+  std::thread warm_up_;
 };
 
 // The CUDA backend of a kernel's context (CUDA kernels are only created for a CudaBackend).

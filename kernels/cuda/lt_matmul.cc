@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
@@ -12,6 +13,7 @@
 #include "kernels/cuda/algo_disk_cache.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/graph_timer.h"
+#include "lib/core/elapsed.h"
 
 namespace trainer::cuda {
 namespace {
@@ -72,6 +74,7 @@ LtMatmul::LtMatmul(CudaBackend& be, MathMode math, cublasOperation_t ta, cublasO
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
     int found = 0;
+    const auto t_heuristic = std::chrono::steady_clock::now();
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(be.cublas_lt(), desc_, la_, lb_, ld_, ld_, pref,
                                                              kCandidates, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
@@ -88,8 +91,9 @@ LtMatmul::LtMatmul(CudaBackend& be, MathMode math, cublasOperation_t ta, cublasO
             std::to_string(int(kind)) +
             (epilogue.vector ? std::string(" vector ") + dtype_name(epilogue.vector_type) : "");
     spdlog::debug(
-        "cuBLASLt {}: {}", what_,
-        ok_ ? std::to_string(candidates_.size()) + " candidate(s)" : std::string("no algorithm, unfused"));
+        "cuBLASLt {}: {} ({:.1f} ms)", what_,
+        ok_ ? std::to_string(candidates_.size()) + " candidate(s)" : std::string("no algorithm, unfused"),
+        ms_since(t_heuristic));
   } catch (...) {
     release();
     throw;

@@ -50,7 +50,7 @@ class AttentionCuda : public LayerKernel {
         t_(ctx.act_dtype),
         math_(ctx.math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
         math_mode_(ctx.math),
-        tune_(!ctx.deterministic),
+        tune_(!ctx.deterministic && ctx.measure),
         b_(ctx.batch),
         l_(l.length()),
         d_(l.width()),
@@ -156,7 +156,7 @@ class AttentionCuda : public LayerKernel {
     }
     in_proj_ = plan_projection(3 * int(d_), ba_, ba_low_, dba_);
     out_proj_ = plan_projection(int(d_), bp_, bp_low_, dbp_);
-    if (!tune_) return;  // --deterministic: the heuristic's choices, never a timing's
+    if (!tune_) return;  // --deterministic, or a batch size not measured: the heuristic's choices
     // The bound tensors serve as the measurement's, as dense's: nothing has run yet.
     const void* wa = t_ == DType::f32 ? static_cast<const void*>(wa_) : wa_low_ ? wa_low_ : ws_ + at_wa_;
     const void* wp = t_ == DType::f32 ? static_cast<const void*>(wp_) : wp_low_ ? wp_low_ : ws_ + at_wp_;
@@ -427,7 +427,7 @@ class AttentionCuda : public LayerKernel {
   DType t_;
   cublasMath_t math_;
   MathMode math_mode_;
-  bool tune_;  // measure the cuBLASLt candidates at bind (not under --deterministic)
+  bool tune_;  // measure the cuBLASLt candidates at bind (KernelContext::measure, not --deterministic)
   Projection in_proj_, out_proj_;
   int64_t b_, l_, d_, h_, hd_;
   bool causal_, bias_;

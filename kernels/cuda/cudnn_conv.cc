@@ -252,13 +252,15 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
   for (int64_t v : {s.batch, channels, xh, xw, s.filters, s.kh, s.kw, s.sh, s.sw, int64_t(pad_h),
                     int64_t(pad_w), s.groups})
     key += std::to_string(v) + ",";
-  choose_algorithms(what, ctx.deterministic, strict, key, x_bytes, w_bytes, y_bytes);
+  choose_algorithms(what, ctx.deterministic, ctx.measure, strict, key, x_bytes, w_bytes, y_bytes);
   // Our direct kernels are timed against cuDNN only where they can win: small convolutions (the
   // 16-64 channel maps of 28 x 28 and 32 x 32). Beyond ~8.6e9 multiply-adds a batch they lost every
   // direction but one (resnet18's stem forward at 224 x 224, by 10%) on an H200, and timing their
   // tilings there took 24 s of resnet18_imagenet's cold first step in fp32.
   macs_ = double(s.batch) * double(s.filters) * double(c_) * double(r_ * s_) * double(s.oh * s.ow);
-  if (dtype_ == DType::f32 && !nhwc_ && s.groups == 1 && !ctx.deterministic && macs_ <= kDirectMaxMacs) {
+  // A batch size that is not measured (KernelContext::measure) runs cuDNN's choices alone.
+  if (dtype_ == DType::f32 && !nhwc_ && s.groups == 1 && !ctx.deterministic && ctx.measure &&
+      macs_ <= kDirectMaxMacs) {
     DirectConvGeometry g;
     g.n = s.batch;
     g.c = s.channels;
@@ -278,7 +280,7 @@ CudnnConv::CudnnConv(CudaBackend& be, const ConvShape& s, const KernelContext& c
   }
   // cuDNN's graph API (cudnn_graph.h): 16-bit channels-last, groups 1, symmetric padding, not
   // --deterministic (a timed choice).
-  if (nhwc_ && s.groups == 1 && !asym_ && !ctx.deterministic) {
+  if (nhwc_ && s.groups == 1 && !asym_ && !ctx.deterministic && ctx.measure) {
     const size_t max_ws = max_scratch(be_.allocator());
     if (s.bias || s.relu) choose_fused(what, s, key, x_bytes, w_bytes, y_bytes, max_ws);
     choose_wgrad(what, s, key, x_bytes, w_bytes, y_bytes, max_ws);
@@ -513,14 +515,15 @@ void time_listed(cudaStream_t stream, Perf* perf, int n, bool strict, cudnnConvo
 // bf16 (channels-last) convolutions take cuDNN's heuristic ranking too: its measurement in
 // isolation chose slower kernels for them than its heuristics do (H100, steps/s with measured
 // against heuristic choices: vgg11_bn_cifar 383 / 446, cifar10_cnn 3,146 / 4,555, resnet18_cifar
-// 173 / 191).
-void CudnnConv::choose_algorithms(const std::string& what, bool deterministic, bool strict,
+// 173 / 191). So do the batch sizes a plan does not measure (KernelContext::measure: all but the
+// largest), which run once an epoch.
+void CudnnConv::choose_algorithms(const std::string& what, bool deterministic, bool measure, bool strict,
                                   const std::string& shape_key, size_t x_bytes, size_t w_bytes,
                                   size_t y_bytes) {
   const size_t max_ws = max_scratch(be_.allocator());
   Chosen c{};
   bool chosen = false;
-  if (!deterministic && dtype_ != DType::f32) {
+  if (!deterministic && (dtype_ != DType::f32 || !measure)) {
     try {
       c = heuristic_algorithms(what, false, strict, max_ws);
       chosen = true;

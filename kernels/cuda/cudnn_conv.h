@@ -148,7 +148,9 @@ class CudnnConv {
 
  private:
   enum Direction { kFwd, kBwdData, kBwdFilter };
-  void choose_algorithms(const std::string& what, bool deterministic, bool strict,
+  // measure: KernelContext::measure (false: cuDNN's heuristic ranking, unless nothing it ranks
+  // fits the scratch bound).
+  void choose_algorithms(const std::string& what, bool deterministic, bool measure, bool strict,
                          const std::string& shape_key, size_t x_bytes, size_t w_bytes, size_t y_bytes);
   bool measure_algorithms(const std::string& what, bool deterministic, bool strict, size_t max_ws,
                           const std::string& shape_key, size_t x_bytes, size_t w_bytes, size_t y_bytes,

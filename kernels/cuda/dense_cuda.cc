@@ -74,7 +74,7 @@ class DenseCuda : public LayerKernel {
         in_(int(l.in_features())),
         units_(int(l.units)),
         math_mode_(ctx.math),
-        tune_(!ctx.deterministic),
+        tune_(!ctx.deterministic && ctx.measure),
         math_(ctx.math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
         dtype_(ctx.act_dtype),
         padded_(padded_units(ctx.batch * l.rows(), l.units, ctx.act_dtype)),
@@ -129,7 +129,7 @@ class DenseCuda : public LayerKernel {
     }
     bias_scratch_ = static_cast<double*>(b.workspace);
     plan_products();
-    if (!tune_) return;  // --deterministic: the heuristic's choices, never a timing's
+    if (!tune_) return;  // --deterministic, or a batch size not measured: the heuristic's choices
     // The bound tensors serve as the measurement's: nothing has run yet, the step overwrites
     // what the trials write (y, dW, dx, the bias gradient, the 16-bit copy of W).
     const void* w = dtype_ == DType::f32 ? static_cast<const void*>(w_) : w_low_ ? w_low_ : w_typed_;
@@ -361,7 +361,7 @@ class DenseCuda : public LayerKernel {
   std::shared_ptr<GeluHandoff> gelu_to_next_, gelu_from_input_;
   int batch_, in_, units_;
   MathMode math_mode_;
-  bool tune_;  // measure the cuBLASLt candidates at bind (not under --deterministic)
+  bool tune_;  // measure the cuBLASLt candidates at bind (KernelContext::measure, not --deterministic)
   cublasMath_t math_;
   cuda::LtMatmul fwd_, dw_plan_, dx_plan_;
   cuda::LtMatmul dw_tail_;  // dW's rows from dw_cols_ on (see plan_products), where dw_cols_ < units_

@@ -272,6 +272,11 @@ struct KernelContext {
   // executor converts at the edges to and from kernels that keep f32.
   DType act_dtype = DType::f32;
   bool deterministic = false;
+  // The kernel may time candidate algorithms for its shape (cuDNN's, our tilings, fused graphs):
+  // true for the plan's largest batch size, the one nearly every step runs. The other sizes (an
+  // epoch's last partial batch, the validation set's remainder) run once an epoch and take the
+  // libraries' heuristic choices: timing them cost a cold start as much as the main size did.
+  bool measure = true;
   // The executor keeps a 16-bit copy of the parameters for the kernels that want one
   // (LayerKernel::wants_low_precision_params; ExecutorOptions::low_precision_params in a 16-bit
   // math): a kernel that will want it can plan without room for converting its own weights.

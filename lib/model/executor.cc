@@ -229,6 +229,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       ctx.math = too_small_for_low_precision(*layers[i]) ? MathMode::strict_fp32 : o_.math;
       ctx.act_dtype = dt;
       ctx.deterministic = o_.deterministic;
+      ctx.measure = b == *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
       ctx.low_precision_params = o_.low_precision_params && be_.activation_dtype(o_.math) != DType::f32;
       if (o_.sync_batchnorm) {  // on the device where there is a collective, else on the host
         ctx.stats_collective = o_.collective;

@@ -6,9 +6,13 @@
 //   - dense/conv2d kernels read the bias where Model puts it (64-float slots);
 //   - the allocator cap (--mem-limit) is honoured by a real CudaBackend and the executor; growth
 //     mode (--mem-growth) stays under the cap; a device that is itself full is reported;
-//   - fit() on the GPU tracks fit() on the CPU.
+//   - fit() on the GPU tracks fit() on the CPU;
+//   - only the largest batch size of a plan times convolution algorithms.
+#include <cmath>
+#include <fstream>
 #include <sstream>
 
+#include "kernels/cuda/algo_disk_cache.h"
 #include "lib/config/config.h"
 #include "lib/core/error.h"
 #include "lib/model/executor.h"
@@ -141,6 +145,53 @@ TEST_CASE("gpu clip_grad_norm clips like the CPU, on the device, inside the step
   const double ed = rel_error(deltas(gpu), deltas(cpu));
   INFO("parameter update rel error " << ed);
   CHECK(ed < 1e-4);
+}
+
+TEST_CASE("gpu plans time convolution algorithms for the largest batch size only", "[gpu][executor]") {
+  // The last partial batch (5 rows) takes cuDNN's heuristic choices (KernelContext::measure):
+  // measured choices go to the disk cache, so batch 16's shape is there and batch 5's is not. A
+  // shape no other test uses (7 channels of 9 x 9), so neither came from another test's plan.
+  const std::string path = cuda::conv_algo_cache().path();
+  if (path.empty()) {
+    WARN("the algorithm cache is off (TRAINER_CACHE_DIR=off): nothing to look at");
+    return;
+  }
+  Config c = parse_config(R"(model:
+  input_shape: [7, 9, 9]
+  layers:
+    - {type: conv2d, filters: 6, kernel_size: 3, padding: same}
+    - {type: flatten}
+    - {type: dense, units: 8}
+data: {train: {format: random}, num_classes: 8}
+)",
+                          "measure.yaml", {});
+  Model model(c.input_shape, c.layers, c.init, c.file);
+  const Optimizer opt(make_optimizer("{type: sgd}"));
+  ExecutorOptions o;
+  o.batch_sizes = {5, 16};
+  o.num_classes = 8;
+  o.math = MathMode::strict_fp32;
+  Executor ex(model, cuda_backend(), opt, o);
+  std::ifstream in(path);
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  INFO(path);
+  CHECK_THAT(text.str(), Contains(" nchw 16,7,9,9,6,3,3,"));
+  CHECK_THAT(text.str(), !Contains(" nchw 5,7,9,9,6,3,3,"));
+  // Both sizes train: the heuristic choices run forward and backward.
+  const int64_t in_floats = model.input_shape().numel();
+  std::vector<float> params(size_t(model.param_arena_floats())), buffers(1);
+  model.initialize(params.data(), buffers.data(), 3);
+  ex.upload_params(params.data(), buffers.data());
+  for (int64_t b : {16, 5}) {
+    const std::vector<float> x = random_vector(size_t(b * in_floats), 9 + uint64_t(b));
+    std::vector<int32_t> y(static_cast<size_t>(b));
+    for (size_t i = 0; i < y.size(); ++i) y[i] = int32_t(i % 8);
+    ex.train_step(b, x.data(), y.data(), 1, 0.01f);
+  }
+  ex.download_params(params.data(), nullptr);
+  for (float v : params) REQUIRE(std::isfinite(v));
 }
 
 TEST_CASE("gpu executor with deterministic algorithms repeats bit for bit", "[gpu][executor]") {

@@ -2,6 +2,7 @@
 #include "kernels/cuda/cuda_backend.h"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <nvtx3/nvToolsExt.h>
 #include <spdlog/spdlog.h>
 
@@ -18,6 +19,9 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/unpack_upload.cuh"
 #include "lib/core/elapsed.h"
+#ifdef TRAINER_LAZY_CUBLAS
+#include "kernels/cuda/cublas_lazy.h"
+#endif
 #ifdef TRAINER_HAVE_NCCL
 #include "kernels/cuda/nccl_collective.h"
 #endif
@@ -38,6 +42,8 @@ size_t cublas_workspace_size(size_t cap) {
 // while the constructor creates the context and the executor plans (2026-11-30, H200: a cold
 // resnet18_cifar start spent ~40 ms in cuDNN's first calls loading its sub-libraries, and its first
 // cuBLASLt heuristic query took ~80 ms, each on the planning thread).
+//  - With TRAINER_LAZY_CUBLAS, cuBLAS and cuBLASLt (opened at their first call, cublas_lazy.cc:
+//    130 ms of static initializers) are opened here, while the context is created.
 //  - cuDNN 9 opens its sub-libraries (graph, ops, heuristics, convolutions, precompiled engines)
 //    at their first use. Opening them here, from the directory libcudnn itself came from, needs no
 //    context and overlaps its creation; cuDNN's own dlopen then finds them loaded (by soname).
@@ -46,7 +52,13 @@ size_t cublas_workspace_size(size_t cap) {
 // Nothing here touches a stream or the allocator, and every failure only leaves the work to the
 // first real call.
 void warm_libraries(int device) {
-  const auto t0 = std::chrono::steady_clock::now();
+  auto t0 = std::chrono::steady_clock::now();
+  std::string blas;  // "cuBLAS opened in N ms, " where this thread opens it
+#ifdef TRAINER_LAZY_CUBLAS
+  cuda::preload_cublas();
+  blas = fmt::format("cuBLAS opened in {:.0f} ms, ", ms_since(t0));
+#endif
+  t0 = std::chrono::steady_clock::now();
   static std::once_flag opened;
   std::call_once(opened, [] {
     Dl_info info{};
@@ -78,9 +90,9 @@ void warm_libraries(int device) {
   if (lt) cublasLtDestroy(lt);
   (void)cudaGetLastError();
   spdlog::debug(
-      "GPU {}: cuDNN's libraries opened in {:.0f} ms, cuBLASLt's heuristics ready in {:.0f} ms, beside the "
-      "start",
-      device, dl_ms, ms_since(t1));
+      "GPU {}: {}cuDNN's libraries opened in {:.0f} ms, cuBLASLt's heuristics ready in {:.0f} ms, "
+      "beside the start",
+      device, blas, dl_ms, ms_since(t1));
 }
 
 std::string version_pair(int v) {  // 13000 -> "13.0"

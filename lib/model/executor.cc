@@ -32,6 +32,9 @@ static Shape batched(int64_t batch, const Shape& s) {
 Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimizer, ExecutorOptions opt)
     : model_(model), be_(backend), opt_(optimizer), o_(std::move(opt)) {
   if (o_.batch_sizes.empty()) throw InternalError("executor: no batch sizes");
+  // The largest batch size: the loss's, the activations' and the landing zone's bound, and the one
+  // plan whose kernels measure their algorithms (KernelContext::measure).
+  const int64_t max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
   if (o_.activation_slots < 1) throw InternalError("executor: no activation slots");
   if (host_reduce() && !be_.host_memory())
     throw UsageError("data parallelism on " + be_.description() +
@@ -63,7 +66,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     throw InternalError("executor: top-k counts with loss '" + o_.loss.type + "' on float targets");
   LossSpec spec = o_.loss.spec(o_.num_classes, o_.top_k);
   spec.backend = &be_;
-  spec.max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
+  spec.max_batch = max_batch;
   const auto make_loss = [&](const LossSpec& s) {
     std::unique_ptr<LossKernel> k = LossRegistry::global().make_kernel(be_.name(), s);
     if (size_t bytes = k->scratch_bytes()) k->bind(allocate(bytes, "the loss's partial sums and weights"));
@@ -229,7 +232,7 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
       ctx.math = too_small_for_low_precision(*layers[i]) ? MathMode::strict_fp32 : o_.math;
       ctx.act_dtype = dt;
       ctx.deterministic = o_.deterministic;
-      ctx.measure = b == *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
+      ctx.measure = b == max_batch;
       ctx.low_precision_params = o_.low_precision_params && be_.activation_dtype(o_.math) != DType::f32;
       if (o_.sync_batchnorm) {  // on the device where there is a collective, else on the host
         ctx.stats_collective = o_.collective;
@@ -477,7 +480,6 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     for (int k = 0; k < optimizer.state_slots(); ++k) state_.push_back(grads_ + (1 + k) * n_param_floats_);
     buffers_ = static_cast<float*>(
         allocate(floats_bytes(std::max<int64_t>(model_.buffer_arena_floats(), 1)), "layer buffers"));
-    int64_t max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
     const size_t n_slots = size_t(o_.activation_slots);
     char* const activations = static_cast<char*>(
         allocate(act_bytes * n_slots,
@@ -521,7 +523,6 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     for (void* ptr : allocations_) be_.allocator().deallocate(ptr);
     allocations_.clear();
     // Activations scale with the batch; everything else is fixed. Say what would fit.
-    const int64_t max_batch = *std::max_element(o_.batch_sizes.begin(), o_.batch_sizes.end());
     const size_t cap = be_.allocator().cap_bytes();
     const size_t fixed =
         floats_bytes(n_param_floats_) * slots + align_up(low_bytes) + align_up(sizeof(StepScalars)) +

@@ -92,6 +92,7 @@ void add_bench_command(CLI::App& app) {
       BenchOptions bo = st->bo;
       bo.json = json;
       bo.device = device_request(cfg);
+      bo.from_process_start = true;
       run_bench(cfg, bo, std::cout);
       return;
     }

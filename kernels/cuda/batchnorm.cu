@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/batchnorm.cuh"
+#include "kernels/cuda/batchnorm_value.cuh"
 #include "kernels/cuda/channel_packs.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
@@ -129,15 +130,6 @@ void launch_partial(const BatchNormGeometry& g, Term term, PackTerm pack_term,
   } else {
     batchnorm_partial_kernel<1><<<unsigned(g.channels * g.parts), kThreads, 0, stream>>>(g, term, partial);
   }
-}
-
-// The normalized value as the forward stores it: (x - mean) scale + shift (scale = gamma inv,
-// shift = beta), one rounding of the fused multiply-add, then to T. Written out as one intrinsic so
-// that every kernel computing it (both forwards, and the backward passes that recompute a fused
-// relu's mask from x) gets the same bits.
-template <class T>
-__device__ __forceinline__ T bn_value(float x, float mean, float scale, float shift) {
-  return from_f32<T>(__fmaf_rn(x - mean, scale, shift));
 }
 
 // A fused relu's mask in the backward pack kernels: z = relu(y) > 0 exactly where y > 0, and y is
@@ -594,6 +586,12 @@ void launch_batchnorm_batch_stats(const BatchNormGeometry& g, DType t, const voi
   batchnorm_batch_stats_kernel<<<grid_for(32 * g.channels), kThreads, 0, stream>>>(
       g, partial, momentum, unbias, eps, mean, inv, running_mean, running_var, bias);
   CUDA_CHECK_LAUNCH();
+}
+
+bool batchnorm_by_packs(const BatchNormGeometry& g, DType t, std::initializer_list<const void*> pointers) {
+  bool packs = false;
+  with_dtype(t, [&](auto tag) { packs = g.channels_last && packs_fit<decltype(tag)>(g.channels, pointers); });
+  return packs;
 }
 
 void launch_batchnorm_running_stats(const BatchNormGeometry& g, const float* running_mean,

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "lib/backend/layer_kernel.h"
 
@@ -60,6 +61,10 @@ void launch_batchnorm_running_stats(const BatchNormGeometry& g, const float* run
                                     cudaStream_t stream, const float* bias = nullptr);
 // y = (x - mean) * (gamma * inv) + beta; relu: y = relu(that) (a fused relu, rounded as the
 // separate relu kernel would see it).
+// Whether a channels-last batchnorm's passes go by packs with these pointers (null ones skipped;
+// channel_packs.cuh): the backward passes then take a fused relu's mask from x, never reading the
+// stored output (NormalizeHandoff).
+bool batchnorm_by_packs(const BatchNormGeometry& g, DType t, std::initializer_list<const void*> pointers);
 void launch_batchnorm_normalize(const BatchNormGeometry& g, DType t, const void* x, const float* mean,
                                 const float* inv, const float* gamma, const float* beta, bool relu, void* y,
                                 cudaStream_t stream);

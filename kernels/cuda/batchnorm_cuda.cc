@@ -26,6 +26,11 @@
 // a write less (the relu's dy; both reductions now read z and dz where they read dy), and one
 // launch less each way; bit for bit the unfused kernels' results (batchnorm.cu, relu_input_grad).
 //   workspace: ... [output edge] [dz edge: fused relu with an output edge only]
+// Normalize handed over (KernelContext::normalize_to_next, NormalizeHandoff): where the pooling
+// that alone reads the output applies the normalization (and the fused relu) as it reads x, the
+// forward computes the statistics only and writes no output. Offered only where every pass goes
+// by packs in the output's own layout, whose backward takes the relu's mask from x (the output is
+// never read).
 #include "kernels/cuda/batchnorm.cuh"
 #include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -52,7 +57,8 @@ class BatchNormCuda : public LayerKernel {
         relu_(ctx.fused_relu),
         takes_bias_(ctx.takes_bias),
         collective_(ctx.stats_collective),
-        shard_weight_(ctx.scalars ? &ctx.scalars->shard_weight : nullptr) {
+        shard_weight_(ctx.scalars ? &ctx.scalars->shard_weight : nullptr),
+        to_next_(ctx.normalize_to_next) {
     if (ctx.stats_comm)
       throw InternalError("batchnorm '" + name_ +
                           "' on the GPU synchronizes through a device collective only");
@@ -91,6 +97,18 @@ class BatchNormCuda : public LayerKernel {
     sums_ = reinterpret_cast<double*>(base + stats_bytes());
     char* edge = base + stats_bytes() + sums_bytes();
     out_.bind(edge, a_.y, a_.dy, relu_ ? edge + align_up(out_.workspace_bytes()) : nullptr);
+    if (to_next_) {
+      NormalizeHandoff& h = *to_next_;
+      h = NormalizeHandoff{};
+      h.x = a_.x;
+      h.y = a_.y;
+      h.mean = mean_;
+      h.inv = inv_;
+      h.gamma = gamma_;
+      h.beta = beta_;
+      h.relu = relu_;
+      h.ok = out_.core_y() == a_.y && cuda::batchnorm_by_packs(g_, dtype_, {a_.x, a_.y, a_.dy, a_.dx});
+    }
   }
 
   void forward(bool training) override {
@@ -105,6 +123,7 @@ class BatchNormCuda : public LayerKernel {
     else
       cuda::launch_batchnorm_running_stats(g_, running_mean_, running_var_, eps_, mean_, inv_, be_.stream(),
                                            bias_);
+    if (to_next_ && to_next_->taken) return;  // the pooling after it normalizes as it reads x
     cuda::launch_batchnorm_normalize(g_, dtype_, a_.x, mean_, inv_, gamma_, beta_, relu_, out_.core_y(),
                                      be_.stream());
     out_.finish_forward(be_.stream());
@@ -171,9 +190,10 @@ class BatchNormCuda : public LayerKernel {
   float *dgamma_ = nullptr, *dbeta_ = nullptr, *running_mean_ = nullptr, *running_var_ = nullptr;
   double* partial_ = nullptr;
   float *mean_ = nullptr, *inv_ = nullptr, *coef_ = nullptr;
-  DeviceCollective* collective_;  // synchronized statistics: the replicas' collective, else null
-  const float* shard_weight_;     // StepScalars::shard_weight (device memory)
-  double* sums_ = nullptr;        // (2 C + 1) in the workspace, synchronized statistics only
+  DeviceCollective* collective_;               // synchronized statistics: the replicas' collective, else null
+  const float* shard_weight_;                  // StepScalars::shard_weight (device memory)
+  double* sums_ = nullptr;                     // (2 C + 1) in the workspace, synchronized statistics only
+  std::shared_ptr<NormalizeHandoff> to_next_;  // KernelContext::normalize_to_next
 };
 
 }  // namespace

@@ -10,18 +10,23 @@
 //            made VGG's first pool backward 110 us on an H100): backward, one thread per output
 //            writes its whole window, each input written once (the last outputs also the zeros
 //            of the rows and columns past the last window); forward, the same arithmetic as the
-//            generic kernel in the same order.
+//            generic kernel in the same order. These keep each maximum's place in its window (row
+//            a kw + column b) as one byte where the window has at most 256 values (pool2d_argmax_bytes;
+//            VGG's 2x2 pools: a quarter of the int32 index's bytes written and read back), else as
+//            an int32.
 //   With a fused relu (g.relu) the forward stores relu of the pooled value and the backward reads
 //   each output's gradient through the relu's mask (z > 0) from the stored output.
 //   x, dx: (B, C, H, W)  y, dy, argmax: (B, C, OH, OW); x, y, dx, dy of one dtype (f32, bf16,
 //   fp16), compared and summed in f32.
 #include <cfloat>
 
+#include "kernels/cuda/batchnorm_value.cuh"
 #include "kernels/cuda/channel_packs.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/element_type.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/pool2d.cuh"
+#include "lib/core/error.h"
 #include "lib/core/relu_formula.h"
 
 namespace trainer::cuda {
@@ -272,8 +277,8 @@ __device__ __forceinline__ TiledOut tiled_out(const PoolGeometry& g, uint32_t o,
 
 // Forward in the tiling case: one thread per output, the same comparisons and sums in the same
 // order as pool_forward_kernel (the generic kernel's 64-bit divisions dominated a small pool).
-template <class T>
-__global__ void pool_forward_tiled_kernel(PoolGeometry g, const T* x, T* y, int32_t* argmax, uint32_t n_out) {
+template <class T, class A>
+__global__ void pool_forward_tiled_kernel(PoolGeometry g, const T* x, T* y, A* argmax, uint32_t n_out) {
   const uint32_t w = uint32_t(g.w), kh = uint32_t(g.kh), kw = uint32_t(g.kw);
   for (uint32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < n_out; o += gridDim.x * blockDim.x) {
     const TiledOut t = tiled_out(g, o);
@@ -288,11 +293,11 @@ __global__ void pool_forward_tiled_kernel(PoolGeometry g, const T* x, T* y, int3
           const float u = to_f32(xp[size_t(idx) * t.cs]);
           if (best_at < 0 || u > best) {
             best = u;
-            best_at = int32_t(idx);
+            best_at = int32_t(a * kw + b);
           }
         }
       v = best;
-      argmax[o] = best_at;
+      argmax[o] = A(best_at);
     } else {
       float sum = 0.f;
       for (uint32_t a = 0; a < kh; ++a)
@@ -306,7 +311,7 @@ __global__ void pool_forward_tiled_kernel(PoolGeometry g, const T* x, T* y, int3
 
 // The inputs output (oh, ow) writes in the tiling case's backward: its window, and for the last
 // row and column of outputs also the rows and columns past the last window (floor mode), each
-// input once: f(idx = h W + w, inside its window).
+// input once: f(idx = h W + w, inside its window, the place in the window a kw + b where inside).
 template <class F>
 __device__ __forceinline__ void for_tiled_window(const PoolGeometry& g, uint32_t oh, uint32_t ow, F&& f) {
   const uint32_t kh = uint32_t(g.kh), kw = uint32_t(g.kw), w = uint32_t(g.w);
@@ -314,33 +319,56 @@ __device__ __forceinline__ void for_tiled_window(const PoolGeometry& g, uint32_t
   const uint32_t r1 = oh + 1 == uint32_t(g.oh) ? uint32_t(g.h) : r0 + kh;
   const uint32_t c1 = ow + 1 == uint32_t(g.ow) ? w : c0 + kw;
   for (uint32_t r = r0; r < r1; ++r)
-    for (uint32_t c = c0; c < c1; ++c) f(r * w + c, r < r0 + kh && c < c0 + kw);
+    for (uint32_t c = c0; c < c1; ++c)
+      f(r * w + c, r < r0 + kh && c < c0 + kw, int32_t((r - r0) * kw + c - c0));
 }
 
 // Backward in the tiling case: each output writes its window (the last row and column of
 // outputs also the zeros past the last window), each input written once.
-template <class T>
-__global__ void pool_backward_tiled_kernel(PoolGeometry g, const T* dy, const T* z, const int32_t* argmax,
-                                           T* dx, uint32_t n_out) {
+template <class T, class A>
+__global__ void pool_backward_tiled_kernel(PoolGeometry g, const T* dy, const T* z, const A* argmax, T* dx,
+                                           uint32_t n_out) {
   const float count = float(g.kh * g.kw);
   for (uint32_t o = blockIdx.x * blockDim.x + threadIdx.x; o < n_out; o += gridDim.x * blockDim.x) {
     const TiledOut t = tiled_out(g, o);
     T* dxp = dx + t.plane;
     const float d = through_relu(g, z, o, to_f32(dy[o]));
-    const int32_t at = g.max ? argmax[o] : -1;
+    const int32_t at = g.max ? int32_t(argmax[o]) : -1;
     const float share = g.max ? 0.f : d / count;
-    for_tiled_window(g, t.oh, t.ow, [&](uint32_t idx, bool inside) {
-      dxp[size_t(idx) * t.cs] = from_f32<T>(!inside ? 0.f : g.max ? (int32_t(idx) == at ? d : 0.f) : share);
+    for_tiled_window(g, t.oh, t.ow, [&](uint32_t idx, bool inside, int32_t place) {
+      dxp[size_t(idx) * t.cs] = from_f32<T>(!inside ? 0.f : g.max ? (place == at ? d : 0.f) : share);
     });
   }
+}
+
+// A pack's argmax places: N of type A moved at once (16 bytes at most: two moves of an int32 pack
+// of 8).
+template <class A, int N>
+struct alignas(sizeof(A) * N < 16 ? sizeof(A) * N : 16) ArgPack {
+  A v[N];
+};
+template <class A, int N>
+__device__ __forceinline__ void store_places(A* p, const int32_t (&at)[N]) {
+  ArgPack<A, N> a;
+#pragma unroll
+  for (int k = 0; k < N; ++k) a.v[k] = A(at[k]);
+  *reinterpret_cast<ArgPack<A, N>*>(p) = a;
+}
+template <class A, int N>
+__device__ __forceinline__ void load_places(const A* p, int32_t (&at)[N]) {
+  const ArgPack<A, N> a = *reinterpret_cast<const ArgPack<A, N>*>(p);
+#pragma unroll
+  for (int k = 0; k < N; ++k) at[k] = int32_t(a.v[k]);
 }
 
 // The tiling case channels-last by packs (channel_packs.cuh): one thread per output position and
 // pack of channels (tiled_out with n = kPack<T>), the same comparisons, sums and writes as the two
 // kernels above, value by value.
-template <class T>
-__global__ void pool_forward_tiled_pack_kernel(PoolGeometry g, const T* x, T* y, int32_t* argmax,
-                                               uint32_t packs) {
+// kBn: x is a batchnorm's input, each value taken as the batchnorm's stored output (bn_value,
+// through its fused relu; batchnorm_normalize_pack_kernel's arithmetic) as it is read.
+template <class T, bool kBn, class A>
+__global__ void pool_forward_tiled_pack_kernel(PoolGeometry g, const T* x, T* y, A* argmax, uint32_t packs,
+                                               PoolNormalize bn) {
   constexpr int N = kPack<T>;
   const uint32_t w = uint32_t(g.w), kh = uint32_t(g.kh), kw = uint32_t(g.kw), C = uint32_t(g.channels);
   for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < packs; q += gridDim.x * blockDim.x) {
@@ -348,9 +376,16 @@ __global__ void pool_forward_tiled_pack_kernel(PoolGeometry g, const T* x, T* y,
     const T* xp = x + t.plane;
     float v[N];
     int32_t at[N];
+    [[maybe_unused]] float m[N], scale[N], shift[N];
     for (int k = 0; k < N; ++k) {
       v[k] = g.max ? -FLT_MAX : 0.f;
       at[k] = -1;
+      if constexpr (kBn) {
+        const uint32_t c = (q % (C / N)) * N + uint32_t(k);
+        m[k] = bn.mean[c];
+        scale[k] = bn.gamma[c] * bn.inv[c];
+        shift[k] = bn.beta[c];
+      }
     }
     for (uint32_t a = 0; a < kh; ++a)
       for (uint32_t b = 0; b < kw; ++b) {
@@ -358,12 +393,16 @@ __global__ void pool_forward_tiled_pack_kernel(PoolGeometry g, const T* x, T* y,
         const Pack<T> in = load_pack(xp + size_t(idx) * C);
 #pragma unroll
         for (int k = 0; k < N; ++k) {
-          const float u = to_f32(in.v[k]);
+          float u = to_f32(in.v[k]);
+          if constexpr (kBn) {
+            const T z = bn_value<T>(u, m[k], scale[k], shift[k]);
+            u = bn.relu ? to_f32(from_f32<T>(relu_forward(to_f32(z)))) : to_f32(z);
+          }
           if (!g.max) {
             v[k] += u;
           } else if (at[k] < 0 || u > v[k]) {
             v[k] = u;
-            at[k] = int32_t(idx);
+            at[k] = int32_t(a * kw + b);
           }
         }
       }
@@ -374,17 +413,13 @@ __global__ void pool_forward_tiled_pack_kernel(PoolGeometry g, const T* x, T* y,
       out.v[k] = from_f32<T>(g.relu ? relu_forward(r) : r);
     }
     store_pack(y + size_t(q) * N, out);
-    if (g.max)
-#pragma unroll
-      for (int k = 0; k < N; k += 4)
-        *reinterpret_cast<int4*>(argmax + size_t(q) * N + k) =
-            make_int4(at[k], at[k + 1], at[k + 2], at[k + 3]);
+    if (g.max) store_places<A, N>(argmax + size_t(q) * N, at);
   }
 }
 
-template <class T>
-__global__ void pool_backward_tiled_pack_kernel(PoolGeometry g, const T* dy, const T* z,
-                                                const int32_t* argmax, T* dx, uint32_t packs) {
+template <class T, class A>
+__global__ void pool_backward_tiled_pack_kernel(PoolGeometry g, const T* dy, const T* z, const A* argmax,
+                                                T* dx, uint32_t packs) {
   constexpr int N = kPack<T>;
   const uint32_t C = uint32_t(g.channels);
   const float count = float(g.kh * g.kw);
@@ -403,20 +438,12 @@ __global__ void pool_backward_tiled_pack_kernel(PoolGeometry g, const T* dy, con
       if (!g.max) d[k] = d[k] / count;
       at[k] = -1;
     }
-    if (g.max)
-#pragma unroll
-      for (int k = 0; k < N; k += 4) {
-        const int4 a = *reinterpret_cast<const int4*>(argmax + size_t(q) * N + k);
-        at[k] = a.x;
-        at[k + 1] = a.y;
-        at[k + 2] = a.z;
-        at[k + 3] = a.w;
-      }
-    for_tiled_window(g, t.oh, t.ow, [&](uint32_t idx, bool inside) {
+    if (g.max) load_places<A, N>(argmax + size_t(q) * N, at);
+    for_tiled_window(g, t.oh, t.ow, [&](uint32_t idx, bool inside, int32_t place) {
       Pack<T> out;
 #pragma unroll
       for (int k = 0; k < N; ++k)
-        out.v[k] = from_f32<T>(!inside ? 0.f : g.max ? (int32_t(idx) == at[k] ? d[k] : 0.f) : d[k]);
+        out.v[k] = from_f32<T>(!inside ? 0.f : g.max ? (place == at[k] ? d[k] : 0.f) : d[k]);
       store_pack(dxp + size_t(idx) * C, out);
     });
   }
@@ -432,42 +459,88 @@ bool tiles(const PoolGeometry& g) {
          g.oh * g.sh <= g.h && g.ow * g.sw <= g.w && g.batch * g.channels * g.h * g.w < (int64_t(1) << 31);
 }
 
+// The tiled kernels' argmax type: a byte a place where the window has at most 256 values.
+bool byte_places(const PoolGeometry& g) { return g.kh * g.kw <= 256; }
+template <class F>
+void with_place_type(const PoolGeometry& g, F&& f) {
+  if (byte_places(g))
+    f(uint8_t{});
+  else
+    f(int32_t{});
+}
+
 }  // namespace
 
-void launch_pool2d_forward(const PoolGeometry& g, DType t, const void* x, void* y, int32_t* argmax,
+size_t pool2d_argmax_bytes(const PoolGeometry& g) {
+  return size_t(g.batch * g.channels * g.oh * g.ow) * (tiles(g) && byte_places(g) ? 1 : sizeof(int32_t));
+}
+
+void launch_pool2d_forward(const PoolGeometry& g, DType t, const void* x, void* y, void* argmax,
                            cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.oh * g.ow;
   if (n <= 0) return;
   if (tiles(g)) {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      if (g.channels_last && packs_fit<T>(g.channels, {x, y, g.max ? argmax : nullptr}))
-        pool_forward_tiled_pack_kernel<T><<<grid_for(n / kPack<T>), kThreads, 0, stream>>>(
-            g, static_cast<const T*>(x), static_cast<T*>(y), argmax, uint32_t(n / kPack<T>));
-      else
-        pool_forward_tiled_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-            g, static_cast<const T*>(x), static_cast<T*>(y), argmax, uint32_t(n));
+      with_place_type(g, [&](auto place) {
+        using A = decltype(place);
+        A* at = static_cast<A*>(argmax);
+        if (g.channels_last && packs_fit<T>(g.channels, {x, y, g.max ? argmax : nullptr}))
+          pool_forward_tiled_pack_kernel<T, false, A><<<grid_for(n / kPack<T>), kThreads, 0, stream>>>(
+              g, static_cast<const T*>(x), static_cast<T*>(y), at, uint32_t(n / kPack<T>), PoolNormalize{});
+        else
+          pool_forward_tiled_kernel<T, A><<<grid_for(n), kThreads, 0, stream>>>(
+              g, static_cast<const T*>(x), static_cast<T*>(y), at, uint32_t(n));
+      });
     });
     CUDA_CHECK_LAUNCH();
     return;
   }
+  int32_t* argmax32 = static_cast<int32_t*>(argmax);
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     with_index_type({n, g.batch * g.channels * g.h * g.w}, [&](auto index) {
       using I = decltype(index);
       if (g.channels_last && packs_fit<T>(g.channels, {x, y, g.max ? argmax : nullptr}))
         pool_forward_pack_kernel<T, I><<<grid_for(n / kPack<T>), kThreads, 0, stream>>>(
-            g, static_cast<const T*>(x), static_cast<T*>(y), argmax, I(n / kPack<T>));
+            g, static_cast<const T*>(x), static_cast<T*>(y), argmax32, I(n / kPack<T>));
       else
         pool_forward_kernel<T, I>
-            <<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(x), static_cast<T*>(y), argmax);
+            <<<grid_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(x), static_cast<T*>(y), argmax32);
     });
   });
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_pool2d_backward(const PoolGeometry& g, DType t, const void* dy, const void* z,
-                            const int32_t* argmax, void* dx, cudaStream_t stream) {
+bool pool2d_normalizes(const PoolGeometry& g, DType t, const void* x, const void* y, const void* argmax) {
+  bool ok = false;
+  with_dtype(t, [&](auto tag) {
+    ok =
+        tiles(g) && g.channels_last && packs_fit<decltype(tag)>(g.channels, {x, y, g.max ? argmax : nullptr});
+  });
+  return ok;
+}
+
+void launch_pool2d_forward_normalized(const PoolGeometry& g, DType t, const void* x, const PoolNormalize& bn,
+                                      void* y, void* argmax, cudaStream_t stream) {
+  if (!pool2d_normalizes(g, t, x, y, argmax))
+    throw InternalError("launch_pool2d_forward_normalized: not a tiling, channels-last pooling by packs");
+  const int64_t n = g.batch * g.channels * g.oh * g.ow;
+  if (n <= 0) return;
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    with_place_type(g, [&](auto place) {
+      using A = decltype(place);
+      pool_forward_tiled_pack_kernel<T, true, A><<<grid_for(n / kPack<T>), kThreads, 0, stream>>>(
+          g, static_cast<const T*>(x), static_cast<T*>(y), static_cast<A*>(argmax), uint32_t(n / kPack<T>),
+          bn);
+    });
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_pool2d_backward(const PoolGeometry& g, DType t, const void* dy, const void* z, const void* argmax,
+                            void* dx, cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.h * g.w;
   if (n <= 0) return;
   if (tiles(g)) {
@@ -475,17 +548,22 @@ void launch_pool2d_backward(const PoolGeometry& g, DType t, const void* dy, cons
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       const T *dyt = static_cast<const T*>(dy), *zt = static_cast<const T*>(z);
-      if (g.channels_last &&
-          packs_fit<T>(g.channels, {dy, g.relu ? z : nullptr, g.max ? argmax : nullptr, dx}))
-        pool_backward_tiled_pack_kernel<T><<<grid_for(n_out / kPack<T>), kThreads, 0, stream>>>(
-            g, dyt, zt, argmax, static_cast<T*>(dx), uint32_t(n_out / kPack<T>));
-      else
-        pool_backward_tiled_kernel<T><<<grid_for(n_out), kThreads, 0, stream>>>(
-            g, dyt, zt, argmax, static_cast<T*>(dx), uint32_t(n_out));
+      with_place_type(g, [&](auto place) {
+        using A = decltype(place);
+        const A* at = static_cast<const A*>(argmax);
+        if (g.channels_last &&
+            packs_fit<T>(g.channels, {dy, g.relu ? z : nullptr, g.max ? argmax : nullptr, dx}))
+          pool_backward_tiled_pack_kernel<T, A><<<grid_for(n_out / kPack<T>), kThreads, 0, stream>>>(
+              g, dyt, zt, at, static_cast<T*>(dx), uint32_t(n_out / kPack<T>));
+        else
+          pool_backward_tiled_kernel<T, A><<<grid_for(n_out), kThreads, 0, stream>>>(
+              g, dyt, zt, at, static_cast<T*>(dx), uint32_t(n_out));
+      });
     });
     CUDA_CHECK_LAUNCH();
     return;
   }
+  const int32_t* argmax32 = static_cast<const int32_t*>(argmax);
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     const T *dyt = static_cast<const T*>(dy), *zt = static_cast<const T*>(z);
@@ -494,10 +572,10 @@ void launch_pool2d_backward(const PoolGeometry& g, DType t, const void* dy, cons
       if (g.channels_last &&
           packs_fit<T>(g.channels, {dy, g.relu ? z : nullptr, g.max ? argmax : nullptr, dx}))
         pool_backward_pack_kernel<T, I><<<grid_for(n / kPack<T>), kThreads, 0, stream>>>(
-            g, dyt, zt, argmax, static_cast<T*>(dx), I(n / kPack<T>));
+            g, dyt, zt, argmax32, static_cast<T*>(dx), I(n / kPack<T>));
       else
         pool_backward_kernel<T, I>
-            <<<grid_for(n), kThreads, 0, stream>>>(g, dyt, zt, argmax, static_cast<T*>(dx));
+            <<<grid_for(n), kThreads, 0, stream>>>(g, dyt, zt, argmax32, static_cast<T*>(dx));
     });
   });
   CUDA_CHECK_LAUNCH();

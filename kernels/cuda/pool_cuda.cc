@@ -10,7 +10,14 @@
 // Fused relu (KernelContext::fused_relu, registered kFusesRelu): the pooled values are stored
 // through a relu, and the backward masks the output's gradient by the stored output (z > 0), so
 // the usual pool -> relu pair (PyTorch's MNIST example) runs two kernels a step instead of four.
-//   x: (B, C, H, W)  y: (B, C, OH, OW)  workspace (max only): argmax int32 (B, C, OH, OW)
+// The batchnorm before it applied as x is read (KernelContext::normalize_from_input,
+// NormalizeHandoff; registered kTakesNormalize): where this pooling alone reads a batchnorm's
+// output (after its fused relu) and its windows tile the input, channels-last by packs, the forward
+// pools relu(bn(x)) from the batchnorm's input and the batchnorm writes no output (VGG's conv ->
+// batchnorm -> relu -> 2x2 max pool: the batchnorm's output written once and read back less).
+// The same y and argmax; the backward is unchanged.
+//   x: (B, C, H, W)  y: (B, C, OH, OW)  workspace (max only): argmax (B, C, OH, OW), a byte a value for
+//   2x2-like windows (pool2d_argmax_bytes)
 #include "kernels/cuda/channels_last.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -28,7 +35,8 @@ class PoolCuda : public LayerKernel {
         g_(with_layout(g, ctx)),
         dtype_(ctx.act_dtype),
         out_nhwc_(g_.channels_last && cuda::may_write_channels_last(ctx)),
-        out_(dtype_, g_.channels_last, out_nhwc_, g_.batch, g_.channels, g_.oh, g_.ow) {}
+        out_(dtype_, g_.channels_last, out_nhwc_, g_.batch, g_.channels, g_.oh, g_.ow),
+        from_bn_(ctx.normalize_from_input) {}
 
   std::shared_ptr<const Layout> output_layout() const override {
     return out_nhwc_ ? cuda::channels_last() : nullptr;
@@ -40,13 +48,22 @@ class PoolCuda : public LayerKernel {
   }
   void bind(const KernelBinding& b) override {
     a_ = TypedActivations(b, dtype_);
-    argmax_ = static_cast<int32_t*>(b.workspace);
+    argmax_ = b.workspace;
     char* edge = static_cast<char*>(b.workspace) + align_up(argmax_bytes());
     out_.bind(edge, a_.y, a_.dy, g_.relu ? edge + align_up(out_.workspace_bytes()) : nullptr);
+    takes_bn_ = from_bn_ && from_bn_->ok && a_.x == from_bn_->y &&
+                cuda::pool2d_normalizes(g_, dtype_, from_bn_->x, out_.core_y(), argmax_);
+    if (takes_bn_) from_bn_->taken = true;
   }
 
   void forward(bool) override {
-    cuda::launch_pool2d_forward(g_, dtype_, a_.x, out_.core_y(), argmax_, be_.stream());
+    if (takes_bn_) {
+      const NormalizeHandoff& h = *from_bn_;
+      cuda::launch_pool2d_forward_normalized(g_, dtype_, h.x, {h.mean, h.inv, h.gamma, h.beta, h.relu},
+                                             out_.core_y(), argmax_, be_.stream());
+    } else {
+      cuda::launch_pool2d_forward(g_, dtype_, a_.x, out_.core_y(), argmax_, be_.stream());
+    }
     out_.finish_forward(be_.stream());
   }
 
@@ -63,11 +80,11 @@ class PoolCuda : public LayerKernel {
   DType dtype_;
   bool out_nhwc_;
   cuda::OutputEdge out_;
-  int32_t* argmax_ = nullptr;
+  void* argmax_ = nullptr;
+  std::shared_ptr<NormalizeHandoff> from_bn_;  // KernelContext::normalize_from_input
+  bool takes_bn_ = false;                      // this binding applies it (NormalizeHandoff::taken)
 
-  size_t argmax_bytes() const {
-    return g_.max ? size_t(g_.batch * g_.channels * g_.oh * g_.ow) * sizeof(int32_t) : 0;
-  }
+  size_t argmax_bytes() const { return g_.max ? cuda::pool2d_argmax_bytes(g_) : 0; }
   static cuda::PoolGeometry with_layout(cuda::PoolGeometry g, const KernelContext& ctx) {
     g.channels_last = cuda::is_channels_last(ctx.input_layout);
     g.relu = ctx.fused_relu;

@@ -6,7 +6,8 @@
 // bf16 convolutions produce, are registered with kAnyInputLayout; channels-last permutes the elements
 // without padding (kDenseLayout), so a residual network stays channels-last through its adds and
 // the tensors that feed two layers. A convolution's or dense layer's bias before a batchnorm goes
-// into the batchnorm (kBiasToBatchnorm, kTakesBias).
+// into the batchnorm (kBiasToBatchnorm, kTakesBias), and a batchnorm whose output a pooling alone
+// reads has the pooling normalize as it reads (kHandsOverNormalize, kTakesNormalize).
 #include "kernels/cuda/cuda_kernels.h"
 #include "lib/losses/losses.h"
 #include "lib/optim/optimizer.h"
@@ -21,8 +22,8 @@ void register_cuda_kernels(Registry& r) {
   const unsigned follow = low | kFollowsInputDtype, follow_any = follow | kAnyInputLayout | kDenseLayout;
   r.add_kernel("dense", "cuda", make_dense_cuda, low | kBiasToBatchnorm | kFusesGeluTanh | kTakesGeluGrad);
   r.add_kernel("conv2d", "cuda", make_conv2d_cuda, conv);
-  r.add_kernel("maxpool2d", "cuda", make_pool2d_cuda, follow_any | kFusesRelu);
-  r.add_kernel("avgpool2d", "cuda", make_pool2d_cuda, follow_any | kFusesRelu);
+  r.add_kernel("maxpool2d", "cuda", make_pool2d_cuda, follow_any | kFusesRelu | kTakesNormalize);
+  r.add_kernel("avgpool2d", "cuda", make_pool2d_cuda, follow_any | kFusesRelu | kTakesNormalize);
   r.add_kernel("embedding", "cuda", make_embedding_cuda);
   r.add_kernel("conv1d", "cuda", make_conv1d_cuda, conv);
   r.add_kernel("maxpool1d", "cuda", make_pool1d_cuda, follow_any | kFusesRelu);
@@ -32,7 +33,8 @@ void register_cuda_kernels(Registry& r) {
   r.add_kernel("add", "cuda", make_add_cuda,
                follow_any | kCopiesOutputGradient | kHandsOverForward | kFusesRelu);
   r.add_kernel("concat", "cuda", make_concat_cuda);
-  r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda, follow_any | kFusesRelu | kTakesBias);
+  r.add_kernel("batchnorm", "cuda", make_batchnorm_cuda,
+               follow_any | kFusesRelu | kTakesBias | kHandsOverNormalize);
   // A transformer's residual stream: the position embedding starts it in the activation dtype,
   // and the norms, dropouts and adds keep it there (no conversions around each block's layers).
   r.add_kernel("dropout", "cuda", make_dropout_cuda, follow);

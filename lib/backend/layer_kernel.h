@@ -252,6 +252,23 @@ struct AddHandoff {
   bool taken = false;  // set by the consumer's bind
 };
 
+// A batchnorm's normalize pass (with its fused relu) taken over by the pooling layer that alone
+// reads its output (KernelContext::normalize_to_next, normalize_from_input): the batchnorm's bind
+// publishes its input, the statistics and parameters its normalize reads and its output's memory;
+// the pooling's bind, where its input is that memory and its kernel can apply them as it reads
+// (VGG's conv -> batchnorm -> relu -> 2x2 max pool), says so, and then pools relu(bn(x)) straight
+// from x: the batchnorm's output is never written, nor read back. Backward is unchanged: the
+// batchnorm's recomputes from x what it needs (its relu's mask too), the pooling's reads its
+// argmax; the batchnorm's output gradient is the pooling's input gradient as before.
+struct NormalizeHandoff {
+  const void* x = nullptr;  // the batchnorm's input and output, in its activation dtype
+  const void* y = nullptr;
+  const float *mean = nullptr, *inv = nullptr, *gamma = nullptr, *beta = nullptr;  // (C) f32
+  bool relu = false;   // the batchnorm's fused relu
+  bool ok = false;     // the batchnorm can hand over (channels-last packs, no output edge)
+  bool taken = false;  // set by the consumer's bind
+};
+
 // A parameter whose 16-bit copy (KernelBinding::params_low) is laid out other than the f32
 // tensor: a convolution's filter (K, C, R, S) kept as (K, R, S, C), channels innermost, the layout
 // cuDNN's channels-last kernels read (LayerKernel::low_param_krsc). offset: the tensor's first
@@ -313,6 +330,10 @@ struct KernelContext {
   // context: only kernels registered with kHandsOverForward) and, in that layer's context
   // (kTakesAddForward), the same handoff (add_from_input).
   std::shared_ptr<AddHandoff> add_to_next, add_from_input;
+  // The handoff of a batchnorm's normalize pass to the pooling layer that alone reads its output
+  // (normalize_to_next, in the batchnorm's context: kernels registered with kHandsOverNormalize)
+  // and, in that layer's context (kTakesNormalize), the same handoff (normalize_from_input).
+  std::shared_ptr<NormalizeHandoff> normalize_to_next, normalize_from_input;
   // The output goes to the loss alone, which reads its rows (and writes their gradient) at any
   // pitch (LossKernel::takes_pitch): the kernel may pad its rows (LayerKernel::output_pitch).
   bool output_pitch_ok = false;

@@ -195,7 +195,8 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
     // Each tensor's dtype, known before its consumers' kernels are made (the layout choice below
     // needs every consumer's).
     const std::vector<DType> planned_dtype = plan_dtypes();
-    std::map<size_t, std::shared_ptr<GeluHandoff>> gelu_handoffs;  // by the layer that takes one
+    std::map<size_t, std::shared_ptr<GeluHandoff>> gelu_handoffs;            // by the layer that takes one
+    std::map<size_t, std::shared_ptr<NormalizeHandoff>> normalize_handoffs;  // likewise
     size_t add_handoff_to = 0;  // the layer the last add handed its forward to (add_handoffs.back())
     for (size_t i = 0; i < layers.size(); ++i) {
       const Layer& l = *layers[i];
@@ -260,6 +261,19 @@ Executor::Executor(const Model& model, Backend& backend, const Optimizer& optimi
         gelu_handoffs[size_t(next[0])] = ctx.gelu_to_next;
       }
       if (auto h = gelu_handoffs.find(i); h != gelu_handoffs.end()) ctx.gelu_from_input = h->second;
+      // A batchnorm's normalize pass (its relu too, when fused) done by the layer that alone reads
+      // its output, as its only input, in its dtype (the consumer's bind checks the pointer and
+      // the layout it can read).
+      if (gelu < 0 && next.size() == 1 && (reg.kernel_caps(l.type(), be_.name()) & kHandsOverNormalize) &&
+          model_.layer_inputs(size_t(next[0])) == std::vector<int>{relu >= 0 ? relu : int(i)} &&
+          (reg.kernel_caps(layers[size_t(next[0])]->type(), be_.name()) & kTakesNormalize) &&
+          planned_dtype[size_t(next[0]) + 1] == dt) {
+        ctx.normalize_to_next = std::make_shared<NormalizeHandoff>();
+        normalize_handoffs[size_t(next[0])] = ctx.normalize_to_next;
+        p->normalize_handoffs.push_back(ctx.normalize_to_next);
+      }
+      if (auto h = normalize_handoffs.find(i); h != normalize_handoffs.end())
+        ctx.normalize_from_input = h->second;
       // A two-input add's forward done by the layer right after it where that layer reads the sum
       // alone, as its only input, in the add's dtype and plain (the consumer's bind checks the
       // pointer: a conversion edge between them leaves the add its own forward).
@@ -588,6 +602,11 @@ int Executor::outputs_in_place() const { return plans_.begin()->second->outputs_
 int Executor::gradients_shared() const { return plans_.begin()->second->gradients_shared; }
 int Executor::adds_handed_over() const {
   const auto& h = plans_.begin()->second->add_handoffs;
+  return int(std::count_if(h.begin(), h.end(), [](const auto& a) { return a->taken; }));
+}
+
+int Executor::normalizes_handed_over() const {
+  const auto& h = plans_.begin()->second->normalize_handoffs;
   return int(std::count_if(h.begin(), h.end(), [](const auto& a) { return a->taken; }));
 }
 

@@ -178,6 +178,9 @@ class Executor : public StepRunner {
   int gradients_shared() const;
   // Adds whose forward the layer after them computes (AddHandoff::taken), in the same plan.
   int adds_handed_over() const;
+  // Batchnorms whose normalize pass the pooling after them does (NormalizeHandoff::taken), in the
+  // same plan.
+  int normalizes_handed_over() const;
   // How many layers' kernels write their output in a backend layout (channels-last) rather than
   // plain, in the plan of the largest batch.
   int outputs_in_backend_layouts() const;

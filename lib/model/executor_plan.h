@@ -106,6 +106,8 @@ struct Executor::Plan {
   // Two-input adds whose forward the layer after them may do (KernelContext::add_to_next); the
   // kernels' binds say which they do (AddHandoff::taken).
   std::vector<std::shared_ptr<AddHandoff>> add_handoffs;
+  // The batchnorms' normalize handoffs (KernelContext::normalize_to_next), taken or not.
+  std::vector<std::shared_ptr<NormalizeHandoff>> normalize_handoffs;
   size_t raw_input = 0;  // training batches land here when augmenting; the augmented copy is act[0]
   // The loss on the last layer's input, that layer skipped in training and evaluation steps: a
   // final softmax under cross_entropy_probs, or log_softmax under nll, is the cross-entropy of

@@ -72,6 +72,11 @@ enum KernelCaps : unsigned {
   kHandsOverForward = 4096u,
   // Can compute the add before it (two inputs) as it reads them (KernelContext::add_from_input).
   kTakesAddForward = 8192u,
+  // Its normalize pass may be done by the layer that alone reads its output
+  // (KernelContext::normalize_to_next: batchnorm).
+  kHandsOverNormalize = 16384u,
+  // Can apply the batchnorm before it as it reads its input (KernelContext::normalize_from_input).
+  kTakesNormalize = 32768u,
 };
 
 // What a layer type is besides its keys.

@@ -130,12 +130,17 @@ std::vector<Case> pool2d_cases(const std::string& t, float h) {
   }
   v.push_back(fd("{type: " + t + ", pool_size: 3, strides: 1, padding: 1}", {1, 5, 4}, 1, 34, h,
                  "batch 1, explicit padding"));
-  const char* gpu[] = {"", ", pool_size: 3, strides: 2, padding: same",
-                       ", pool_size: 3, strides: 1, padding: same", ", pool_size: 3, strides: 2, padding: 1",
-                       ", pool_size: [2, 3], strides: [1, 2]"};
-  const Shape shapes[] = {{3, 8, 8}, {3, 8, 8}, {2, 7, 7}, {2, 9, 6}, {2, 5, 7}};
-  const int64_t batches[] = {2, 2, 3, 2, 2};
-  for (int i = 0; i < 5; ++i)
+  const char* gpu[] = {"",
+                       ", pool_size: 3, strides: 2, padding: same",
+                       ", pool_size: 3, strides: 1, padding: same",
+                       ", pool_size: 3, strides: 2, padding: 1",
+                       ", pool_size: [2, 3], strides: [1, 2]",
+                       ", pool_size: 17"};
+  // The last: windows that tile the input (and a column past them) of 289 values, whose places
+  // the GPU keeps as int32 (a byte for 256 and fewer: the 2x2 rows).
+  const Shape shapes[] = {{3, 8, 8}, {3, 8, 8}, {2, 7, 7}, {2, 9, 6}, {2, 5, 7}, {2, 34, 35}};
+  const int64_t batches[] = {2, 2, 3, 2, 2, 2};
+  for (int i = 0; i < 6; ++i)
     v.push_back(ref("{type: " + t + gpu[i] + "}", shapes[i], batches[i], 1, kWide, "was test_gpu_layers"));
   return v;
 }

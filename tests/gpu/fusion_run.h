@@ -17,11 +17,12 @@ namespace trainer::gpu_test {
 struct FusionRun {
   std::vector<float> params, buffers, out;
   MetricSums train, eval;
-  int fused = 0;            // relus run inside the kernel before them
-  int folded = 0;           // biases taken by the batchnorm after them
-  int in_place = 0;         // outputs written over their input's memory
-  int adds_handed = 0;      // adds whose forward the layer after them does (AddHandoff)
-  bool low_params = false;  // the executor keeps a 16-bit copy of the parameters
+  int fused = 0;              // relus run inside the kernel before them
+  int folded = 0;             // biases taken by the batchnorm after them
+  int in_place = 0;           // outputs written over their input's memory
+  int adds_handed = 0;        // adds whose forward the layer after them does (AddHandoff)
+  int normalizes_handed = 0;  // batchnorms whose output the pooling after them computes
+  bool low_params = false;    // the executor keeps a 16-bit copy of the parameters
 };
 
 // collective: synchronized batchnorm through it (one replica: the synchronized kernels).
@@ -51,6 +52,7 @@ inline FusionRun run_fusion(Backend& be, const Model& model, MathMode math, bool
   r.folded = ex.folded_biases();
   r.in_place = ex.outputs_in_place();
   r.adds_handed = ex.adds_handed_over();
+  r.normalizes_handed = ex.normalizes_handed_over();
   for (const auto& [what, bytes] : ex.memory_breakdown())
     r.low_params = r.low_params || what.find("parameters in 16 bits") != std::string::npos;
   r.params.resize(size_t(model.param_arena_floats()));

@@ -214,7 +214,7 @@ struct StatsPack {  // summed in double a thread too: the variance is E[x^2] - m
 
 template <class T>
 struct GradPack {  // 16-bit values: summed in float a thread (centred terms, tens of rows), then double
-  static constexpr int kSums = 2, N = kPack<T>, kAhead = 2;
+  static constexpr int kSums = 2, N = kPack<T>, kAhead = 4;
   using Acc = std::conditional_t<sizeof(T) == 2, float, double>;
   struct Loaded {
     Pack<T> x, dy;
@@ -449,9 +449,7 @@ __global__ void batchnorm_dx_pack_kernel(PackRows r, const T* __restrict__ x, co
       shift[k] = relu.beta[c];
     }
   }
-  for (int64_t row = p.row; row < p.end; row += p.step) {
-    const int64_t e = row * C + p.c0;
-    const Pack<T> xv = load_pack(x + e), dv = load_pack(dy + e);
+  const auto emit = [&](const Pack<T>& xv, const Pack<T>& dv, int64_t e) {
     Pack<T> out;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
@@ -462,6 +460,19 @@ __global__ void batchnorm_dx_pack_kernel(PackRows r, const T* __restrict__ x, co
       out.v[k] = from_f32<T>(k0[k] * (d - k1[k] - (xf - m[k]) * k2[k]));
     }
     store_pack(dx + e, out);
+  };
+  // Two rows' loads in flight at once a thread.
+  for (int64_t row = p.row; row < p.end; row += 2 * int64_t(p.step)) {
+    const int64_t e = row * C + p.c0, e2 = e + int64_t(p.step) * C;
+    const bool two = row + p.step < p.end;
+    const Pack<T> xv = load_pack(x + e), dv = load_pack(dy + e);
+    Pack<T> xv2, dv2;
+    if (two) {
+      xv2 = load_pack(x + e2);
+      dv2 = load_pack(dy + e2);
+    }
+    emit(xv, dv, e);
+    if (two) emit(xv2, dv2, e2);
   }
 }
 

@@ -483,6 +483,30 @@ void with_place_type(const PoolGeometry& g, F&& f) {
     f(int32_t{});
 }
 
+// Whether the forward goes by packs with these pointers: channels-last, whole packs, aligned.
+template <class T>
+bool forward_packs(const PoolGeometry& g, const void* x, const void* y, const void* argmax) {
+  return g.channels_last && packs_fit<T>(g.channels, {x, y, g.max ? argmax : nullptr});
+}
+
+// The tiled forward by packs (forward_packs), 2x2 windows with their loads first; kBn: through the
+// batchnorm before it (launch_pool2d_forward_normalized).
+template <class T, bool kBn>
+void launch_tiled_pack_forward(const PoolGeometry& g, const T* x, T* y, void* argmax, const PoolNormalize& bn,
+                               cudaStream_t stream) {
+  const int64_t n = g.batch * g.channels * g.oh * g.ow;
+  const unsigned grid = grid_for(n / kPack<T>);
+  const uint32_t packs = uint32_t(n / kPack<T>);
+  with_place_type(g, [&](auto place) {
+    using A = decltype(place);
+    A* at = static_cast<A*>(argmax);
+    if (g.kh == 2 && g.kw == 2)
+      pool_forward_tiled_pack_kernel<T, kBn, A, true><<<grid, kThreads, 0, stream>>>(g, x, y, at, packs, bn);
+    else
+      pool_forward_tiled_pack_kernel<T, kBn, A, false><<<grid, kThreads, 0, stream>>>(g, x, y, at, packs, bn);
+  });
+}
+
 }  // namespace
 
 size_t pool2d_argmax_bytes(const PoolGeometry& g) {
@@ -496,23 +520,16 @@ void launch_pool2d_forward(const PoolGeometry& g, DType t, const void* x, void* 
   if (tiles(g)) {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
+      const T* xt = static_cast<const T*>(x);
+      T* yt = static_cast<T*>(y);
+      if (forward_packs<T>(g, x, y, argmax)) {
+        launch_tiled_pack_forward<T, false>(g, xt, yt, argmax, PoolNormalize{}, stream);
+        return;
+      }
       with_place_type(g, [&](auto place) {
         using A = decltype(place);
-        A* at = static_cast<A*>(argmax);
-        if (g.channels_last && packs_fit<T>(g.channels, {x, y, g.max ? argmax : nullptr})) {
-          if (g.kh == 2 && g.kw == 2)
-            pool_forward_tiled_pack_kernel<T, false, A, true>
-                <<<grid_for(n / kPack<T>), kThreads, 0, stream>>>(g, static_cast<const T*>(x),
-                                                                  static_cast<T*>(y), at,
-                                                                  uint32_t(n / kPack<T>), PoolNormalize{});
-          else
-            pool_forward_tiled_pack_kernel<T, false, A, false>
-                <<<grid_for(n / kPack<T>), kThreads, 0, stream>>>(g, static_cast<const T*>(x),
-                                                                  static_cast<T*>(y), at,
-                                                                  uint32_t(n / kPack<T>), PoolNormalize{});
-        } else
-          pool_forward_tiled_kernel<T, A><<<grid_for(n), kThreads, 0, stream>>>(
-              g, static_cast<const T*>(x), static_cast<T*>(y), at, uint32_t(n));
+        pool_forward_tiled_kernel<T, A>
+            <<<grid_for(n), kThreads, 0, stream>>>(g, xt, yt, static_cast<A*>(argmax), uint32_t(n));
       });
     });
     CUDA_CHECK_LAUNCH();
@@ -523,7 +540,7 @@ void launch_pool2d_forward(const PoolGeometry& g, DType t, const void* x, void* 
     using T = decltype(tag);
     with_index_type({n, g.batch * g.channels * g.h * g.w}, [&](auto index) {
       using I = decltype(index);
-      if (g.channels_last && packs_fit<T>(g.channels, {x, y, g.max ? argmax : nullptr}))
+      if (forward_packs<T>(g, x, y, argmax))
         pool_forward_pack_kernel<T, I><<<grid_for(n / kPack<T>), kThreads, 0, stream>>>(
             g, static_cast<const T*>(x), static_cast<T*>(y), argmax32, I(n / kPack<T>));
       else
@@ -536,10 +553,7 @@ void launch_pool2d_forward(const PoolGeometry& g, DType t, const void* x, void* 
 
 bool pool2d_normalizes(const PoolGeometry& g, DType t, const void* x, const void* y, const void* argmax) {
   bool ok = false;
-  with_dtype(t, [&](auto tag) {
-    ok =
-        tiles(g) && g.channels_last && packs_fit<decltype(tag)>(g.channels, {x, y, g.max ? argmax : nullptr});
-  });
+  with_dtype(t, [&](auto tag) { ok = tiles(g) && forward_packs<decltype(tag)>(g, x, y, argmax); });
   return ok;
 }
 
@@ -551,17 +565,7 @@ void launch_pool2d_forward_normalized(const PoolGeometry& g, DType t, const void
   if (n <= 0) return;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    with_place_type(g, [&](auto place) {
-      using A = decltype(place);
-      if (g.kh == 2 && g.kw == 2)
-        pool_forward_tiled_pack_kernel<T, true, A, true><<<grid_for(n / kPack<T>), kThreads, 0, stream>>>(
-            g, static_cast<const T*>(x), static_cast<T*>(y), static_cast<A*>(argmax), uint32_t(n / kPack<T>),
-            bn);
-      else
-        pool_forward_tiled_pack_kernel<T, true, A, false><<<grid_for(n / kPack<T>), kThreads, 0, stream>>>(
-            g, static_cast<const T*>(x), static_cast<T*>(y), static_cast<A*>(argmax), uint32_t(n / kPack<T>),
-            bn);
-    });
+    launch_tiled_pack_forward<T, true>(g, static_cast<const T*>(x), static_cast<T*>(y), argmax, bn, stream);
   });
   CUDA_CHECK_LAUNCH();
 }
